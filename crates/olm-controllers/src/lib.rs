@@ -1,1 +1,5 @@
-//! placeholder, filled by its issue
+//! OLM controllers: the shared controller runtime and one module per controller.
+
+#![forbid(unsafe_code)]
+
+pub mod runtime;

@@ -1,0 +1,139 @@
+//! Status writes: server-side apply on the status subresource with one field manager per
+//! controller, skipped when the desired status equals the observed one ignoring timestamps.
+
+use kube::api::{Patch, PatchParams};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::error::{Error, Result};
+
+/// Keys holding times that change on every write without changing meaning.
+const TIMESTAMP_KEYS: &[&str] = &[
+    "lastUpdateTime",
+    "lastTransitionTime",
+    "lastUpdated",
+    "lastHeartbeatTime",
+    "lastProbeTime",
+];
+
+/// `value` with every timestamp key and every null removed, for comparisons.
+pub fn without_timestamps(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, v)| !TIMESTAMP_KEYS.contains(&key.as_str()) && !v.is_null())
+                .map(|(key, v)| (key.clone(), without_timestamps(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_timestamps).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Whether two statuses mean the same thing (timestamps and nulls ignored; a missing status
+/// equals an empty object).
+pub fn same_ignoring_timestamps(observed: Option<&Value>, desired: &Value) -> bool {
+    let empty = Value::Object(Default::default());
+    without_timestamps(observed.unwrap_or(&empty)) == without_timestamps(desired)
+}
+
+/// Writes `.status` of one kind with one field manager.
+#[derive(Clone)]
+pub struct StatusWriter {
+    client: Client,
+    field_manager: String,
+}
+
+impl StatusWriter {
+    /// A writer whose field manager is e.g. `olm/csv`.
+    pub fn new(client: Client, field_manager: impl Into<String>) -> Self {
+        Self {
+            client,
+            field_manager: field_manager.into(),
+        }
+    }
+
+    /// The field manager.
+    pub fn field_manager(&self) -> &str {
+        &self.field_manager
+    }
+
+    /// Apply `desired` as the status of the namespaced `obj` unless it equals the observed
+    /// status ignoring timestamps. Returns whether a write happened.
+    pub async fn apply<K, S>(&self, obj: &K, desired: &S) -> Result<bool>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + std::fmt::Debug,
+        S: Serialize,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &obj.namespace().unwrap_or_default());
+        self.write(api, obj, desired).await
+    }
+
+    /// Like [`StatusWriter::apply`], for cluster-scoped kinds.
+    pub async fn apply_cluster<K, S>(&self, obj: &K, desired: &S) -> Result<bool>
+    where
+        K: Resource<DynamicType = (), Scope = ClusterResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + std::fmt::Debug,
+        S: Serialize,
+    {
+        self.write(Api::all(self.client.clone()), obj, desired).await
+    }
+
+    async fn write<K, S>(&self, api: Api<K>, obj: &K, desired: &S) -> Result<bool>
+    where
+        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+        S: Serialize,
+    {
+        let desired = serde_json::to_value(desired).map_err(|source| Error::Serialize {
+            what: format!("{} status", K::kind(&())),
+            source,
+        })?;
+        let observed = serde_json::to_value(obj).map_err(|source| Error::Serialize {
+            what: format!("{} {}", K::kind(&()), obj.name_any()),
+            source,
+        })?;
+        if same_ignoring_timestamps(observed.get("status"), &desired) {
+            return Ok(false);
+        }
+        let name = obj.name_any();
+        let patch = json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "status": desired,
+        });
+        let params = PatchParams::apply(&self.field_manager).force();
+        api.patch_status(&name, &params, &Patch::Apply(&patch))
+            .await
+            .map_err(|err| Error::api(format!("apply status of {} {}", K::kind(&()), name), err))?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_do_not_count_as_a_change() {
+        let observed = json!({"phase": "Succeeded", "reason": "InstallSucceeded",
+            "lastUpdateTime": "2026-01-01T00:00:00Z",
+            "conditions": [{"phase": "Pending", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        let desired = json!({"phase": "Succeeded", "reason": "InstallSucceeded",
+            "lastUpdateTime": "2026-11-21T00:00:00Z",
+            "conditions": [{"phase": "Pending", "lastTransitionTime": "2026-11-21T00:00:00Z"}]});
+        assert!(same_ignoring_timestamps(Some(&observed), &desired));
+        let changed = json!({"phase": "Failed", "reason": "InstallSucceeded"});
+        assert!(!same_ignoring_timestamps(Some(&observed), &changed));
+        assert!(same_ignoring_timestamps(None, &json!({"message": null})));
+    }
+}
