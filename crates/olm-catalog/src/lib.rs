@@ -1,1 +1,20 @@
-//! placeholder, filled by its issue
+//! OLM catalogs: one model of packages, channels and bundles, loaders for the
+//! three on-disk formats (File-Based Catalogs, legacy package manifests, bundle
+//! directories), opm's validation rules, and rendering to FBC.
+//!
+//! No Kubernetes dependency: the resolver and the catalog server build on this.
+
+pub mod canonical;
+pub mod error;
+mod ignore;
+pub mod load;
+pub mod model;
+pub mod version;
+
+pub use error::{CatalogError, Problem};
+pub use model::{
+    Bundle, Catalog, Channel, ChannelEntry, Constraint, ConstraintKind, DeprecationEntry,
+    DeprecationReference, Document, Gvk, Icon, Meta, MetaFilter, Package, PackageProperty,
+    PackageRequired, Property, PropertyKind, RelatedImage,
+};
+pub use version::{RangeError, Version, VersionRange};

@@ -1,0 +1,319 @@
+//! Reading files: YAML/JSON document streams and File-Based Catalog directories.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::error::{CatalogError, Problem};
+use crate::ignore::IgnoreStack;
+use crate::model::{Catalog, Document};
+
+/// Files larger than this are refused (bounded memory).
+pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+/// Directory nesting limit (protects against symlink loops).
+pub const MAX_DIR_DEPTH: usize = 32;
+/// YAML/JSON nesting limit per document.
+pub const MAX_NESTING_DEPTH: usize = 128;
+
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_documents: 1_000_000,
+            max_nodes: 50_000_000,
+            max_events: 200_000_000,
+            max_total_scalar_bytes: 1024 * 1024 * 1024,
+            max_depth: MAX_NESTING_DEPTH,
+        },
+    }
+}
+
+/// Parse a stream of documents: concatenated JSON objects when the first
+/// non-whitespace character is `{`, otherwise multi-document YAML. Empty and null
+/// documents are skipped.
+pub fn parse_manifest_text(text: &str) -> Result<Vec<Value>, String> {
+    let trimmed = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+    if trimmed.starts_with('{') {
+        let mut out = Vec::new();
+        let stream = serde_json::Deserializer::from_str(trimmed).into_iter::<Value>();
+        for (i, item) in stream.enumerate() {
+            match item {
+                Ok(Value::Null) => {}
+                Ok(v) => out.push(v),
+                Err(e) => return Err(format!("invalid JSON in document {}: {e}", i + 1)),
+            }
+        }
+        return Ok(out);
+    }
+    if trimmed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, yaml_options())
+        .map_err(|e| format!("invalid YAML: {}", one_line(&e.to_string())))?;
+    let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
+    for (i, d) in docs.iter().enumerate() {
+        if depth_exceeds(d, MAX_NESTING_DEPTH) {
+            return Err(format!(
+                "document {} is nested deeper than {MAX_NESTING_DEPTH} levels",
+                i + 1
+            ));
+        }
+    }
+    Ok(docs)
+}
+
+fn depth_exceeds(v: &Value, limit: usize) -> bool {
+    if limit == 0 {
+        return true;
+    }
+    match v {
+        Value::Array(a) => a.iter().any(|x| depth_exceeds(x, limit - 1)),
+        Value::Object(o) => o.values().any(|x| depth_exceeds(x, limit - 1)),
+        _ => false,
+    }
+}
+
+fn one_line(s: &str) -> String {
+    let mut out = String::new();
+    for (i, line) in s.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        if i > 0 {
+            out.push_str(" | ");
+        }
+        out.push_str(line.trim_end());
+    }
+    out
+}
+
+/// Read a file as UTF-8 text, refusing files over [`MAX_FILE_BYTES`].
+pub fn read_text(path: &Path) -> Result<String, CatalogError> {
+    let meta = fs::metadata(path).map_err(|source| CatalogError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(CatalogError::TooLarge {
+            path: path.to_path_buf(),
+            message: format!(
+                "file is {} bytes, more than the {MAX_FILE_BYTES} allowed",
+                meta.len()
+            ),
+        });
+    }
+    let bytes = fs::read(path).map_err(|source| CatalogError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|e| CatalogError::Parse {
+        path: path.to_path_buf(),
+        message: format!(
+            "file is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })
+}
+
+/// Parse one file into documents.
+pub fn parse_file(path: &Path) -> Result<Vec<Value>, CatalogError> {
+    let text = read_text(path)?;
+    parse_manifest_text(&text).map_err(|message| CatalogError::Parse {
+        path: path.to_path_buf(),
+        message,
+    })
+}
+
+/// Every regular file below `root` that an FBC loader parses: lexical order,
+/// `.indexignore` rules applied, `.indexignore` files themselves skipped.
+pub fn fbc_files(root: &Path) -> Result<(Vec<PathBuf>, Vec<Problem>), CatalogError> {
+    let meta = fs::metadata(root).map_err(|source| CatalogError::Io {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Ok((vec![root.to_path_buf()], Vec::new()));
+    }
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    let mut ignores = IgnoreStack::default();
+    walk(root, root, 0, &mut ignores, &mut files, &mut problems);
+    Ok((files, problems))
+}
+
+fn walk(
+    root: &Path,
+    dir: &Path,
+    depth: usize,
+    ignores: &mut IgnoreStack,
+    files: &mut Vec<PathBuf>,
+    problems: &mut Vec<Problem>,
+) {
+    if depth > MAX_DIR_DEPTH {
+        problems.push(
+            Problem::new(format!(
+                "directory nesting deeper than {MAX_DIR_DEPTH} levels (symlink loop?)"
+            ))
+            .file(Some(dir)),
+        );
+        return;
+    }
+    let mut entries: Vec<PathBuf> = match fs::read_dir(dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(e) => {
+            problems.push(Problem::new(format!("cannot read directory: {e}")).file(Some(dir)));
+            return;
+        }
+    };
+    entries.sort();
+    let pushed = match fs::read_to_string(dir.join(".indexignore")) {
+        Ok(text) => {
+            let rel = dir
+                .strip_prefix(root)
+                .unwrap_or(Path::new(""))
+                .to_path_buf();
+            ignores.push(rel, &text);
+            true
+        }
+        Err(_) => false,
+    };
+    for path in entries {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            problems.push(Problem::new("file name is not UTF-8").file(Some(&path)));
+            continue;
+        };
+        if name == ".indexignore" {
+            continue;
+        }
+        let md = match fs::metadata(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                problems.push(Problem::new(format!("cannot read: {e}")).file(Some(&path)));
+                continue;
+            }
+        };
+        let rel = path.strip_prefix(root).unwrap_or(&path);
+        if ignores.is_ignored(rel, md.is_dir()) {
+            continue;
+        }
+        if md.is_dir() {
+            walk(root, &path, depth + 1, ignores, files, problems);
+        } else if md.is_file() {
+            files.push(path);
+        }
+    }
+    if pushed {
+        ignores.pop();
+    }
+}
+
+/// Load the documents of a File-Based Catalog directory (or a single file),
+/// collecting a problem for every file that cannot be read or parsed.
+/// Files are parsed in parallel; the result is in lexical file order.
+pub fn load_fbc_documents(root: &Path) -> Result<(Vec<Document>, Vec<Problem>), CatalogError> {
+    let (files, mut problems) = fbc_files(root)?;
+    let results = parallel_map(&files, |path| parse_file(path));
+    let mut documents = Vec::new();
+    for (path, result) in files.iter().zip(results) {
+        match result {
+            Ok(values) => {
+                let source: Arc<Path> = Arc::from(path.as_path());
+                documents.extend(values.into_iter().map(|value| Document {
+                    value,
+                    source: Some(source.clone()),
+                }));
+            }
+            Err(e) => problems.extend(e.problems()),
+        }
+    }
+    Ok((documents, problems))
+}
+
+/// Load and build a File-Based Catalog leniently: the catalog plus every problem.
+pub fn load_fbc(root: &Path) -> Result<(Catalog, Vec<Problem>), CatalogError> {
+    let (documents, mut problems) = load_fbc_documents(root)?;
+    let (catalog, mut more) = Catalog::build(documents);
+    problems.append(&mut more);
+    Ok((catalog, problems))
+}
+
+/// Map `f` over `items` on all available cores, keeping order.
+pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8);
+    if threads <= 1 || items.len() < 2 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut slots: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
+    let results = std::sync::Mutex::new(Vec::with_capacity(items.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                let mut local = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= items.len() {
+                        break;
+                    }
+                    local.push((i, f(&items[i])));
+                }
+                if let Ok(mut r) = results.lock() {
+                    r.extend(local);
+                }
+            });
+        }
+    });
+    for (i, r) in results.into_inner().unwrap_or_default() {
+        slots[i] = Some(r);
+    }
+    // Every index was claimed by exactly one worker, so every slot is filled.
+    slots.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_quirks() {
+        let docs = parse_manifest_text(
+            "---\nschema: x\ncreatedAt: 2025-06-24T14:07:09\neq: =\nv: 1.0\n---\n---\nschema: yy\n",
+        )
+        .unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(
+            docs[0]["createdAt"],
+            Value::String("2025-06-24T14:07:09".into())
+        );
+        assert_eq!(docs[0]["eq"], Value::String("=".into()));
+        assert_eq!(docs[1]["schema"], "yy");
+    }
+
+    #[test]
+    fn json_stream() {
+        let docs = parse_manifest_text("{\"a\":1}\n{\"b\":2} {\"c\":3}").unwrap();
+        assert_eq!(docs.len(), 3);
+        assert!(parse_manifest_text("{\"a\":1} {").is_err());
+    }
+
+    #[test]
+    fn many_documents_do_not_hit_default_budget() {
+        let text: String = (0..3000)
+            .map(|i| format!("---\nschema: s\nname: n{i}\n"))
+            .collect();
+        assert_eq!(parse_manifest_text(&text).unwrap().len(), 3000);
+    }
+
+    #[test]
+    fn bad_and_deep_input_is_an_error_not_a_panic() {
+        assert!(parse_manifest_text("a: [1, 2\n").is_err());
+        let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+        assert!(parse_manifest_text(&deep).is_err());
+        let deep_json = "{\"a\":".repeat(10_000) + "1" + &"}".repeat(10_000);
+        assert!(parse_manifest_text(&deep_json).is_err());
+        // alias bomb
+        let bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n";
+        let _ = parse_manifest_text(bomb); // must return (error or bounded value), never hang
+    }
+}
