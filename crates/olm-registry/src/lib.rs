@@ -1,1 +1,21 @@
-//! placeholder, filled by its issue
+//! Catalog server: catalogd-compatible and own HTTP endpoints, and operator-registry's
+//! gRPC API (`api.Registry`), over immutable catalog snapshots that reload when their
+//! directories change.
+//!
+//! Entry point: [`server::start`] with a [`server::ServeConfig`].
+
+pub mod convert;
+pub mod error;
+pub mod grpc;
+pub mod http;
+pub mod loader;
+pub mod metrics;
+pub mod openapi;
+pub mod pb;
+pub mod reload;
+pub mod server;
+pub mod store;
+
+pub use error::RegistryError;
+pub use server::{GrpcLimits, RunningServer, ServeConfig, shutdown_signal, start};
+pub use store::{CatalogSet, CatalogSnapshot, ServedCatalog, load_snapshot};

@@ -1,0 +1,195 @@
+//! Catalog snapshots and the set of served catalogs.
+//!
+//! Each served catalog holds its current snapshot behind an [`ArcSwapOption`]: readers
+//! take a cheap `Arc` of the snapshot and keep using it for the whole request, and a
+//! reload replaces it atomically, so a request never sees half of an edit.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::ArcSwapOption;
+use olm_catalog::Catalog;
+use sha2::{Digest, Sha256};
+
+use crate::metrics::Metrics;
+
+/// An immutable, indexed catalog plus what the server derives from it once.
+#[derive(Debug)]
+pub struct CatalogSnapshot {
+    pub catalog: Catalog,
+    /// Hex SHA-256 over every canonical blob, in order: changes exactly when the served
+    /// content changes (used for ETags and to skip no-op reloads).
+    pub content_hash: String,
+    /// When this snapshot was built.
+    pub loaded_at: SystemTime,
+    /// How long reading, parsing and indexing took.
+    pub load_duration: Duration,
+    /// Total size of the JSON-lines document (`/api/v1/all`).
+    pub all_len: u64,
+}
+
+impl CatalogSnapshot {
+    /// Index a catalog that was already loaded and validated.
+    pub fn new(catalog: Catalog, load_duration: Duration) -> CatalogSnapshot {
+        let mut hasher = Sha256::new();
+        let mut all_len = 0u64;
+        for meta in catalog.all_metas() {
+            hasher.update(meta.blob.as_bytes());
+            all_len += meta.blob.len() as u64;
+        }
+        CatalogSnapshot {
+            catalog,
+            content_hash: hex::encode(hasher.finalize()),
+            loaded_at: SystemTime::now(),
+            load_duration,
+            all_len,
+        }
+    }
+}
+
+/// Read, parse, index and validate the catalog in `dir`. Strict like `opm serve`:
+/// any validation problem rejects the whole directory, and the message lists them.
+pub fn load_snapshot(dir: &Path) -> Result<CatalogSnapshot, String> {
+    let started = Instant::now();
+    let (catalog, problems) = crate::loader::load_catalog_dir(dir)?;
+    if !problems.is_empty() {
+        let shown: Vec<String> = problems.iter().take(20).map(|p| format!("  - {p}")).collect();
+        let more = if problems.len() > shown.len() {
+            format!("\n  … and {} more", problems.len() - shown.len())
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "{} problem(s); fix them (`olm catalog validate {}` lists them all):\n{}{more}",
+            problems.len(),
+            dir.display(),
+            shown.join("\n")
+        ));
+    }
+    Ok(CatalogSnapshot::new(catalog, started.elapsed()))
+}
+
+/// Outcome of the last reload attempts of one catalog.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadStatus {
+    /// Error of the last attempt, when it failed (cleared by a later success).
+    pub last_error: Option<String>,
+    pub last_error_at: Option<SystemTime>,
+    pub last_success_at: Option<SystemTime>,
+    /// Successful loads that changed the served content.
+    pub swaps: u64,
+    /// Failed load attempts.
+    pub errors: u64,
+}
+
+/// One catalog the server serves: its name, its source directory and its current snapshot.
+#[derive(Debug)]
+pub struct ServedCatalog {
+    pub name: String,
+    pub dir: PathBuf,
+    current: ArcSwapOption<CatalogSnapshot>,
+    status: Mutex<ReloadStatus>,
+    metrics: Arc<Metrics>,
+}
+
+impl ServedCatalog {
+    pub fn new(name: String, dir: PathBuf, metrics: Arc<Metrics>) -> ServedCatalog {
+        ServedCatalog { name, dir, current: ArcSwapOption::empty(), status: Mutex::new(ReloadStatus::default()), metrics }
+    }
+
+    /// The snapshot being served, if one has loaded.
+    pub fn snapshot(&self) -> Option<Arc<CatalogSnapshot>> {
+        self.current.load_full()
+    }
+
+    pub fn status(&self) -> ReloadStatus {
+        self.status.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Load the directory now; on success swap the snapshot in (unless the content is
+    /// unchanged), on failure keep the old one and record the error.
+    /// Blocking: call it from a blocking thread.
+    pub fn reload(&self) -> Result<bool, String> {
+        match load_snapshot(&self.dir) {
+            Ok(snapshot) => Ok(self.install(snapshot)),
+            Err(message) => {
+                self.record_error(message.clone());
+                Err(message)
+            }
+        }
+    }
+
+    /// Serve `snapshot` from now on. Returns false when it equals the current content.
+    pub fn install(&self, snapshot: CatalogSnapshot) -> bool {
+        let now = SystemTime::now();
+        let changed = self.current.load().as_ref().is_none_or(|old| old.content_hash != snapshot.content_hash);
+        let (packages, channels, bundles) = snapshot.catalog.counts();
+        if changed {
+            self.current.store(Some(Arc::new(snapshot)));
+            self.metrics.set_snapshot_counts(&self.name, packages, channels, bundles);
+        }
+        self.metrics.record_reload_success(&self.name, now);
+        if let Ok(mut status) = self.status.lock() {
+            status.last_error = None;
+            status.last_error_at = None;
+            status.last_success_at = Some(now);
+            if changed {
+                status.swaps += 1;
+            }
+        }
+        changed
+    }
+
+    fn record_error(&self, message: String) {
+        self.metrics.record_reload_error(&self.name);
+        if let Ok(mut status) = self.status.lock() {
+            status.last_error = Some(message);
+            status.last_error_at = Some(SystemTime::now());
+            status.errors += 1;
+        }
+    }
+}
+
+/// Every catalog served by one server, by name.
+#[derive(Debug, Clone)]
+pub struct CatalogSet {
+    catalogs: Arc<BTreeMap<String, Arc<ServedCatalog>>>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl CatalogSet {
+    pub fn new(sources: &[(String, PathBuf)], metrics: Arc<Metrics>) -> CatalogSet {
+        let catalogs = sources
+            .iter()
+            .map(|(name, dir)| (name.clone(), Arc::new(ServedCatalog::new(name.clone(), dir.clone(), metrics.clone()))))
+            .collect();
+        CatalogSet { catalogs: Arc::new(catalogs), metrics }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<ServedCatalog>> {
+        self.catalogs.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<ServedCatalog>> {
+        self.catalogs.values()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.catalogs.keys().map(String::as_str)
+    }
+
+    pub fn len(&self) -> usize {
+        self.catalogs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.catalogs.is_empty()
+    }
+
+    /// Ready when every catalog has a snapshot to serve.
+    pub fn all_loaded(&self) -> bool {
+        self.catalogs.values().all(|c| c.snapshot().is_some())
+    }
+}
