@@ -3,3 +3,5 @@
 #![forbid(unsafe_code)]
 
 pub mod runtime;
+pub mod operatorgroup;
+pub mod selector;

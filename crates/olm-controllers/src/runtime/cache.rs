@@ -4,16 +4,14 @@
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
+use futures::channel::mpsc;
 use futures::{Stream, StreamExt, future::BoxFuture};
-use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store, store::Writer};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
 
 use super::admin::Readiness;
-
-/// Events buffered per shared stream before the watch waits for slow subscribers.
-const SUBSCRIBER_BUFFER: usize = 1024;
 
 /// A watch cache of one resource type.
 pub struct Cache<K>
@@ -22,9 +20,13 @@ where
 {
     store: Store<K>,
     name: String,
-    // The writer stays here until the cache starts, so subscriptions see every event.
-    writer: Arc<Mutex<Option<Writer<K>>>>,
+    subscribers: Subscribers<K>,
 }
+
+/// The senders of every subscriber of one cache. Each subscriber gets its own unbounded
+/// channel, so a slow controller never stalls the watch or the other subscribers, and no
+/// change is ever dropped.
+type Subscribers<K> = Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<K>>>>>;
 
 impl<K> Clone for Cache<K>
 where
@@ -34,15 +36,10 @@ where
         Self {
             store: self.store.clone(),
             name: self.name.clone(),
-            writer: self.writer.clone(),
+            subscribers: self.subscribers.clone(),
         }
     }
 }
-
-/// Subscribing after the caches started would miss the initial list.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot subscribe to the {0} cache after it started")]
-pub struct AlreadyStarted(pub String);
 
 impl<K> Cache<K>
 where
@@ -78,27 +75,43 @@ where
         self.store.get(&key)
     }
 
+    /// Wait for the initial list (returns at once when it already finished).
+    pub async fn synced(&self) {
+        // An error means the watch task is gone (shutdown): nothing left to wait for.
+        let _ = self.store.wait_until_ready().await;
+    }
+
     /// Whether the initial list finished.
     pub fn is_synced(&self) -> bool {
         // The store is ready once the writer saw the first complete list.
         futures::FutureExt::now_or_never(self.store.wait_until_ready()).is_some_and(|r| r.is_ok())
     }
 
-    /// A stream of objects as they change, shared with the other subscribers.
-    pub fn subscribe(&self) -> Result<ReflectHandle<K>, AlreadyStarted> {
-        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        writer
-            .as_ref()
-            .and_then(Writer::subscribe)
-            .ok_or_else(|| AlreadyStarted(self.name.clone()))
+    /// A stream of every object that changed (applied or deleted; deleted objects are no
+    /// longer in the store). Subscribe before `Caches::start` to also see the initial list.
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let (tx, rx) = mpsc::unbounded();
+        self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        rx
     }
 }
 
 /// The set of caches of a process. Create caches, subscribe controllers, then `start`.
+/// Dropping the set stops its watches.
 #[derive(Default)]
 pub struct Caches {
     readiness: Readiness,
-    pending: Vec<BoxFuture<'static, ()>>,
+    pending: Vec<BoxFuture<'static, Vec<tokio::task::JoinHandle<()>>>>,
+    running: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Caches {
+    fn drop(&mut self) {
+        // The watches belong to this set: stop them with it.
+        for task in &self.running {
+            task.abort();
+        }
+    }
 }
 
 impl Caches {
@@ -107,6 +120,7 @@ impl Caches {
         Self {
             readiness,
             pending: Vec::new(),
+            running: Vec::new(),
         }
     }
 
@@ -124,48 +138,56 @@ impl Caches {
             Some(selector) => format!("{}[{selector}]", K::kind(&())),
             None => K::kind(&()).into_owned(),
         };
-        let (store, writer) = reflector::store_shared::<K>(SUBSCRIBER_BUFFER);
-        let writer = Arc::new(Mutex::new(Some(writer)));
+        let (store, writer) = reflector::store::<K>();
+        let subscribers: Subscribers<K> = Arc::default();
         self.readiness.register(name.clone());
         let cache = Cache {
             store: store.clone(),
             name: name.clone(),
-            writer: writer.clone(),
+            subscribers: subscribers.clone(),
         };
         let readiness = self.readiness.clone();
         self.pending.push(Box::pin(async move {
-            let Some(writer) = writer.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-                return;
-            };
-            let watch_name = name.clone();
             let ready_store = store.clone();
             let ready_name = name.clone();
-            tokio::spawn(async move {
+            let ready_task = tokio::spawn(async move {
                 if ready_store.wait_until_ready().await.is_ok() {
                     tracing::info!(cache = %ready_name, objects = ready_store.len(), "watch cache synced");
                     readiness.mark_ready(&ready_name);
                 }
             });
-            tokio::spawn(async move {
+            let watch_task = tokio::spawn(async move {
                 watcher(api, config)
                     .default_backoff()
-                    .reflect_shared(writer)
+                    .reflect(writer)
                     .for_each(|event| {
-                        if let Err(err) = event {
-                            tracing::warn!(cache = %watch_name, %err, "watch failed; retrying with backoff");
+                        match event {
+                            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) | watcher::Event::Delete(obj)) => {
+                                let obj = Arc::new(obj);
+                                let mut subs = subscribers.lock().unwrap_or_else(|p| p.into_inner());
+                                // A closed channel means its controller stopped: forget it.
+                                subs.retain(|tx| tx.unbounded_send(obj.clone()).is_ok());
+                            }
+                            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                            Err(err) => {
+                                tracing::warn!(cache = %name, %err, "watch failed; retrying with backoff");
+                            }
                         }
                         futures::future::ready(())
                     })
                     .await;
             });
+            vec![ready_task, watch_task]
         }));
         cache
     }
 
     /// Start every watch. Subscriptions must have been taken before.
     pub async fn start(&mut self) {
-        for start in self.pending.drain(..) {
-            start.await;
+        let pending: Vec<_> = self.pending.drain(..).collect();
+        for start in pending {
+            let tasks = start.await;
+            self.running.extend(tasks);
         }
     }
 }
@@ -181,10 +203,3 @@ pub async fn wait_synced(readiness: &Readiness, names: &[&str]) {
     }
 }
 
-/// Turn a shared handle into a plain stream of objects (for `Controller::for_shared_stream`).
-pub fn objects<K>(handle: ReflectHandle<K>) -> impl Stream<Item = Arc<K>> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
-{
-    handle.boxed()
-}

@@ -1,0 +1,244 @@
+//! Pure decisions of the OperatorGroup controller: target namespaces, status, member CSV
+//! annotations, the `olm.providedAPIs` annotation and target-namespace labels.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use olm_api::keys;
+use olm_api::v1::operator_group::{
+    MULTIPLE_OPERATOR_GROUP_CONDITION, MULTIPLE_OPERATOR_GROUPS_FOUND_REASON, OperatorGroup, OperatorGroupStatus,
+};
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, CsvReason};
+
+use crate::runtime::Decision;
+use crate::selector;
+
+/// A namespace as the OperatorGroup controller sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceView {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What the controller observed for one OperatorGroup.
+#[derive(Debug)]
+pub struct Observed<'a> {
+    /// The group.
+    pub group: &'a OperatorGroup,
+    /// How many OperatorGroups its namespace has (including this one).
+    pub groups_in_namespace: usize,
+    /// Every namespace of the cluster.
+    pub namespaces: &'a [NamespaceView],
+    /// The CSVs in the group's namespace (copies included; they are skipped).
+    pub csvs: Vec<&'a ClusterServiceVersion>,
+}
+
+/// Effects the OperatorGroup controller performs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OgAction {
+    /// Set (or, for `None` values, remove) annotations on a member CSV.
+    AnnotateCsv {
+        /// CSV name (in the group's namespace).
+        name: String,
+        /// Annotation key to value; `None` removes the key.
+        annotations: BTreeMap<String, Option<String>>,
+    },
+    /// Set the group's `olm.providedAPIs` annotation.
+    SetProvidedApis {
+        /// The sorted, comma-separated list.
+        value: String,
+    },
+    /// Add the `olm.operatorgroup.uid/<uid>` label to a target namespace.
+    LabelNamespace {
+        /// Namespace.
+        namespace: String,
+        /// Label key.
+        key: String,
+    },
+}
+
+/// The decision for one OperatorGroup.
+pub type OgDecision = Decision<OgAction, OperatorGroupStatus>;
+
+/// The resolved target namespaces: explicit list, else selector matches, else all (`[""]`).
+/// Sorted and deduplicated; explicit targets that do not exist (yet) are kept, as upstream does,
+/// so that an operator sees the namespace as soon as it is created.
+pub fn target_namespaces(group: &OperatorGroup, namespaces: &[NamespaceView]) -> Vec<String> {
+    let spec = &group.spec;
+    if let Some(targets) = spec.target_namespaces.as_ref().filter(|t| !t.is_empty()) {
+        let set: BTreeSet<String> = targets.iter().filter(|t| !t.is_empty()).cloned().collect();
+        return set.into_iter().collect();
+    }
+    match spec.selector.as_ref().filter(|s| !selector::is_empty(s)) {
+        Some(sel) => {
+            let set: BTreeSet<String> = namespaces
+                .iter()
+                .filter(|ns| selector::matches(sel, &ns.labels))
+                .map(|ns| ns.name.clone())
+                .collect();
+            set.into_iter().collect()
+        }
+        None => vec![String::new()],
+    }
+}
+
+/// The value of `olm.targetNamespaces` for a target list.
+pub fn target_namespaces_annotation(targets: &[String]) -> String {
+    targets.join(",")
+}
+
+/// The APIs a CSV provides, as `Kind.version.group` (owned CRDs and owned APIServices).
+pub fn provided_apis(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    let crds = csv
+        .spec
+        .owned_crds()
+        .iter()
+        .map(|crd| format!("{}.{}.{}", crd.kind, crd.version, crd.group()));
+    let services = csv
+        .spec
+        .owned_api_services()
+        .iter()
+        .map(|api| format!("{}.{}.{}", api.kind, api.version, api.group));
+    crds.chain(services).collect()
+}
+
+/// The three annotations every member CSV carries for `group` with `targets`.
+pub fn member_annotations(group: &OperatorGroup, targets: &[String]) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (keys::OPERATOR_GROUP_ANNOTATION.to_owned(), group.name_any()),
+        (
+            keys::OPERATOR_NAMESPACE_ANNOTATION.to_owned(),
+            group.namespace().unwrap_or_default(),
+        ),
+        (
+            keys::TARGET_NAMESPACES_ANNOTATION.to_owned(),
+            target_namespaces_annotation(targets),
+        ),
+    ])
+}
+
+/// Reasons after which a CSV's APIs do not count as provided by the group.
+fn excluded_from_provided_apis(csv: &ClusterServiceVersion) -> bool {
+    matches!(
+        csv.status.as_ref().and_then(|s| s.reason.as_ref()),
+        Some(
+            CsvReason::InterOperatorGroupOwnerConflict
+                | CsvReason::TooManyOperatorGroups
+                | CsvReason::NoOperatorGroup
+                | CsvReason::UnsupportedOperatorGroup
+        )
+    )
+}
+
+/// Decide the status and effects for one OperatorGroup.
+pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
+    let group = observed.group;
+    let targets = target_namespaces(group, observed.namespaces);
+    let previous = group.status.clone().unwrap_or_default();
+
+    let mut status = OperatorGroupStatus {
+        namespaces: Some(targets.clone()),
+        service_account_ref: previous.service_account_ref.clone(),
+        last_updated: previous.last_updated.clone(),
+        conditions: None,
+    };
+    if previous.namespaces.as_ref() != Some(&targets) || status.last_updated.is_none() {
+        status.last_updated = Some(Time(now));
+    }
+
+    // Conditions set by other writers are kept; ours is set or cleared.
+    let mut conditions: Vec<Condition> = previous
+        .conditions
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.type_ != MULTIPLE_OPERATOR_GROUP_CONDITION)
+        .collect();
+    if observed.groups_in_namespace > 1 {
+        let transition = previous
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == MULTIPLE_OPERATOR_GROUP_CONDITION && c.status == "True")
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or(Time(now));
+        conditions.push(Condition {
+            type_: MULTIPLE_OPERATOR_GROUP_CONDITION.to_owned(),
+            status: "True".to_owned(),
+            reason: MULTIPLE_OPERATOR_GROUPS_FOUND_REASON.to_owned(),
+            message: "Multiple OperatorGroup found in the same namespace".to_owned(),
+            last_transition_time: transition,
+            observed_generation: group.metadata.generation,
+        });
+    }
+    status.conditions = (!conditions.is_empty()).then_some(conditions);
+
+    let mut decision = OgDecision::status(status);
+
+    let members: Vec<&ClusterServiceVersion> = observed.csvs.iter().copied().filter(|c| !c.is_copied()).collect();
+
+    // Member annotations: only when the group is the namespace's only group; with more than
+    // one, the CSVs fail with TooManyOperatorGroups instead.
+    if observed.groups_in_namespace == 1 {
+        let wanted = member_annotations(group, &targets);
+        for csv in &members {
+            let current = csv.metadata.annotations.clone().unwrap_or_default();
+            let changes: BTreeMap<String, Option<String>> = wanted
+                .iter()
+                .filter(|(key, value)| current.get(*key) != Some(*value))
+                .map(|(key, value)| (key.clone(), Some(value.clone())))
+                .collect();
+            if !changes.is_empty() {
+                decision = decision.act(OgAction::AnnotateCsv {
+                    name: csv.name_any(),
+                    annotations: changes,
+                });
+            }
+        }
+    }
+
+    // olm.providedAPIs: the union of what the members provide. Upstream does not prune while a
+    // member is still being set up (phase None or Pending), so an API never flickers away.
+    if !group.spec.static_provided_apis.unwrap_or(false) {
+        let current: BTreeSet<String> = group
+            .annotations()
+            .get(keys::PROVIDED_APIS_ANNOTATION)
+            .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+            .unwrap_or_default();
+        let mut wanted: BTreeSet<String> = members
+            .iter()
+            .filter(|csv| !excluded_from_provided_apis(csv))
+            .flat_map(|csv| provided_apis(csv))
+            .collect();
+        let settling = members
+            .iter()
+            .any(|csv| matches!(csv.phase(), None | Some(CsvPhase::None | CsvPhase::Pending)));
+        if settling {
+            wanted.extend(current.iter().cloned());
+        }
+        let has_annotation = group.annotations().contains_key(keys::PROVIDED_APIS_ANNOTATION);
+        if wanted != current || (!has_annotation && !members.is_empty()) {
+            let value = wanted.into_iter().collect::<Vec<_>>().join(",");
+            decision = decision.act(OgAction::SetProvidedApis { value });
+        }
+    }
+
+    // Target namespaces carry the group's uid label (not for all-namespaces groups).
+    if targets != [String::new()] {
+        if let Some(key) = group.namespace_label_key() {
+            for ns in observed.namespaces.iter().filter(|ns| targets.contains(&ns.name)) {
+                if !ns.labels.contains_key(&key) {
+                    decision = decision.act(OgAction::LabelNamespace {
+                        namespace: ns.name.clone(),
+                        key: key.clone(),
+                    });
+                }
+            }
+        }
+    }
+    decision
+}

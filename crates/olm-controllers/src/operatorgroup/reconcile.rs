@@ -1,0 +1,139 @@
+//! Observe → decide → act for OperatorGroups.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use olm_api::keys;
+use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use serde_json::json;
+use tracing::instrument;
+
+use super::decide::{NamespaceView, Observed, OgAction, decide};
+use crate::runtime::controller::action_for;
+use crate::runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
+
+/// Controller name: metric label, field manager `olm/operatorgroup`.
+pub const NAME: &str = "operatorgroup";
+
+/// The caches the OperatorGroup controller reads.
+#[derive(Clone)]
+pub struct OgState {
+    /// Every OperatorGroup.
+    pub groups: Cache<OperatorGroup>,
+    /// Every ClusterServiceVersion.
+    pub csvs: Cache<ClusterServiceVersion>,
+    /// Every Namespace.
+    pub namespaces: Cache<Namespace>,
+}
+
+/// Namespaces as plain views.
+pub fn namespace_views(namespaces: &Cache<Namespace>) -> Vec<NamespaceView> {
+    namespaces
+        .list()
+        .iter()
+        .map(|ns| NamespaceView {
+            name: ns.name_any(),
+            labels: ns.labels().clone(),
+        })
+        .collect()
+}
+
+#[instrument(skip_all, fields(kind = "OperatorGroup", namespace = %group.namespace().unwrap_or_default(), name = %group.name_any()))]
+async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState>>) -> Result<Action> {
+    let namespace = group.namespace().unwrap_or_default();
+    let state = &ctx.state;
+    let namespaces = namespace_views(&state.namespaces);
+    let csvs = state.csvs.list_in(&namespace);
+    let groups_in_namespace = state.groups.list_in(&namespace).len().max(1);
+    let observed = Observed {
+        group: &group,
+        groups_in_namespace,
+        namespaces: &namespaces,
+        csvs: csvs.iter().map(Arc::as_ref).collect(),
+    };
+    let decision = decide(&observed, Timestamp::now());
+
+    let params = PatchParams::default();
+    for action in &decision.actions {
+        match action {
+            OgAction::AnnotateCsv { name, annotations } => {
+                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+                let patch = json!({ "metadata": { "annotations": annotations } });
+                api.patch(name, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|err| Error::api(format!("annotate ClusterServiceVersion {namespace}/{name}"), err))?;
+                tracing::info!(csv = %name, "set OperatorGroup annotations on member CSV");
+            }
+            OgAction::SetProvidedApis { value } => {
+                let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &namespace);
+                let patch = json!({ "metadata": { "annotations": { keys::PROVIDED_APIS_ANNOTATION: value } } });
+                api.patch(&group.name_any(), &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|err| Error::api(format!("set olm.providedAPIs on OperatorGroup {namespace}/{}", group.name_any()), err))?;
+            }
+            OgAction::LabelNamespace { namespace: target, key } => {
+                let api: Api<Namespace> = Api::all(ctx.client.clone());
+                let patch = json!({ "metadata": { "labels": { key: "" } } });
+                api.patch(target, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|err| Error::api(format!("label Namespace {target}"), err))?;
+            }
+        }
+    }
+    if let Some(status) = &decision.status {
+        ctx.status.apply(group.as_ref(), status).await?;
+    }
+    Ok(action_for(decision.requeue_after))
+}
+
+/// Build the OperatorGroup controller; it subscribes to the caches now (call this before the
+/// caches start) and runs, once every cache it reads has synced, until `shutdown` resolves.
+pub fn run(
+    ctx: Arc<ControllerContext<OgState>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let state = ctx.state.clone();
+    let groups_store = state.groups.store().clone();
+    let by_namespace_store = groups_store.clone();
+    let all_store = groups_store.clone();
+    let peers_store = groups_store.clone();
+    let in_namespace = move |store: &kube::runtime::reflector::Store<OperatorGroup>, ns: Option<String>| {
+        store
+            .state()
+            .iter()
+            .filter(|g| g.namespace() == ns)
+            .map(|g| ObjectRef::from_obj(g.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let controller = Controller::for_shared_stream(state.groups.subscribe(), groups_store)
+        // Another group appearing or leaving changes MultipleOperatorGroup on its peers.
+        .watches_shared_stream(state.groups.subscribe(), move |g: Arc<OperatorGroup>| {
+            in_namespace(&peers_store, g.namespace())
+        })
+        // Member CSVs need annotations and feed olm.providedAPIs.
+        .watches_shared_stream(state.csvs.subscribe(), move |csv: Arc<ClusterServiceVersion>| {
+            in_namespace(&by_namespace_store, csv.namespace())
+        })
+        // Namespaces joining or leaving change selector-based targets.
+        .watches_shared_stream(state.namespaces.subscribe(), move |_ns: Arc<Namespace>| {
+            all_store.state().iter().map(|g| ObjectRef::from_obj(g.as_ref())).collect::<Vec<_>>()
+        })
+        .reconcile_all_on(ctx.leadership.gained())
+        .graceful_shutdown_on(shutdown);
+    async move {
+        state.groups.synced().await;
+        state.csvs.synced().await;
+        state.namespaces.synced().await;
+        controller
+            .run(|group, ctx| guarded(group, ctx, reconcile), error_policy, ctx)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+    }
+}
