@@ -1,0 +1,384 @@
+//! The resolver's rules one by one, failure isolation, and the wording of errors.
+
+mod common;
+use common::*;
+use olm_resolver::{Deprecation, Reason, Requirement, category};
+
+const NS: &str = "operators";
+const GLOBAL: &str = "olm";
+
+fn community() -> olm_resolver::CatalogKey {
+    key("community", GLOBAL)
+}
+
+fn chain() -> Vec<E> {
+    vec![
+        e("app.v1", "1.0.0", "app", "stable").default(),
+        e("app.v2", "2.0.0", "app", "stable").default().replaces("app.v1"),
+        e("app.v3", "3.0.0", "app", "stable").default().replaces("app.v2"),
+    ]
+}
+
+#[test]
+fn upgrades_move_one_edge_at_a_time() {
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, chain())])
+        .installed(installed(e("app.v1", "1.0.0", "app", "")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_ok(&r);
+    assert_eq!(names(&r), ["app.v2"]);
+    assert_eq!(r.bundles[0].replaces.as_deref(), Some("app.v1"));
+    assert_eq!(r.bundles[0].reason, Reason::Upgrade);
+}
+
+#[test]
+fn among_upgrade_edges_the_one_nearest_the_head_wins() {
+    let mut entries = chain();
+    entries.push(e("app.v4", "4.0.0", "app", "stable").default().replaces("app.v3").skips(&["app.v1"]));
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .installed(installed(e("app.v1", "1.0.0", "app", "")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_eq!(names(&r), ["app.v4"]);
+
+    let mut entries = chain();
+    entries.push(e("app.v4", "4.0.0", "app", "stable").default().replaces("app.v3").skip_range(">=1.0.0 <3.0.0"));
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .installed(installed(e("app.v1", "1.0.0", "app", "")))
+        .sub(sub("app", "", community()))
+        .resolve();
+    assert_eq!(names(&r), ["app.v4"]);
+    assert_eq!(r.bundles[0].replaces.as_deref(), Some("app.v1"));
+}
+
+#[test]
+fn an_unsatisfiable_upgrade_keeps_the_installed_bundle_without_error() {
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable"),
+        e("app.v2", "2.0.0", "app", "stable").replaces("app.v1").requires("nowhere.io", "v1", "Missing"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .installed(installed(e("app.v1", "1.0.0", "app", "")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_ok(&r);
+    assert!(r.bundles.is_empty());
+}
+
+#[test]
+fn the_installed_bundle_at_the_head_needs_nothing() {
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, chain())])
+        .installed(installed(e("app.v3", "3.0.0", "app", "")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_ok(&r);
+    assert!(r.bundles.is_empty());
+}
+
+#[test]
+fn a_failing_subscription_does_not_block_the_others() {
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable"),
+        e("broken.v1", "1.0.0", "broken", "stable").requires("nowhere.io", "v1", "Missing"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .sub(sub("app", "stable", community()))
+        .sub(sub("broken", "stable", community()))
+        .sub(sub("typo", "stable", community()))
+        .resolve();
+    assert_eq!(names(&r), ["app.v1"]);
+    assert_eq!(r.errors.len(), 2);
+    let broken = error_of(&r, "broken");
+    assert_contains(
+        broken,
+        &[
+            "Subscription broken (package broken, channel stable, catalog community in namespace olm)",
+            "bundle broken.v1 (catalog community) requires the API Missing (nowhere.io/v1)",
+            "no operator installed in namespace operators or in the catalogs it can use (community in namespace olm) provides it",
+            "Suggestion: add a catalog that has an operator providing Missing (nowhere.io/v1)",
+        ],
+    );
+    assert_contains(error_of(&r, "typo"), &["package typo is not in catalog community (namespace olm)"]);
+}
+
+#[test]
+fn a_missing_package_says_where_it_is() {
+    let r = scenario(
+        NS,
+        vec![
+            cat("community", GLOBAL, 0, vec![e("app.v1", "1.0.0", "app", "stable")]),
+            cat("certified", NS, 0, vec![e("db.v1", "1.0.0", "db", "stable")]),
+            cat("hidden", "elsewhere", 0, vec![e("cache.v1", "1.0.0", "cache", "stable")]),
+        ],
+    )
+    .sub(sub("db", "stable", community()))
+    .sub(sub("cache", "stable", community()))
+    .sub(sub("ap", "stable", community()))
+    .resolve();
+    let db = &r.errors.iter().find(|e| e.subscription == "db").expect("db fails").clone();
+    assert_eq!(db.category, category::PACKAGE_NOT_FOUND);
+    assert_contains(
+        &db.message,
+        &[
+            "package db is not in catalog community (namespace olm)",
+            "It is in catalog certified in namespace operators",
+            "Suggestion: set spec.source: certified and spec.sourceNamespace: operators",
+        ],
+    );
+    assert_contains(error_of(&r, "cache"), &["catalog hidden in namespace elsewhere", "cannot see"]);
+    assert_contains(error_of(&r, "ap"), &["Packages with similar names in that catalog: app"]);
+}
+
+#[test]
+fn a_missing_channel_lists_the_channels() {
+    let entries = vec![e("app.v1", "1.0.0", "app", "stable").default(), e("app.v1", "1.0.0", "app", "fast")];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)]).sub(sub("app", "alpha", community())).resolve();
+    let msg = error_of(&r, "app");
+    assert_contains(
+        msg,
+        &[
+            "package app in catalog community has no channel alpha; its channels are: fast, stable (default: stable)",
+            "Suggestion: set spec.channel",
+        ],
+    );
+    assert_eq!(r.errors[0].category, category::CHANNEL_NOT_FOUND);
+}
+
+#[test]
+fn a_missing_starting_csv_lists_the_bundles() {
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, chain())])
+        .sub(sub("app", "stable", community()).starting_csv("app.v9"))
+        .resolve();
+    assert_contains(
+        error_of(&r, "app"),
+        &["no bundle named app.v9 in channel stable of package app", "app.v1, app.v2, app.v3", "spec.startingCSV"],
+    );
+}
+
+#[test]
+fn starting_csv_is_installed_then_ignored_once_something_is_installed() {
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, chain())])
+        .sub(sub("app", "stable", community()).starting_csv("app.v1"))
+        .resolve();
+    assert_eq!(names(&r), ["app.v1"]);
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, chain())])
+        .installed(installed(e("app.v2", "2.0.0", "app", "")))
+        .sub(sub("app", "stable", community()).starting_csv("app.v1"))
+        .resolve();
+    assert_eq!(names(&r), ["app.v3"]);
+}
+
+#[test]
+fn two_new_subscriptions_providing_one_api_both_fail_and_others_proceed() {
+    let entries = vec![
+        e("a.v1", "1.0.0", "a", "stable").provides("example.com", "v1", "Widget"),
+        e("b.v1", "1.0.0", "b", "stable").provides("example.com", "v1", "Widget"),
+        e("c.v1", "1.0.0", "c", "stable"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .sub(sub("a", "stable", community()))
+        .sub(sub("b", "stable", community()))
+        .sub(sub("c", "stable", community()))
+        .resolve();
+    assert_eq!(names(&r), ["c.v1"]);
+    for (me, other) in [("a", "b"), ("b", "a")] {
+        let msg = error_of(&r, me);
+        assert_contains(
+            msg,
+            &[
+                &format!("cannot be resolved together with Subscription {other}"),
+                "both provide the API Widget (example.com/v1)",
+                "Suggestion: delete one of Subscriptions",
+            ],
+        );
+    }
+    assert!(r.errors.iter().all(|e| e.category == category::CONFLICTING_SUBSCRIPTIONS));
+}
+
+#[test]
+fn an_installed_subscribed_operator_keeps_its_api_and_the_newcomer_fails() {
+    let entries = vec![
+        e("a.v1", "1.0.0", "a", "stable").provides("example.com", "v1", "Widget"),
+        e("b.v1", "1.0.0", "b", "stable").provides("example.com", "v1", "Widget"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .installed(installed(e("a.v1", "1.0.0", "a", "").provides("example.com", "v1", "Widget")))
+        .sub(sub("b", "stable", community()))
+        .sub(sub("a", "stable", community()))
+        .resolve();
+    assert!(r.bundles.is_empty());
+    assert_eq!(r.errors.len(), 1);
+    assert_contains(
+        error_of(&r, "b"),
+        &["installed operator a.v1 (kept for Subscription a)", "both provide the API Widget (example.com/v1)"],
+    );
+}
+
+#[test]
+fn no_version_in_range_lists_the_versions() {
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable").requires_package("db", ">=2.0.0 <3.0.0"),
+        e("db.v1.0.0", "1.0.0", "db", "stable"),
+        e("db.v1.5.0", "1.5.0", "db", "stable").replaces("db.v1.0.0"),
+        e("db.v3.0.0", "3.0.0", "db", "stable").replaces("db.v1.5.0"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)]).sub(sub("app", "stable", community())).resolve();
+    let msg = error_of(&r, "app");
+    assert_contains(
+        msg,
+        &[
+            "requires package db with a version in range >=2.0.0 <3.0.0",
+            "the versions there are: 1.0.0, 1.5.0, 3.0.0",
+            "Suggestion:",
+        ],
+    );
+    assert_eq!(r.errors[0].category, category::CONSTRAINTS_NOT_SATISFIABLE);
+}
+
+#[test]
+fn a_required_package_nowhere_to_be_found_is_named() {
+    let entries = vec![e("app.v1", "1.0.0", "app", "stable").requires_package("db", ">=1.0.0")];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)]).sub(sub("app", "stable", community())).resolve();
+    assert_contains(error_of(&r, "app"), &["no catalog namespace operators can use has package db"]);
+}
+
+#[test]
+fn deeper_failures_name_the_chain() {
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable").requires("example.com", "v1", "Db"),
+        e("db.v1", "1.0.0", "db", "stable").provides("example.com", "v1", "Db").requires("example.com", "v1", "Disk"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)]).sub(sub("app", "stable", community())).resolve();
+    assert_contains(
+        error_of(&r, "app"),
+        &["requires an operator providing the API Db (example.com/v1), and no candidate can be used", "db.v1: bundle db.v1 (catalog community) requires the API Disk (example.com/v1)"],
+    );
+}
+
+#[test]
+fn own_namespace_catalogs_come_before_global_ones() {
+    let app = || cat("apps", GLOBAL, 0, vec![e("app.v1", "1.0.0", "app", "stable").requires_package("lib", ">=1.0.0")]);
+    let lib = |name: &str, ns: &str| cat(name, ns, 0, vec![e("lib.v1", "1.0.0", "lib", "stable")]);
+    let r = scenario(NS, vec![app(), lib("aaa-global", GLOBAL), lib("zzz-local", NS)])
+        .sub(sub("app", "stable", key("apps", GLOBAL)))
+        .resolve();
+    assert_ok(&r);
+    assert_eq!(picked(&r), ["app.v1@apps", "lib.v1@zzz-local"]);
+    assert_eq!(r.bundles[1].catalog.namespace, NS);
+}
+
+#[test]
+fn installed_operators_come_first_for_dependencies() {
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable").requires_package("lib", ">=1.0.0"),
+        e("lib.v2", "2.0.0", "lib", "stable").replaces("lib.v1"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .installed(installed(e("lib.v1", "1.0.0", "lib", "")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_ok(&r);
+    assert_eq!(names(&r), ["app.v1"]);
+}
+
+#[test]
+fn the_global_namespace_is_configurable() {
+    let r = scenario(NS, vec![cat("community", "openshift-marketplace", 0, chain())])
+        .global("openshift-marketplace")
+        .sub(sub("app", "stable", key("community", "openshift-marketplace")))
+        .resolve();
+    assert_ok(&r);
+    assert_eq!(names(&r), ["app.v3"]);
+}
+
+#[test]
+fn deprecation_notices_are_information_only() {
+    let c = cat_with_deprecations(
+        cat("community", GLOBAL, 0, chain()),
+        vec![
+            Deprecation { scope: "olm.package".into(), package: "app".into(), name: String::new(), message: "use app2".into() },
+            Deprecation { scope: "olm.bundle".into(), package: "app".into(), name: "app.v3".into(), message: "bad build".into() },
+            Deprecation { scope: "olm.bundle".into(), package: "app".into(), name: "app.v1".into(), message: "old".into() },
+        ],
+    );
+    let r = scenario(NS, vec![c]).sub(sub("app", "stable", community())).resolve();
+    assert_ok(&r);
+    assert_eq!(names(&r), ["app.v3"]);
+    assert_eq!(r.notices, ["olm.package/app: use app2", "olm.bundle/app.v3: bad build"]);
+}
+
+#[test]
+fn cel_constraints_are_reported_as_unsupported() {
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable").constraint(Requirement::Cel("properties.exists(p, p.type == 'x')".into()), "needs x"),
+        e("x.v1", "1.0.0", "x", "stable"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)]).sub(sub("app", "stable", community())).resolve();
+    assert_contains(error_of(&r, "app"), &["does not evaluate CEL constraints", "the bundle says: \"needs x\""]);
+}
+
+#[test]
+fn two_subscriptions_to_one_package_share_a_bundle_or_conflict() {
+    // Same channel: both are satisfied by the same bundle, as upstream does.
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, chain())])
+        .sub(sub("app", "stable", community()).named("app-1"))
+        .sub(sub("app", "stable", community()).named("app-2"))
+        .resolve();
+    assert_ok(&r);
+    assert_eq!(names(&r), ["app.v3"]);
+
+    // Channels without a common bundle: one package cannot be installed twice.
+    let mut entries = chain();
+    entries.push(e("app.v9", "9.0.0", "app", "fast"));
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .sub(sub("app", "stable", community()).named("app-1"))
+        .sub(sub("app", "fast", community()).named("app-2"))
+        .resolve();
+    assert!(r.bundles.is_empty());
+    assert_contains(error_of(&r, "app-1"), &["Subscription app-2 also subscribes to package app"]);
+    assert_contains(error_of(&r, "app-2"), &["Subscription app-1 also subscribes to package app"]);
+}
+
+#[test]
+fn an_installed_operator_nobody_owns_with_unmet_needs_is_named() {
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, chain())])
+        .installed(installed(e("orphan.v1", "1.0.0", "orphan", "").requires("example.com", "v1", "Gone")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    let err = &r.errors[0];
+    assert_eq!(err.category, category::INSTALLED_OPERATORS_INCONSISTENT);
+    assert_contains(&err.message, &["installed operator orphan.v1 requires the API Gone (example.com/v1)"]);
+}
+
+#[test]
+fn a_deprecated_head_falls_back_to_the_previous_entry() {
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable"),
+        e("app.v2", "2.0.0", "app", "stable").replaces("app.v1").deprecated(),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)]).sub(sub("app", "stable", community())).resolve();
+    assert_ok(&r);
+    assert_eq!(names(&r), ["app.v1"]);
+}
+
+#[test]
+fn print_sample_errors() {
+    // Not an assertion on wording beyond the tests above: shows the messages with
+    // `cargo test -- --nocapture print_sample_errors`.
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable").requires_package("db", ">=2.0.0"),
+        e("db.v1.0.0", "1.0.0", "db", "stable"),
+        e("w.v1", "1.0.0", "w", "stable").provides("example.com", "v1", "Widget"),
+        e("v.v1", "1.0.0", "v", "stable").provides("example.com", "v1", "Widget"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .sub(sub("app", "stable", community()))
+        .sub(sub("w", "stable", community()))
+        .sub(sub("v", "stable", community()))
+        .sub(sub("app", "beta", community()).named("app-beta"))
+        .resolve();
+    for e in &r.errors {
+        println!("[{}] {}\n", e.category, e.message);
+    }
+    assert_eq!(r.errors.len(), 4);
+}
