@@ -1,1 +1,25 @@
-//! placeholder, filled by its issue
+//! A real local Kubernetes control plane for tests and `olm dev`: etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler (built once from the Go module proxy into a versioned
+//! cache) and kwok animating one fake node, all on loopback with generated certificates.
+//!
+//! Entry points: [`up`], [`down`], [`status`], [`env_lines`], with paths from [`Layout::from_env`].
+
+mod builder;
+mod cluster;
+mod error;
+mod layout;
+pub mod pki;
+mod probe;
+mod run;
+
+pub use builder::{ensure_built, is_built};
+pub use cluster::{
+    down, env_lines, kubectl, process_runs, status, up, ClusterStatus, Component,
+    ComponentStatus, DownReport, ProcessState, UpReport,
+};
+pub use error::{DevError, Result};
+pub use layout::{
+    Layout, Ports, ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION, NODE_NAME, POD_CIDR,
+    SERVICE_CIDR,
+};
+pub use run::{format_duration, Progress};

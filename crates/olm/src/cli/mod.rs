@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod crds;
+mod dev;
 
 /// A Rust reimplementation of the Operator Lifecycle Manager.
 #[derive(Debug, Parser)]
@@ -18,6 +19,8 @@ pub struct Cli {
 enum Command {
     /// Print the CustomResourceDefinitions of every OLM kind as multi-document YAML.
     Crds(crds::CrdsArgs),
+    /// Developer tooling: a local Kubernetes control plane (`olm dev cluster up|down|status|env`).
+    Dev(dev::DevArgs),
     /// Print the version of this binary and the Kubernetes API it targets.
     Version,
 }
@@ -26,6 +29,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crds(args) => crds::run(args),
+        Command::Dev(args) => dev::run(args),
         Command::Version => {
             println!(
                 "olm {} (Kubernetes API {}.{})",

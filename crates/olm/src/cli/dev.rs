@@ -1,0 +1,108 @@
+//! `olm dev …`: developer tooling, currently the local control plane (`olm dev cluster`).
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use olm_dev::{format_duration, Layout, Progress};
+
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    #[command(subcommand)]
+    command: DevCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum DevCommand {
+    /// A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
+    /// kube-scheduler, kwok with one fake node) on loopback, built from Go modules.
+    ///
+    /// Binaries: ${XDG_CACHE_HOME:-~/.cache}/olm-dev (or $OLM_DEV_CACHE_DIR).
+    /// State (kubeconfig, pki/, etcd/, logs/, pids/): ${XDG_STATE_HOME:-~/.local/state}/olm-dev
+    /// (or $OLM_DEV_STATE_DIR). Ports: API server 28443, etcd 28379/28380,
+    /// controller-manager 28257, scheduler 28259, kwok 28247 (all 127.0.0.1).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterCommand {
+    /// Build the binaries if needed (once), then start the control plane and wait until it is
+    /// ready. Does nothing if it already runs and is healthy.
+    Up,
+    /// Stop the processes `up` started (by recorded pid).
+    Down {
+        /// Also delete etcd data, certificates, logs and the kubeconfig.
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Show which components run, their pids, ports and health. Exits 1 when not healthy.
+    Status,
+    /// Print shell lines for `eval "$(olm dev cluster env)"`: KUBECONFIG and PATH with kubectl.
+    Env,
+}
+
+pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
+    let DevCommand::Cluster(command) = args.command;
+    let layout = Layout::from_env().context("locating the olm-dev directories")?;
+    match command {
+        ClusterCommand::Up => {
+            let progress = Progress::new();
+            let report = olm_dev::up(&layout, &progress).context("olm dev cluster up")?;
+            if report.already_running {
+                println!(
+                    "control plane already running (checked in {})",
+                    format_duration(report.elapsed)
+                );
+            } else {
+                println!(
+                    "control plane ready: started in {} (total {})",
+                    format_duration(report.start_elapsed),
+                    format_duration(report.elapsed)
+                );
+            }
+            println!("kubeconfig: {}", report.kubeconfig.display());
+            println!("use it with: eval \"$(olm dev cluster env)\"");
+            Ok(ExitCode::SUCCESS)
+        }
+        ClusterCommand::Down { purge } => {
+            let report = olm_dev::down(&layout, &Progress::new(), purge).context("olm dev cluster down")?;
+            if report.stopped.is_empty() {
+                println!("nothing was running");
+            } else {
+                let names: Vec<String> = report
+                    .stopped
+                    .iter()
+                    .map(|(c, pid)| format!("{} (pid {pid})", c.name()))
+                    .collect();
+                println!("stopped {}", names.join(", "));
+            }
+            for (component, pid) in &report.stale {
+                println!(
+                    "removed stale pid file of {} (pid {pid} no longer runs it)",
+                    component.name()
+                );
+            }
+            if report.purged {
+                println!("deleted etcd data, certificates, logs and kubeconfig under {}", layout.state_dir.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ClusterCommand::Status => {
+            let status = olm_dev::status(&layout).context("olm dev cluster status")?;
+            print!("{}", status.render());
+            if !olm_dev::is_built(&layout) {
+                println!("binaries: not built yet (`olm dev cluster up` builds them)");
+            }
+            Ok(if status.all_healthy() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
+        ClusterCommand::Env => {
+            print!("{}", olm_dev::env_lines(&layout));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
