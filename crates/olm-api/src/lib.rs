@@ -1,1 +1,43 @@
-//! placeholder, filled by its issue
+//! API types of OLM v0 (`operators.coreos.com`) and the PackageManifest API
+//! (`packages.operators.coreos.com`), wire-compatible with upstream
+//! (operator-framework/api and OLM's packageserver types).
+//!
+//! * [`v1alpha1`]: ClusterServiceVersion, CatalogSource, Subscription, InstallPlan.
+//! * [`v1`]: OperatorGroup (storage), Operator, OLMConfig, OperatorCondition (served).
+//! * [`v1alpha2`]: OperatorGroup (served). [`v2`]: OperatorCondition (storage).
+//! * [`packages::v1`]: PackageManifest and PackageManifestList (plain serde types).
+//! * [`crds`]: the generated CRDs. [`yaml`]: reading manifests with located errors.
+//! * [`keys`]: well-known labels and annotations.
+//!
+//! Conventions (see also `enums` and `unknown`):
+//! * Field names, enum strings, short names, categories and printer columns are upstream's.
+//! * Optional fields are `Option`s, lists that may be absent are `Option<Vec<_>>`, so that
+//!   "absent" and "empty" survive a round trip.
+//! * Spec enums that people write are closed (a typo is an error that lists the accepted
+//!   values, and the CRD schema has the same `enum`); status enums are open
+//!   (`Other(String)`), so a value written by another OLM version never breaks a read.
+//! * Keys the types do not model are kept (`extra` maps, [`unknown::Verbatim`]).
+//! * Schemas are never stricter than upstream's except for those closed enums; a few
+//!   fields upstream requires are optional here, so that OLM's own writes of partial
+//!   objects are never rejected.
+
+#![forbid(unsafe_code)]
+
+pub mod common;
+pub mod crds;
+pub mod enums;
+pub mod keys;
+pub mod packages;
+pub mod schema;
+pub mod unknown;
+pub mod v1;
+pub mod v1alpha1;
+pub mod v1alpha2;
+pub mod v2;
+pub mod yaml;
+
+pub use common::{ConditionOverride, ConditionStatus};
+pub use unknown::{ExtraFields, Verbatim};
+
+/// The API group of every CRD here.
+pub const GROUP: &str = "operators.coreos.com";

@@ -1,0 +1,65 @@
+//! Well-known label, annotation and finalizer keys (exact upstream strings).
+
+/// Annotation on CSVs (and their pod templates): the OperatorGroup's name.
+pub const OPERATOR_GROUP_ANNOTATION: &str = "olm.operatorGroup";
+/// Annotation on CSVs: the OperatorGroup's namespace.
+pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
+/// Annotation on CSVs: the target namespaces, sorted and comma-separated (`""` = all).
+pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
+/// Annotation on OperatorGroups: the provided APIs, sorted `Kind.version.group` list.
+pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
+/// Annotation on CSVs/bundles: the semver range this version upgrades from directly.
+pub const SKIP_RANGE_ANNOTATION: &str = "olm.skipRange";
+/// Annotation on CSVs created from a bundle: the bundle's properties as JSON.
+pub const PROPERTIES_ANNOTATION: &str = "operatorframework.io/properties";
+/// Annotation on CSVs: example custom resources (JSON list) shown by UIs.
+pub const ALM_EXAMPLES_ANNOTATION: &str = "alm-examples";
+/// Annotation on Subscriptions created by an InstallPlan: the plan's name.
+pub const GENERATED_BY_ANNOTATION: &str = "olm.generated-by";
+/// Annotation on OperatorGroups: ignore catalogs of the global namespace.
+pub const EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION: &str =
+    "olm.operatorframework.io/exclude-global-namespace-resolution";
+/// Annotation on OperatorGroups: the bundle unpack Job timeout.
+pub const BUNDLE_UNPACK_TIMEOUT_ANNOTATION: &str = "operatorframework.io/bundle-unpack-timeout";
+/// Annotation on OperatorGroups: the minimum interval between unpack retries.
+pub const BUNDLE_UNPACK_MIN_RETRY_INTERVAL_ANNOTATION: &str = "operatorframework.io/bundle-unpack-min-retry-interval";
+/// Annotation prefix on CRDs: which CSVs installed the CRD (`...-<hash>`).
+pub const INSTALLED_ALONGSIDE_ANNOTATION_PREFIX: &str = "operatorframework.io/installed-alongside-";
+/// Annotations on copied CSVs: hashes that avoid rewriting an unchanged copy.
+pub const COPY_HASH_SPEC_ANNOTATION: &str = "$copyhash-spec";
+pub const COPY_HASH_STATUS_ANNOTATION: &str = "$copyhash-status";
+
+/// Label on copied CSVs and copied RBAC: the operator's namespace.
+pub const COPIED_FROM_LABEL: &str = "olm.copiedFrom";
+/// Owner labels on everything OLM generates (and on cluster-scoped objects instead of an
+/// ownerReference).
+pub const OWNER_LABEL: &str = "olm.owner";
+pub const OWNER_NAMESPACE_LABEL: &str = "olm.owner.namespace";
+pub const OWNER_KIND_LABEL: &str = "olm.owner.kind";
+/// `olm.managed=true` on generated objects.
+pub const MANAGED_LABEL: &str = "olm.managed";
+/// Prefix of the per-namespace OperatorGroup label: `olm.operatorgroup.uid/<uid>`.
+pub const OPERATOR_GROUP_UID_LABEL_PREFIX: &str = "olm.operatorgroup.uid/";
+/// Prefix of the API index labels on CSVs: `olm.api.<hash>` = `provided` / `required`.
+pub const API_LABEL_PREFIX: &str = "olm.api.";
+/// Drift-detection labels.
+pub const DEPLOYMENT_SPEC_HASH_LABEL: &str = "olm.deployment-spec-hash";
+pub const POD_SPEC_HASH_LABEL: &str = "olm.pod-spec-hash";
+pub const SERVICE_SPEC_HASH_LABEL: &str = "olm.service-spec-hash";
+/// Label on registry pods: the CatalogSource name.
+pub const CATALOG_SOURCE_LABEL: &str = "olm.catalogSource";
+/// Label on registry update (poll) pods.
+pub const CATALOG_SOURCE_UPDATE_LABEL: &str = "catalogsource.operators.coreos.com/update";
+/// Label on generated (Cluster)Roles and bindings: a hash of their rules.
+pub const PERMISSIONS_HASH_LABEL: &str = "olm.permissions.hash";
+/// Prefix of the Operator aggregate membership label: `operators.coreos.com/<operator>`.
+pub const OPERATOR_COMPONENT_LABEL_PREFIX: &str = "operators.coreos.com/";
+/// Labels on webhook configurations generated from a CSV webhook description.
+pub const WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL: &str = "olm.webhook-description-generate-name";
+pub const WEBHOOK_DESCRIPTION_HASH_LABEL: &str = "olm.webhook-description-hash";
+
+/// Finalizer on CSVs: removes cluster-scoped RBAC and webhook configurations.
+pub const CSV_CLEANUP_FINALIZER: &str = "operators.coreos.com/csv-cleanup";
+
+/// The environment variable OLM injects into operator containers: the OperatorCondition name.
+pub const OPERATOR_CONDITION_NAME_ENV: &str = "OPERATOR_CONDITION_NAME";

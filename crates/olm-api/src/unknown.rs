@@ -1,0 +1,233 @@
+//! Keeping what the types do not model.
+//!
+//! Two mechanisms, both aimed at one promise: parsing a manifest and serialising it again
+//! neither drops nor adds anything the author wrote.
+//!
+//! * [`keep_unknown_fields!`] is for our own structs. The struct derives `Serialize` and
+//!   `Deserialize` with `#[serde(remote = "Self")]` and has a field
+//!   `extra: BTreeMap<String, serde_json::Value>` marked `#[serde(skip)]`. Keys the struct does
+//!   not know land in `extra` and are written back after the known ones. This is done by
+//!   hand rather than with `#[serde(flatten)]` because flatten buffers the whole struct and
+//!   so loses the path of a nested error (`installModes[0].type`), which users need.
+//! * [`Verbatim<T>`] wraps a type we do not own (k8s-openapi's `DeploymentSpec`,
+//!   `PolicyRule`, ...). Those types drop unknown keys and normalise some values (a bare
+//!   integer quantity becomes a string, a missing required list becomes `[]`). `Verbatim`
+//!   remembers the original JSON when, and only when, it differs from what the typed value
+//!   serialises to, and writes the original back as long as the typed value is unchanged.
+//!   Once code edits the value, the typed form is written (unknown keys are then lost, as
+//!   they are upstream).
+
+use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
+
+use schemars::JsonSchema;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Fields a struct does not model, in the order they were read.
+pub type ExtraFields = BTreeMap<String, Value>;
+
+/// Deserialises `map` with `typed` (a `remote = "Self"` derive) while tracking the path of
+/// any error, and returns the typed value plus the keys it did not consume.
+#[doc(hidden)]
+pub fn split_known<T, E>(
+    map: Map<String, Value>,
+    typed: impl FnOnce(serde_path_to_error::Deserializer<'_, '_, Value>) -> Result<T, serde_json::Error>,
+    serialize: impl FnOnce(&T) -> Result<Value, serde_json::Error>,
+) -> Result<(T, ExtraFields), E>
+where
+    E: serde::de::Error,
+{
+    let mut track = serde_path_to_error::Track::new();
+    let value = match typed(serde_path_to_error::Deserializer::new(Value::Object(map.clone()), &mut track)) {
+        Ok(value) => value,
+        Err(err) => return Err(E::custom(with_path(&track.path(), &err))),
+    };
+    let known = serialize(&value).map_err(E::custom)?;
+    let known_keys = match &known {
+        Value::Object(known) => known,
+        _ => return Ok((value, ExtraFields::new())),
+    };
+    let extra = map.into_iter().filter(|(key, _)| !known_keys.contains_key(key)).collect();
+    Ok((value, extra))
+}
+
+/// Serialises the known fields with `known`, then appends the unknown ones that the known
+/// fields did not set.
+#[doc(hidden)]
+pub fn join_known<S: Serializer>(known: Result<Value, serde_json::Error>, extra: &ExtraFields, serializer: S) -> Result<S::Ok, S::Error> {
+    let mut known = known.map_err(serde::ser::Error::custom)?;
+    if let Value::Object(map) = &mut known {
+        for (key, value) in extra {
+            if !map.contains_key(key) {
+                map.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    known.serialize(serializer)
+}
+
+/// `path: message`, or just the message when the error is at the root.
+pub(crate) fn with_path(path: &serde_path_to_error::Path, err: &dyn std::fmt::Display) -> String {
+    let path = path.to_string();
+    if path.is_empty() || path == "." { err.to_string() } else { format!("{path}: {err}") }
+}
+
+/// Implements `Serialize` and `Deserialize` for a struct that derives them with
+/// `#[serde(remote = "Self")]` and has an `extra: ExtraFields` field marked `#[serde(skip)]`.
+macro_rules! keep_unknown_fields {
+    ($ty:ty) => {
+        impl<'de> ::serde::Deserialize<'de> for $ty {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let map = <::serde_json::Map<String, ::serde_json::Value> as ::serde::Deserialize>::deserialize(deserializer)?;
+                let (mut value, extra) = $crate::unknown::split_known::<$ty, D::Error>(
+                    map,
+                    |de| <$ty>::deserialize(de),
+                    |value| <$ty>::serialize(value, ::serde_json::value::Serializer),
+                )?;
+                value.extra = extra;
+                Ok(value)
+            }
+        }
+
+        impl ::serde::Serialize for $ty {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                $crate::unknown::join_known(<$ty>::serialize(self, ::serde_json::value::Serializer), &self.extra, serializer)
+            }
+        }
+    };
+}
+pub(crate) use keep_unknown_fields;
+
+/// A typed value that serialises back to exactly what was read, as long as it is unchanged.
+/// See the module documentation.
+#[derive(Clone, Debug, Default)]
+pub struct Verbatim<T> {
+    value: T,
+    original: Option<Box<Original>>,
+}
+
+#[derive(Clone, Debug)]
+struct Original {
+    /// What was read.
+    raw: Value,
+    /// What the typed value serialised to right after reading.
+    typed: Value,
+}
+
+impl<T> Verbatim<T> {
+    /// Wraps a value built in code (nothing to preserve).
+    pub fn new(value: T) -> Self {
+        Verbatim { value, original: None }
+    }
+
+    /// The typed value.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// Whether the input carried something the typed value does not reproduce (unknown keys,
+    /// non-canonical values, explicit nulls).
+    pub fn has_untyped_content(&self) -> bool {
+        self.original.is_some()
+    }
+}
+
+impl<T> From<T> for Verbatim<T> {
+    fn from(value: T) -> Self {
+        Verbatim::new(value)
+    }
+}
+
+impl<T> Deref for Verbatim<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T> DerefMut for Verbatim<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+}
+
+impl<T: PartialEq> PartialEq for Verbatim<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl<'de, T: DeserializeOwned + Serialize> Deserialize<'de> for Verbatim<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Value::deserialize(deserializer)?;
+        let mut track = serde_path_to_error::Track::new();
+        let value = T::deserialize(serde_path_to_error::Deserializer::new(raw.clone(), &mut track))
+            .map_err(|err| D::Error::custom(with_path(&track.path(), &err)))?;
+        let typed = serde_json::to_value(&value).map_err(D::Error::custom)?;
+        let original = (typed != raw).then(|| Box::new(Original { raw, typed }));
+        Ok(Verbatim { value, original })
+    }
+}
+
+impl<T: Serialize> Serialize for Verbatim<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if let Some(original) = &self.original {
+            let now = serde_json::to_value(&self.value).map_err(serde::ser::Error::custom)?;
+            if now == original.typed {
+                return original.raw.serialize(serializer);
+            }
+        }
+        self.value.serialize(serializer)
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for Verbatim<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        T::schema_id()
+    }
+
+    fn inline_schema() -> bool {
+        T::inline_schema()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
+/// Implements `Serialize` and `Deserialize` for a spec struct that derives them with
+/// `#[serde(remote = "Self")]`, so that a missing (or `null`) `spec` reads as the default.
+///
+/// Upstream marks these specs `omitempty` and real manifests omit them (OLM's own chart
+/// ships `OLMConfig` without a spec), but kube-derive's root type requires `spec`. serde asks
+/// a missing field's type to deserialise itself from "none", which this accepts.
+macro_rules! default_when_missing {
+    ($ty:ty) => {
+        impl<'de> ::serde::Deserialize<'de> for $ty {
+            fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                struct Present($ty);
+                impl<'de> ::serde::Deserialize<'de> for Present {
+                    fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                        <$ty>::deserialize(deserializer).map(Present)
+                    }
+                }
+                let present = <Option<Present> as ::serde::Deserialize>::deserialize(deserializer)?;
+                Ok(present.map(|p| p.0).unwrap_or_default())
+            }
+        }
+
+        impl ::serde::Serialize for $ty {
+            fn serialize<S: ::serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                <$ty>::serialize(self, serializer)
+            }
+        }
+    };
+}
+pub(crate) use default_when_missing;

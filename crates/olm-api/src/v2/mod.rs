@@ -1,0 +1,67 @@
+//! `operators.coreos.com/v2`: OperatorCondition (the storage version).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::unknown::default_when_missing;
+
+/// The condition type an operator sets to block or allow upgrades.
+pub const UPGRADEABLE: &str = "Upgradeable";
+
+/// The desired state of an OperatorCondition.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(remote = "Self", rename_all = "camelCase")]
+#[kube(
+    group = "operators.coreos.com",
+    version = "v2",
+    kind = "OperatorCondition",
+    plural = "operatorconditions",
+    namespaced,
+    status = "OperatorConditionStatus",
+    shortname = "condition",
+    category = "olm",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "Conditions an operator reports to OLM (e.g. Upgradeable), and admin overrides."
+)]
+pub struct OperatorConditionSpec {
+    /// The service accounts allowed to update this object (the operator's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_accounts: Option<Vec<String>>,
+    /// The operator's Deployments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployments: Option<Vec<String>>,
+    /// Admin overrides; they win over what the operator reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overrides: Option<Vec<crate::common::ConditionOverride>>,
+    /// What the operator reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+}
+default_when_missing!(OperatorConditionSpec);
+
+/// The observed state of an OperatorCondition.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorConditionStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+}
+
+impl OperatorCondition {
+    /// The effective `Upgradeable` status and message: an override wins over the
+    /// operator's report. `None` when neither says anything.
+    pub fn upgradeable(&self) -> Option<(crate::common::ConditionStatus, &str)> {
+        let overrides = self.spec.overrides.as_deref().unwrap_or_default();
+        if let Some(o) = overrides.iter().find(|c| c.type_ == UPGRADEABLE) {
+            return Some((o.status.clone(), o.message.as_str()));
+        }
+        let reported = self.spec.conditions.as_deref().unwrap_or_default();
+        reported
+            .iter()
+            .find(|c| c.type_ == UPGRADEABLE)
+            .map(|c| (crate::common::ConditionStatus::parse(&c.status), c.message.as_str()))
+    }
+}

@@ -1,0 +1,203 @@
+//! Reading (and writing) manifests as YAML, with errors that say where the problem is.
+//!
+//! Every error names its origin (a file path or a label the caller chose) and, as far as
+//! can be known, the line and column and the field path (`spec.installModes[0].type`).
+//! Nothing here panics on input.
+//!
+//! Limits: serde-saphyr's default budget (64 levels of nesting, 250 000 nodes, 1 000 000
+//! events per document) applies to each document; multi-document input is read with
+//! `max_documents` raised to [`MAX_DOCUMENTS`] (the library default is 1 024).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The most documents a multi-document stream may hold.
+pub const MAX_DOCUMENTS: usize = 100_000;
+
+/// A manifest could not be read or did not match its type.
+#[derive(Debug, thiserror::Error)]
+pub enum YamlError {
+    /// The file could not be read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not valid YAML, or a document does not match the expected type.
+    #[error("{0}")]
+    Invalid(Box<InvalidDocument>),
+    /// A value could not be written as YAML.
+    #[error("cannot write YAML: {0}")]
+    Write(String),
+}
+
+impl YamlError {
+    /// PascalCase category, for metrics and Event reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            YamlError::Read { .. } => "ManifestReadFailed",
+            YamlError::Invalid(_) => "InvalidManifest",
+            YamlError::Write(_) => "ManifestWriteFailed",
+        }
+    }
+
+    /// Whether trying again could help (only a failed read might).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, YamlError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted)
+    }
+
+    /// Details of an invalid document.
+    pub fn invalid(&self) -> Option<&InvalidDocument> {
+        match self {
+            YamlError::Invalid(details) => Some(details),
+            _ => None,
+        }
+    }
+}
+
+/// Where and why a document is invalid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidDocument {
+    /// The file path or caller-supplied label.
+    pub origin: String,
+    /// The 1-based document index, for multi-document input.
+    pub document: Option<usize>,
+    /// 1-based line and column, when known.
+    pub line: Option<u64>,
+    pub column: Option<u64>,
+    /// The field path (`spec.installModes[0].type`), when the problem is in a field.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for InvalidDocument {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.origin)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        if let Some(document) = self.document {
+            write!(f, " (document {document})")?;
+        }
+        f.write_str(": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "field `{field}`: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+fn invalid(origin: &str, document: Option<usize>, field: &str, message: String, position: Option<(u64, u64)>) -> YamlError {
+    let (field, message) = split_nested_path(field, message);
+    YamlError::Invalid(Box::new(InvalidDocument {
+        origin: origin.to_owned(),
+        document,
+        line: position.map(|p| p.0),
+        column: position.map(|p| p.1),
+        field,
+        message,
+    }))
+}
+
+/// Our own nested deserialisers (see `unknown`) report `inner.path: message`; join that with
+/// the outer path so the user sees one field path.
+fn split_nested_path(outer: &str, message: String) -> (Option<String>, String) {
+    let outer = if outer.is_empty() || outer == "." { None } else { Some(outer.to_owned()) };
+    let Some((inner, rest)) = message.split_once(": ") else {
+        return (outer, message);
+    };
+    let looks_like_path = !inner.is_empty()
+        && inner.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '[' | ']' | '_' | '-' | '/' | '$'));
+    if !looks_like_path {
+        return (outer, message);
+    }
+    let joined = match outer {
+        Some(outer) => format!("{outer}.{inner}"),
+        None => inner.to_owned(),
+    };
+    // Nested wrappers may each add a segment.
+    split_nested_path(&joined, rest.to_owned())
+}
+
+/// The message of a serde-saphyr error without its location decoration, and its position.
+fn saphyr_parts(err: &serde_saphyr::Error) -> (String, Option<(u64, u64)>) {
+    let position = err.location().map(|l| (l.line(), l.column())).filter(|(line, _)| *line > 0);
+    let mut message = err.to_string();
+    // serde-saphyr appends a source snippet after the first line; keep the first line.
+    if let Some((first, _)) = message.split_once('\n') {
+        message = first.to_owned();
+    }
+    (message, position)
+}
+
+/// Parses one YAML document into `T`. `origin` names the input in errors.
+pub fn from_str<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, YamlError> {
+    let outcome = serde_saphyr::with_deserializer_from_str(text, |deserializer| {
+        let mut track = serde_path_to_error::Track::new();
+        let result = T::deserialize(serde_path_to_error::Deserializer::new(deserializer, &mut track));
+        Ok(result.map_err(|err| (track.path().to_string(), err)))
+    });
+    match outcome {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err((field, err))) => {
+            let (message, position) = saphyr_parts(&err);
+            Err(invalid(origin, None, &field, message, position))
+        }
+        Err(err) => {
+            let (message, position) = saphyr_parts(&err);
+            Err(invalid(origin, None, "", message, position))
+        }
+    }
+}
+
+/// Reads and parses one YAML document from a file.
+pub fn from_path<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<T, YamlError> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|source| YamlError::Read { path: path.to_owned(), source })?;
+    from_str(&text, &path.display().to_string())
+}
+
+/// Parses every non-empty document of a `---`-separated stream into `T`.
+pub fn all_from_str<T: DeserializeOwned>(text: &str, origin: &str) -> Result<Vec<T>, YamlError> {
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! { max_documents: MAX_DOCUMENTS },
+    };
+    let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options).map_err(|err| {
+        let (message, position) = saphyr_parts(&err);
+        invalid(origin, None, "", message, position)
+    })?;
+    documents
+        .into_iter()
+        .filter(|document| !document.is_null())
+        .enumerate()
+        .map(|(index, document)| from_value(document, origin, Some(index + 1)))
+        .collect()
+}
+
+/// Reads and parses every document of a multi-document file.
+pub fn all_from_path<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<Vec<T>, YamlError> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|source| YamlError::Read { path: path.to_owned(), source })?;
+    all_from_str(&text, &path.display().to_string())
+}
+
+/// Converts an already parsed JSON value into `T`, naming the failing field.
+pub fn from_value<T: DeserializeOwned>(value: Value, origin: &str, document: Option<usize>) -> Result<T, YamlError> {
+    let mut track = serde_path_to_error::Track::new();
+    T::deserialize(serde_path_to_error::Deserializer::new(value, &mut track))
+        .map_err(|err| invalid(origin, document, &track.path().to_string(), err.to_string(), None))
+}
+
+/// Writes one value as a YAML document.
+pub fn to_string<T: Serialize>(value: &T) -> Result<String, YamlError> {
+    serde_saphyr::to_string(value).map_err(|err| YamlError::Write(err.to_string()))
+}
