@@ -3,5 +3,6 @@
 #![forbid(unsafe_code)]
 
 pub mod runtime;
+pub mod csv;
 pub mod operatorgroup;
 pub mod selector;

@@ -1,0 +1,755 @@
+//! The ClusterServiceVersion phase machine, as a pure function of what was observed and `now`.
+//!
+//! None → Pending → InstallReady → Installing → Succeeded, plus Failed, Replacing and Deleting,
+//! with upstream's phase and reason strings. The OperatorGroup and install-mode checks run first
+//! on every pass, as upstream does; copies into target namespaces are decided last.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use olm_api::keys;
+use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::{
+    CONDITIONS_LENGTH_LIMIT, ClusterServiceVersion, ClusterServiceVersionCondition, ClusterServiceVersionStatus,
+    CsvPhase, CsvReason, INSTALL_STRATEGY_DEPLOYMENT, InstallModeType,
+};
+
+use super::deployment::{DeploymentProblem, check_drift, check_health, desired_deployment, owned_by};
+use super::requirements::{self, CrdState, PermissionCheck};
+use crate::operatorgroup::decide::member_annotations;
+use crate::runtime::{Decision, EventNote};
+
+/// How long Installing may wait for healthy components before failing (upstream: 5 min).
+pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// Re-check periods when nothing we watch changes.
+pub const REQUEUE_WAITING: Duration = Duration::from_secs(10);
+/// Re-check period of a CSV whose requirements are not met (RBAC is not watched).
+pub const REQUEUE_REQUIREMENTS: Duration = Duration::from_secs(15);
+/// Periodic resync of a settled CSV.
+pub const REQUEUE_RESYNC: Duration = Duration::from_secs(300);
+
+/// Everything the CSV controller observed for one (non-copied) CSV.
+#[derive(Debug)]
+pub struct Observed<'a> {
+    /// The CSV.
+    pub csv: &'a ClusterServiceVersion,
+    /// OperatorGroups in its namespace.
+    pub groups: Vec<&'a OperatorGroup>,
+    /// CRDs the CSV owns or requires, by name (absent = not found).
+    pub crds: &'a BTreeMap<String, CrdState>,
+    /// ServiceAccounts that exist in the namespace.
+    pub service_accounts: &'a BTreeSet<String>,
+    /// Permission checks, when they were run (see [`needs_permission_check`]).
+    pub permissions: Option<&'a [PermissionCheck]>,
+    /// Deployments in the namespace by name (those the strategy names or labelled as ours).
+    pub deployments: &'a BTreeMap<String, Deployment>,
+    /// The other non-copied CSVs of the namespace.
+    pub peers: Vec<&'a ClusterServiceVersion>,
+    /// Existing copies of this CSV in other namespaces.
+    pub copies: Vec<&'a ClusterServiceVersion>,
+    /// Namespaces that exist and are not terminating.
+    pub active_namespaces: &'a [String],
+    /// OLMConfig `spec.features.disableCopiedCSVs`.
+    pub copied_csvs_disabled: bool,
+}
+
+/// Effects of a CSV decision.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CsvAction {
+    /// Merge annotations into the CSV (`None` removes a key).
+    Annotate(BTreeMap<String, Option<String>>),
+    /// Server-side apply a Deployment.
+    ApplyDeployment(Box<Deployment>),
+    /// Delete a Deployment this CSV owns that its strategy no longer lists.
+    DeleteDeployment(String),
+    /// Delete the CSV itself (phase Deleting, or a copy whose original is gone).
+    DeleteSelf,
+    /// Create or update a copy in another namespace (object and status).
+    ApplyCopy(Box<ClusterServiceVersion>),
+    /// Delete the copy in a namespace that is no longer a target.
+    DeleteCopy {
+        /// Namespace of the copy.
+        namespace: String,
+    },
+}
+
+/// The decision for one CSV.
+pub type CsvDecision = Decision<CsvAction, ClusterServiceVersionStatus>;
+
+/// Whether the observe step should run permission checks (they cost API calls): only where the
+/// phase machine reads them.
+pub fn needs_permission_check(csv: &ClusterServiceVersion) -> bool {
+    matches!(
+        csv.phase(),
+        None | Some(CsvPhase::None | CsvPhase::Pending | CsvPhase::Failed)
+    )
+}
+
+/// The status after moving to `phase`/`reason` with `message` at `now`: the transition time
+/// moves only when the phase changes; a history entry is added when phase or reason change.
+pub fn set_phase(
+    previous: &ClusterServiceVersionStatus,
+    phase: CsvPhase,
+    reason: CsvReason,
+    message: impl Into<String>,
+    now: Timestamp,
+) -> ClusterServiceVersionStatus {
+    let message = message.into();
+    let mut status = previous.clone();
+    let phase_changed = previous.phase.as_ref() != Some(&phase);
+    let reason_changed = previous.reason.as_ref() != Some(&reason);
+    let message_changed = previous.message.as_deref() != Some(message.as_str());
+    if phase_changed || previous.last_transition_time.is_none() {
+        status.last_transition_time = Some(Time(now));
+    }
+    if phase_changed || reason_changed || message_changed || previous.last_update_time.is_none() {
+        status.last_update_time = Some(Time(now));
+    }
+    if phase_changed || reason_changed {
+        let mut history = status.conditions.take().unwrap_or_default();
+        history.push(ClusterServiceVersionCondition {
+            phase: Some(phase.clone()),
+            message: Some(message.clone()),
+            reason: Some(reason.clone()),
+            last_update_time: Some(Time(now)),
+            last_transition_time: Some(Time(now)),
+        });
+        let excess = history.len().saturating_sub(CONDITIONS_LENGTH_LIMIT);
+        history.drain(..excess);
+        status.conditions = Some(history);
+    }
+    status.phase = Some(phase);
+    status.reason = Some(reason);
+    status.message = Some(message);
+    status
+}
+
+/// Build a decision moving to `phase`/`reason`, with an Event when phase or reason changed.
+fn transition(
+    previous: &ClusterServiceVersionStatus,
+    phase: CsvPhase,
+    reason: CsvReason,
+    message: impl Into<String>,
+    now: Timestamp,
+) -> CsvDecision {
+    let status = set_phase(previous, phase.clone(), reason.clone(), message, now);
+    let changed = previous.phase.as_ref() != Some(&phase) || previous.reason.as_ref() != Some(&reason);
+    let mut decision = CsvDecision::status(status.clone());
+    if changed {
+        let message = status.message.clone().unwrap_or_default();
+        let note = if phase == CsvPhase::Failed {
+            EventNote::warning(reason.as_str(), "Transition", message)
+        } else {
+            EventNote::normal(reason.as_str(), "Transition", message)
+        };
+        decision = decision.event(note);
+    }
+    decision
+}
+
+/// OG-related reasons: a Failed CSV with one of them goes back to Pending once the problem is gone.
+fn is_operator_group_reason(reason: Option<&CsvReason>) -> bool {
+    matches!(
+        reason,
+        Some(
+            CsvReason::NoOperatorGroup
+                | CsvReason::TooManyOperatorGroups
+                | CsvReason::UnsupportedOperatorGroup
+                | CsvReason::NoTargetNamespaces
+                | CsvReason::InvalidInstallModes
+        )
+    )
+}
+
+/// Upstream's InstallModeSet.Supports: can an operator in `own` watch `targets`?
+pub fn install_modes_support(csv: &ClusterServiceVersion, own: &str, targets: &[String]) -> Result<(), (CsvReason, String)> {
+    let mut supported = BTreeMap::new();
+    for mode in csv.spec.install_modes() {
+        if supported.insert(mode.type_, mode.supported).is_some() {
+            return Err((
+                CsvReason::InvalidInstallModes,
+                format!("install mode {} is listed more than once in spec.installModes", mode.type_.as_str()),
+            ));
+        }
+    }
+    let supports = |t: InstallModeType| supported.get(&t).copied().unwrap_or(false);
+    let unsupported = |t: InstallModeType, what: String| {
+        Err((
+            CsvReason::UnsupportedOperatorGroup,
+            format!("{} InstallModeType not supported, cannot configure to watch {what}", t.as_str()),
+        ))
+    };
+    match targets {
+        [] => Err((
+            CsvReason::UnsupportedOperatorGroup,
+            "operatorgroup has invalid selected namespaces, cannot configure to watch zero namespaces".to_owned(),
+        )),
+        [only] if only.is_empty() => {
+            if supports(InstallModeType::AllNamespaces) {
+                Ok(())
+            } else {
+                unsupported(InstallModeType::AllNamespaces, "all namespaces".into())
+            }
+        }
+        [only] if only == own => {
+            if supports(InstallModeType::OwnNamespace) {
+                Ok(())
+            } else {
+                unsupported(InstallModeType::OwnNamespace, "own namespace".into())
+            }
+        }
+        [_] => {
+            if supports(InstallModeType::SingleNamespace) {
+                Ok(())
+            } else {
+                unsupported(InstallModeType::SingleNamespace, "one namespace".into())
+            }
+        }
+        many => {
+            if many.iter().any(String::is_empty) {
+                return Err((
+                    CsvReason::UnsupportedOperatorGroup,
+                    "operatorgroup has invalid selected namespaces, NamespaceAll found when |selected namespaces| > 1".to_owned(),
+                ));
+            }
+            if !supports(InstallModeType::MultiNamespace) {
+                return unsupported(InstallModeType::MultiNamespace, format!("{} namespaces", many.len()));
+            }
+            if many.iter().any(|t| t == own) && !supports(InstallModeType::OwnNamespace) {
+                return unsupported(InstallModeType::OwnNamespace, "own namespace".into());
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Problems with `spec.install` that no retry fixes.
+fn invalid_strategy(csv: &ClusterServiceVersion) -> Option<String> {
+    if csv.spec.install.strategy != INSTALL_STRATEGY_DEPLOYMENT {
+        return Some(format!(
+            "spec.install.strategy is {:?}; the only supported strategy is \"deployment\"",
+            csv.spec.install.strategy
+        ));
+    }
+    let Some(details) = csv.spec.install.spec.as_ref() else {
+        return Some("spec.install.spec is missing: it must list the deployments to create".into());
+    };
+    let mut names = BTreeSet::new();
+    for (index, deployment) in details.deployments.iter().enumerate() {
+        if deployment.name.is_empty() {
+            return Some(format!("spec.install.spec.deployments[{index}].name is empty"));
+        }
+        if !names.insert(deployment.name.as_str()) {
+            return Some(format!(
+                "spec.install.spec.deployments[{index}].name {:?} is used twice",
+                deployment.name
+            ));
+        }
+        if deployment.spec.template.spec.is_none() {
+            return Some(format!(
+                "spec.install.spec.deployments[{index}] ({}) has no spec.template.spec",
+                deployment.name
+            ));
+        }
+    }
+    None
+}
+
+/// The Deployments the strategy asks for.
+pub fn desired_deployments(csv: &ClusterServiceVersion) -> Vec<Deployment> {
+    csv.spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|details| details.deployments.iter())
+        .map(|entry| desired_deployment(csv, entry))
+        .collect()
+}
+
+/// The first problem of the installed strategy: drift before health.
+fn strategy_problem(observed: &Observed<'_>, desired: &[Deployment]) -> Option<DeploymentProblem> {
+    let drift = desired
+        .iter()
+        .find_map(|want| check_drift(want, observed.deployments.get(&want.name_any())).err());
+    if drift.is_some() {
+        return drift;
+    }
+    desired
+        .iter()
+        .filter_map(|want| observed.deployments.get(&want.name_any()))
+        .find_map(|actual| check_health(actual).err())
+}
+
+/// The CSV that `csv.spec.replaces` names, if it exists in the namespace.
+fn replaced<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion> {
+    let name = observed.csv.spec.replaces.as_deref()?;
+    observed.peers.iter().copied().find(|p| p.name_any() == name)
+}
+
+/// The CSV whose `spec.replaces` names this one.
+fn replacement<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion> {
+    let me = observed.csv.name_any();
+    observed
+        .peers
+        .iter()
+        .copied()
+        .find(|p| p.spec.replaces.as_deref() == Some(me.as_str()))
+}
+
+/// Names in the replacement chain through this CSV (ancestors and descendants).
+fn replacement_chain(observed: &Observed<'_>) -> BTreeSet<String> {
+    let replaces: BTreeMap<String, Option<String>> = observed
+        .peers
+        .iter()
+        .chain(std::iter::once(&observed.csv))
+        .map(|c| (c.name_any(), c.spec.replaces.clone()))
+        .collect();
+    let me = observed.csv.name_any();
+    let mut chain = BTreeSet::from([me.clone()]);
+    let mut cursor = observed.csv.spec.replaces.clone();
+    while let Some(name) = cursor {
+        if !chain.insert(name.clone()) {
+            break;
+        }
+        cursor = replaces.get(&name).cloned().flatten();
+    }
+    for (name, _) in &replaces {
+        let mut cursor = Some(name.clone());
+        let mut seen = BTreeSet::new();
+        while let Some(current) = cursor {
+            if current == me {
+                chain.insert(name.clone());
+                break;
+            }
+            if !seen.insert(current.clone()) {
+                break;
+            }
+            cursor = replaces.get(&current).cloned().flatten();
+        }
+    }
+    chain
+}
+
+/// An owned CRD that another CSV of the namespace, outside the replacement chain, also owns.
+fn crd_owner_conflict(observed: &Observed<'_>) -> Option<String> {
+    let chain = replacement_chain(observed);
+    for crd in observed.csv.spec.owned_crds() {
+        for peer in &observed.peers {
+            if chain.contains(&peer.name_any()) {
+                continue;
+            }
+            if peer.spec.owned_crds().iter().any(|c| c.name == crd.name) {
+                return Some(format!(
+                    "CRD {} is already owned by ClusterServiceVersion {}, which is not part of this CSV's replacement chain",
+                    crd.name,
+                    peer.name_any()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The copy of `csv` OLM places in `namespace`.
+pub fn copy_of(csv: &ClusterServiceVersion, namespace: &str, status: &ClusterServiceVersionStatus) -> ClusterServiceVersion {
+    let own_ns = csv.namespace().unwrap_or_default();
+    let mut labels = csv.labels().clone();
+    labels.insert(keys::COPIED_FROM_LABEL.to_owned(), own_ns.clone());
+    let mut annotations = csv.annotations().clone();
+    annotations.remove(keys::TARGET_NAMESPACES_ANNOTATION);
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    let copy_status = ClusterServiceVersionStatus {
+        phase: status.phase.clone(),
+        reason: Some(CsvReason::Copied),
+        message: Some(format!("The operator is running in {own_ns} but is managing this namespace")),
+        last_update_time: status.last_update_time.clone(),
+        last_transition_time: status.last_transition_time.clone(),
+        ..Default::default()
+    };
+    ClusterServiceVersion {
+        metadata: ObjectMeta {
+            name: Some(csv.name_any()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            ..Default::default()
+        },
+        spec: csv.spec.clone(),
+        status: Some(copy_status),
+    }
+}
+
+/// Whether an existing copy already matches the wanted one.
+fn copy_is_current(existing: &ClusterServiceVersion, wanted: &ClusterServiceVersion) -> bool {
+    let same_status = |a: Option<&ClusterServiceVersionStatus>, b: Option<&ClusterServiceVersionStatus>| {
+        let key = |s: Option<&ClusterServiceVersionStatus>| {
+            s.map(|s| (s.phase.clone(), s.reason.clone(), s.message.clone()))
+        };
+        key(a) == key(b)
+    };
+    existing.spec == wanted.spec
+        && wanted.labels().iter().all(|(k, v)| existing.labels().get(k) == Some(v))
+        && wanted.annotations().iter().all(|(k, v)| existing.annotations().get(k) == Some(v))
+        && !existing.annotations().contains_key(keys::TARGET_NAMESPACES_ANNOTATION)
+        && same_status(existing.status.as_ref(), wanted.status.as_ref())
+}
+
+/// Add the copy actions for the status the CSV ends up with.
+fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>, mut decision: CsvDecision) -> CsvDecision {
+    let csv = observed.csv;
+    let own = csv.namespace().unwrap_or_default();
+    let status = decision.status.clone().or_else(|| csv.status.clone()).unwrap_or_default();
+    let copiable = match (&status.phase, &status.reason) {
+        (None | Some(CsvPhase::None), _) => false,
+        (_, Some(reason)) => !reason.is_uncopiable(),
+        (_, None) => true,
+    };
+    let wanted: BTreeSet<String> = match targets {
+        Some(targets) if copiable => {
+            if targets == [String::new()] {
+                if observed.copied_csvs_disabled {
+                    BTreeSet::new()
+                } else {
+                    observed.active_namespaces.iter().filter(|ns| **ns != own).cloned().collect()
+                }
+            } else {
+                targets
+                    .iter()
+                    .filter(|ns| **ns != own && observed.active_namespaces.contains(ns))
+                    .cloned()
+                    .collect()
+            }
+        }
+        _ => BTreeSet::new(),
+    };
+    let existing: BTreeMap<String, &ClusterServiceVersion> = observed
+        .copies
+        .iter()
+        .map(|c| (c.namespace().unwrap_or_default(), *c))
+        .collect();
+    for ns in &wanted {
+        let copy = copy_of(csv, ns, &status);
+        if existing.get(ns).is_none_or(|current| !copy_is_current(current, &copy)) {
+            decision = decision.act(CsvAction::ApplyCopy(Box::new(copy)));
+        }
+    }
+    for ns in existing.keys() {
+        if !wanted.contains(ns) {
+            decision = decision.act(CsvAction::DeleteCopy { namespace: ns.clone() });
+        }
+    }
+    decision
+}
+
+/// Decide one pass over a non-copied CSV.
+pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
+    let csv = observed.csv;
+    let previous = csv.status.clone().unwrap_or_default();
+    if csv.metadata.deletion_timestamp.is_some() {
+        // Namespaced children go with the ownerReferences; copies notice their original is gone.
+        return CsvDecision {
+            actions: Vec::new(),
+            status: None,
+            events: Vec::new(),
+            requeue_after: None,
+        };
+    }
+    if previous.reason == Some(CsvReason::InstallComponentFailedNoRetry) {
+        return CsvDecision::status(previous);
+    }
+
+    // OperatorGroup membership, on every pass.
+    let group = match observed.groups.as_slice() {
+        [] => {
+            let d = transition(&previous, CsvPhase::Failed, CsvReason::NoOperatorGroup, "csv in namespace with no operatorgroups", now);
+            return decide_copies(observed, None, d.requeue(REQUEUE_RESYNC));
+        }
+        [group] => *group,
+        _ => {
+            let d = transition(
+                &previous,
+                CsvPhase::Failed,
+                CsvReason::TooManyOperatorGroups,
+                "csv created in namespace with multiple operatorgroups, can't pick one automatically",
+                now,
+            );
+            return decide_copies(observed, None, d.requeue(REQUEUE_RESYNC));
+        }
+    };
+    let Some(targets) = group.status.as_ref().and_then(|s| s.namespaces.clone()) else {
+        // The OperatorGroup controller has not resolved the targets yet; its status write
+        // triggers this CSV again.
+        return CsvDecision::status(previous).requeue(REQUEUE_WAITING);
+    };
+    if targets.is_empty() {
+        let d = transition(
+            &previous,
+            CsvPhase::Failed,
+            CsvReason::NoTargetNamespaces,
+            "no targetNamespaces are matched operatorgroups namespace selection",
+            now,
+        );
+        return decide_copies(observed, None, d.requeue(REQUEUE_RESYNC));
+    }
+    let wanted_annotations = member_annotations(group, &targets);
+    let stale: BTreeMap<String, Option<String>> = wanted_annotations
+        .iter()
+        .filter(|(k, v)| csv.annotations().get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    if !stale.is_empty() {
+        // Write the annotations first; the update triggers the next pass.
+        return CsvDecision::status(previous).act(CsvAction::Annotate(stale));
+    }
+    let own = csv.namespace().unwrap_or_default();
+    if let Err((reason, message)) = install_modes_support(csv, &own, &targets) {
+        let d = transition(&previous, CsvPhase::Failed, reason, message, now);
+        return decide_copies(observed, None, d.requeue(REQUEUE_RESYNC));
+    }
+    let phase = previous.phase.clone().unwrap_or(CsvPhase::None);
+    if phase == CsvPhase::Failed && is_operator_group_reason(previous.reason.as_ref()) {
+        let d = transition(
+            &previous,
+            CsvPhase::Pending,
+            CsvReason::RequirementsUnknown,
+            "InstallModes now support target namespaces",
+            now,
+        );
+        return decide_copies(observed, Some(&targets), d);
+    }
+
+    let decision = decide_phase(observed, &previous, phase, now);
+    decide_copies(observed, Some(&targets), decision)
+}
+
+/// The per-phase part of the machine.
+fn decide_phase(observed: &Observed<'_>, previous: &ClusterServiceVersionStatus, phase: CsvPhase, now: Timestamp) -> CsvDecision {
+    let csv = observed.csv;
+    match phase {
+        CsvPhase::None | CsvPhase::Unknown | CsvPhase::Other(_) => {
+            transition(previous, CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", now)
+        }
+        CsvPhase::Pending => {
+            if let Some(problem) = invalid_strategy(csv) {
+                return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
+            }
+            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.permissions);
+            if !met {
+                let mut d = transition(
+                    previous,
+                    CsvPhase::Pending,
+                    CsvReason::RequirementsNotMet,
+                    "one or more requirements couldn't be found",
+                    now,
+                );
+                if let Some(status) = d.status.as_mut() {
+                    status.requirement_status = Some(entries);
+                }
+                return d.requeue(REQUEUE_REQUIREMENTS);
+            }
+            if let Some(conflict) = crd_owner_conflict(observed) {
+                return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, format!("owner conflict: {conflict}"), now);
+            }
+            if let Some(old) = replaced(observed) {
+                if old.phase() != Some(&CsvPhase::Replacing) {
+                    // Wait until the CSV we replace hands over (it moves to Replacing when it
+                    // sees us); its status change triggers this CSV again.
+                    let mut status = previous.clone();
+                    status.requirement_status = Some(entries);
+                    return CsvDecision::status(status).requeue(REQUEUE_WAITING);
+                }
+            }
+            let mut d = transition(
+                previous,
+                CsvPhase::InstallReady,
+                CsvReason::AllRequirementsMet,
+                "all requirements found, attempting install",
+                now,
+            );
+            if let Some(status) = d.status.as_mut() {
+                status.requirement_status = Some(entries);
+            }
+            d
+        }
+        CsvPhase::InstallReady => {
+            if let Some(problem) = invalid_strategy(csv) {
+                return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
+            }
+            let desired = desired_deployments(csv);
+            let wanted_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
+            let mut d = transition(
+                previous,
+                CsvPhase::Installing,
+                CsvReason::InstallSucceeded,
+                "waiting for install components to report healthy",
+                now,
+            );
+            for deployment in desired {
+                d = d.act(CsvAction::ApplyDeployment(Box::new(deployment)));
+            }
+            for (name, deployment) in observed.deployments {
+                if !wanted_names.contains(name) && owned_by(deployment.labels(), csv) {
+                    d = d.act(CsvAction::DeleteDeployment(name.clone()));
+                }
+            }
+            d.requeue(REQUEUE_WAITING)
+        }
+        CsvPhase::Installing => {
+            let desired = desired_deployments(csv);
+            match strategy_problem(observed, &desired) {
+                None => transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now)
+                    .requeue(REQUEUE_RESYNC),
+                Some(DeploymentProblem::Unrecoverable(message)) => {
+                    transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}"), now)
+                }
+                Some(problem) if problem.needs_apply() && !matches!(problem, DeploymentProblem::Missing(_)) => transition(
+                    previous,
+                    CsvPhase::InstallReady,
+                    CsvReason::InstallWaiting,
+                    format!("installing: {}", problem.message()),
+                    now,
+                ),
+                Some(problem) => {
+                    let since = previous.last_transition_time.as_ref().map(|t| t.0).unwrap_or(now);
+                    let timeout = SignedDuration::try_from(INSTALL_TIMEOUT).unwrap_or(SignedDuration::from_secs(300));
+                    if since + timeout < now {
+                        transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, "install timeout", now)
+                    } else {
+                        transition(
+                            previous,
+                            CsvPhase::Installing,
+                            CsvReason::InstallWaiting,
+                            format!("installing: {}", problem.message()),
+                            now,
+                        )
+                        .requeue(REQUEUE_WAITING)
+                    }
+                }
+            }
+        }
+        CsvPhase::Succeeded => {
+            if let Some(next) = replacement(observed) {
+                return transition(
+                    previous,
+                    CsvPhase::Replacing,
+                    CsvReason::BeingReplaced,
+                    format!("being replaced by csv: {}", next.name_any()),
+                    now,
+                );
+            }
+            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, None);
+            if !met {
+                let mut d = transition(
+                    previous,
+                    CsvPhase::Failed,
+                    CsvReason::RequirementsNotMet,
+                    "requirements no longer met",
+                    now,
+                );
+                if let Some(status) = d.status.as_mut() {
+                    status.requirement_status = Some(entries);
+                }
+                return d;
+            }
+            let desired = desired_deployments(csv);
+            match strategy_problem(observed, &desired) {
+                None => CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC),
+                Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
+                    previous,
+                    CsvPhase::InstallReady,
+                    CsvReason::ComponentUnhealthy,
+                    format!("installing: {}", problem.message()),
+                    now,
+                ),
+                Some(problem) => transition(
+                    previous,
+                    CsvPhase::Failed,
+                    CsvReason::ComponentUnhealthy,
+                    format!("installing: {}", problem.message()),
+                    now,
+                ),
+            }
+        }
+        CsvPhase::Failed => {
+            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.permissions);
+            if !met {
+                let mut d = transition(
+                    previous,
+                    CsvPhase::Pending,
+                    CsvReason::RequirementsNotMet,
+                    "one or more requirements couldn't be found",
+                    now,
+                );
+                if let Some(status) = d.status.as_mut() {
+                    status.requirement_status = Some(entries);
+                }
+                return d.requeue(REQUEUE_REQUIREMENTS);
+            }
+            if invalid_strategy(csv).is_some() {
+                // Nothing to retry until the CSV itself changes.
+                return CsvDecision::status(previous.clone());
+            }
+            if previous.reason == Some(CsvReason::OwnerConflict) && crd_owner_conflict(observed).is_some() {
+                return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
+            }
+            let desired = desired_deployments(csv);
+            match strategy_problem(observed, &desired) {
+                None => transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now)
+                    .requeue(REQUEUE_RESYNC),
+                Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
+                    previous,
+                    CsvPhase::InstallReady,
+                    CsvReason::NeedsReinstall,
+                    format!("installing: {}", problem.message()),
+                    now,
+                ),
+                Some(problem) => transition(
+                    previous,
+                    CsvPhase::Pending,
+                    CsvReason::NeedsReinstall,
+                    format!("installing: {}", problem.message()),
+                    now,
+                ),
+            }
+        }
+        CsvPhase::Replacing => {
+            if replaced(observed).is_some() {
+                // Not the oldest of the chain: deleting it now would break the chain.
+                return CsvDecision::status(previous.clone()).requeue(REQUEUE_WAITING);
+            }
+            match replacement(observed) {
+                Some(next) if next.phase() == Some(&CsvPhase::Succeeded) => transition(
+                    previous,
+                    CsvPhase::Deleting,
+                    CsvReason::Replaced,
+                    "has been replaced by a newer ClusterServiceVersion that has successfully installed.",
+                    now,
+                ),
+                Some(_) => CsvDecision::status(previous.clone()).requeue(REQUEUE_WAITING),
+                // The replacement disappeared: run again as the installed version.
+                None => transition(previous, CsvPhase::Pending, CsvReason::NeedsReinstall, "the replacing ClusterServiceVersion is gone", now),
+            }
+        }
+        CsvPhase::Deleting => CsvDecision::status(previous.clone()).act(CsvAction::DeleteSelf),
+    }
+}
+
+/// Decide for a copied CSV: it is deleted once its original is gone; the original keeps it
+/// up to date and removes it from namespaces that are no longer targets.
+pub fn decide_copy(copy: &ClusterServiceVersion, original_exists: bool) -> CsvDecision {
+    let decision = CsvDecision {
+        actions: Vec::new(),
+        status: None,
+        events: Vec::new(),
+        requeue_after: Some(REQUEUE_RESYNC),
+    };
+    if original_exists || copy.metadata.deletion_timestamp.is_some() {
+        decision
+    } else {
+        decision.act(CsvAction::DeleteSelf)
+    }
+}

@@ -1,0 +1,244 @@
+//! The `deployment` install strategy, pure part: the Deployments a CSV wants, their spec hash,
+//! drift detection and health.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::{Resource, ResourceExt};
+use olm_api::keys;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, StrategyDeploymentSpec};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Annotations never copied onto pod templates: client-side apply bookkeeping can be larger
+/// than what an annotation on a Deployment may hold, and means nothing to the operator.
+const NOT_PROPAGATED_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
+
+/// The owner labels OLM puts on everything it creates for a CSV.
+pub fn owner_labels(csv: &ClusterServiceVersion) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (keys::OWNER_LABEL.to_owned(), csv.name_any()),
+        (keys::OWNER_NAMESPACE_LABEL.to_owned(), csv.namespace().unwrap_or_default()),
+        (keys::OWNER_KIND_LABEL.to_owned(), ClusterServiceVersion::kind(&()).into_owned()),
+    ])
+}
+
+/// Whether `labels` name `csv` as owner.
+pub fn owned_by(labels: &BTreeMap<String, String>, csv: &ClusterServiceVersion) -> bool {
+    owner_labels(csv).iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+/// The ownerReference pointing at the CSV (not a controller reference, never blocks deletion).
+pub fn owner_reference(csv: &ClusterServiceVersion) -> OwnerReference {
+    OwnerReference {
+        api_version: ClusterServiceVersion::api_version(&()).into_owned(),
+        kind: ClusterServiceVersion::kind(&()).into_owned(),
+        name: csv.name_any(),
+        uid: csv.uid().unwrap_or_default(),
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    }
+}
+
+/// A short, stable hash of a JSON value (the serialization is canonical: sorted maps).
+pub fn hash_json(value: &Value) -> String {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
+    hex::encode(&digest[..10])
+}
+
+/// The Deployment OLM applies for one strategy entry of `csv`.
+pub fn desired_deployment(csv: &ClusterServiceVersion, entry: &StrategyDeploymentSpec) -> Deployment {
+    let mut spec = (*entry.spec).clone();
+    spec.revision_history_limit = Some(1);
+
+    // Every CSV annotation reaches the pods: this is how the OperatorGroup annotations
+    // (olm.targetNamespaces, ...) get to the operator through the downward API.
+    let template_meta = spec.template.metadata.get_or_insert_with(ObjectMeta::default);
+    let template_annotations = template_meta.annotations.get_or_insert_with(BTreeMap::new);
+    for (key, value) in csv.annotations() {
+        if !NOT_PROPAGATED_ANNOTATIONS.contains(&key.as_str()) {
+            template_annotations.insert(key.clone(), value.clone());
+        }
+    }
+
+    if let Some(pod) = spec.template.spec.as_mut() {
+        for container in &mut pod.containers {
+            let env = container.env.get_or_insert_with(Vec::new);
+            env.retain(|e| e.name != keys::OPERATOR_CONDITION_NAME_ENV);
+            env.push(EnvVar {
+                name: keys::OPERATOR_CONDITION_NAME_ENV.to_owned(),
+                value: Some(csv.name_any()),
+                value_from: None,
+            });
+        }
+    }
+
+    let mut labels = entry.label.clone().unwrap_or_default();
+    labels.extend(owner_labels(csv));
+    labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
+    let hash = hash_json(&serde_json::to_value(&spec).unwrap_or(Value::Null));
+    labels.insert(keys::DEPLOYMENT_SPEC_HASH_LABEL.to_owned(), hash);
+
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(entry.name.clone()),
+            namespace: csv.namespace(),
+            labels: Some(labels),
+            owner_references: Some(vec![owner_reference(csv)]),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// Whether every field of `wanted` is present with the same value in `actual`. Objects may have
+/// extra keys (server defaults); every element of a wanted list must match some element of the
+/// actual list (others may add elements, e.g. an injected sidecar, without counting as drift).
+pub fn json_contains(actual: &Value, wanted: &Value) -> bool {
+    match (actual, wanted) {
+        (_, Value::Null) => true,
+        (Value::Object(a), Value::Object(w)) => w
+            .iter()
+            .all(|(key, wv)| a.get(key).map_or(wv.is_null(), |av| json_contains(av, wv))),
+        (Value::Array(a), Value::Array(w)) => w.iter().all(|wv| a.iter().any(|av| json_contains(av, wv))),
+        (a, w) => a == w,
+    }
+}
+
+/// What is wrong with an installed Deployment (upstream's strategy error reasons).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeploymentProblem {
+    /// The Deployment does not exist.
+    Missing(String),
+    /// Pod template annotations from the CSV are missing or different.
+    AnnotationsMissing(String),
+    /// The spec differs from what the CSV asks for (hand edit, or the CSV changed).
+    Updated(String),
+    /// Not (yet) available; retrying can help.
+    Waiting(String),
+    /// Will not become available (progress deadline exceeded).
+    Unrecoverable(String),
+}
+
+impl DeploymentProblem {
+    /// Human message.
+    pub fn message(&self) -> &str {
+        match self {
+            DeploymentProblem::Missing(m)
+            | DeploymentProblem::AnnotationsMissing(m)
+            | DeploymentProblem::Updated(m)
+            | DeploymentProblem::Waiting(m)
+            | DeploymentProblem::Unrecoverable(m) => m,
+        }
+    }
+
+    /// Whether the fix is to apply the Deployment again.
+    pub fn needs_apply(&self) -> bool {
+        matches!(
+            self,
+            DeploymentProblem::Missing(_) | DeploymentProblem::AnnotationsMissing(_) | DeploymentProblem::Updated(_)
+        )
+    }
+}
+
+/// Compare an installed Deployment with the desired one: existence, annotations, spec hash and
+/// spec content (so a hand edit is noticed even when the hash label was left alone).
+pub fn check_drift(desired: &Deployment, actual: Option<&Deployment>) -> Result<(), DeploymentProblem> {
+    let name = desired.name_any();
+    let Some(actual) = actual else {
+        return Err(DeploymentProblem::Missing(format!("deployment {name} not found")));
+    };
+    let wanted_annotations = desired
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    let actual_annotations = actual
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    for (key, value) in &wanted_annotations {
+        if actual_annotations.get(key) != Some(value) {
+            return Err(DeploymentProblem::AnnotationsMissing(format!(
+                "annotations on deployment {name} don't match: expected {key}={value:?}"
+            )));
+        }
+    }
+    let wanted_hash = desired.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL);
+    if actual.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL) != wanted_hash {
+        return Err(DeploymentProblem::Updated(format!(
+            "deployment {name} has an outdated spec hash, updating it"
+        )));
+    }
+    let wanted_spec = serde_json::to_value(&desired.spec).unwrap_or(Value::Null);
+    let actual_spec = serde_json::to_value(&actual.spec).unwrap_or(Value::Null);
+    if !json_contains(&actual_spec, &wanted_spec) {
+        return Err(DeploymentProblem::Updated(format!(
+            "deployment {name} was changed outside OLM, rolling it back"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether an installed Deployment is rolled out and Available.
+pub fn check_health(actual: &Deployment) -> Result<(), DeploymentProblem> {
+    let name = actual.name_any();
+    let generation = actual.metadata.generation.unwrap_or(0);
+    let Some(status) = actual.status.as_ref() else {
+        return Err(DeploymentProblem::Waiting(format!(
+            "waiting for deployment {name} to report status"
+        )));
+    };
+    let conditions = status.conditions.as_deref().unwrap_or_default();
+    if conditions
+        .iter()
+        .any(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+    {
+        return Err(DeploymentProblem::Unrecoverable(format!(
+            "deployment {name} exceeded its progress deadline"
+        )));
+    }
+    if status.observed_generation.unwrap_or(0) < generation {
+        return Err(DeploymentProblem::Waiting(format!(
+            "waiting for deployment {name} spec update to be observed"
+        )));
+    }
+    let replicas = actual.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let updated = status.updated_replicas.unwrap_or(0);
+    if updated < replicas {
+        return Err(DeploymentProblem::Waiting(format!(
+            "waiting for deployment {name} rollout to finish: {updated} out of {replicas} new replicas have been updated"
+        )));
+    }
+    let available = conditions.iter().any(|c| c.type_ == "Available" && c.status == "True");
+    if !available {
+        let available_replicas = status.available_replicas.unwrap_or(0);
+        return Err(DeploymentProblem::Waiting(format!(
+            "waiting for deployment {name} to become ready: {available_replicas} of {replicas} updated replicas are available"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn contains_ignores_defaults_and_extra_list_elements() {
+        let actual = json!({"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "a", "image": "x", "imagePullPolicy": "IfNotPresent"},
+            {"name": "sidecar", "image": "y"}]}}});
+        assert!(json_contains(&actual, &json!({"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}})));
+        assert!(!json_contains(&actual, &json!({"template": {"spec": {"containers": [{"name": "a", "image": "z"}]}}})));
+        assert!(!json_contains(&actual, &json!({"replicas": 2})));
+    }
+}

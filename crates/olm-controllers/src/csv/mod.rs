@@ -1,0 +1,9 @@
+//! The ClusterServiceVersion controller: requirement checks, the `deployment` install strategy,
+//! health, upgrades through `spec.replaces`, and copies into target namespaces.
+
+pub mod decide;
+pub mod deployment;
+pub mod reconcile;
+pub mod requirements;
+
+pub use reconcile::{CsvState, NAME, run};

@@ -1,0 +1,502 @@
+//! Observe → decide → act for ClusterServiceVersions.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference, ServiceAccount};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Resource, ResourceExt};
+use olm_api::keys;
+use olm_api::v1::olm_config::{OLM_CONFIG_NAME, OLMConfig};
+use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, CsvReason};
+use serde_json::json;
+use tracing::instrument;
+
+use super::decide::{CsvAction, CsvDecision, Observed, decide, decide_copy, needs_permission_check, set_phase};
+use super::requirements::{CrdState, PermissionCheck, declared_rules, declared_service_accounts};
+use crate::runtime::controller::action_for;
+use crate::runtime::error::is_not_found;
+use crate::runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
+
+/// Controller name: metric label, field manager `olm/csv`.
+pub const NAME: &str = "csv";
+
+/// The caches the CSV controller reads.
+#[derive(Clone)]
+pub struct CsvState {
+    /// Every ClusterServiceVersion.
+    pub csvs: Cache<ClusterServiceVersion>,
+    /// Every OperatorGroup.
+    pub groups: Cache<OperatorGroup>,
+    /// Every CRD.
+    pub crds: Cache<CustomResourceDefinition>,
+    /// Every ServiceAccount.
+    pub service_accounts: Cache<ServiceAccount>,
+    /// Deployments labelled `olm.owner.kind=ClusterServiceVersion`.
+    pub deployments: Cache<Deployment>,
+    /// Every Namespace.
+    pub namespaces: Cache<Namespace>,
+    /// The OLMConfig singleton.
+    pub olm_configs: Cache<OLMConfig>,
+}
+
+/// The label selector of the Deployment cache.
+pub fn deployment_selector() -> String {
+    format!("{}=ClusterServiceVersion", keys::OWNER_KIND_LABEL)
+}
+
+fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
+    let conditions = crd.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    let is_true = |t: &str| conditions.iter().any(|c| c.type_ == t && c.status == "True");
+    CrdState {
+        served_versions: crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.clone()).collect(),
+        established: is_true("Established"),
+        names_accepted: is_true("NamesAccepted"),
+    }
+}
+
+fn object_reference(csv: &ClusterServiceVersion) -> ObjectReference {
+    csv.object_ref(&())
+}
+
+/// One SubjectAccessReview per (group, resource, verb, name) of the rule; the rule is satisfied
+/// when every one is allowed.
+async fn rule_allowed(client: &kube::Client, user_ns: &str, sa: &str, namespace: Option<&str>, rule: &PolicyRule) -> Result<bool> {
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let user = format!("system:serviceaccount:{user_ns}:{sa}");
+    let groups = vec![
+        "system:serviceaccounts".to_owned(),
+        format!("system:serviceaccounts:{user_ns}"),
+        "system:authenticated".to_owned(),
+    ];
+    let mut attributes = Vec::new();
+    let verbs = rule.verbs.clone();
+    for url in rule.non_resource_urls.iter().flatten() {
+        for verb in &verbs {
+            attributes.push((None, Some(NonResourceAttributes {
+                path: Some(url.clone()),
+                verb: Some(verb.clone()),
+            })));
+        }
+    }
+    let api_groups = rule.api_groups.clone().unwrap_or_default();
+    let names: Vec<Option<String>> = match rule.resource_names.as_deref() {
+        Some(names) if !names.is_empty() => names.iter().cloned().map(Some).collect(),
+        _ => vec![None],
+    };
+    for group in &api_groups {
+        for resource in rule.resources.iter().flatten() {
+            let (resource, subresource) = match resource.split_once('/') {
+                Some((r, s)) => (r.to_owned(), Some(s.to_owned())),
+                None => (resource.clone(), None),
+            };
+            for verb in &verbs {
+                for name in &names {
+                    attributes.push((
+                        Some(ResourceAttributes {
+                            namespace: namespace.map(str::to_owned),
+                            group: Some(group.clone()),
+                            resource: Some(resource.clone()),
+                            subresource: subresource.clone(),
+                            verb: Some(verb.clone()),
+                            name: name.clone(),
+                            ..Default::default()
+                        }),
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+    for (resource_attributes, non_resource_attributes) in attributes {
+        let review = SubjectAccessReview {
+            metadata: Default::default(),
+            spec: SubjectAccessReviewSpec {
+                user: Some(user.clone()),
+                groups: Some(groups.clone()),
+                resource_attributes,
+                non_resource_attributes,
+                ..Default::default()
+            },
+            status: None,
+        };
+        let answer = api
+            .create(&PostParams::default(), &review)
+            .await
+            .map_err(|err| Error::api(format!("check permissions of ServiceAccount {user_ns}/{sa}"), err))?;
+        if !answer.status.is_some_and(|s| s.allowed) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn check_permissions(
+    client: &kube::Client,
+    csv: &ClusterServiceVersion,
+    existing_service_accounts: &BTreeSet<String>,
+    all_namespaces: bool,
+) -> Result<Vec<PermissionCheck>> {
+    let own = csv.namespace().unwrap_or_default();
+    let mut checks = Vec::new();
+    for (sa, cluster, rule) in declared_rules(csv) {
+        if !existing_service_accounts.contains(&sa) {
+            continue;
+        }
+        // Cluster rules and, for all-namespaces groups, namespaced rules are checked cluster-wide.
+        let namespace = if cluster || all_namespaces { None } else { Some(own.as_str()) };
+        let satisfied = rule_allowed(client, &own, &sa, namespace, &rule).await?;
+        checks.push(PermissionCheck {
+            service_account: sa,
+            cluster,
+            rule,
+            satisfied,
+        });
+    }
+    Ok(checks)
+}
+
+#[instrument(skip_all, fields(kind = "ClusterServiceVersion", namespace = %csv.namespace().unwrap_or_default(), name = %csv.name_any()))]
+async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<CsvState>>) -> Result<Action> {
+    let state = &ctx.state;
+    let namespace = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    ctx.metrics.csv_count.set(i64::try_from(state.csvs.store().len()).unwrap_or(i64::MAX));
+
+    if csv.is_copied() {
+        let origin = csv.labels().get(keys::COPIED_FROM_LABEL).cloned().unwrap_or_default();
+        let original_exists = state
+            .csvs
+            .get(Some(&origin), &name)
+            .is_some_and(|original| !original.is_copied());
+        let decision = decide_copy(&csv, original_exists);
+        act(&ctx, &csv, &decision).await?;
+        return Ok(action_for(decision.requeue_after));
+    }
+
+    // Observe.
+    let groups = state.groups.list_in(&namespace);
+    let mut crds = BTreeMap::new();
+    for crd in csv.spec.owned_crds().iter().chain(csv.spec.required_crds()) {
+        if let Some(found) = state.crds.get(None, &crd.name) {
+            crds.insert(crd.name.clone(), crd_state(&found));
+        }
+    }
+    let declared = declared_service_accounts(&csv);
+    let service_accounts: BTreeSet<String> = declared
+        .iter()
+        .filter(|sa| state.service_accounts.get(Some(&namespace), sa).is_some())
+        .cloned()
+        .collect();
+    let all_namespaces = csv.annotations().get(keys::TARGET_NAMESPACES_ANNOTATION).is_some_and(String::is_empty);
+    let permissions = if needs_permission_check(&csv) {
+        Some(check_permissions(&ctx.client, &csv, &service_accounts, all_namespaces).await?)
+    } else {
+        None
+    };
+    let strategy_names: BTreeSet<String> = csv
+        .spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|s| s.deployments.iter().map(|d| d.name.clone()))
+        .collect();
+    let deployments: BTreeMap<String, Deployment> = state
+        .deployments
+        .list_in(&namespace)
+        .into_iter()
+        .filter(|d| strategy_names.contains(&d.name_any()) || super::deployment::owned_by(d.labels(), &csv))
+        .map(|d| (d.name_any(), (*d).clone()))
+        .collect();
+    let all_csvs = state.csvs.list();
+    let peers: Vec<&ClusterServiceVersion> = all_csvs
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|c| c.namespace().as_deref() == Some(namespace.as_str()) && c.name_any() != name && !c.is_copied())
+        .collect();
+    let copies: Vec<&ClusterServiceVersion> = all_csvs
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|c| {
+            c.name_any() == name
+                && c.namespace().as_deref() != Some(namespace.as_str())
+                && c.labels().get(keys::COPIED_FROM_LABEL) == Some(&namespace)
+        })
+        .collect();
+    let active_namespaces: Vec<String> = state
+        .namespaces
+        .list()
+        .iter()
+        .filter(|ns| {
+            ns.metadata.deletion_timestamp.is_none()
+                && ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
+        })
+        .map(|ns| ns.name_any())
+        .collect();
+    let copied_csvs_disabled = state
+        .olm_configs
+        .get(None, OLM_CONFIG_NAME)
+        .is_some_and(|config| config.copied_csvs_disabled());
+    let observed = Observed {
+        csv: &csv,
+        groups: groups.iter().map(Arc::as_ref).collect(),
+        crds: &crds,
+        service_accounts: &service_accounts,
+        permissions: permissions.as_deref(),
+        deployments: &deployments,
+        peers,
+        copies,
+        active_namespaces: &active_namespaces,
+        copied_csvs_disabled,
+    };
+
+    // Decide.
+    let now = Timestamp::now();
+    let mut decision = decide(&observed, now);
+
+    // Act.
+    if let Err(err) = act(&ctx, &csv, &decision).await {
+        if err.retryable() {
+            return Err(err);
+        }
+        // The API server refused what the CSV asks for (invalid Deployment, forbidden, ...):
+        // say so in the status instead of retrying the same request.
+        let previous = csv.status.clone().unwrap_or_default();
+        let status = set_phase(
+            &previous,
+            CsvPhase::Failed,
+            CsvReason::InstallComponentFailed,
+            format!("install strategy failed: {err}"),
+            now,
+        );
+        decision = CsvDecision::status(status).event(crate::runtime::EventNote::warning(
+            CsvReason::InstallComponentFailed.as_str(),
+            "Install",
+            format!("install strategy failed: {err}"),
+        ));
+        decision.requeue_after = Some(super::decide::REQUEUE_RESYNC);
+    }
+    if let Some(status) = &decision.status {
+        let previous_phase = csv.phase().cloned();
+        ctx.status.apply(csv.as_ref(), status).await?;
+        if status.phase == Some(CsvPhase::Replacing) && previous_phase != Some(CsvPhase::Replacing) {
+            ctx.metrics.csv_upgrade_count.inc();
+        }
+        ctx.metrics.observe_csv(
+            &namespace,
+            &name,
+            csv.spec.version.as_deref().unwrap_or_default(),
+            status.phase.as_ref().map(|p| p.as_str()).unwrap_or_default(),
+            status.reason.as_ref().map(|r| r.as_str()).unwrap_or_default(),
+        );
+        if let Some(phase) = &status.phase {
+            if csv.phase() != Some(phase) {
+                tracing::info!(phase = phase.as_str(), reason = status.reason.as_ref().map(|r| r.as_str()).unwrap_or_default(), message = status.message.as_deref().unwrap_or_default(), "phase transition");
+            }
+        }
+    }
+    let reference = object_reference(&csv);
+    for note in &decision.events {
+        ctx.events.publish(&reference, note).await;
+    }
+    Ok(action_for(decision.requeue_after))
+}
+
+/// Apply the decision's actions in order. Copies are best effort (a namespace may be going
+/// away); every other failure stops the pass.
+async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let apply = PatchParams::apply(&ctx.field_manager()).force();
+    let mut copy_error = None;
+    for action in &decision.actions {
+        match action {
+            CsvAction::Annotate(annotations) => {
+                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+                let patch = json!({ "metadata": { "annotations": annotations } });
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|err| Error::api(format!("annotate ClusterServiceVersion {namespace}/{name}"), err))?;
+            }
+            CsvAction::ApplyDeployment(deployment) => {
+                let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+                let dep_name = deployment.name_any();
+                api.patch(&dep_name, &apply, &Patch::Apply(deployment.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply Deployment {namespace}/{dep_name}"), err))?;
+                tracing::info!(deployment = %dep_name, "applied deployment");
+            }
+            CsvAction::DeleteDeployment(dep_name) => {
+                let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+                match api.delete(dep_name, &DeleteParams::background()).await {
+                    Ok(_) => tracing::info!(deployment = %dep_name, "deleted deployment no longer in the strategy"),
+                    Err(err) if is_not_found(&err) => {}
+                    Err(err) => return Err(Error::api(format!("delete Deployment {namespace}/{dep_name}"), err)),
+                }
+            }
+            CsvAction::DeleteSelf => {
+                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+                match api.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => tracing::info!("deleted ClusterServiceVersion"),
+                    Err(err) if is_not_found(&err) => {}
+                    Err(err) => return Err(Error::api(format!("delete ClusterServiceVersion {namespace}/{name}"), err)),
+                }
+            }
+            CsvAction::ApplyCopy(copy) => {
+                if let Err(err) = apply_copy(ctx, copy).await {
+                    tracing::warn!(target_namespace = %copy.namespace().unwrap_or_default(), %err, "cannot copy the CSV");
+                    copy_error.get_or_insert(err);
+                }
+            }
+            CsvAction::DeleteCopy { namespace: target } => {
+                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), target);
+                match api.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => tracing::info!(target_namespace = %target, "deleted copied CSV"),
+                    Err(err) if is_not_found(&err) => {}
+                    Err(err) => {
+                        copy_error.get_or_insert(Error::api(format!("delete copied ClusterServiceVersion {target}/{name}"), err));
+                    }
+                }
+            }
+        }
+    }
+    // A copy failure must not hide the status of the CSV itself: copies are retried on the
+    // next pass (the periodic resync at the latest).
+    if let Some(err) = copy_error {
+        tracing::warn!(%err, error.category = err.category(), "some copies failed; retrying on the next pass");
+    }
+    Ok(())
+}
+
+async fn apply_copy(ctx: &ControllerContext<CsvState>, copy: &ClusterServiceVersion) -> Result<()> {
+    let target = copy.namespace().unwrap_or_default();
+    let name = copy.name_any();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &target);
+    let mut object = copy.clone();
+    let status = object.status.take();
+    let params = PatchParams::apply(&ctx.field_manager()).force();
+    let applied = api
+        .patch(&name, &params, &Patch::Apply(&object))
+        .await
+        .map_err(|err| Error::api(format!("copy ClusterServiceVersion into {target}"), err))?;
+    if let Some(status) = status {
+        ctx.status.apply(&applied, &status).await?;
+    }
+    Ok(())
+}
+
+/// Build the CSV controller; it subscribes to the caches now (call this before the caches
+/// start) and runs, once every cache it reads has synced, until `shutdown` resolves.
+pub fn run(
+    ctx: Arc<ControllerContext<CsvState>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let state = ctx.state.clone();
+    let store = state.csvs.store().clone();
+
+    let related_store = store.clone();
+    let metrics = ctx.metrics.clone();
+    // Replacement-chain neighbours and copies/originals react to each other.
+    let related = move |changed: Arc<ClusterServiceVersion>| {
+        let ns = changed.namespace().unwrap_or_default();
+        let name = changed.name_any();
+        if related_store.get(&ObjectRef::from_obj(changed.as_ref())).is_none() && !changed.is_copied() {
+            metrics.forget_csv(&ns, &name, changed.spec.version.as_deref().unwrap_or_default());
+            metrics.csv_count.set(i64::try_from(related_store.len()).unwrap_or(i64::MAX));
+        }
+        let origin = changed.labels().get(keys::COPIED_FROM_LABEL).cloned();
+        related_store
+            .state()
+            .iter()
+            .filter(|c| {
+                let same_ns = c.namespace().as_deref() == Some(ns.as_str());
+                (same_ns && c.spec.replaces.as_deref() == Some(name.as_str()))
+                    || (same_ns && changed.spec.replaces.as_deref() == Some(c.name_any().as_str()))
+                    || (c.name_any() == name && c.labels().get(keys::COPIED_FROM_LABEL) == Some(&ns))
+                    || (c.name_any() == name && origin.as_deref() == c.namespace().as_deref())
+            })
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let groups_store = store.clone();
+    let by_group = move |group: Arc<OperatorGroup>| {
+        let ns = group.namespace();
+        groups_store
+            .state()
+            .iter()
+            .filter(|c| c.namespace() == ns && !c.is_copied())
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let crd_store = store.clone();
+    let by_crd = move |crd: Arc<CustomResourceDefinition>| {
+        let crd_name = crd.name_any();
+        crd_store
+            .state()
+            .iter()
+            .filter(|c| {
+                !c.is_copied()
+                    && c.spec.owned_crds().iter().chain(c.spec.required_crds()).any(|d| d.name == crd_name)
+            })
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let sa_store = store.clone();
+    let by_service_account = move |sa: Arc<ServiceAccount>| {
+        let ns = sa.namespace();
+        let sa_name = sa.name_any();
+        sa_store
+            .state()
+            .iter()
+            .filter(|c| c.namespace() == ns && !c.is_copied() && declared_service_accounts(c).contains(&sa_name))
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let all_ns_store = store.clone();
+    let all_namespace_csvs = move || {
+        all_ns_store
+            .state()
+            .iter()
+            .filter(|c| {
+                !c.is_copied() && c.annotations().get(keys::TARGET_NAMESPACES_ANNOTATION).is_some_and(String::is_empty)
+            })
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    };
+    let for_config = all_namespace_csvs.clone();
+
+    let controller = Controller::for_shared_stream(state.csvs.subscribe(), store)
+        .watches_shared_stream(state.csvs.subscribe(), related)
+        .owns_shared_stream(state.deployments.subscribe())
+        .watches_shared_stream(state.groups.subscribe(), by_group)
+        .watches_shared_stream(state.crds.subscribe(), by_crd)
+        .watches_shared_stream(state.service_accounts.subscribe(), by_service_account)
+        .watches_shared_stream(state.namespaces.subscribe(), move |_ns: Arc<Namespace>| all_namespace_csvs())
+        .watches_shared_stream(state.olm_configs.subscribe(), move |_c: Arc<OLMConfig>| for_config())
+        .reconcile_all_on(ctx.leadership.gained())
+        .graceful_shutdown_on(shutdown);
+    async move {
+        state.csvs.synced().await;
+        state.groups.synced().await;
+        state.crds.synced().await;
+        state.service_accounts.synced().await;
+        state.deployments.synced().await;
+        state.namespaces.synced().await;
+        state.olm_configs.synced().await;
+        controller
+            .run(|csv, ctx| guarded(csv, ctx, reconcile), error_policy, ctx)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+    }
+}
