@@ -107,3 +107,19 @@ pub fn snapshot(catalog: &Catalog, key: CatalogKey, priority: i32) -> CatalogSna
     }
     CatalogSnapshot { key, priority, entries, deprecations }
 }
+
+/// Load a catalog from disk in any format olm-catalog detects (FBC, package manifests,
+/// bundle directories) and convert it. Problems that did not stop loading (opm
+/// validation findings) are returned as text; unreadable or unparsable content is an error.
+pub fn load(
+    path: &std::path::Path,
+    key: CatalogKey,
+    priority: i32,
+) -> Result<(CatalogSnapshot, Vec<String>), olm_catalog::CatalogError> {
+    let options = olm_catalog::RenderOptions { objects: olm_catalog::ObjectMode::CsvMetadata, image: None };
+    let (_format, catalog, problems) = olm_catalog::load_catalog_lenient(path, &options)?;
+    if catalog.packages().is_empty() && !problems.is_empty() {
+        return Err(olm_catalog::CatalogError::Invalid(problems));
+    }
+    Ok((snapshot(&catalog, key, priority), problems.iter().map(ToString::to_string).collect()))
+}

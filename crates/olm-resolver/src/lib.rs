@@ -12,6 +12,7 @@
 
 pub mod adapter;
 mod explain;
+pub mod file;
 mod index;
 pub mod model;
 mod request;

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod crds;
 mod dev;
+mod resolve;
 
 /// A Rust reimplementation of the Operator Lifecycle Manager.
 #[derive(Debug, Parser)]
@@ -21,6 +22,8 @@ enum Command {
     Crds(crds::CrdsArgs),
     /// Developer tooling: a local Kubernetes control plane (`olm dev cluster up|down|status|env`).
     Dev(dev::DevArgs),
+    /// Resolve Subscriptions against catalogs from a request file (no cluster needed).
+    Resolve(resolve::ResolveArgs),
     /// Print the version of this binary and the Kubernetes API it targets.
     Version,
 }
@@ -30,6 +33,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crds(args) => crds::run(args),
         Command::Dev(args) => dev::run(args),
+        Command::Resolve(args) => resolve::run(args),
         Command::Version => {
             println!(
                 "olm {} (Kubernetes API {}.{})",
