@@ -4,5 +4,6 @@
 
 pub mod runtime;
 pub mod csv;
+pub mod manager;
 pub mod operatorgroup;
 pub mod selector;

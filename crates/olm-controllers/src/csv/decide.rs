@@ -29,6 +29,8 @@ pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
 pub const REQUEUE_WAITING: Duration = Duration::from_secs(10);
 /// Re-check period of a CSV whose requirements are not met (RBAC is not watched).
 pub const REQUEUE_REQUIREMENTS: Duration = Duration::from_secs(15);
+/// Minimum time a CSV stays Failed/InstallComponentFailed before it is reinstalled.
+pub const REINSTALL_PAUSE: Duration = Duration::from_secs(30);
 /// Periodic resync of a settled CSV.
 pub const REQUEUE_RESYNC: Duration = Duration::from_secs(300);
 
@@ -692,6 +694,16 @@ fn decide_phase(observed: &Observed<'_>, previous: &ClusterServiceVersionStatus,
             if invalid_strategy(csv).is_some() {
                 // Nothing to retry until the CSV itself changes.
                 return CsvDecision::status(previous.clone());
+            }
+            if previous.reason == Some(CsvReason::InstallComponentFailed) {
+                // The API server refused the install; wait before trying again so a CSV that is
+                // refused every time cycles slowly instead of hot-looping through the phases.
+                let since = previous.last_transition_time.as_ref().map(|t| t.0).unwrap_or(now);
+                let pause = SignedDuration::try_from(REINSTALL_PAUSE).unwrap_or(SignedDuration::from_secs(30));
+                if since + pause > now {
+                    let left = (since + pause).duration_since(now).unsigned_abs();
+                    return CsvDecision::status(previous.clone()).requeue(left.max(Duration::from_secs(1)));
+                }
             }
             if previous.reason == Some(CsvReason::OwnerConflict) && crd_owner_conflict(observed).is_some() {
                 return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);

@@ -7,3 +7,6 @@ pub mod reconcile;
 pub mod requirements;
 
 pub use reconcile::{CsvState, NAME, run};
+
+#[cfg(test)]
+mod tests;

@@ -5,3 +5,6 @@ pub mod decide;
 pub mod reconcile;
 
 pub use reconcile::{NAME, OgState, run};
+
+#[cfg(test)]
+mod tests;

@@ -18,6 +18,7 @@ pub mod error;
 pub mod events;
 pub mod leader;
 pub mod metrics;
+pub mod shutdown;
 pub mod status;
 
 pub use admin::Readiness;

@@ -1,0 +1,552 @@
+//! Phase-machine tests on `decide`, with the real etcd 0.9.4 CSV as fixture (no cluster).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use olm_api::keys;
+use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec, OperatorGroupStatus};
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason, StatusReason};
+
+use super::decide::{CsvAction, CsvDecision, Observed, decide, decide_copy, desired_deployments, set_phase};
+use super::requirements::{CrdState, PermissionCheck, declared_rules};
+use crate::runtime::Severity;
+
+const NS: &str = "ns";
+const ETCD_CSV: &str = include_str!("../../testdata/etcd-0.9.4/etcdoperator.v0.9.4.clusterserviceversion.yaml");
+const ETCD_CLUSTERWIDE_CSV: &str =
+    include_str!("../../testdata/etcd-0.9.4-clusterwide/etcdoperator.v0.9.4-clusterwide.clusterserviceversion.yaml");
+
+fn now() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).expect("valid timestamp")
+}
+
+fn load(text: &str) -> ClusterServiceVersion {
+    let mut csv: ClusterServiceVersion = olm_api::yaml::from_str(text, "testdata").expect("fixture parses");
+    csv.metadata.namespace = Some(NS.into());
+    csv.metadata.uid = Some("uid-1".into());
+    csv
+}
+
+fn etcd() -> ClusterServiceVersion {
+    load(ETCD_CSV)
+}
+
+fn with_phase(mut csv: ClusterServiceVersion, phase: CsvPhase, reason: CsvReason) -> ClusterServiceVersion {
+    let previous = csv.status.clone().unwrap_or_default();
+    let earlier = now() - SignedDuration::from_secs(30);
+    csv.status = Some(set_phase(&previous, phase, reason, "earlier", earlier));
+    csv
+}
+
+fn group(name: &str, targets: &[&str]) -> OperatorGroup {
+    let mut og = OperatorGroup::new(name, OperatorGroupSpec::default());
+    og.metadata.namespace = Some(NS.into());
+    og.metadata.uid = Some(format!("uid-{name}"));
+    og.status = Some(OperatorGroupStatus {
+        namespaces: Some(targets.iter().map(|t| (*t).to_owned()).collect()),
+        ..Default::default()
+    });
+    og
+}
+
+fn annotate_for(mut csv: ClusterServiceVersion, og: &OperatorGroup) -> ClusterServiceVersion {
+    let targets = og.status.as_ref().and_then(|s| s.namespaces.clone()).unwrap_or_default();
+    let annotations = csv.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.extend(crate::operatorgroup::decide::member_annotations(og, &targets));
+    csv
+}
+
+fn available(mut deployment: Deployment) -> Deployment {
+    deployment.metadata.generation = Some(1);
+    deployment.status = Some(DeploymentStatus {
+        observed_generation: Some(1),
+        replicas: Some(1),
+        updated_replicas: Some(1),
+        available_replicas: Some(1),
+        conditions: Some(vec![DeploymentCondition {
+            type_: "Available".into(),
+            status: "True".into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    deployment
+}
+
+/// Everything a test can set; `observed()` borrows it as the controller would.
+struct World {
+    csv: ClusterServiceVersion,
+    groups: Vec<OperatorGroup>,
+    crds: BTreeMap<String, CrdState>,
+    service_accounts: BTreeSet<String>,
+    permissions: Option<Vec<PermissionCheck>>,
+    deployments: BTreeMap<String, Deployment>,
+    peers: Vec<ClusterServiceVersion>,
+    copies: Vec<ClusterServiceVersion>,
+    namespaces: Vec<String>,
+    copies_disabled: bool,
+}
+
+impl World {
+    /// The etcd CSV in an OwnNamespace group, annotated, with every requirement present.
+    fn etcd_ready(phase: Option<(CsvPhase, CsvReason)>) -> World {
+        let og = group("og", &[NS]);
+        let mut csv = annotate_for(etcd(), &og);
+        if let Some((phase, reason)) = phase {
+            csv = with_phase(csv, phase, reason);
+        }
+        let crds = csv
+            .spec
+            .owned_crds()
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    CrdState {
+                        served_versions: vec![c.version.clone()],
+                        established: true,
+                        names_accepted: true,
+                    },
+                )
+            })
+            .collect();
+        let permissions = declared_rules(&csv)
+            .into_iter()
+            .map(|(sa, cluster, rule)| PermissionCheck {
+                service_account: sa,
+                cluster,
+                rule,
+                satisfied: true,
+            })
+            .collect();
+        World {
+            csv,
+            groups: vec![og],
+            crds,
+            service_accounts: BTreeSet::from(["etcd-operator".to_owned()]),
+            permissions: Some(permissions),
+            deployments: BTreeMap::new(),
+            peers: Vec::new(),
+            copies: Vec::new(),
+            namespaces: vec![NS.into(), "other".into(), "kube-system".into()],
+            copies_disabled: false,
+        }
+    }
+
+    fn with_installed_deployments(mut self) -> World {
+        for deployment in desired_deployments(&self.csv) {
+            self.deployments.insert(deployment.name_any(), available(deployment));
+        }
+        self
+    }
+
+    fn decide(&self) -> CsvDecision {
+        let observed = Observed {
+            csv: &self.csv,
+            groups: self.groups.iter().collect(),
+            crds: &self.crds,
+            service_accounts: &self.service_accounts,
+            permissions: self.permissions.as_deref(),
+            deployments: &self.deployments,
+            peers: self.peers.iter().collect(),
+            copies: self.copies.iter().collect(),
+            active_namespaces: &self.namespaces,
+            copied_csvs_disabled: self.copies_disabled,
+        };
+        decide(&observed, now())
+    }
+}
+
+fn phase_reason(decision: &CsvDecision) -> (CsvPhase, CsvReason) {
+    let status = decision.status.as_ref().expect("a status");
+    (
+        status.phase.clone().expect("a phase"),
+        status.reason.clone().expect("a reason"),
+    )
+}
+
+#[test]
+fn none_goes_pending_with_requirements_unknown() {
+    let decision = World::etcd_ready(None).decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsUnknown));
+    assert_eq!(decision.events.len(), 1);
+    assert_eq!(decision.events[0].reason, "RequirementsUnknown");
+    let status = decision.status.as_ref().expect("status");
+    assert_eq!(status.last_transition_time, Some(Time(now())));
+    assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
+}
+
+#[test]
+fn no_operator_group_fails() {
+    let mut world = World::etcd_ready(None);
+    world.groups.clear();
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::NoOperatorGroup));
+    assert_eq!(decision.events[0].severity, Severity::Warning);
+}
+
+#[test]
+fn two_operator_groups_fail_with_too_many() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.groups.push(group("second", &[NS]));
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::TooManyOperatorGroups));
+    assert!(decision.status.as_ref().and_then(|s| s.message.as_deref()).unwrap_or_default().contains("multiple operatorgroups"));
+}
+
+#[test]
+fn missing_group_annotations_are_written_first() {
+    let mut world = World::etcd_ready(None);
+    world.csv.metadata.annotations.as_mut().expect("annotations").remove(keys::TARGET_NAMESPACES_ANNOTATION);
+    let decision = world.decide();
+    assert_eq!(decision.status, world.csv.status.clone().or(Some(ClusterServiceVersionStatus::default())));
+    assert_eq!(
+        decision.actions,
+        vec![CsvAction::Annotate(BTreeMap::from([(
+            keys::TARGET_NAMESPACES_ANNOTATION.to_owned(),
+            Some(NS.to_owned())
+        )]))]
+    );
+}
+
+#[test]
+fn unsupported_install_mode_fails_and_recovers_when_the_group_changes() {
+    // etcd 0.9.4 does not support AllNamespaces.
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    let all = group("og", &[""]);
+    world.csv = annotate_for(world.csv.clone(), &all);
+    world.groups = vec![all];
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::UnsupportedOperatorGroup));
+    assert_eq!(
+        decision.status.as_ref().and_then(|s| s.message.clone()).as_deref(),
+        Some("AllNamespaces InstallModeType not supported, cannot configure to watch all namespaces")
+    );
+
+    let mut fixed = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::UnsupportedOperatorGroup)));
+    fixed.permissions = None;
+    let decision = fixed.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsUnknown));
+}
+
+#[test]
+fn missing_crds_and_service_account_keep_it_pending_with_requirement_status() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.crds.remove("etcdclusters.etcd.database.coreos.com");
+    world.crds.insert(
+        "etcdbackups.etcd.database.coreos.com".into(),
+        CrdState {
+            served_versions: vec!["v1beta2".into()],
+            established: false,
+            names_accepted: true,
+        },
+    );
+    world.service_accounts.clear();
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let requirements = decision.status.as_ref().and_then(|s| s.requirement_status.clone()).expect("requirement status");
+    let find = |name: &str| requirements.iter().find(|r| r.name == name).map(|r| r.status.clone());
+    assert_eq!(find("etcdclusters.etcd.database.coreos.com"), Some(StatusReason::NotPresent));
+    assert_eq!(find("etcdbackups.etcd.database.coreos.com"), Some(StatusReason::PresentNotAvailable));
+    assert_eq!(find("etcdrestores.etcd.database.coreos.com"), Some(StatusReason::Present));
+    assert_eq!(find("etcd-operator"), Some(StatusReason::NotPresent));
+    assert!(decision.requeue_after.is_some(), "requirements are re-checked periodically");
+}
+
+#[test]
+fn unsatisfied_permission_keeps_it_pending() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    if let Some(checks) = world.permissions.as_mut() {
+        checks[0].satisfied = false;
+    }
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let requirements = decision.status.as_ref().and_then(|s| s.requirement_status.clone()).expect("requirement status");
+    let sa = requirements.iter().find(|r| r.kind == "ServiceAccount").expect("sa entry");
+    assert_eq!(sa.status, StatusReason::PresentNotSatisfied);
+    let dependents = sa.dependents.clone().unwrap_or_default();
+    assert_eq!(dependents[0].status, StatusReason::NotSatisfied);
+    assert!(dependents[0].message.as_deref().unwrap_or_default().starts_with("namespaced rule:"));
+}
+
+#[test]
+fn requirements_met_goes_install_ready() {
+    let world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsNotMet)));
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    assert!(decision.actions.is_empty());
+}
+
+#[test]
+fn waits_until_the_replaced_csv_hands_over() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    let mut old = with_phase(etcd(), CsvPhase::Succeeded, CsvReason::InstallSucceeded);
+    old.metadata.name = Some("etcdoperator.v0.9.2".into());
+    old.spec.replaces = None;
+    world.peers.push(old.clone());
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsUnknown));
+    assert!(decision.events.is_empty());
+
+    world.peers = vec![with_phase(old, CsvPhase::Replacing, CsvReason::BeingReplaced)];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+}
+
+#[test]
+fn crd_owned_by_an_unrelated_csv_is_an_owner_conflict() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    let mut other = etcd();
+    other.metadata.name = Some("someone-else".into());
+    other.spec.replaces = None;
+    world.peers.push(other);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::OwnerConflict));
+}
+
+#[test]
+fn unknown_strategy_is_invalid() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.csv.spec.install.strategy = "helm".into();
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::InvalidInstallStrategy));
+    assert!(decision.status.and_then(|s| s.message).unwrap_or_default().contains("spec.install.strategy"));
+}
+
+#[test]
+fn install_ready_applies_deployments_with_olm_metadata() {
+    let world = World::etcd_ready(Some((CsvPhase::InstallReady, CsvReason::AllRequirementsMet)));
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallSucceeded));
+    let [CsvAction::ApplyDeployment(deployment)] = decision.actions.as_slice() else {
+        panic!("expected one ApplyDeployment, got {:?}", decision.actions);
+    };
+    assert_eq!(deployment.name_any(), "etcd-operator");
+    let labels = deployment.labels();
+    assert_eq!(labels.get(keys::OWNER_LABEL).map(String::as_str), Some("etcdoperator.v0.9.4"));
+    assert_eq!(labels.get(keys::OWNER_NAMESPACE_LABEL).map(String::as_str), Some(NS));
+    assert_eq!(labels.get(keys::OWNER_KIND_LABEL).map(String::as_str), Some("ClusterServiceVersion"));
+    assert!(labels.contains_key(keys::DEPLOYMENT_SPEC_HASH_LABEL));
+    let owner = &deployment.metadata.owner_references.as_ref().expect("owner refs")[0];
+    assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("ClusterServiceVersion", "uid-1"));
+    let spec = deployment.spec.as_ref().expect("spec");
+    let pod_annotations = spec.template.metadata.as_ref().and_then(|m| m.annotations.clone()).unwrap_or_default();
+    assert_eq!(pod_annotations.get(keys::TARGET_NAMESPACES_ANNOTATION).map(String::as_str), Some(NS));
+    assert_eq!(pod_annotations.get(keys::OPERATOR_GROUP_ANNOTATION).map(String::as_str), Some("og"));
+    assert!(pod_annotations.contains_key("alm-examples"), "every CSV annotation reaches the pod template");
+    let containers = &spec.template.spec.as_ref().expect("pod spec").containers;
+    assert_eq!(containers.len(), 3);
+    for container in containers {
+        let env = container.env.clone().unwrap_or_default();
+        assert!(env.iter().any(|e| e.name == "OPERATOR_CONDITION_NAME" && e.value.as_deref() == Some("etcdoperator.v0.9.4")));
+    }
+    assert_eq!(spec.revision_history_limit, Some(1));
+}
+
+#[test]
+fn install_ready_deletes_owned_deployments_no_longer_in_the_strategy() {
+    let mut world = World::etcd_ready(Some((CsvPhase::InstallReady, CsvReason::AllRequirementsMet))).with_installed_deployments();
+    let mut stale = world.deployments["etcd-operator"].clone();
+    stale.metadata.name = Some("old-helper".into());
+    world.deployments.insert("old-helper".into(), stale);
+    let decision = world.decide();
+    assert!(decision.actions.contains(&CsvAction::DeleteDeployment("old-helper".into())));
+}
+
+#[test]
+fn installing_succeeds_when_deployments_are_available() {
+    let world = World::etcd_ready(Some((CsvPhase::Installing, CsvReason::InstallSucceeded))).with_installed_deployments();
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+    assert_eq!(
+        decision.status.and_then(|s| s.message).as_deref(),
+        Some("install strategy completed with no errors")
+    );
+}
+
+#[test]
+fn installing_waits_for_an_unavailable_deployment_then_times_out() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Installing, CsvReason::InstallSucceeded))).with_installed_deployments();
+    if let Some(d) = world.deployments.get_mut("etcd-operator") {
+        d.status = Some(DeploymentStatus::default());
+    }
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallWaiting));
+    assert!(decision.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default().starts_with("installing: "));
+
+    let long_ago = now() - SignedDuration::from_secs(600);
+    if let Some(status) = world.csv.status.as_mut() {
+        status.last_transition_time = Some(Time(long_ago));
+    }
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Failed, CsvReason::InstallCheckFailed));
+}
+
+#[test]
+fn installing_with_a_changed_deployment_goes_back_to_install_ready() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Installing, CsvReason::InstallSucceeded))).with_installed_deployments();
+    if let Some(d) = world.deployments.get_mut("etcd-operator") {
+        d.metadata.labels.get_or_insert_with(BTreeMap::new).insert(keys::DEPLOYMENT_SPEC_HASH_LABEL.into(), "old".into());
+    }
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::InstallWaiting));
+}
+
+#[test]
+fn a_hand_edited_deployment_is_noticed_in_succeeded() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    assert_eq!(world.decide().status, world.csv.status, "steady state writes nothing new");
+    if let Some(d) = world.deployments.get_mut("etcd-operator") {
+        if let Some(pod) = d.spec.as_mut().and_then(|s| s.template.spec.as_mut()) {
+            pod.containers[0].image = Some("example.com/hacked:latest".into());
+        }
+    }
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::ComponentUnhealthy));
+}
+
+#[test]
+fn a_deleted_deployment_fails_then_reinstalls() {
+    let world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded)));
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::ComponentUnhealthy));
+
+    let failed = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::ComponentUnhealthy)));
+    assert_eq!(phase_reason(&failed.decide()), (CsvPhase::Pending, CsvReason::NeedsReinstall));
+}
+
+#[test]
+fn failed_with_healthy_components_recovers_to_succeeded() {
+    let world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::ComponentUnhealthy))).with_installed_deployments();
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+}
+
+#[test]
+fn succeeded_lost_crd_fails_with_requirements_not_met() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.crds.clear();
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Failed, CsvReason::RequirementsNotMet));
+}
+
+#[test]
+fn upgrade_chain_replacing_then_deleting() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.csv.spec.replaces = None;
+    let mut next = etcd();
+    next.metadata.name = Some("etcdoperator.v0.9.5".into());
+    next.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    world.peers.push(next.clone());
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Replacing, CsvReason::BeingReplaced));
+    assert_eq!(
+        decision.status.as_ref().and_then(|s| s.message.clone()).as_deref(),
+        Some("being replaced by csv: etcdoperator.v0.9.5")
+    );
+
+    world.csv = with_phase(world.csv, CsvPhase::Replacing, CsvReason::BeingReplaced);
+    let waiting = world.decide();
+    assert_eq!(phase_reason(&waiting), (CsvPhase::Replacing, CsvReason::BeingReplaced));
+    world.peers = vec![with_phase(next, CsvPhase::Succeeded, CsvReason::InstallSucceeded)];
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Deleting, CsvReason::Replaced));
+
+    world.csv = with_phase(world.csv, CsvPhase::Deleting, CsvReason::Replaced);
+    assert_eq!(world.decide().actions, vec![CsvAction::DeleteSelf]);
+}
+
+#[test]
+fn all_namespaces_csv_is_copied_unless_disabled() {
+    let og = group("global", &[""]);
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded)));
+    world.csv = annotate_for(with_phase(load(ETCD_CLUSTERWIDE_CSV), CsvPhase::Succeeded, CsvReason::InstallSucceeded), &og);
+    world.groups = vec![og];
+    world = world.with_installed_deployments();
+    let decision = world.decide();
+    let copied: Vec<String> = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyCopy(copy) => Some(copy.namespace().unwrap_or_default()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(copied, vec!["kube-system".to_owned(), "other".to_owned()]);
+    let Some(CsvAction::ApplyCopy(copy)) = decision.actions.iter().find(|a| matches!(a, CsvAction::ApplyCopy(_))) else {
+        panic!("a copy");
+    };
+    assert_eq!(copy.labels().get(keys::COPIED_FROM_LABEL).map(String::as_str), Some(NS));
+    assert!(!copy.annotations().contains_key(keys::TARGET_NAMESPACES_ANNOTATION));
+    let copy_status = copy.status.as_ref().expect("copy status");
+    assert_eq!(copy_status.reason, Some(CsvReason::Copied));
+    assert_eq!(copy_status.phase, Some(CsvPhase::Succeeded));
+
+    // Up-to-date copies are left alone; a copy in a namespace that is gone is deleted.
+    let mut stale = (**copy).clone();
+    stale.metadata.namespace = Some("gone".into());
+    world.copies = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyCopy(copy) => Some((**copy).clone()),
+            _ => None,
+        })
+        .chain(std::iter::once(stale))
+        .collect();
+    let decision = world.decide();
+    assert_eq!(decision.actions, vec![CsvAction::DeleteCopy { namespace: "gone".into() }]);
+
+    world.copies_disabled = true;
+    let decision = world.decide();
+    assert!(decision.actions.iter().all(|a| matches!(a, CsvAction::DeleteCopy { .. })));
+    assert_eq!(decision.actions.len(), 3);
+}
+
+#[test]
+fn own_namespace_csv_is_not_copied() {
+    let world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    assert!(world.decide().actions.is_empty());
+}
+
+#[test]
+fn a_copy_without_its_original_deletes_itself() {
+    let mut copy = etcd();
+    copy.metadata.labels.get_or_insert_with(BTreeMap::new).insert(keys::COPIED_FROM_LABEL.into(), "operators".into());
+    assert_eq!(decide_copy(&copy, false).actions, vec![CsvAction::DeleteSelf]);
+    assert!(decide_copy(&copy, true).actions.is_empty());
+}
+
+#[test]
+fn history_keeps_twenty_entries_and_transition_time_moves_only_with_the_phase() {
+    let mut status = ClusterServiceVersionStatus::default();
+    for i in 0..25 {
+        let reason = if i % 2 == 0 { CsvReason::InstallWaiting } else { CsvReason::InstallSucceeded };
+        status = set_phase(&status, CsvPhase::Installing, reason, "m", now() + SignedDuration::from_secs(i));
+    }
+    assert_eq!(status.conditions.as_ref().map(Vec::len), Some(20));
+    assert_eq!(status.last_transition_time, Some(Time(now())));
+    let later = set_phase(&status, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "done", now() + SignedDuration::from_secs(100));
+    assert_eq!(later.last_transition_time, Some(Time(now() + SignedDuration::from_secs(100))));
+}
+
+#[test]
+fn install_component_failed_no_retry_is_left_alone() {
+    let world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::InstallComponentFailedNoRetry)));
+    let decision = world.decide();
+    assert_eq!(decision.status, world.csv.status);
+    assert!(decision.actions.is_empty() && decision.events.is_empty());
+}
+
+#[test]
+fn a_refused_install_is_retried_only_after_a_pause() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::InstallComponentFailed)));
+    if let Some(status) = world.csv.status.as_mut() {
+        status.last_transition_time = Some(Time(now() - SignedDuration::from_secs(5)));
+    }
+    let decision = world.decide();
+    assert_eq!(decision.status, world.csv.status);
+    assert_eq!(decision.requeue_after, Some(std::time::Duration::from_secs(25)));
+    if let Some(status) = world.csv.status.as_mut() {
+        status.last_transition_time = Some(Time(now() - SignedDuration::from_secs(60)));
+    }
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Pending, CsvReason::NeedsReinstall));
+}

@@ -1,0 +1,239 @@
+//! Wires the runtime and the selected controllers together: caches, leader election, the admin
+//! server and graceful shutdown. `olm run` and the integration tests both use this.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use olm_api::v1::olm_config::OLMConfig;
+use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+
+use crate::runtime::leader::{self, LeaderElectionConfig, Leadership};
+use crate::runtime::shutdown::Shutdown;
+use crate::runtime::{Caches, ControllerContext, Metrics, Readiness, admin};
+use crate::{csv, operatorgroup};
+
+/// The controllers `olm run` can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ControllerKind {
+    /// ClusterServiceVersion controller.
+    Csv,
+    /// OperatorGroup controller.
+    OperatorGroup,
+}
+
+impl ControllerKind {
+    /// Every controller, in start order.
+    pub const ALL: [ControllerKind; 2] = [ControllerKind::OperatorGroup, ControllerKind::Csv];
+
+    /// The name used on the command line and in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControllerKind::Csv => csv::NAME,
+            ControllerKind::OperatorGroup => operatorgroup::NAME,
+        }
+    }
+}
+
+impl std::str::FromStr for ControllerKind {
+    type Err = ManagerError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|kind| kind.as_str() == s.trim())
+            .ok_or_else(|| ManagerError::UnknownController {
+                name: s.to_owned(),
+                known: Self::ALL.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
+            })
+    }
+}
+
+/// Why the controllers could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// `--controllers` named something that does not exist.
+    #[error("unknown controller {name:?}; known controllers: {known}")]
+    UnknownController {
+        /// What was asked for.
+        name: String,
+        /// What exists.
+        known: String,
+    },
+    /// The admin server could not listen.
+    #[error("cannot listen on {addr} for /metrics, /healthz and /readyz: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ManagerError {
+    /// PascalCase category.
+    pub fn category(&self) -> &'static str {
+        match self {
+            ManagerError::UnknownController { .. } => "UnknownController",
+            ManagerError::Bind { .. } => "AdminBindFailed",
+        }
+    }
+
+    /// Whether retrying may help.
+    pub fn retryable(&self) -> bool {
+        matches!(self, ManagerError::Bind { .. })
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct ManagerConfig {
+    /// The controllers to run (empty = all).
+    pub controllers: Vec<ControllerKind>,
+    /// Where to serve `/metrics`, `/healthz`, `/readyz` (None = no admin server).
+    pub admin_addr: Option<SocketAddr>,
+    /// Lease-based leader election (None = always lead).
+    pub leader_election: Option<LeaderElectionConfig>,
+}
+
+/// Running controllers; `stop` shuts them down gracefully.
+pub struct Manager {
+    shutdown: Shutdown,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    admin_addr: Option<SocketAddr>,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    leadership: Leadership,
+    caches: Caches,
+}
+
+impl Manager {
+    /// Start the configured controllers against `client`.
+    pub async fn start(client: Client, config: ManagerConfig) -> Result<Manager, ManagerError> {
+        let kinds = if config.controllers.is_empty() {
+            ControllerKind::ALL.to_vec()
+        } else {
+            config.controllers.clone()
+        };
+        let shutdown = Shutdown::default();
+        let metrics = Arc::new(Metrics::new());
+        let readiness = Readiness::default();
+        let mut caches = Caches::new(readiness.clone());
+        let mut tasks = Vec::new();
+
+        let (leadership, leader_task) = match config.leader_election.clone() {
+            Some(election) => {
+                let (leadership, task) = leader::start(client.clone(), election, shutdown.signal());
+                (leadership, Some(task))
+            }
+            None => (Leadership::always(), None),
+        };
+
+        let csvs = caches.watch(Api::<ClusterServiceVersion>::all(client.clone()), watcher::Config::default());
+        let groups = caches.watch(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
+        let namespaces = caches.watch(Api::<Namespace>::all(client.clone()), watcher::Config::default());
+
+        if kinds.contains(&ControllerKind::OperatorGroup) {
+            let state = operatorgroup::OgState {
+                groups: groups.clone(),
+                csvs: csvs.clone(),
+                namespaces: namespaces.clone(),
+            };
+            let ctx = Arc::new(ControllerContext::new(
+                operatorgroup::NAME,
+                client.clone(),
+                metrics.clone(),
+                leadership.clone(),
+                state,
+            ));
+            tasks.push(tokio::spawn(operatorgroup::run(ctx, shutdown.signal())));
+        }
+        if kinds.contains(&ControllerKind::Csv) {
+            let state = csv::CsvState {
+                csvs: csvs.clone(),
+                groups: groups.clone(),
+                crds: caches.watch(Api::<CustomResourceDefinition>::all(client.clone()), watcher::Config::default()),
+                service_accounts: caches.watch(Api::<ServiceAccount>::all(client.clone()), watcher::Config::default()),
+                deployments: caches.watch(
+                    Api::<Deployment>::all(client.clone()),
+                    watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
+                ),
+                namespaces: namespaces.clone(),
+                olm_configs: caches.watch(Api::<OLMConfig>::all(client.clone()), watcher::Config::default()),
+            };
+            let ctx = Arc::new(ControllerContext::new(csv::NAME, client.clone(), metrics.clone(), leadership.clone(), state));
+            tasks.push(tokio::spawn(csv::run(ctx, shutdown.signal())));
+        }
+        caches.start().await;
+
+        let admin_addr = match config.admin_addr {
+            Some(addr) => {
+                let (bound, task) = admin::serve(addr, metrics.clone(), readiness.clone(), shutdown.signal())
+                    .await
+                    .map_err(|source| ManagerError::Bind { addr, source })?;
+                tasks.push(task);
+                Some(bound)
+            }
+            None => None,
+        };
+        if let Some(task) = leader_task {
+            tasks.push(task);
+        }
+        tracing::info!(
+            controllers = ?kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            admin = ?admin_addr,
+            "controllers started"
+        );
+        Ok(Manager {
+            shutdown,
+            tasks,
+            admin_addr,
+            metrics,
+            readiness,
+            leadership,
+            caches,
+        })
+    }
+
+    /// The bound admin address, when the admin server runs.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// The process metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Whether every cache finished its initial list.
+    pub fn is_ready(&self) -> bool {
+        self.readiness.is_ready()
+    }
+
+    /// Whether this replica currently leads.
+    pub fn is_leader(&self) -> bool {
+        self.leadership.is_leader()
+    }
+
+    /// Stop gracefully: controllers finish their running reconciles, the lease is released.
+    /// Tasks still running after `grace` are aborted.
+    pub async fn stop(self, grace: Duration) {
+        self.shutdown.trigger();
+        let Manager { tasks, caches, .. } = self;
+        for task in tasks {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(grace, task).await.is_err() {
+                abort.abort();
+            }
+        }
+        drop(caches);
+        tracing::info!("controllers stopped");
+    }
+}

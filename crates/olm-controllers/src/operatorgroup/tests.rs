@@ -1,0 +1,105 @@
+//! OperatorGroup decisions (no cluster).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::jiff::Timestamp;
+use olm_api::keys;
+use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec, OperatorGroupStatus};
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+
+use super::decide::{NamespaceView, Observed, OgAction, decide, target_namespaces};
+
+const ETCD_CSV: &str = include_str!("../../testdata/etcd-0.9.4/etcdoperator.v0.9.4.clusterserviceversion.yaml");
+
+fn now() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).expect("valid timestamp")
+}
+
+fn namespaces() -> Vec<NamespaceView> {
+    vec![
+        NamespaceView { name: "a".into(), labels: BTreeMap::from([("team".into(), "x".into())]) },
+        NamespaceView { name: "b".into(), labels: BTreeMap::new() },
+        NamespaceView { name: "ops".into(), labels: BTreeMap::from([("team".into(), "x".into())]) },
+    ]
+}
+
+fn group(spec: OperatorGroupSpec) -> OperatorGroup {
+    let mut og = OperatorGroup::new("og", spec);
+    og.metadata.namespace = Some("ops".into());
+    og.metadata.uid = Some("1234".into());
+    og
+}
+
+fn etcd() -> ClusterServiceVersion {
+    let mut csv: ClusterServiceVersion = olm_api::yaml::from_str(ETCD_CSV, "testdata").expect("fixture parses");
+    csv.metadata.namespace = Some("ops".into());
+    csv
+}
+
+#[test]
+fn targets_come_from_the_list_the_selector_or_everything() {
+    let ns = namespaces();
+    let explicit = group(OperatorGroupSpec { target_namespaces: Some(vec!["b".into(), "a".into(), "a".into()]), ..Default::default() });
+    assert_eq!(target_namespaces(&explicit, &ns), vec!["a".to_owned(), "b".to_owned()]);
+    let selected = group(OperatorGroupSpec {
+        selector: Some(LabelSelector { match_labels: Some(BTreeMap::from([("team".into(), "x".into())])), ..Default::default() }),
+        ..Default::default()
+    });
+    assert_eq!(target_namespaces(&selected, &ns), vec!["a".to_owned(), "ops".to_owned()]);
+    assert_eq!(target_namespaces(&group(OperatorGroupSpec::default()), &ns), vec![String::new()]);
+    let empty_list = group(OperatorGroupSpec { target_namespaces: Some(vec![]), ..Default::default() });
+    assert_eq!(target_namespaces(&empty_list, &ns), vec![String::new()]);
+}
+
+#[test]
+fn status_annotations_provided_apis_and_namespace_labels() {
+    let ns = namespaces();
+    let og = group(OperatorGroupSpec { target_namespaces: Some(vec!["ops".into()]), ..Default::default() });
+    let csv = etcd();
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&csv] };
+    let decision = decide(&observed, now());
+    let status = decision.status.clone().expect("status");
+    assert_eq!(status.namespaces, Some(vec!["ops".to_owned()]));
+    assert_eq!(status.last_updated, Some(Time(now())));
+    assert_eq!(status.conditions, None);
+    let annotate = decision.actions.iter().find_map(|a| match a {
+        OgAction::AnnotateCsv { name, annotations } => Some((name.clone(), annotations.clone())),
+        _ => None,
+    });
+    let (name, annotations) = annotate.expect("the CSV is annotated");
+    assert_eq!(name, "etcdoperator.v0.9.4");
+    assert_eq!(annotations.get(keys::TARGET_NAMESPACES_ANNOTATION), Some(&Some("ops".to_owned())));
+    assert_eq!(annotations.get(keys::OPERATOR_GROUP_ANNOTATION), Some(&Some("og".to_owned())));
+    assert_eq!(annotations.get(keys::OPERATOR_NAMESPACE_ANNOTATION), Some(&Some("ops".to_owned())));
+    assert!(decision.actions.contains(&OgAction::SetProvidedApis {
+        value: "EtcdBackup.v1beta2.etcd.database.coreos.com,EtcdCluster.v1beta2.etcd.database.coreos.com,EtcdRestore.v1beta2.etcd.database.coreos.com".into()
+    }));
+    assert!(decision.actions.contains(&OgAction::LabelNamespace { namespace: "ops".into(), key: "olm.operatorgroup.uid/1234".into() }));
+}
+
+#[test]
+fn an_unchanged_group_keeps_its_last_updated_time() {
+    let ns = namespaces();
+    let mut og = group(OperatorGroupSpec::default());
+    let earlier = Time(Timestamp::from_second(1_700_000_000).expect("valid timestamp"));
+    og.status = Some(OperatorGroupStatus { namespaces: Some(vec![String::new()]), last_updated: Some(earlier.clone()), ..Default::default() });
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![] };
+    let decision = decide(&observed, now());
+    assert_eq!(decision.status.and_then(|s| s.last_updated), Some(earlier));
+    assert!(decision.actions.is_empty(), "all-namespaces groups label no namespace: {:?}", decision.actions);
+}
+
+#[test]
+fn a_second_group_sets_multiple_operator_group_and_stops_annotating() {
+    let ns = namespaces();
+    let og = group(OperatorGroupSpec::default());
+    let csv = etcd();
+    let observed = Observed { group: &og, groups_in_namespace: 2, namespaces: &ns, csvs: vec![&csv] };
+    let decision = decide(&observed, now());
+    let conditions = decision.status.clone().and_then(|s| s.conditions).unwrap_or_default();
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0].type_, "MultipleOperatorGroup");
+    assert_eq!(conditions[0].reason, "MultipleOperatorGroupsFound");
+    assert!(!decision.actions.iter().any(|a| matches!(a, OgAction::AnnotateCsv { .. })));
+}

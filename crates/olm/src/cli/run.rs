@@ -1,0 +1,107 @@
+//! `olm run`: run the OLM controllers (CSV, OperatorGroup) against a cluster until SIGTERM/SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use olm_controllers::manager::{ControllerKind, Manager, ManagerConfig};
+use olm_controllers::runtime::LeaderElectionConfig;
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Controllers to run, comma-separated (default: all). Known: operatorgroup, csv.
+    #[arg(long, value_delimiter = ',')]
+    controllers: Vec<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Address of the admin server (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Elect a leader through a Lease so that several replicas can run; only the leader acts.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace OLM runs in (holds the leader Lease).
+    #[arg(long, default_value = "olm")]
+    namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "olm-operator-lock")]
+    lease_name: String,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let controllers = args
+        .controllers
+        .iter()
+        .filter(|name| !name.trim().is_empty())
+        .map(|name| name.parse::<ControllerKind>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args, controllers))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
+    // A second initialisation (tests) is harmless: keep the first subscriber.
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("kubeconfig {} is not usable", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no cluster configuration found: pass --kubeconfig or set KUBECONFIG")?,
+    };
+    kube::Client::try_from(config).context("cannot build a Kubernetes client")
+}
+
+async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Result<ExitCode> {
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let leader_election = args.leader_elect.then(|| {
+        let host = std::env::var("POD_NAME")
+            .or_else(|_| std::env::var("HOSTNAME"))
+            .unwrap_or_else(|_| "olm".to_owned());
+        let identity = format!("{host}-{}", std::process::id());
+        LeaderElectionConfig::new(args.namespace.clone(), args.lease_name.clone(), identity)
+    });
+    let manager = Manager::start(
+        client,
+        ManagerConfig {
+            controllers,
+            admin_addr: Some(args.metrics_addr),
+            leader_election,
+        },
+    )
+    .await?;
+    if let Some(addr) = manager.admin_addr() {
+        eprintln!("olm: controllers running; admin server on http://{addr} (/metrics, /healthz, /readyz)");
+    }
+    wait_for_signal().await?;
+    eprintln!("olm: shutting down");
+    manager.stop(Duration::from_secs(20)).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
+    tokio::select! {
+        result = tokio::signal::ctrl_c() => result.context("cannot listen for SIGINT")?,
+        _ = terminate.recv() => {}
+    }
+    Ok(())
+}
