@@ -1,0 +1,142 @@
+//! `up`/`status`/`down` on throwaway state directories and their own ports, next to (not
+//! touching) the shared development cluster. Uses the shared binary cache (builds it if absent).
+
+use std::path::Path;
+
+use olm_dev::{Component, Layout, Ports, ProcessState, Progress};
+
+fn layout_with(state: &Path, base: u16) -> Layout {
+    let shared = Layout::from_env().expect("cache location");
+    Layout {
+        cache_dir: shared.cache_dir,
+        state_dir: state.to_path_buf(),
+        ports: Ports {
+            etcd_client: base,
+            etcd_peer: base + 1,
+            apiserver: base + 2,
+            controller_manager: base + 3,
+            scheduler: base + 4,
+            kwok: base + 5,
+        },
+    }
+}
+
+/// Pids of processes whose command line mentions `needle` (e.g. a test's state directory).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                let zombie = state.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+                if !zombie {
+                    found.push(pid);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn failed_start_names_the_command_shows_the_log_and_leaves_nothing_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = layout_with(dir.path(), 28510);
+    // Valid certificates everywhere except the API server's serving certificate.
+    olm_dev::pki::ensure_pki(&layout).unwrap();
+    std::fs::write(layout.pki_file("apiserver.crt"), "not a certificate\n").unwrap();
+
+    let err = olm_dev::up(&layout, &Progress::quiet()).expect_err("kube-apiserver cannot start");
+    let text = err.to_string();
+    eprintln!("error shown to the user:\n{text}");
+    assert!(
+        matches!(err.category(), "ComponentExited" | "ComponentUnhealthy"),
+        "{}: {text}",
+        err.category()
+    );
+    assert!(text.contains("kube-apiserver"), "{text}");
+    assert!(text.contains("--tls-cert-file="), "the failing command is shown: {text}");
+    assert!(text.contains("last lines of the log"), "{text}");
+    assert!(text.to_lowercase().contains("pem") || text.contains("certificate"), "log tail explains the cause: {text}");
+
+    // etcd had been started before the API server failed; it must be gone, with no pid files left.
+    let state = dir.path().display().to_string();
+    assert_eq!(processes_mentioning(&state), Vec::<u32>::new(), "leftover processes");
+    for component in Component::ALL {
+        assert!(!layout.pid_file(component.name()).exists(), "{} pid file left", component.name());
+    }
+}
+
+#[test]
+fn port_in_use_is_named_and_nothing_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = layout_with(dir.path(), 28530);
+    let _squatter = std::net::TcpListener::bind(("127.0.0.1", layout.ports.apiserver)).unwrap();
+
+    let err = olm_dev::up(&layout, &Progress::quiet()).expect_err("port is taken");
+    let text = err.to_string();
+    assert_eq!(err.category(), "PortInUse", "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{}", layout.ports.apiserver)), "{text}");
+    assert!(text.contains("kube-apiserver"), "{text}");
+    assert_eq!(processes_mentioning(&dir.path().display().to_string()), Vec::<u32>::new());
+}
+
+#[test]
+fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = layout_with(dir.path(), 28550);
+    let state = dir.path().display().to_string();
+
+    let first = olm_dev::up(&layout, &Progress::quiet()).unwrap();
+    assert!(!first.already_running);
+    let status = olm_dev::status(&layout).unwrap();
+    assert!(status.all_healthy(), "{}", status.render());
+    let pids: Vec<u32> = status.components.iter().filter_map(|c| c.pid).collect();
+    assert_eq!(pids.len(), Component::ALL.len());
+
+    // A second `up` notices everything is healthy and starts nothing.
+    let second = olm_dev::up(&layout, &Progress::quiet()).unwrap();
+    assert!(second.already_running);
+    let again = olm_dev::status(&layout).unwrap();
+    assert_eq!(again.components.iter().filter_map(|c| c.pid).collect::<Vec<_>>(), pids);
+
+    // Kill one component: `up` repairs by restarting cleanly.
+    let scheduler = again
+        .components
+        .iter()
+        .find(|c| c.component == Component::Scheduler)
+        .and_then(|c| c.pid)
+        .unwrap();
+    std::process::Command::new("kill").arg("-9").arg(scheduler.to_string()).status().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let broken = olm_dev::status(&layout).unwrap();
+    assert!(!broken.all_healthy());
+    let scheduler_state = broken
+        .components
+        .iter()
+        .find(|c| c.component == Component::Scheduler)
+        .map(|c| c.state.clone());
+    assert_eq!(scheduler_state, Some(ProcessState::Gone));
+    let repaired = olm_dev::up(&layout, &Progress::quiet()).unwrap();
+    assert!(!repaired.already_running);
+    assert!(olm_dev::status(&layout).unwrap().all_healthy());
+
+    let report = olm_dev::down(&layout, &Progress::quiet(), false).unwrap();
+    assert_eq!(report.stopped.len(), Component::ALL.len());
+    assert_eq!(processes_mentioning(&state), Vec::<u32>::new(), "leftover processes");
+    let after = olm_dev::status(&layout).unwrap();
+    assert!(after
+        .components
+        .iter()
+        .all(|c| c.state == ProcessState::NotStarted));
+    // The shared development cluster (other ports, other state) is untouched by all of this.
+}
