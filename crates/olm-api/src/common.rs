@@ -18,9 +18,9 @@ impl ConditionStatus {
     }
 }
 
-/// An admin override of an OperatorCondition condition. Like metav1.Condition, except that
-/// `lastTransitionTime` may be omitted (upstream's schema allows that for overrides, and its
-/// documented examples omit it).
+/// An admin override of a condition the operator reports; it wins over the operator's value.
+// Like metav1.Condition, except that `lastTransitionTime` may be omitted (upstream's schema
+// allows that for overrides, and its documented examples omit it).
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConditionOverride {

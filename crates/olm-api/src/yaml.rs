@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde::de::DeserializeOwned;
+use serde::de::{Deserialize as _, DeserializeOwned};
 use serde_json::Value;
 
 /// The most documents a multi-document stream may hold.
@@ -98,6 +98,7 @@ impl fmt::Display for InvalidDocument {
 
 fn invalid(origin: &str, document: Option<usize>, field: &str, message: String, position: Option<(u64, u64)>) -> YamlError {
     let (field, message) = split_nested_path(field, message);
+    let message = strip_location_suffix(&message).to_owned();
     YamlError::Invalid(Box::new(InvalidDocument {
         origin: origin.to_owned(),
         document,
@@ -111,7 +112,7 @@ fn invalid(origin: &str, document: Option<usize>, field: &str, message: String, 
 /// Our own nested deserialisers (see `unknown`) report `inner.path: message`; join that with
 /// the outer path so the user sees one field path.
 fn split_nested_path(outer: &str, message: String) -> (Option<String>, String) {
-    let outer = if outer.is_empty() || outer == "." { None } else { Some(outer.to_owned()) };
+    let outer = if outer.is_empty() || outer == "." || outer == "?" { None } else { Some(outer.to_owned()) };
     let Some((inner, rest)) = message.split_once(": ") else {
         return (outer, message);
     };
@@ -131,32 +132,155 @@ fn split_nested_path(outer: &str, message: String) -> (Option<String>, String) {
 /// The message of a serde-saphyr error without its location decoration, and its position.
 fn saphyr_parts(err: &serde_saphyr::Error) -> (String, Option<(u64, u64)>) {
     let position = err.location().map(|l| (l.line(), l.column())).filter(|(line, _)| *line > 0);
-    let mut message = err.to_string();
-    // serde-saphyr appends a source snippet after the first line; keep the first line.
-    if let Some((first, _)) = message.split_once('\n') {
-        message = first.to_owned();
+    let rendered = err.without_snippet().to_string();
+    let mut message = rendered.lines().next().unwrap_or_default().trim();
+    message = message.strip_prefix("error: ").unwrap_or(message);
+    if let Some((line, column)) = position {
+        let prefix = format!("line {line} column {column}: ");
+        message = message.strip_prefix(prefix.as_str()).unwrap_or(message);
     }
-    (message, position)
+    (message.to_owned(), position)
+}
+
+/// serde-saphyr appends ` at line N, column M` to messages; the position is reported
+/// separately, so drop it from the text.
+fn strip_location_suffix(message: &str) -> &str {
+    match message.rfind(" at line ") {
+        Some(index) if message[index + 9..].chars().all(|c| c.is_ascii_digit() || matches!(c, ',' | ' ') || c.is_ascii_alphabetic()) => &message[..index],
+        _ => message,
+    }
+}
+
+/// A YAML node tree with positions, built only to locate a field named in an error.
+enum LocatedNode {
+    Map(Vec<(String, serde_saphyr::Spanned<LocatedNode>)>),
+    Seq(Vec<serde_saphyr::Spanned<LocatedNode>>),
+    Leaf,
+}
+
+impl<'de> serde::Deserialize<'de> for LocatedNode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NodeVisitor;
+        impl<'de> serde::de::Visitor<'de> for NodeVisitor {
+            type Value = LocatedNode;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any YAML node")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<LocatedNode, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(key) = map.next_key::<KeyText>()? {
+                    entries.push((key.0, map.next_value()?));
+                }
+                Ok(LocatedNode::Map(entries))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<LocatedNode, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(LocatedNode::Seq(items))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<LocatedNode, E> { Ok(LocatedNode::Leaf) }
+            fn visit_i64<E>(self, _: i64) -> Result<LocatedNode, E> { Ok(LocatedNode::Leaf) }
+            fn visit_u64<E>(self, _: u64) -> Result<LocatedNode, E> { Ok(LocatedNode::Leaf) }
+            fn visit_f64<E>(self, _: f64) -> Result<LocatedNode, E> { Ok(LocatedNode::Leaf) }
+            fn visit_str<E>(self, _: &str) -> Result<LocatedNode, E> { Ok(LocatedNode::Leaf) }
+            fn visit_unit<E>(self) -> Result<LocatedNode, E> { Ok(LocatedNode::Leaf) }
+            fn visit_none<E>(self) -> Result<LocatedNode, E> { Ok(LocatedNode::Leaf) }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<LocatedNode, D::Error> {
+                LocatedNode::deserialize(d)
+            }
+        }
+        deserializer.deserialize_any(NodeVisitor)
+    }
+}
+
+/// A mapping key as text (non-string keys are rendered, never rejected).
+struct KeyText(String);
+
+impl<'de> serde::Deserialize<'de> for KeyText {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Ok(KeyText(match value {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }))
+    }
+}
+
+/// Splits `spec.installModes[2].type` into keys and indices.
+fn path_segments(path: &str) -> Vec<Result<String, usize>> {
+    let mut out = Vec::new();
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let mut rest = part;
+        if let Some(open) = rest.find('[') {
+            if open > 0 {
+                out.push(Ok(rest[..open].to_owned()));
+            }
+            rest = &rest[open..];
+            while let Some(stripped) = rest.strip_prefix('[') {
+                let Some(close) = stripped.find(']') else { break };
+                match stripped[..close].parse() {
+                    Ok(index) => out.push(Err(index)),
+                    Err(_) => out.push(Ok(stripped[..close].to_owned())),
+                }
+                rest = &stripped[close + 1..];
+            }
+        } else {
+            out.push(Ok(rest.to_owned()));
+        }
+    }
+    out
+}
+
+/// The position of the deepest node of `path` that exists in `text`.
+fn locate(text: &str, path: &str) -> Option<(u64, u64)> {
+    let root: serde_saphyr::Spanned<LocatedNode> = serde_saphyr::from_str(text).ok()?;
+    let mut node = &root;
+    for segment in path_segments(path) {
+        let next = match (&node.value, segment) {
+            (LocatedNode::Map(entries), Ok(key)) => entries.iter().find(|(k, _)| *k == key).map(|(_, v)| v),
+            (LocatedNode::Seq(items), Err(index)) => items.get(index),
+            _ => None,
+        };
+        match next {
+            Some(next) => node = next,
+            None => break,
+        }
+    }
+    let location = node.referenced;
+    (location.line() > 0).then(|| (location.line(), location.column()))
 }
 
 /// Parses one YAML document into `T`. `origin` names the input in errors.
 pub fn from_str<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, YamlError> {
+    let mut failed_at: Option<String> = None;
     let outcome = serde_saphyr::with_deserializer_from_str(text, |deserializer| {
         let mut track = serde_path_to_error::Track::new();
         let result = T::deserialize(serde_path_to_error::Deserializer::new(deserializer, &mut track));
-        Ok(result.map_err(|err| (track.path().to_string(), err)))
+        if result.is_err() {
+            failed_at = Some(track.path().to_string());
+        }
+        result
     });
-    match outcome {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err((field, err))) => {
-            let (message, position) = saphyr_parts(&err);
-            Err(invalid(origin, None, &field, message, position))
+    outcome.map_err(|err| {
+        let (message, position) = saphyr_parts(&err);
+        let error = invalid(origin, None, failed_at.as_deref().unwrap_or_default(), message, position);
+        // Errors found inside a buffered sub-object carry that object's position; point at
+        // the field itself when it can be found.
+        match error {
+            YamlError::Invalid(mut details) => {
+                if let Some(field) = &details.field
+                    && let Some((line, column)) = locate(text, field)
+                {
+                    details.line = Some(line);
+                    details.column = Some(column);
+                }
+                YamlError::Invalid(details)
+            }
+            other => other,
         }
-        Err(err) => {
-            let (message, position) = saphyr_parts(&err);
-            Err(invalid(origin, None, "", message, position))
-        }
-    }
+    })
 }
 
 /// Reads and parses one YAML document from a file.

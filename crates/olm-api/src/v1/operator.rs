@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::common::ConditionStatus;
 use crate::unknown::default_when_missing;
 
-/// Empty upstream.
+/// An Operator has no desired state; everything is in its status.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self")]
 #[kube(

@@ -145,8 +145,8 @@ pub struct UpdateStrategy {
 /// `spec.updateStrategy.registryPoll`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RegistryPoll {
-    /// A Go duration (`15m`, `1h30m`). Kept as written; an unparsable value falls back to
-    /// [`DEFAULT_REGISTRY_POLL_INTERVAL`] and is reported in the status.
+    /// How often to check the catalog image for updates, as a Go duration (`15m`, `1h30m`).
+    /// An unparsable value falls back to 15m and is reported in the status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
 }
@@ -196,7 +196,7 @@ pub struct RegistryServiceStatus {
     pub service_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_namespace: Option<String>,
-    /// A string upstream (`"50051"`).
+    /// The port, as a string (`"50051"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

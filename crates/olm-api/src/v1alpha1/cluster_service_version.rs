@@ -45,7 +45,8 @@ pub const CONDITIONS_LENGTH_LIMIT: usize = 20;
 pub struct ClusterServiceVersionSpec {
     /// How to install the operator.
     pub install: NamedInstallStrategy,
-    /// The operator's semantic version (kept as written; see [`ClusterServiceVersionSpec::semver`]).
+    /// The operator's semantic version.
+    // Kept as written; `ClusterServiceVersionSpec::semver` parses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// The packaging release of this version: dot-separated alphanumeric identifiers.
@@ -216,7 +217,7 @@ pub mod semver_lite {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
 pub struct NamedInstallStrategy {
-    /// Always `deployment` upstream.
+    /// The install strategy; only `deployment` exists.
     pub strategy: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<StrategyDetailsDeployment>,
@@ -249,7 +250,8 @@ keep_unknown_fields!(StrategyDetailsDeployment);
 #[serde(remote = "Self", rename_all = "camelCase")]
 pub struct StrategyDeploymentSpec {
     pub name: String,
-    /// The Deployment's spec. Kept verbatim when unchanged (see [`Verbatim`]).
+    /// The Deployment's spec.
+    // Kept verbatim when unchanged (see `Verbatim`); not validated by the CRD schema.
     #[schemars(schema_with = "crate::schema::preserve_unknown_object")]
     pub spec: Verbatim<DeploymentSpec>,
     /// Extra labels for the Deployment.
@@ -372,7 +374,7 @@ pub struct ApiResourceReference {
 }
 
 /// A spec, status or action descriptor: UI hints for one field of a custom resource.
-/// (Upstream has three identical types; one is enough here.)
+// Upstream has three identical Go types; one is enough here.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptor {
@@ -479,7 +481,7 @@ pub struct InstallMode {
     pub supported: bool,
 }
 
-/// `spec.cleanup` (present upstream, not acted on).
+/// Cleanup behaviour when the CSV is deleted (accepted, not acted on).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct CleanupSpec {
     #[serde(default)]
@@ -512,7 +514,8 @@ pub struct Icon {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RelatedImage {
-    /// Optional in practice (many bundles omit it), although upstream's Go type requires it.
+    /// A name for the image.
+    // Optional in practice (many bundles omit it), although upstream's Go type requires it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub image: String,
@@ -625,7 +628,7 @@ pub struct ClusterServiceVersionStatus {
     pub last_update_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
-    /// History of phase/reason changes, newest last, at most [`CONDITIONS_LENGTH_LIMIT`].
+    /// History of phase and reason changes, newest last (at most 20 entries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<ClusterServiceVersionCondition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -106,11 +106,12 @@ open_string_enum! {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallPlanStatus {
-    /// Always written upstream, `""` included.
+    /// The plan's phase (`""` before the first sync).
     pub phase: InstallPlanPhase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<InstallPlanCondition>>,
-    /// Required by upstream's schema, so always written (`[]` when empty).
+    /// The catalogs the plan was resolved from.
+    // Required by upstream's schema, so always written (`[]` when empty).
     #[serde(default)]
     pub catalog_sources: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -74,7 +74,7 @@ impl SubscriptionSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionConfig {
-    /// Present upstream but not applied.
+    /// Accepted but not applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<LabelSelector>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -189,8 +189,9 @@ pub struct SubscriptionStatus {
     pub catalog_health: Option<Vec<SubscriptionCatalogHealth>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<SubscriptionCondition>>,
-    /// Required by upstream's schema (optional here so a partial status write is never
-    /// rejected); OLM always writes it.
+    /// When the status was last updated.
+    // Required by upstream's schema (optional here so a partial status write is never
+    // rejected); OLM always writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<Time>,
 }
