@@ -15,6 +15,9 @@ pub struct Problem {
     pub message: String,
     /// What to change, when we can say.
     pub fix: Option<String>,
+    /// PascalCase category of the problem (e.g. `MissingBundle`, `MultipleHeads`);
+    /// `Invalid` when not more specific.
+    pub code: &'static str,
 }
 
 impl Problem {
@@ -26,6 +29,7 @@ impl Problem {
             bundle: None,
             message: message.into(),
             fix: None,
+            code: "Invalid",
         }
     }
     pub fn file(mut self, file: Option<&Path>) -> Problem {
@@ -42,6 +46,10 @@ impl Problem {
     }
     pub fn bundle(mut self, bundle: impl Into<String>) -> Problem {
         self.bundle = Some(bundle.into());
+        self
+    }
+    pub fn code(mut self, code: &'static str) -> Problem {
+        self.code = code;
         self
     }
     pub fn fix(mut self, fix: impl Into<String>) -> Problem {

@@ -9,6 +9,8 @@ pub mod error;
 mod ignore;
 pub mod load;
 pub mod model;
+pub mod render;
+pub mod source;
 pub mod version;
 
 pub use error::{CatalogError, Problem};
@@ -16,5 +18,9 @@ pub use model::{
     Bundle, Catalog, Channel, ChannelEntry, Constraint, ConstraintKind, DeprecationEntry,
     DeprecationReference, Document, Gvk, Icon, Meta, MetaFilter, Package, PackageProperty,
     PackageRequired, Property, PropertyKind, RelatedImage,
+};
+pub use render::{ObjectMode, RenderOptions};
+pub use source::{
+    OutputFormat, SourceFormat, ValidationReport, detect_format, load_catalog, load_catalog_lenient, load_documents, validate,
 };
 pub use version::{RangeError, Version, VersionRange};

@@ -26,6 +26,7 @@ fn yaml_options() -> serde_saphyr::Options {
             max_total_scalar_bytes: 1024 * 1024 * 1024,
             max_depth: MAX_NESTING_DEPTH,
         },
+        with_snippet: false,
     }
 }
 
@@ -49,8 +50,7 @@ pub fn parse_manifest_text(text: &str) -> Result<Vec<Value>, String> {
     if trimmed.is_empty() {
         return Ok(Vec::new());
     }
-    let docs: Vec<Value> = serde_saphyr::from_multiple_with_options(text, yaml_options())
-        .map_err(|e| format!("invalid YAML: {}", one_line(&e.to_string())))?;
+    let docs = parse_yaml_lenient(text)?;
     let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
     for (i, d) in docs.iter().enumerate() {
         if depth_exceeds(d, MAX_NESTING_DEPTH) {
@@ -61,6 +61,49 @@ pub fn parse_manifest_text(text: &str) -> Result<Vec<Value>, String> {
         }
     }
     Ok(docs)
+}
+
+/// Most repairs of under-indented quoted-scalar continuation lines per file.
+const MAX_INDENT_REPAIRS: usize = 2000;
+
+/// Parse multi-document YAML. Go's YAML parser (what opm uses) accepts
+/// continuation lines of multi-line quoted scalars that are not indented past
+/// their key, which YAML 1.2 and our parser reject; real published CRDs contain
+/// them. Such a line's leading whitespace is not part of the value, so we indent
+/// the offending line one more column and parse again (bounded).
+fn parse_yaml_lenient(text: &str) -> Result<Vec<Value>, String> {
+    let mut owned: Option<String> = None;
+    for _ in 0..=MAX_INDENT_REPAIRS {
+        let current = owned.as_deref().unwrap_or(text);
+        match serde_saphyr::from_multiple_with_options::<Value>(current, yaml_options()) {
+            Ok(docs) => return Ok(docs),
+            Err(e) => {
+                let message = e.to_string();
+                let location = e.location();
+                let repairable = message.contains("multiline quoted scalar");
+                match (repairable, location) {
+                    (true, Some(loc)) if loc.line() > 0 => {
+                        let line = (loc.line() - 1) as usize;
+                        let mut lines: Vec<&str> = current.split('\n').collect();
+                        let Some(target) = lines.get(line) else { return Err(yaml_error(&e)) };
+                        let fixed = format!(" {target}");
+                        lines[line] = &fixed;
+                        owned = Some(lines.join("\n"));
+                    }
+                    _ => return Err(yaml_error(&e)),
+                }
+            }
+        }
+    }
+    Err("invalid YAML: too many under-indented quoted-scalar lines".into())
+}
+
+fn yaml_error(e: &serde_saphyr::Error) -> String {
+    let detail = one_line(&e.to_string());
+    match e.location() {
+        Some(loc) if !detail.contains("line ") => format!("invalid YAML at line {} column {}: {detail}", loc.line(), loc.column()),
+        _ => format!("invalid YAML: {detail}"),
+    }
 }
 
 fn depth_exceeds(v: &Value, limit: usize) -> bool {

@@ -1373,9 +1373,6 @@ mod build {
                 objects.extend(docs);
             }
         }
-        if image.is_empty() && objects.is_empty() {
-            return Err("bundle image must be set (or the bundle must inline its manifests as olm.bundle.object)".into());
-        }
         let csv_index = objects.iter().position(is_csv);
         Ok(Bundle {
             name: meta.name.clone(),
@@ -1544,6 +1541,18 @@ mod build {
                 ),
             }
         }
+        for b in &pkg.bundles {
+            if b.image.is_empty() && b.objects.is_empty() {
+                problems.push(
+                    Problem::new("bundle image is not set and the bundle inlines no manifests (olm.bundle.object)")
+                        .file(b.source.as_deref())
+                        .package(&name)
+                        .bundle(&b.name)
+                        .code("MissingImage")
+                        .fix("set \"image\" to the bundle image reference"),
+                );
+            }
+        }
         // Unique versions (version + release).
         let mut by_version: BTreeMap<String, Vec<&str>> = BTreeMap::new();
         for b in &pkg.bundles {
@@ -1639,40 +1648,46 @@ mod build {
             );
         }
 
-        // Replaces chain from the head; stranded entries.
+        // Replaces chain from the head; stranded entries. We apply the set-based rule
+        // of operator-registry's `validateReplacesChain` (follow `replaces` from the
+        // head through every entry; an entry is stranded when it is neither on that
+        // chain nor skipped by any entry). The newer graph-based variant stops at
+        // skipped entries and rejects real published catalogs (e.g. clusterpulse
+        // fast-v0 in the community v4.21 index), so we do not use it.
         if let Some(head) = ch.head {
             let mut on_chain = vec![false; n];
             let mut skipped = vec![false; n];
-            let mut chain = Vec::new();
-            let mut cur = Some(head);
-            while let Some(i) = cur {
-                if skipped[i] || on_chain[i] {
-                    break;
-                }
-                on_chain[i] = true;
-                chain.push(i);
-                for s in &ch.entries[i].skips {
+            for e in &ch.entries {
+                for s in &e.skips {
                     if let Some(&j) = ch.entry_index.get(s) {
                         skipped[j] = true;
                     }
                 }
-                cur = ch.entries[i]
-                    .replaces
-                    .as_ref()
-                    .and_then(|r| ch.entry_index.get(r).copied());
             }
-            let mut stranded: Vec<&str> = (0..n)
-                .filter(|&i| !on_chain[i] && !skipped[i])
-                .map(|i| ch.entries[i].name.as_str())
-                .collect();
+            let mut chain = Vec::new();
+            let mut cur = Some(head);
+            while let Some(i) = cur {
+                if on_chain[i] {
+                    break;
+                }
+                on_chain[i] = true;
+                chain.push(i);
+                cur = ch.entries[i].replaces.as_ref().and_then(|r| ch.entry_index.get(r).copied());
+            }
+            let mut stranded: Vec<&str> =
+                (0..n).filter(|&i| !on_chain[i] && !skipped[i]).map(|i| ch.entries[i].name.as_str()).collect();
             if !stranded.is_empty() {
                 stranded.sort();
                 problems.push(
-                    Problem::new(format!("stranded entries (not reachable from head {:?} by replaces, nor skipped): {}", ch.entries[head].name, names(stranded.iter().copied())))
-                        .file(src.as_deref())
-                        .package(package)
-                        .channel(&ch.name)
-                        .fix("make a reachable entry replace or skip each of them, or remove them from the channel"),
+                    Problem::new(format!(
+                        "stranded entries (neither on the replaces chain from head {:?} nor skipped by any entry): {}",
+                        ch.entries[head].name,
+                        names(stranded.iter().copied())
+                    ))
+                    .file(src.as_deref())
+                    .package(package)
+                    .channel(&ch.name)
+                    .fix("make an entry on the chain replace each of them, or list them in some entry's skips, or remove them"),
                 );
             }
             ch.replaces_chain = chain;

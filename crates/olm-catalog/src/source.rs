@@ -1,0 +1,231 @@
+//! Format detection, loading any catalog source, validation and FBC output.
+//!
+//! Detection of a directory (first match wins):
+//! 1. a regular file → File-Based Catalog file;
+//! 2. a directory with `manifests/` and `metadata/` → a single bundle;
+//! 3. a directory holding a package manifest file (named `package.yaml`,
+//!    `*.package.yaml`, `*.package.yml` or `*.package.json`) → one legacy package;
+//! 4. a directory whose subdirectories hold legacy packages and/or bundle
+//!    directories (up to four levels down) → package manifests / bundle
+//!    directories (mixed trees, like the old community-operators repo, work);
+//! 5. anything else → File-Based Catalog.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::error::{CatalogError, Problem};
+use crate::load::{load_fbc_documents, parse_manifest_text};
+use crate::model::{Catalog, Document, Meta};
+use crate::render::{self, RenderOptions, find_bundle_dirs, is_bundle_dir};
+
+/// The on-disk format of a catalog source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFormat {
+    Fbc,
+    /// A single registry+v1 bundle directory.
+    Bundle,
+    /// Directories of bundles (community-operators layout).
+    BundleDirectories,
+    /// Legacy package manifests.
+    PackageManifests,
+    /// Both legacy packages and bundle directories below one root.
+    Mixed,
+}
+
+impl SourceFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceFormat::Fbc => "file-based catalog",
+            SourceFormat::Bundle => "bundle directory",
+            SourceFormat::BundleDirectories => "bundle directories",
+            SourceFormat::PackageManifests => "package manifests",
+            SourceFormat::Mixed => "package manifests and bundle directories",
+        }
+    }
+}
+
+fn is_package_manifest_name(p: &Path) -> bool {
+    let Some(name) = p.file_name().and_then(|n| n.to_str()) else { return false };
+    matches!(name, "package.yaml" | "package.yml")
+        || name.ends_with(".package.yaml")
+        || name.ends_with(".package.yml")
+        || name.ends_with(".package.json")
+}
+
+fn has_package_manifest_file(dir: &Path) -> bool {
+    fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()).any(|e| e.path().is_file() && is_package_manifest_name(&e.path())))
+        .unwrap_or(false)
+}
+
+fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
+    let rd = fs::read_dir(dir).map_err(|source| CatalogError::Io { path: dir.to_path_buf(), source })?;
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir() && !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Detect the format of `path` (see module docs).
+pub fn detect_format(path: &Path) -> Result<SourceFormat, CatalogError> {
+    let md = fs::metadata(path).map_err(|source| CatalogError::Io { path: path.to_path_buf(), source })?;
+    if !md.is_dir() {
+        return Ok(SourceFormat::Fbc);
+    }
+    if is_bundle_dir(path) {
+        return Ok(SourceFormat::Bundle);
+    }
+    if has_package_manifest_file(path) {
+        return Ok(SourceFormat::PackageManifests);
+    }
+    let legacy: Vec<PathBuf> = subdirs(path)?.into_iter().filter(|d| has_package_manifest_file(d)).collect();
+    let bundles = bundle_dirs_outside(path, &legacy);
+    Ok(match (legacy.is_empty(), bundles.is_empty()) {
+        (true, true) => SourceFormat::Fbc,
+        (false, true) => SourceFormat::PackageManifests,
+        (true, false) => SourceFormat::BundleDirectories,
+        (false, false) => SourceFormat::Mixed,
+    })
+}
+
+fn bundle_dirs_outside(root: &Path, excluded: &[PathBuf]) -> Vec<PathBuf> {
+    find_bundle_dirs(root).into_iter().filter(|d| !excluded.iter().any(|e| d.starts_with(e))).collect()
+}
+
+/// Load the FBC documents of any source, with every problem met on the way.
+/// A single bundle directory becomes a complete one-bundle package (channels from
+/// its annotations) so that it is a catalog on its own.
+pub fn load_documents(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat, Vec<Document>, Vec<Problem>), CatalogError> {
+    let format = detect_format(path)?;
+    let (docs, problems) = match format {
+        SourceFormat::Fbc => load_fbc_documents(path)?,
+        SourceFormat::Bundle => render::render_bundle_dirs(path, &[path.to_path_buf()], opts),
+        SourceFormat::BundleDirectories => render::render_bundle_catalog(path, opts)?,
+        SourceFormat::PackageManifests => render::render_package_manifests(path, opts)?,
+        SourceFormat::Mixed => {
+            let legacy: Vec<PathBuf> = subdirs(path)?.into_iter().filter(|d| has_package_manifest_file(d)).collect();
+            let (mut docs, mut problems) = (Vec::new(), Vec::new());
+            for d in &legacy {
+                match render::render_package_manifest_dir(d, opts) {
+                    Ok((mut ds, mut ps)) => {
+                        docs.append(&mut ds);
+                        problems.append(&mut ps);
+                    }
+                    Err(e) => problems.extend(e.problems()),
+                }
+            }
+            let (mut ds, mut ps) = render::render_bundle_dirs(path, &bundle_dirs_outside(path, &legacy), opts);
+            docs.append(&mut ds);
+            problems.append(&mut ps);
+            (docs, problems)
+        }
+    };
+    Ok((format, docs, problems))
+}
+
+/// Documents for `olm catalog render`: like [`load_documents`], except that a
+/// single bundle directory yields only its `olm.bundle` (as `opm render` does).
+pub fn render_documents(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat, Vec<Document>, Vec<Problem>), CatalogError> {
+    if fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false) && is_bundle_dir(path) {
+        let b = render::render_bundle_dir(path, opts)?;
+        let doc = Document { value: b.document, source: Some(std::sync::Arc::from(path)) };
+        return Ok((SourceFormat::Bundle, vec![doc], Vec::new()));
+    }
+    load_documents(path, opts)
+}
+
+/// Load any source leniently: the catalog plus every problem (load and validation).
+pub fn load_catalog_lenient(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat, Catalog, Vec<Problem>), CatalogError> {
+    let (format, docs, mut problems) = load_documents(path, opts)?;
+    let (catalog, mut more) = Catalog::build(docs);
+    problems.append(&mut more);
+    Ok((format, catalog, problems))
+}
+
+/// Load any source strictly (full bundle objects): any problem is an error.
+pub fn load_catalog(path: &Path) -> Result<Catalog, CatalogError> {
+    let (_, catalog, problems) = load_catalog_lenient(path, &RenderOptions::default())?;
+    if problems.is_empty() { Ok(catalog) } else { Err(CatalogError::Invalid(problems)) }
+}
+
+/// Result of validating a catalog source.
+#[derive(Debug)]
+pub struct ValidationReport {
+    pub format: SourceFormat,
+    pub packages: usize,
+    pub channels: usize,
+    pub bundles: usize,
+    pub problems: Vec<Problem>,
+}
+
+impl ValidationReport {
+    pub fn passed(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Validate any catalog source with opm's rules, collecting every problem.
+pub fn validate(path: &Path) -> Result<ValidationReport, CatalogError> {
+    // Bundle objects are not needed to validate; csv metadata keeps memory low.
+    let opts = RenderOptions { objects: render::ObjectMode::CsvMetadata, image: None };
+    let (format, catalog, mut problems) = load_catalog_lenient(path, &opts)?;
+    if format != SourceFormat::Fbc {
+        // Local bundle directories have no image reference; that is not their fault.
+        problems.retain(|p| p.code != "MissingImage");
+    }
+    let (packages, channels, bundles) = catalog.counts();
+    Ok(ValidationReport { format, packages, channels, bundles, problems })
+}
+
+/// FBC output encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Each blob as a `---`-prefixed YAML document, keys sorted.
+    Yaml,
+    /// Each blob as JSON indented by 4 spaces, keys sorted (like `opm render -o json`).
+    Json,
+}
+
+/// Write blobs in the given order.
+pub fn write_metas<'a, W: Write>(out: &mut W, metas: impl IntoIterator<Item = &'a Meta>, format: OutputFormat) -> std::io::Result<()> {
+    for meta in metas {
+        let value: Value = serde_json::from_str(&meta.blob).map_err(std::io::Error::other)?;
+        match format {
+            OutputFormat::Json => {
+                let mut ser = serde_json::Serializer::with_formatter(&mut *out, serde_json::ser::PrettyFormatter::with_indent(b"    "));
+                serde::Serialize::serialize(&value, &mut ser).map_err(std::io::Error::other)?;
+                out.write_all(b"\n")?;
+            }
+            OutputFormat::Yaml => {
+                let text = serde_saphyr::to_string(&value).map_err(std::io::Error::other)?;
+                out.write_all(b"---\n")?;
+                out.write_all(text.as_bytes())?;
+                if !text.ends_with('\n') {
+                    out.write_all(b"\n")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Render documents to text in canonical order (via a lenient catalog build, so
+/// invalid blobs are still written; their problems are returned).
+pub fn render_to_string(documents: Vec<Document>, format: OutputFormat) -> Result<(String, Vec<Problem>), CatalogError> {
+    let (catalog, problems) = Catalog::build(documents);
+    let mut buf = Vec::new();
+    write_metas(&mut buf, catalog.all_metas(), format)
+        .map_err(|e| CatalogError::Parse { path: PathBuf::from("<output>"), message: format!("cannot encode output: {e}") })?;
+    let text = String::from_utf8(buf).map_err(|_| CatalogError::Parse { path: PathBuf::from("<output>"), message: "output is not UTF-8".into() })?;
+    // Guard: what we write must read back to the same blobs.
+    let reread = parse_manifest_text(&text).map_err(|e| CatalogError::Parse { path: PathBuf::from("<output>"), message: format!("rendered output does not parse back: {e}") })?;
+    if reread.len() != catalog.all_metas().len() {
+        return Err(CatalogError::Parse { path: PathBuf::from("<output>"), message: "rendered output does not parse back to the same number of blobs".into() });
+    }
+    Ok((text, problems))
+}
