@@ -7,3 +7,4 @@ pub mod csv;
 pub mod manager;
 pub mod operatorgroup;
 pub mod selector;
+pub mod registry_client;
