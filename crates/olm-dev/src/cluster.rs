@@ -16,10 +16,10 @@ use base64::Engine as _;
 
 use crate::builder;
 use crate::error::{DevError, Result};
-use crate::layout::{create_dir_all, Layout, NODE_NAME, POD_CIDR, SERVICE_CIDR};
+use crate::layout::{Layout, NODE_NAME, POD_CIDR, SERVICE_CIDR, create_dir_all};
 use crate::pki::{self, FRONT_PROXY_CLIENT_NAME};
 use crate::probe;
-use crate::run::{describe, format_duration, shell_quote, tail_file, Progress};
+use crate::run::{Progress, describe, format_duration, shell_quote, tail_file};
 
 /// One process of the control plane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -111,7 +111,10 @@ impl Component {
                 format!("--listen-client-urls=http://127.0.0.1:{}", p.etcd_client),
                 format!("--advertise-client-urls=http://127.0.0.1:{}", p.etcd_client),
                 format!("--listen-peer-urls=http://127.0.0.1:{}", p.etcd_peer),
-                format!("--initial-advertise-peer-urls=http://127.0.0.1:{}", p.etcd_peer),
+                format!(
+                    "--initial-advertise-peer-urls=http://127.0.0.1:{}",
+                    p.etcd_peer
+                ),
                 format!("--initial-cluster=olm-dev=http://127.0.0.1:{}", p.etcd_peer),
                 // A throwaway development store: durability is not worth the fsync latency.
                 "--unsafe-no-fsync=true".into(),
@@ -136,7 +139,10 @@ impl Component {
                 "--allow-privileged=true".into(),
                 // API aggregation: the API server authenticates to extension servers with the
                 // front-proxy client certificate and passes the user in these headers.
-                format!("--requestheader-client-ca-file={}", pki("front-proxy-ca.crt")),
+                format!(
+                    "--requestheader-client-ca-file={}",
+                    pki("front-proxy-ca.crt")
+                ),
                 format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT_NAME}"),
                 "--requestheader-username-headers=X-Remote-User".into(),
                 "--requestheader-group-headers=X-Remote-Group".into(),
@@ -358,7 +364,11 @@ pub fn process_runs(pid: u32, binary: &Path) -> bool {
     }
 }
 
-fn probe_component(layout: &Layout, component: Component, tls: Option<&Arc<rustls::ClientConfig>>) -> (bool, String) {
+fn probe_component(
+    layout: &Layout,
+    component: Component,
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> (bool, String) {
     let (path, needs_tls) = component.health();
     let tls = if needs_tls {
         match tls {
@@ -378,7 +388,10 @@ fn probe_component(layout: &Layout, component: Component, tls: Option<&Arc<rustl
         }
         Ok((code, body)) => (
             false,
-            format!("GET {path} {code}: {}", body.lines().take(3).collect::<Vec<_>>().join(" | ")),
+            format!(
+                "GET {path} {code}: {}",
+                body.lines().take(3).collect::<Vec<_>>().join(" | ")
+            ),
         ),
         Err(e) => (false, e),
     }
@@ -414,7 +427,10 @@ pub fn status(layout: &Layout) -> Result<ClusterStatus> {
         .any(|c| c.component == Component::ApiServer && c.healthy);
     let (node_ready, node_detail) = if api_healthy {
         match node_state(layout) {
-            Ok(NodeState { ready: true, taints }) if taints.is_empty() => (Some(true), "Ready".to_string()),
+            Ok(NodeState {
+                ready: true,
+                taints,
+            }) if taints.is_empty() => (Some(true), "Ready".to_string()),
             Ok(NodeState { ready, taints }) => (
                 Some(false),
                 format!("Ready={ready}, taints: [{}]", taints.join(", ")),
@@ -434,7 +450,11 @@ pub fn status(layout: &Layout) -> Result<ClusterStatus> {
 }
 
 /// Runs the built kubectl against the local cluster; returns stdout, or stderr as the error.
-pub fn kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> std::result::Result<String, String> {
+pub fn kubectl(
+    layout: &Layout,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> std::result::Result<String, String> {
     use std::io::Write;
     let mut cmd = Command::new(layout.kubectl());
     cmd.arg(format!("--kubeconfig={}", layout.kubeconfig().display()))
@@ -442,9 +462,15 @@ pub fn kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> std::resu
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
     let command = describe(&cmd);
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run `{command}`: {e}"))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run `{command}`: {e}"))?;
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
         pipe.write_all(input.as_bytes())
             .map_err(|e| format!("cannot write to `{command}`: {e}"))?;
@@ -631,7 +657,11 @@ fn start(layout: &Layout, component: Component) -> Result<Started> {
     })
 }
 
-fn wait_healthy(layout: &Layout, started: &mut Started, tls: &Arc<rustls::ClientConfig>) -> Result<()> {
+fn wait_healthy(
+    layout: &Layout,
+    started: &mut Started,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<()> {
     let component = started.component;
     let timeout = component.start_timeout();
     let begin = Instant::now();
@@ -728,7 +758,10 @@ pub fn up(layout: &Layout, progress: &Progress) -> Result<UpReport> {
         create_dir_all(&dir)?;
     }
     if pki::ensure_pki(layout)? {
-        progress.say(format!("generated certificates in {}", layout.pki_dir().display()));
+        progress.say(format!(
+            "generated certificates in {}",
+            layout.pki_dir().display()
+        ));
     }
     write_kubeconfig(layout)?;
 
@@ -788,7 +821,11 @@ fn start_all(layout: &Layout, progress: &Progress, started: &mut Vec<Started>) -
     // These three only need the API server; start them together.
     let t = Instant::now();
     let first_new = started.len();
-    for component in [Component::ControllerManager, Component::Scheduler, Component::Kwok] {
+    for component in [
+        Component::ControllerManager,
+        Component::Scheduler,
+        Component::Kwok,
+    ] {
         started.push(start(layout, component)?);
     }
     for s in &mut started[first_new..] {
@@ -809,8 +846,13 @@ fn start_all(layout: &Layout, progress: &Progress, started: &mut Vec<Started>) -
         &format!("node {NODE_NAME} to be Ready without taints"),
         Duration::from_secs(90),
         || match node_state(layout)? {
-            NodeState { ready: true, taints } if taints.is_empty() => Ok(()),
-            NodeState { ready, taints } => Err(format!("Ready={ready}, taints: [{}]", taints.join(", "))),
+            NodeState {
+                ready: true,
+                taints,
+            } if taints.is_empty() => Ok(()),
+            NodeState { ready, taints } => {
+                Err(format!("Ready={ready}, taints: [{}]", taints.join(", ")))
+            }
         },
     )?;
     progress.say(format!(
@@ -820,7 +862,22 @@ fn start_all(layout: &Layout, progress: &Progress, started: &mut Vec<Started>) -
     wait_until(
         "the default ServiceAccount in namespace default",
         Duration::from_secs(60),
-        || kubectl(layout, &["-n", "default", "get", "serviceaccount", "default", "-o", "name"], None).map(|_| ()),
+        || {
+            kubectl(
+                layout,
+                &[
+                    "-n",
+                    "default",
+                    "get",
+                    "serviceaccount",
+                    "default",
+                    "-o",
+                    "name",
+                ],
+                None,
+            )
+            .map(|_| ())
+        },
     )?;
     Ok(())
 }
@@ -830,7 +887,9 @@ fn stop_pid(component: Component, pid: u32, binary: &Path) -> Result<bool> {
     if !process_runs(pid, binary) {
         return Ok(false);
     }
-    let raw = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw);
+    let raw = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
     let Some(target) = raw else {
         return Err(DevError::StopFailed {
             component: component.name(),
@@ -905,7 +964,8 @@ pub fn down(layout: &Layout, progress: &Progress, purge: bool) -> Result<DownRep
         }
         let kubeconfig = layout.kubeconfig();
         if kubeconfig.exists() {
-            std::fs::remove_file(&kubeconfig).map_err(|e| DevError::io("remove", &kubeconfig, e))?;
+            std::fs::remove_file(&kubeconfig)
+                .map_err(|e| DevError::io("remove", &kubeconfig, e))?;
         }
         report.purged = true;
     }
@@ -937,7 +997,10 @@ mod tests {
     fn own_process_is_recognised_by_its_binary() {
         let me = std::env::current_exe().unwrap();
         assert!(process_runs(std::process::id(), &me));
-        assert!(!process_runs(std::process::id(), Path::new("/usr/bin/definitely-not-this")));
+        assert!(!process_runs(
+            std::process::id(),
+            Path::new("/usr/bin/definitely-not-this")
+        ));
         assert!(!process_runs(u32::MAX - 1, &me));
     }
 
@@ -965,7 +1028,13 @@ mod tests {
         let taken = TcpListener::bind("127.0.0.1:0").unwrap();
         l.ports.scheduler = taken.local_addr().unwrap().port();
         // Other default ports may be in use by a running dev cluster; give them free ports.
-        let free = || TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let free = || {
+            TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
         l.ports.etcd_client = free();
         l.ports.etcd_peer = free();
         l.ports.apiserver = free();
@@ -973,7 +1042,10 @@ mod tests {
         l.ports.kwok = free();
         let err = check_ports(&l).unwrap_err();
         let text = err.to_string();
-        assert!(text.contains(&format!("127.0.0.1:{}", l.ports.scheduler)), "{text}");
+        assert!(
+            text.contains(&format!("127.0.0.1:{}", l.ports.scheduler)),
+            "{text}"
+        );
         assert!(text.contains("kube-scheduler"), "{text}");
         assert_eq!(err.category(), "PortInUse");
     }
@@ -1007,6 +1079,9 @@ mod tests {
         let yaml = kubeconfig_yaml(&l).unwrap();
         assert!(yaml.contains("server: https://127.0.0.1:28443"), "{yaml}");
         assert!(yaml.contains("client-key-data: "), "{yaml}");
-        assert!(!yaml.contains("BEGIN"), "PEM must be base64-encoded: {yaml}");
+        assert!(
+            !yaml.contains("BEGIN"),
+            "PEM must be base64-encoded: {yaml}"
+        );
     }
 }

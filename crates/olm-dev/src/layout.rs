@@ -27,10 +27,7 @@ pub fn staging_version(kubernetes_version: &str) -> Option<String> {
     let mut parts = rest.split('.');
     let minor = parts.next()?;
     let patch = parts.next()?;
-    if parts.next().is_some()
-        || minor.parse::<u32>().is_err()
-        || patch.parse::<u32>().is_err()
-    {
+    if parts.next().is_some() || minor.parse::<u32>().is_err() || patch.parse::<u32>().is_err() {
         return None;
     }
     Some(format!("v0.{minor}.{patch}"))
@@ -92,13 +89,12 @@ impl Layout {
             Some(dir) => dir,
             None => match absolute("XDG_CACHE_HOME") {
                 Some(dir) => dir.join("olm-dev"),
-                None => home
-                    .as_ref()
-                    .map(|h| h.join(".cache/olm-dev"))
-                    .ok_or(DevError::NoHomeDirectory {
+                None => home.as_ref().map(|h| h.join(".cache/olm-dev")).ok_or(
+                    DevError::NoHomeDirectory {
                         what: "cache",
                         variable: "OLM_DEV_CACHE_DIR or XDG_CACHE_HOME",
-                    })?,
+                    },
+                )?,
             },
         };
         let state_dir = match absolute("OLM_DEV_STATE_DIR") {

@@ -14,12 +14,12 @@ mod run;
 
 pub use builder::{ensure_built, is_built};
 pub use cluster::{
-    down, env_lines, kubectl, process_runs, status, up, ClusterStatus, Component,
-    ComponentStatus, DownReport, ProcessState, UpReport,
+    ClusterStatus, Component, ComponentStatus, DownReport, ProcessState, UpReport, down, env_lines,
+    kubectl, process_runs, status, up,
 };
 pub use error::{DevError, Result};
 pub use layout::{
-    Layout, Ports, ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION, NODE_NAME, POD_CIDR,
+    ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION, Layout, NODE_NAME, POD_CIDR, Ports,
     SERVICE_CIDR,
 };
-pub use run::{format_duration, Progress};
+pub use run::{Progress, format_duration};

@@ -5,12 +5,12 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
 use crate::error::{DevError, Result};
-use crate::layout::{create_dir_all, Layout, FIRST_SERVICE_IP};
+use crate::layout::{FIRST_SERVICE_IP, Layout, create_dir_all};
 
 /// A PEM certificate and its PEM (PKCS#8) private key.
 #[derive(Clone)]
@@ -21,7 +21,9 @@ pub struct IssuedCert {
 
 impl std::fmt::Debug for IssuedCert {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IssuedCert").field("cert_pem", &self.cert_pem).finish_non_exhaustive()
+        f.debug_struct("IssuedCert")
+            .field("cert_pem", &self.cert_pem)
+            .finish_non_exhaustive()
     }
 }
 
@@ -35,7 +37,9 @@ pub struct CertificateAuthority {
 
 impl std::fmt::Debug for CertificateAuthority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CertificateAuthority").field("cert_pem", &self.cert_pem).finish_non_exhaustive()
+        f.debug_struct("CertificateAuthority")
+            .field("cert_pem", &self.cert_pem)
+            .finish_non_exhaustive()
     }
 }
 
@@ -74,7 +78,9 @@ fn san(name: &str, what: &str) -> Result<SanType> {
         Err(_) if !is_dns_name(name) => {
             return Err(pki_error(
                 what,
-                format!("{name:?} is neither an IP address nor a DNS name (letters, digits, '-', dot-separated labels)"),
+                format!(
+                    "{name:?} is neither an IP address nor a DNS name (letters, digits, '-', dot-separated labels)"
+                ),
             ));
         }
         Err(_) => SanType::DnsName(
@@ -166,7 +172,12 @@ impl CertificateAuthority {
 
     /// A TLS client certificate; Kubernetes reads the user from CN and groups from O.
     pub fn issue_client(&self, common_name: &str, groups: &[&str]) -> Result<IssuedCert> {
-        self.issue(common_name, groups, &[], ExtendedKeyUsagePurpose::ClientAuth)
+        self.issue(
+            common_name,
+            groups,
+            &[],
+            ExtendedKeyUsagePurpose::ClientAuth,
+        )
     }
 }
 
@@ -298,9 +309,17 @@ mod tests {
                 .verify_server_cert(&leaf, &[], &ServerName::try_from(name).unwrap(), &[], now)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
         }
-        assert!(verifier
-            .verify_server_cert(&leaf, &[], &ServerName::try_from("other.ns.svc").unwrap(), &[], now)
-            .is_err());
+        assert!(
+            verifier
+                .verify_server_cert(
+                    &leaf,
+                    &[],
+                    &ServerName::try_from("other.ns.svc").unwrap(),
+                    &[],
+                    now
+                )
+                .is_err()
+        );
     }
 
     #[test]
@@ -314,8 +333,15 @@ mod tests {
         assert!(ensure_pki(&layout).unwrap());
         let first = std::fs::read_to_string(layout.pki_file("ca.crt")).unwrap();
         assert!(!ensure_pki(&layout).unwrap());
-        assert_eq!(first, std::fs::read_to_string(layout.pki_file("ca.crt")).unwrap());
-        assert!(std::fs::read_to_string(layout.pki_file("sa.pub")).unwrap().contains("PUBLIC KEY"));
+        assert_eq!(
+            first,
+            std::fs::read_to_string(layout.pki_file("ca.crt")).unwrap()
+        );
+        assert!(
+            std::fs::read_to_string(layout.pki_file("sa.pub"))
+                .unwrap()
+                .contains("PUBLIC KEY")
+        );
     }
 
     #[test]

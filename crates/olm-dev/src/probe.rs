@@ -19,17 +19,22 @@ pub(crate) fn tls_config(ca_file: &Path) -> Result<Arc<ClientConfig>, String> {
     roots
         .add(ca)
         .map_err(|e| format!("bad CA certificate {}: {e}", ca_file.display()))?;
-    let config = ClientConfig::builder_with_provider(rustls::crypto::ring::default_provider().into())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config =
+        ClientConfig::builder_with_provider(rustls::crypto::ring::default_provider().into())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     Ok(Arc::new(config))
 }
 
 /// GETs `path` from `127.0.0.1:port` and returns the status code and body (body decoding is not
 /// needed: health endpoints answer with a short `ok`).
-pub(crate) fn get(port: u16, path: &str, tls: Option<&Arc<ClientConfig>>) -> Result<(u16, String), String> {
+pub(crate) fn get(
+    port: u16,
+    path: &str,
+    tls: Option<&Arc<ClientConfig>>,
+) -> Result<(u16, String), String> {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(1))
         .map_err(|e| format!("connect {addr}: {e}"))?;
@@ -47,7 +52,8 @@ pub(crate) fn get(port: u16, path: &str, tls: Option<&Arc<ClientConfig>>) -> Res
             tcp.read_to_end(&mut response)
         }
         Some(config) => {
-            let name = ServerName::IpAddress(PkiIpAddr::from(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST)));
+            let name =
+                ServerName::IpAddress(PkiIpAddr::from(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST)));
             let mut conn = rustls::ClientConnection::new(config.clone(), name)
                 .map_err(|e| format!("TLS to {addr}: {e}"))?;
             let mut stream = rustls::Stream::new(&mut conn, &mut tcp);
@@ -58,10 +64,10 @@ pub(crate) fn get(port: u16, path: &str, tls: Option<&Arc<ClientConfig>>) -> Res
         }
     };
     // Servers may close without a TLS close_notify; whatever arrived is still a valid answer.
-    if let Err(e) = read_result {
-        if response.is_empty() {
-            return Err(format!("read from {addr}: {e}"));
-        }
+    if let Err(e) = read_result
+        && response.is_empty()
+    {
+        return Err(format!("read from {addr}: {e}"));
     }
     let text = String::from_utf8_lossy(&response);
     let status_line = text.lines().next().unwrap_or("");
@@ -90,8 +96,10 @@ mod tests {
             let (mut conn, _) = listener.accept().unwrap();
             let mut buf = [0u8; 1024];
             let _ = conn.read(&mut buf).unwrap();
-            conn.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 9\r\n\r\nnot ready")
-                .unwrap();
+            conn.write_all(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 9\r\n\r\nnot ready",
+            )
+            .unwrap();
         });
         let (code, body) = get(port, "/healthz", None).unwrap();
         server.join().unwrap();

@@ -186,10 +186,7 @@ pub(crate) fn run_step(
             Ok(Some(status)) => break status,
             Ok(None) => {}
             Err(e) => {
-                return Err(DevError::Spawn {
-                    command,
-                    source: e,
-                });
+                return Err(DevError::Spawn { command, source: e });
             }
         }
         if started.elapsed() >= next_heartbeat {
@@ -263,7 +260,10 @@ pub(crate) fn run_step_with_retry(
     match run_step(step, &mut make(), log, progress, capture_stdout) {
         Ok(out) => Ok(out),
         Err(first) => {
-            progress.say(format!("  {step} failed ({}); retrying once", first.category()));
+            progress.say(format!(
+                "  {step} failed ({}); retrying once",
+                first.category()
+            ));
             run_step(step, &mut make(), log, progress, capture_stdout)
         }
     }
@@ -279,8 +279,13 @@ mod tests {
         assert_eq!(shell_quote("-s -w"), "'-s -w'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         let mut cmd = Command::new("go");
-        cmd.current_dir("/tmp/x").env("GOFLAGS", "-mod=mod").args(["build", "a b"]);
-        assert_eq!(describe(&cmd), "cd /tmp/x && GOFLAGS=-mod=mod go build 'a b'");
+        cmd.current_dir("/tmp/x")
+            .env("GOFLAGS", "-mod=mod")
+            .args(["build", "a b"]);
+        assert_eq!(
+            describe(&cmd),
+            "cd /tmp/x && GOFLAGS=-mod=mod go build 'a b'"
+        );
     }
 
     #[test]

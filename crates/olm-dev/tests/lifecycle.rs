@@ -34,13 +34,15 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
         if pid == std::process::id() {
             continue;
         }
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmdline).contains(needle) {
-                let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-                let zombie = state.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
-                if !zombie {
-                    found.push(pid);
-                }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(needle)
+        {
+            let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let zombie = state
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+            if !zombie {
+                found.push(pid);
             }
         }
     }
@@ -64,15 +66,29 @@ fn failed_start_names_the_command_shows_the_log_and_leaves_nothing_running() {
         err.category()
     );
     assert!(text.contains("kube-apiserver"), "{text}");
-    assert!(text.contains("--tls-cert-file="), "the failing command is shown: {text}");
+    assert!(
+        text.contains("--tls-cert-file="),
+        "the failing command is shown: {text}"
+    );
     assert!(text.contains("last lines of the log"), "{text}");
-    assert!(text.to_lowercase().contains("pem") || text.contains("certificate"), "log tail explains the cause: {text}");
+    assert!(
+        text.to_lowercase().contains("pem") || text.contains("certificate"),
+        "log tail explains the cause: {text}"
+    );
 
     // etcd had been started before the API server failed; it must be gone, with no pid files left.
     let state = dir.path().display().to_string();
-    assert_eq!(processes_mentioning(&state), Vec::<u32>::new(), "leftover processes");
+    assert_eq!(
+        processes_mentioning(&state),
+        Vec::<u32>::new(),
+        "leftover processes"
+    );
     for component in Component::ALL {
-        assert!(!layout.pid_file(component.name()).exists(), "{} pid file left", component.name());
+        assert!(
+            !layout.pid_file(component.name()).exists(),
+            "{} pid file left",
+            component.name()
+        );
     }
 }
 
@@ -85,9 +101,15 @@ fn port_in_use_is_named_and_nothing_starts() {
     let err = olm_dev::up(&layout, &Progress::quiet()).expect_err("port is taken");
     let text = err.to_string();
     assert_eq!(err.category(), "PortInUse", "{text}");
-    assert!(text.contains(&format!("127.0.0.1:{}", layout.ports.apiserver)), "{text}");
+    assert!(
+        text.contains(&format!("127.0.0.1:{}", layout.ports.apiserver)),
+        "{text}"
+    );
     assert!(text.contains("kube-apiserver"), "{text}");
-    assert_eq!(processes_mentioning(&dir.path().display().to_string()), Vec::<u32>::new());
+    assert_eq!(
+        processes_mentioning(&dir.path().display().to_string()),
+        Vec::<u32>::new()
+    );
 }
 
 #[test]
@@ -107,7 +129,14 @@ fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
     let second = olm_dev::up(&layout, &Progress::quiet()).unwrap();
     assert!(second.already_running);
     let again = olm_dev::status(&layout).unwrap();
-    assert_eq!(again.components.iter().filter_map(|c| c.pid).collect::<Vec<_>>(), pids);
+    assert_eq!(
+        again
+            .components
+            .iter()
+            .filter_map(|c| c.pid)
+            .collect::<Vec<_>>(),
+        pids
+    );
 
     // Kill one component: `up` repairs by restarting cleanly.
     let scheduler = again
@@ -116,7 +145,11 @@ fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
         .find(|c| c.component == Component::Scheduler)
         .and_then(|c| c.pid)
         .unwrap();
-    std::process::Command::new("kill").arg("-9").arg(scheduler.to_string()).status().unwrap();
+    std::process::Command::new("kill")
+        .arg("-9")
+        .arg(scheduler.to_string())
+        .status()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let broken = olm_dev::status(&layout).unwrap();
     assert!(!broken.all_healthy());
@@ -132,11 +165,17 @@ fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
 
     let report = olm_dev::down(&layout, &Progress::quiet(), false).unwrap();
     assert_eq!(report.stopped.len(), Component::ALL.len());
-    assert_eq!(processes_mentioning(&state), Vec::<u32>::new(), "leftover processes");
+    assert_eq!(
+        processes_mentioning(&state),
+        Vec::<u32>::new(),
+        "leftover processes"
+    );
     let after = olm_dev::status(&layout).unwrap();
-    assert!(after
-        .components
-        .iter()
-        .all(|c| c.state == ProcessState::NotStarted));
+    assert!(
+        after
+            .components
+            .iter()
+            .all(|c| c.state == ProcessState::NotStarted)
+    );
     // The shared development cluster (other ports, other state) is untouched by all of this.
 }

@@ -15,8 +15,8 @@ use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -165,7 +165,11 @@ async fn run_kubectl(
     cmd.arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg("--request-timeout=30s")
         .args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -222,12 +226,24 @@ impl TestCluster {
 
     /// Runs the built kubectl against this cluster.
     pub async fn kubectl(&self, args: &[&str]) -> Result<KubectlOutput> {
-        run_kubectl(&self.layout.kubectl(), &self.layout.kubeconfig(), args, None).await
+        run_kubectl(
+            &self.layout.kubectl(),
+            &self.layout.kubeconfig(),
+            args,
+            None,
+        )
+        .await
     }
 
     /// Runs the built kubectl with `input` on stdin (e.g. `apply -f -`).
     pub async fn kubectl_with_input(&self, args: &[&str], input: &str) -> Result<KubectlOutput> {
-        run_kubectl(&self.layout.kubectl(), &self.layout.kubeconfig(), args, Some(input)).await
+        run_kubectl(
+            &self.layout.kubectl(),
+            &self.layout.kubeconfig(),
+            args,
+            Some(input),
+        )
+        .await
     }
 
     /// Creates a namespace named `<prefix>-<random>`.
@@ -332,7 +348,9 @@ pub struct TestNamespace {
 
 impl std::fmt::Debug for TestNamespace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestNamespace").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("TestNamespace")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -388,7 +406,12 @@ impl TestNamespace {
         Fut: Future<Output = std::result::Result<Option<T>, E>>,
     {
         match wait_for(what, timeout, check).await {
-            Err(TestkitError::Timeout { what, timeout, last, .. }) => Err(TestkitError::Timeout {
+            Err(TestkitError::Timeout {
+                what,
+                timeout,
+                last,
+                ..
+            }) => Err(TestkitError::Timeout {
                 what,
                 timeout,
                 last,
@@ -425,9 +448,16 @@ impl TestNamespace {
                         Ok(Some(ns)) => Err(format!(
                             "still present, phase {:?}, conditions {:?}",
                             ns.status.as_ref().and_then(|s| s.phase.clone()),
-                            ns.status.and_then(|s| s.conditions).unwrap_or_default()
+                            ns.status
+                                .and_then(|s| s.conditions)
+                                .unwrap_or_default()
                                 .into_iter()
-                                .map(|c| format!("{}={}: {}", c.type_, c.status, c.message.unwrap_or_default()))
+                                .map(|c| format!(
+                                    "{}={}: {}",
+                                    c.type_,
+                                    c.status,
+                                    c.message.unwrap_or_default()
+                                ))
                                 .collect::<Vec<_>>()
                         )),
                         Err(e) => Err(e.to_string()),
@@ -447,7 +477,10 @@ impl Drop for TestNamespace {
         // No async in Drop and the test's runtime may be shutting down: ask kubectl, don't wait
         // for finalization.
         let _ = std::process::Command::new(self.cluster.kubectl_path())
-            .arg(format!("--kubeconfig={}", self.cluster.kubeconfig().display()))
+            .arg(format!(
+                "--kubeconfig={}",
+                self.cluster.kubeconfig().display()
+            ))
             .args([
                 "--request-timeout=15s",
                 "delete",
@@ -505,7 +538,10 @@ mod tests {
         assert_ne!(a, b);
         assert!(a.starts_with("my-test-"), "{a}");
         assert!(a.len() <= 63);
-        assert!(a.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'));
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
         assert!(random_name("--").starts_with("test-"));
     }
 

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{ObjectMeta, PostParams};
 use kube::Api;
-use olm_testkit::{cluster, CertificateAuthority, TestkitError, KUBERNETES_VERSION, NODE_NAME};
+use kube::api::{ObjectMeta, PostParams};
+use olm_testkit::{CertificateAuthority, KUBERNETES_VERSION, NODE_NAME, TestkitError, cluster};
 
 type TestResult = Result<(), TestkitError>;
 
@@ -40,10 +40,14 @@ async fn server_reports_the_pinned_kubernetes_version() -> TestResult {
         })?;
     assert_eq!(info.git_version, KUBERNETES_VERSION);
     assert_eq!(info.major, "1");
-    assert_eq!(Some(info.minor.as_str()), KUBERNETES_VERSION.split('.').nth(1));
+    assert_eq!(
+        Some(info.minor.as_str()),
+        KUBERNETES_VERSION.split('.').nth(1)
+    );
 
     let out = cluster.kubectl(&["version", "-o", "json"]).await?;
-    let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("kubectl version -o json");
+    let json: serde_json::Value =
+        serde_json::from_str(&out.stdout).expect("kubectl version -o json");
     assert_eq!(json["serverVersion"]["gitVersion"], KUBERNETES_VERSION);
     assert_eq!(json["clientVersion"]["gitVersion"], KUBERNETES_VERSION);
     Ok(())
@@ -91,20 +95,27 @@ async fn two_replica_deployment_becomes_available() -> TestResult {
                         .unwrap_or_default()
                         .iter()
                         .any(|c| c.type_ == "Available" && c.status == "True");
-                    Ok::<_, kube::Error>((available && status.available_replicas == Some(2))
-                        .then_some(status.available_replicas))
+                    Ok::<_, kube::Error>(
+                        (available && status.available_replicas == Some(2))
+                            .then_some(status.available_replicas),
+                    )
                 }
             },
         )
         .await?;
     assert_eq!(available, Some(2));
 
-    let pods = ns.kubectl(&["get", "pods", "-l", "app=web", "-o", "json"]).await?;
+    let pods = ns
+        .kubectl(&["get", "pods", "-l", "app=web", "-o", "json"])
+        .await?;
     let pods: serde_json::Value = serde_json::from_str(&pods.stdout).expect("pods json");
     let items = pods["items"].as_array().cloned().unwrap_or_default();
     assert_eq!(items.len(), 2, "{pods:#}");
     for pod in &items {
-        assert_eq!(pod["spec"]["nodeName"], NODE_NAME, "scheduled onto the fake node");
+        assert_eq!(
+            pod["spec"]["nodeName"], NODE_NAME,
+            "scheduled onto the fake node"
+        );
         assert_eq!(pod["status"]["phase"], "Running");
     }
     ns.cleanup().await
@@ -138,7 +149,12 @@ async fn wait_for_timeout_shows_the_object_and_events() -> TestResult {
                 let api = api.clone();
                 async move {
                     let cm = api.get("settings").await?;
-                    let mode = cm.data.unwrap_or_default().get("mode").cloned().unwrap_or_default();
+                    let mode = cm
+                        .data
+                        .unwrap_or_default()
+                        .get("mode")
+                        .cloned()
+                        .unwrap_or_default();
                     Ok::<_, kube::Error>((mode == "fast").then_some(()))
                 }
             },
@@ -149,7 +165,10 @@ async fn wait_for_timeout_shows_the_object_and_events() -> TestResult {
     assert!(text.contains("configmap settings to say fast"), "{text}");
     assert!(text.contains("kind: ConfigMap"), "{text}");
     assert!(text.contains("mode: slow"), "{text}");
-    assert!(text.contains(&format!("recent events in namespace {}", ns.name())), "{text}");
+    assert!(
+        text.contains(&format!("recent events in namespace {}", ns.name())),
+        "{text}"
+    );
     ns.cleanup().await
 }
 
@@ -222,16 +241,22 @@ mod host_api {
         let seen = seen_users.clone();
         let task = tokio::spawn(async move {
             loop {
-                let Ok((tcp, _)) = listener.accept().await else { continue };
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
                 let acceptor = acceptor.clone();
                 let seen = seen.clone();
                 let group_version = group_version.clone();
                 tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
                     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let seen = seen.clone();
                         let group_version = group_version.clone();
-                        async move { Ok::<_, std::convert::Infallible>(answer(req, &group_version, &seen)) }
+                        async move {
+                            Ok::<_, std::convert::Infallible>(answer(req, &group_version, &seen))
+                        }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                         .serve_connection(TokioIo::new(tls), service)
@@ -239,14 +264,25 @@ mod host_api {
                 });
             }
         });
-        HostApi { port, seen_users, task }
+        HostApi {
+            port,
+            seen_users,
+            task,
+        }
     }
 
-    fn answer(req: Request<Incoming>, group_version: &str, seen: &Mutex<Vec<String>>) -> Response<Full<Bytes>> {
-        if let Some(user) = req.headers().get("x-remote-user").and_then(|v| v.to_str().ok()) {
-            if let Ok(mut s) = seen.lock() {
-                s.push(user.to_string());
-            }
+    fn answer(
+        req: Request<Incoming>,
+        group_version: &str,
+        seen: &Mutex<Vec<String>>,
+    ) -> Response<Full<Bytes>> {
+        if let Some(user) = req
+            .headers()
+            .get("x-remote-user")
+            .and_then(|v| v.to_str().ok())
+            && let Ok(mut s) = seen.lock()
+        {
+            s.push(user.to_string());
         }
         let (status, body) = if req.uri().path() == format!("/apis/{group_version}") {
             (
@@ -272,9 +308,10 @@ mod host_api {
         };
         let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
         *response.status_mut() = status;
-        response
-            .headers_mut()
-            .insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+        response.headers_mut().insert(
+            "content-type",
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
         response
     }
 }
@@ -289,8 +326,17 @@ struct ApiServiceGuard {
 impl Drop for ApiServiceGuard {
     fn drop(&mut self) {
         let _ = std::process::Command::new(self.cluster.kubectl_path())
-            .arg(format!("--kubeconfig={}", self.cluster.kubeconfig().display()))
-            .args(["delete", "apiservice", &self.name, "--ignore-not-found", "--wait=false"])
+            .arg(format!(
+                "--kubeconfig={}",
+                self.cluster.kubeconfig().display()
+            ))
+            .args([
+                "delete",
+                "apiservice",
+                &self.name,
+                "--ignore-not-found",
+                "--wait=false",
+            ])
             .output();
     }
 }
@@ -310,7 +356,9 @@ async fn apiservice_backed_by_a_host_https_server_answers() -> TestResult {
     // certificate for `<service>.<namespace>.svc` against the caBundle.
     let ca = CertificateAuthority::new("host-api-ca").expect("ca");
     let server_name = format!("{service}.{}.svc", ns.name());
-    let cert = ca.issue_server("host-api", &[&server_name]).expect("serving cert");
+    let cert = ca
+        .issue_server("host-api", &[&server_name])
+        .expect("serving cert");
     let host = host_api::start(&cert.cert_pem, &cert.key_pem, group_version.clone()).await;
 
     let manifests = format!(
@@ -347,7 +395,9 @@ spec:
         cluster: cluster.clone(),
         name: apiservice.clone(),
     };
-    cluster.kubectl_with_input(&["apply", "-f", "-"], &manifests).await?;
+    cluster
+        .kubectl_with_input(&["apply", "-f", "-"], &manifests)
+        .await?;
 
     let apiservice_ref = format!("apiservice/{apiservice}");
     ns.wait_for(
@@ -359,7 +409,13 @@ spec:
             let apiservice = apiservice.clone();
             async move {
                 let out = cluster
-                    .kubectl(&["get", "apiservice", &apiservice, "-o", "jsonpath={.status.conditions[?(@.type==\"Available\")].status}"])
+                    .kubectl(&[
+                        "get",
+                        "apiservice",
+                        &apiservice,
+                        "-o",
+                        "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+                    ])
                     .await?;
                 Ok::<_, TestkitError>((out.stdout.trim() == "True").then_some(()))
             }
@@ -367,17 +423,25 @@ spec:
     )
     .await?;
 
-    let raw = cluster.kubectl(&["get", "--raw", &format!("/apis/{group_version}")]).await?;
+    let raw = cluster
+        .kubectl(&["get", "--raw", &format!("/apis/{group_version}")])
+        .await?;
     let body: serde_json::Value = serde_json::from_str(&raw.stdout).expect("discovery JSON");
     assert_eq!(body["groupVersion"], group_version, "{raw:?}");
     assert_eq!(body["resources"][0]["name"], "widgets");
-    let users = host.seen_users.lock().map(|u| u.clone()).unwrap_or_default();
+    let users = host
+        .seen_users
+        .lock()
+        .map(|u| u.clone())
+        .unwrap_or_default();
     assert!(
         users.iter().any(|u| u == "olm-dev-admin"),
         "the API server should forward the caller as X-Remote-User; saw {users:?}"
     );
 
-    cluster.kubectl(&["delete", "apiservice", &apiservice]).await?;
+    cluster
+        .kubectl(&["delete", "apiservice", &apiservice])
+        .await?;
     drop(guard);
     drop(host);
     ns.cleanup().await
