@@ -31,6 +31,12 @@ pub enum DevError {
         source: std::io::Error,
     },
 
+    /// The Go toolchain is not installed where we look for it.
+    #[error(
+        "`{program}` was not found: install Go 1.26 or newer and put it on PATH, or set OLM_DEV_GO to the go binary (needed for `{command}`)"
+    )]
+    GoMissing { program: String, command: String },
+
     /// A build or setup command exited unsuccessfully.
     #[error(
         "step `{step}` failed: `{command}` exited with {status}\nlog: {}\n--- last lines of the log ---\n{tail}",
@@ -122,6 +128,7 @@ impl DevError {
             DevError::NoHomeDirectory { .. } => "NoHomeDirectory",
             DevError::Io { .. } => "IoError",
             DevError::Spawn { .. } => "SpawnFailed",
+            DevError::GoMissing { .. } => "GoMissing",
             DevError::CommandFailed { .. } => "CommandFailed",
             DevError::WrongVersion { .. } => "WrongVersion",
             DevError::UnexpectedOutput { .. } => "UnexpectedOutput",
@@ -149,6 +156,7 @@ impl DevError {
                 std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
             ),
             DevError::NoHomeDirectory { .. }
+            | DevError::GoMissing { .. }
             | DevError::WrongVersion { .. }
             | DevError::UnexpectedOutput { .. }
             | DevError::ComponentExited { .. }

@@ -155,9 +155,20 @@ pub(crate) fn run_step(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| DevError::Spawn {
-        command: command.clone(),
-        source,
+    let mut child = cmd.spawn().map_err(|source| {
+        let program = cmd.get_program().to_string_lossy();
+        let is_go = program == "go" || program.ends_with("/go");
+        if source.kind() == std::io::ErrorKind::NotFound && is_go {
+            DevError::GoMissing {
+                program: cmd.get_program().to_string_lossy().into_owned(),
+                command: command.clone(),
+            }
+        } else {
+            DevError::Spawn {
+                command: command.clone(),
+                source,
+            }
+        }
     })?;
 
     let mut readers = Vec::new();
@@ -301,6 +312,23 @@ mod tests {
         assert!(text.contains("exit status: 3"), "{text}");
         assert!(text.contains("broken module"), "{text}");
         assert_eq!(err.category(), "CommandFailed");
+    }
+
+    #[test]
+    fn missing_go_says_what_to_install() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(dir.path().join("go"));
+        cmd.args(["version"]);
+        let err = run_step(
+            "go",
+            &mut cmd,
+            &dir.path().join("log"),
+            &Progress::quiet(),
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(err.category(), "GoMissing");
+        assert!(err.to_string().contains("OLM_DEV_GO"), "{err}");
     }
 
     #[test]
