@@ -8,3 +8,4 @@ pub mod manager;
 pub mod operatorgroup;
 pub mod selector;
 pub mod registry_client;
+pub mod catalogsource;

@@ -66,6 +66,8 @@ pub struct Metrics {
     csv_abnormal: Family<CsvAbnormalLabels, Gauge>,
     // The abnormal series currently exported per CSV, so a transition deletes the old one.
     abnormal_by_csv: Mutex<HashMap<(String, String), CsvAbnormalLabels>>,
+    /// The catalog-operator metrics (CatalogSource, Subscription, InstallPlan).
+    pub catalog: crate::catalogsource::metrics::CatalogMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -123,8 +125,10 @@ impl Metrics {
             "CSV is not Succeeded: the series names its phase and reason",
             csv_abnormal.clone(),
         );
+        let catalog = crate::catalogsource::metrics::CatalogMetrics::register(&mut registry);
         Self {
             registry,
+            catalog,
             reconciles,
             failures,
             duration,
