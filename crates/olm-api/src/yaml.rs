@@ -325,3 +325,44 @@ pub fn from_value<T: DeserializeOwned>(value: Value, origin: &str, document: Opt
 pub fn to_string<T: Serialize>(value: &T) -> Result<String, YamlError> {
     serde_saphyr::to_string(value).map_err(|err| YamlError::Write(err.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_paths_are_joined() {
+        let (field, message) = split_nested_path("spec", "installModes[0].type: unknown variant `X`".to_owned());
+        assert_eq!(field.as_deref(), Some("spec.installModes[0].type"));
+        assert_eq!(message, "unknown variant `X`");
+        let (field, message) = split_nested_path("spec", "invalid type: string \"a\", expected i32".to_owned());
+        assert_eq!(field.as_deref(), Some("spec"), "a message with spaces before ':' is not a path");
+        assert_eq!(message, "invalid type: string \"a\", expected i32");
+        let (field, _) = split_nested_path("?", "x".to_owned());
+        assert_eq!(field, None);
+    }
+
+    #[test]
+    fn paths_split_into_keys_and_indices() {
+        assert_eq!(
+            path_segments("spec.install.spec.deployments[0].spec"),
+            vec![Ok("spec".into()), Ok("install".into()), Ok("spec".into()), Ok("deployments".into()), Err(0), Ok("spec".into())]
+        );
+        assert_eq!(path_segments("a[1][2]"), vec![Ok("a".into()), Err(1), Err(2)]);
+        assert_eq!(path_segments(""), Vec::<Result<String, usize>>::new());
+    }
+
+    #[test]
+    fn locate_finds_the_deepest_existing_node() {
+        let text = "spec:\n  modes:\n  - type: A\n  - type: B\n";
+        assert_eq!(locate(text, "spec.modes[1].type"), Some((4, 11)));
+        assert_eq!(locate(text, "spec.modes[7].type").map(|p| p.0), Some(3), "falls back to the nearest existing node (the list)");
+        assert_eq!(locate("not: [valid", "not"), None);
+    }
+
+    #[test]
+    fn location_suffixes_are_stripped() {
+        assert_eq!(strip_location_suffix("missing field `x` at line 3, column 1"), "missing field `x`");
+        assert_eq!(strip_location_suffix("plain"), "plain");
+    }
+}

@@ -1,5 +1,8 @@
 //! `CatalogSource` (`catsrc`): where a namespace's operator catalog comes from.
 
+// kube-derive takes one `printcolumn(...)` per column; clippy mistakes them for duplicates.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration};

@@ -1,5 +1,8 @@
 //! `ClusterServiceVersion` (`csv`): one version of an operator and how to install it.
 
+// kube-derive takes one `printcolumn(...)` per column; clippy mistakes them for duplicates.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
@@ -210,6 +213,22 @@ pub mod semver_lite {
                 .map_err(|_| format!("{input:?} is not a semantic version: {part:?} is not a number"))?;
         }
         Ok(Version { major: numbers[0], minor: numbers[1], patch: numbers[2], pre, build })
+    }
+}
+
+#[cfg(test)]
+mod semver_tests {
+    use super::semver_lite::parse_tolerant;
+
+    #[test]
+    fn tolerant_parsing_like_upstream() {
+        let v = parse_tolerant("v1.2").expect("v-prefix and missing patch");
+        assert_eq!((v.major, v.minor, v.patch), (1, 2, 0));
+        let v = parse_tolerant("0.9.2-clusterwide+build.5").expect("pre-release and build");
+        assert_eq!(v.pre.as_deref(), Some("clusterwide"));
+        assert_eq!(v.build.as_deref(), Some("build.5"));
+        assert!(parse_tolerant("1.x.0").is_err());
+        assert!(parse_tolerant("1.2.3.4").is_err());
     }
 }
 

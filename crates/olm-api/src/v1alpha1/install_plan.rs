@@ -1,5 +1,8 @@
 //! `InstallPlan` (`ip`): the resolved set of objects to create for a namespace.
 
+// kube-derive takes one `printcolumn(...)` per column; clippy mistakes them for duplicates.
+#![allow(clippy::duplicated_attributes)]
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;

@@ -1,5 +1,8 @@
 //! `Subscription` (`sub`): keep a package from a catalog installed and up to date.
 
+// kube-derive takes one `printcolumn(...)` per column; clippy mistakes them for duplicates.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
