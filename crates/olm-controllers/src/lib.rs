@@ -9,3 +9,4 @@ pub mod operatorgroup;
 pub mod selector;
 pub mod registry_client;
 pub mod catalogsource;
+pub mod installplan;

@@ -1,0 +1,263 @@
+//! Observe → decide → act for InstallPlans: move through approval, then apply the steps with
+//! server-side apply (CRDs first, with the stored-versions safety check), and record each
+//! step's status.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::{Api, Resource, ResourceExt};
+use olm_api::v1alpha1::install_plan::{InstallPlan, Step, StepStatus};
+use serde_json::{Value, json};
+use tracing::instrument;
+
+use super::decide::{self, Next, Pass, StepError};
+use super::steps::{execution_rank, resource_of};
+use crate::runtime::controller::action_for;
+use crate::runtime::error::{api_status_code, is_not_found};
+use crate::runtime::{Cache, ControllerContext, Result, error_policy, guarded};
+
+/// Controller name: metric label, field manager `olm/installplan`.
+pub const NAME: &str = "installplan";
+
+/// The caches the InstallPlan controller reads.
+#[derive(Clone)]
+pub struct InstallPlanState {
+    /// Every InstallPlan.
+    pub plans: Cache<InstallPlan>,
+}
+
+fn describe(step: &Step, namespace: &str) -> String {
+    let r = &step.resource;
+    match resource_of(&r.group, &r.kind) {
+        Some((_, true)) => format!("{} {namespace}/{}", r.kind, r.name),
+        _ => format!("{} {}", r.kind, r.name),
+    }
+}
+
+fn api_error_message(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => format!("{} ({})", status.message, status.reason),
+        other => other.to_string(),
+    }
+}
+
+fn step_error(step: &Step, namespace: &str, err: &kube::Error) -> StepError {
+    let retryable = !matches!(api_status_code(err), Some(400 | 403 | 405 | 413 | 415 | 422));
+    StepError {
+        message: format!("cannot apply {}: {}", describe(step, namespace), api_error_message(err)),
+        retryable,
+    }
+}
+
+/// CRD upgrade safety: versions still in `status.storedVersions` must stay in `spec.versions`.
+pub fn stored_versions_kept(existing: &Value, desired: &Value) -> Result<(), String> {
+    let stored: Vec<&str> = existing
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let offered: Vec<&str> = desired
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect();
+    let missing: Vec<&str> = stored.into_iter().filter(|v| !offered.contains(v)).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "risk of data loss: version(s) {} of the existing CRD are still in status.storedVersions but the new CRD drops them; migrate the stored objects and remove those versions from status.storedVersions first",
+            missing.join(", ")
+        ))
+    }
+}
+
+fn established(object: &Value) -> bool {
+    object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c.get("type") == Some(&json!("Established")) && c.get("status") == Some(&json!("True")))
+}
+
+/// One execution pass over every step.
+async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, steps: &[Step]) -> Pass {
+    let namespace = plan.namespace().unwrap_or_default();
+    let manager = ctx.field_manager();
+    let params = PatchParams::apply(&manager).force();
+    let mut out: Vec<Step> = steps.to_vec();
+    let mut order: Vec<usize> = (0..out.len()).collect();
+    order.sort_by_key(|&i| execution_rank(&out[i]));
+    let mut csv_uids: HashMap<String, String> = HashMap::new();
+    let mut waiting_for_api = false;
+    for i in order {
+        let step = out[i].clone();
+        let r = &step.resource;
+        let Some((plural, namespaced)) = resource_of(&r.group, &r.kind) else {
+            out[i].status = StepStatus::UnsupportedResource;
+            return Pass {
+                steps: out,
+                error: Some(StepError {
+                    message: format!(
+                        "bundle object {} of {} is a {} ({}/{}), which OLM does not install from bundles",
+                        r.name, step.resolving, r.kind, r.group, r.version
+                    ),
+                    retryable: false,
+                }),
+                waiting_for_api,
+            };
+        };
+        // A CRD that is not Established yet blocks what depends on it.
+        if waiting_for_api && r.kind != "CustomResourceDefinition" {
+            break;
+        }
+        let mut manifest: Value = match serde_json::from_str(r.manifest.as_deref().unwrap_or("{}")) {
+            Ok(v) => v,
+            Err(err) => {
+                return Pass {
+                    steps: out,
+                    error: Some(StepError { message: format!("the manifest of step {} is not valid JSON: {err}", describe(&step, &namespace)), retryable: false }),
+                    waiting_for_api,
+                };
+            }
+        };
+        let api_resource = ApiResource {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            api_version: if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) },
+            kind: r.kind.clone(),
+            plural: plural.to_owned(),
+        };
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(ctx.client.clone(), &namespace, &api_resource)
+        } else {
+            Api::all_with(ctx.client.clone(), &api_resource)
+        };
+        if namespaced {
+            manifest["metadata"]["namespace"] = json!(namespace);
+            if r.kind != "ClusterServiceVersion" {
+                if let Some(uid) = csv_uids.get(&step.resolving) {
+                    manifest["metadata"]["ownerReferences"] = json!([{
+                        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+                        "name": step.resolving, "uid": uid, "controller": false, "blockOwnerDeletion": false,
+                    }]);
+                }
+            }
+        }
+        let existing = match api.get_opt(&r.name).await {
+            Ok(existing) => existing,
+            Err(err) => return Pass { steps: out, error: Some(step_error(&step, &namespace, &err)), waiting_for_api },
+        };
+        if r.kind == "CustomResourceDefinition" {
+            if let Some(existing) = &existing {
+                let existing = serde_json::to_value(existing).unwrap_or(Value::Null);
+                if let Err(message) = stored_versions_kept(&existing, &manifest) {
+                    return Pass {
+                        steps: out,
+                        error: Some(StepError { message: format!("cannot update CustomResourceDefinition {}: {message}", r.name), retryable: false }),
+                        waiting_for_api,
+                    };
+                }
+            }
+        }
+        let applied = match api.patch(&r.name, &params, &Patch::Apply(&manifest)).await {
+            Ok(applied) => applied,
+            Err(err) => {
+                if is_not_found(&err) {
+                    tracing::info!(step = %describe(&step, &namespace), "API not served yet");
+                }
+                return Pass { steps: out, error: Some(step_error(&step, &namespace, &err)), waiting_for_api };
+            }
+        };
+        if r.kind == "ClusterServiceVersion" {
+            if let Some(uid) = applied.uid() {
+                csv_uids.insert(r.name.clone(), uid);
+            }
+        }
+        let mut status = if existing.is_some() { StepStatus::Present } else { StepStatus::Created };
+        if r.kind == "CustomResourceDefinition" {
+            let value = serde_json::to_value(&applied).unwrap_or(Value::Null);
+            if !established(&value) {
+                status = StepStatus::WaitingForApi;
+                waiting_for_api = true;
+            }
+        }
+        out[i].status = status;
+    }
+    Pass { steps: out, error: None, waiting_for_api }
+}
+
+#[instrument(skip_all, fields(kind = "InstallPlan", namespace = %plan.namespace().unwrap_or_default(), name = %plan.name_any()))]
+async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<ControllerContext<InstallPlanState>>) -> Result<Action> {
+    ctx.metrics
+        .catalog
+        .install_plan_count
+        .set(i64::try_from(ctx.state.plans.store().len()).unwrap_or(i64::MAX));
+    let now = Timestamp::now();
+    let previous = plan.status.clone().unwrap_or_default();
+    match decide::next(&plan) {
+        Next::Wait => Ok(Action::await_change()),
+        Next::Enter(phase) => {
+            tracing::info!(phase = phase.as_str(), "InstallPlan phase");
+            let status = decide::enter(&previous, phase, now);
+            ctx.status.apply(plan.as_ref(), &status).await?;
+            Ok(Action::await_change())
+        }
+        Next::Execute => {
+            let steps = previous.plan.clone().unwrap_or_default();
+            let pass = execute(&ctx, &plan, &steps).await;
+            let (status, requeue, event) = decide::after_pass(&previous, pass, Timestamp::now());
+            if status.phase != previous.phase {
+                tracing::info!(phase = status.phase.as_str(), message = status.message.as_deref().unwrap_or_default(), "InstallPlan phase");
+            }
+            ctx.status.apply(plan.as_ref(), &status).await?;
+            if let Some(note) = event {
+                ctx.events.publish(&plan.object_ref(&()), &note).await;
+            }
+            Ok(action_for(requeue))
+        }
+    }
+}
+
+/// Build the InstallPlan controller (subscribes now; call before the caches start) and run it
+/// until `shutdown` resolves.
+pub fn run(
+    ctx: Arc<ControllerContext<InstallPlanState>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let state = ctx.state.clone();
+    let controller = Controller::for_shared_stream(state.plans.subscribe(), state.plans.store().clone())
+        .reconcile_all_on(ctx.leadership.gained())
+        .graceful_shutdown_on(shutdown);
+    async move {
+        state.plans.synced().await;
+        controller
+            .run(|plan, ctx| guarded(plan, ctx, reconcile), error_policy, ctx)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_versions_may_not_disappear() {
+        let existing = json!({"status": {"storedVersions": ["v1beta1", "v1"]}});
+        let keeps = json!({"spec": {"versions": [{"name": "v1beta1"}, {"name": "v1"}]}});
+        assert!(stored_versions_kept(&existing, &keeps).is_ok());
+        let drops = json!({"spec": {"versions": [{"name": "v1"}]}});
+        let err = stored_versions_kept(&existing, &drops).unwrap_err();
+        assert!(err.contains("v1beta1") && err.contains("risk of data loss"), "{err}");
+    }
+}
