@@ -10,3 +10,4 @@ pub mod selector;
 pub mod registry_client;
 pub mod catalogsource;
 pub mod installplan;
+pub mod subscription;

@@ -144,7 +144,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
         };
         if namespaced {
             manifest["metadata"]["namespace"] = json!(namespace);
-            if r.kind != "ClusterServiceVersion" {
+            if r.kind != "ClusterServiceVersion" && r.kind != "Subscription" {
                 if let Some(uid) = csv_uids.get(&step.resolving) {
                     manifest["metadata"]["ownerReferences"] = json!([{
                         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",

@@ -1,0 +1,549 @@
+//! Pure decisions of the Subscription controller: whether to resolve now, and the full status
+//! (state, currentCSV/installedCSV, plan references, catalog health and conditions).
+//!
+//! Differences from upstream, on purpose:
+//! - conditions are attributed only to the Subscription they concern: a broken catalog or an
+//!   unresolvable Subscription does not put `ResolutionFailed`/`CatalogSourcesUnhealthy=True`
+//!   on its neighbours (`catalogHealth` still lists every visible catalog);
+//! - each InstallPlan belongs to one Subscription, so `installPlanApproval: Manual` holds back
+//!   only that Subscription's plans;
+//! - the next upgrade is planned once the installed CSV has Succeeded (one step at a time).
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use olm_api::common::ConditionStatus;
+use olm_api::v1alpha1::cluster_service_version::CsvPhase;
+use olm_api::v1alpha1::install_plan::InstallPlanPhase;
+use olm_api::v1alpha1::subscription::{
+    InstallPlanReference, Subscription, SubscriptionCatalogHealth, SubscriptionCondition, SubscriptionConditionType, SubscriptionState,
+    SubscriptionStatus, reasons,
+};
+use olm_resolver::CatalogKey;
+
+/// A catalog visible to the Subscription's namespace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CatalogView {
+    /// Name and namespace.
+    pub key: CatalogKey,
+    /// The CatalogSource's uid.
+    pub uid: Option<String>,
+    /// Its content can be read now.
+    pub healthy: bool,
+    /// Why not, when it cannot.
+    pub error: Option<String>,
+}
+
+/// The InstallPlan a Subscription references.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanView {
+    /// Name.
+    pub name: String,
+    /// Uid.
+    pub uid: String,
+    /// `spec.generation`.
+    pub generation: Option<i64>,
+    /// `status.phase`.
+    pub phase: InstallPlanPhase,
+    /// The reason of the `Installed` condition when it is False.
+    pub failed_reason: Option<String>,
+    /// `status.message`.
+    pub message: Option<String>,
+}
+
+/// What the observe step found about the Subscription's current CSV.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CsvView {
+    /// Name.
+    pub name: String,
+    /// `status.phase`.
+    pub phase: Option<CsvPhase>,
+}
+
+/// Whether to resolve now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Resolve.
+    Resolve,
+    /// Not now, because...
+    Wait(&'static str),
+}
+
+/// Resolution is needed unless a plan is in flight, failed, or the installed CSV has not
+/// finished installing.
+pub fn gate(plan: Option<&PlanView>, plan_missing: bool, current: Option<&CsvView>, has_plan_ref: bool) -> Gate {
+    if has_plan_ref && !plan_missing {
+        match plan.map(|p| &p.phase) {
+            Some(InstallPlanPhase::Failed) => return Gate::Wait("the InstallPlan failed"),
+            Some(InstallPlanPhase::Complete) => {
+                if current.is_none() {
+                    return Gate::Wait("the InstallPlan is complete; waiting for its CSV");
+                }
+            }
+            _ => return Gate::Wait("an InstallPlan is in progress"),
+        }
+    }
+    match current.map(|c| c.phase.as_ref()) {
+        Some(Some(CsvPhase::Succeeded)) | None => Gate::Resolve,
+        Some(_) => Gate::Wait("the installed CSV has not succeeded yet"),
+    }
+}
+
+/// The outcome of this reconcile's resolution.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Resolved {
+    /// Resolution did not run (see [`Gate`]).
+    Skipped,
+    /// It ran and this Subscription could not be resolved.
+    Failed {
+        /// `ConstraintsNotSatisfiable` or `ErrorPreventedResolution`.
+        reason: &'static str,
+        /// Why, and what to change.
+        message: String,
+    },
+    /// Nothing new for this Subscription.
+    UpToDate,
+    /// A plan was created.
+    NewPlan {
+        /// The plan.
+        plan: PlanView,
+        /// The CSV it installs for this Subscription.
+        current_csv: String,
+    },
+}
+
+/// Deprecations that apply to the Subscription (from its catalog).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Deprecations {
+    /// `olm.package` message.
+    pub package: Option<String>,
+    /// `olm.channel` message (only when `spec.channel` names it).
+    pub channel: Option<String>,
+    /// `olm.bundle` message of the installed bundle.
+    pub bundle: Option<String>,
+}
+
+/// Everything the status is computed from.
+#[derive(Clone, Debug)]
+pub struct Observed<'a> {
+    /// The Subscription (fresh from the API server).
+    pub sub: &'a Subscription,
+    /// Catalogs visible from its namespace, sorted by namespace and name.
+    pub catalogs: Vec<CatalogView>,
+    /// The referenced plan, when it exists.
+    pub plan: Option<PlanView>,
+    /// A plan is referenced but does not exist.
+    pub plan_missing: bool,
+    /// The current CSV, when it exists in the namespace.
+    pub current: Option<CsvView>,
+    /// An installed CSV of the package this Subscription takes over (no currentCSV yet).
+    pub adopted: Option<String>,
+    /// This reconcile's resolution.
+    pub resolved: Resolved,
+    /// Deprecations.
+    pub deprecations: Deprecations,
+}
+
+fn set_condition(
+    conditions: &mut Vec<SubscriptionCondition>,
+    type_: SubscriptionConditionType,
+    status: ConditionStatus,
+    reason: Option<&str>,
+    message: Option<String>,
+    now: Timestamp,
+) {
+    let previous = conditions.iter().position(|c| c.type_ == type_);
+    let transition = match previous.map(|i| &conditions[i]) {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Some(Time(now)),
+    };
+    let condition = SubscriptionCondition {
+        type_,
+        status,
+        reason: reason.map(str::to_owned),
+        message,
+        last_heartbeat_time: Some(Time(now)),
+        last_transition_time: transition,
+    };
+    match previous {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+}
+
+fn remove_condition(conditions: &mut Vec<SubscriptionCondition>, type_: &SubscriptionConditionType) {
+    conditions.retain(|c| &c.type_ != type_);
+}
+
+/// The catalog this Subscription reads.
+pub fn target(sub: &Subscription) -> CatalogKey {
+    CatalogKey::new(sub.spec.source.clone(), sub.spec.source_namespace.clone())
+}
+
+/// The full desired status.
+pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
+    let previous = o.sub.status.clone().unwrap_or_default();
+    let mut st = previous.clone();
+    let mut conditions = previous.conditions.clone().unwrap_or_default();
+    st.last_updated = Some(Time(now));
+
+    // Catalog health: every visible catalog; the condition only about the one we use.
+    st.catalog_health = Some(
+        o.catalogs
+            .iter()
+            .map(|c| SubscriptionCatalogHealth {
+                catalog_source_ref: Some(ObjectReference {
+                    api_version: Some("operators.coreos.com/v1alpha1".into()),
+                    kind: Some("CatalogSource".into()),
+                    name: Some(c.key.name.clone()),
+                    namespace: Some(c.key.namespace.clone()),
+                    uid: c.uid.clone(),
+                    ..Default::default()
+                }),
+                last_updated: Some(Time(now)),
+                healthy: c.healthy,
+            })
+            .collect(),
+    );
+    let wanted = target(o.sub);
+    let others_unhealthy: Vec<String> = o.catalogs.iter().filter(|c| !c.healthy && c.key != wanted).map(|c| c.key.to_string()).collect();
+    match o.catalogs.iter().find(|c| c.key == wanted) {
+        None => {
+            let reason = if o.catalogs.is_empty() { reasons::NO_CATALOG_SOURCES_FOUND } else { reasons::UNHEALTHY_CATALOG_SOURCE_FOUND };
+            set_condition(
+                &mut conditions,
+                SubscriptionConditionType::CatalogSourcesUnhealthy,
+                ConditionStatus::True,
+                Some(reason),
+                Some(format!("targeted catalogsource {} missing", wanted)),
+                now,
+            );
+        }
+        Some(c) if !c.healthy => set_condition(
+            &mut conditions,
+            SubscriptionConditionType::CatalogSourcesUnhealthy,
+            ConditionStatus::True,
+            Some(reasons::UNHEALTHY_CATALOG_SOURCE_FOUND),
+            Some(format!("targeted catalogsource {} unhealthy: {}", c.key, c.error.clone().unwrap_or_else(|| "not read yet".into()))),
+            now,
+        ),
+        Some(_) => {
+            let message = if others_unhealthy.is_empty() {
+                "all available catalogsources are healthy".to_owned()
+            } else {
+                format!("the targeted catalogsource is healthy (unhealthy but not used by this subscription: {})", others_unhealthy.join(", "))
+            };
+            set_condition(
+                &mut conditions,
+                SubscriptionConditionType::CatalogSourcesUnhealthy,
+                ConditionStatus::False,
+                Some(reasons::ALL_CATALOG_SOURCES_HEALTHY),
+                Some(message),
+                now,
+            );
+        }
+    }
+
+    // Plan and CSV bookkeeping.
+    let mut plan = o.plan.clone();
+    if o.plan_missing && o.current.is_none() {
+        // The plan went away before its CSV appeared: start over.
+        st.install_plan_ref = None;
+        st.install_plan = None;
+        st.install_plan_generation = None;
+        st.current_csv = None;
+        st.state = Some(SubscriptionState::None);
+        remove_condition(&mut conditions, &SubscriptionConditionType::InstallPlanMissing);
+    }
+    if let Some(adopted) = &o.adopted {
+        st.current_csv = Some(adopted.clone());
+        st.installed_csv = Some(adopted.clone());
+    }
+    match &o.resolved {
+        Resolved::Failed { reason, message } => set_condition(
+            &mut conditions,
+            SubscriptionConditionType::ResolutionFailed,
+            ConditionStatus::True,
+            Some(reason),
+            Some(message.clone()),
+            now,
+        ),
+        Resolved::UpToDate | Resolved::NewPlan { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
+        Resolved::Skipped => {}
+    }
+    if let Resolved::NewPlan { plan: new, current_csv } = &o.resolved {
+        st.current_csv = Some(current_csv.clone());
+        st.install_plan_ref = Some(ObjectReference {
+            api_version: Some("operators.coreos.com/v1alpha1".into()),
+            kind: Some("InstallPlan".into()),
+            name: Some(new.name.clone()),
+            namespace: o.sub.metadata.namespace.clone(),
+            uid: Some(new.uid.clone()),
+            ..Default::default()
+        });
+        st.install_plan = Some(InstallPlanReference {
+            api_version: "operators.coreos.com/v1alpha1".into(),
+            kind: "InstallPlan".into(),
+            name: new.name.clone(),
+            uuid: new.uid.clone(),
+        });
+        st.install_plan_generation = new.generation;
+        plan = Some(new.clone());
+    }
+    let current_exists = o.current.is_some() && !matches!(o.resolved, Resolved::NewPlan { .. });
+    if current_exists {
+        st.installed_csv = st.current_csv.clone();
+    }
+    st.state = Some(match plan.as_ref().map(|p| &p.phase) {
+        Some(InstallPlanPhase::Failed) => SubscriptionState::UpgradeFailed,
+        Some(InstallPlanPhase::Complete) | None if current_exists || o.adopted.is_some() => SubscriptionState::AtLatestKnown,
+        Some(_) => SubscriptionState::UpgradePending,
+        None => st.state.clone().filter(|s| *s != SubscriptionState::AtLatestKnown).unwrap_or(SubscriptionState::None),
+    });
+
+    // Plan conditions.
+    let pending = SubscriptionConditionType::InstallPlanPending;
+    let failed = SubscriptionConditionType::InstallPlanFailed;
+    let missing = SubscriptionConditionType::InstallPlanMissing;
+    match plan.as_ref() {
+        Some(p) => {
+            remove_condition(&mut conditions, &missing);
+            match &p.phase {
+                InstallPlanPhase::Complete => {
+                    remove_condition(&mut conditions, &pending);
+                    remove_condition(&mut conditions, &failed);
+                }
+                InstallPlanPhase::Failed => {
+                    remove_condition(&mut conditions, &pending);
+                    let reason = p.failed_reason.clone().unwrap_or_else(|| reasons::INSTALL_PLAN_FAILED.to_owned());
+                    set_condition(&mut conditions, failed, ConditionStatus::True, Some(&reason), p.message.clone(), now);
+                }
+                phase => {
+                    remove_condition(&mut conditions, &failed);
+                    let reason = match phase {
+                        InstallPlanPhase::None => reasons::INSTALL_PLAN_NOT_YET_RECONCILED.to_owned(),
+                        other => other.as_str().to_owned(),
+                    };
+                    let message = match phase {
+                        InstallPlanPhase::RequiresApproval => Some(format!(
+                            "InstallPlan {} waits for approval: kubectl patch installplan {} -n {} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
+                            p.name,
+                            p.name,
+                            o.sub.metadata.namespace.clone().unwrap_or_default()
+                        )),
+                        _ => p.message.clone(),
+                    };
+                    set_condition(&mut conditions, pending, ConditionStatus::True, Some(&reason), message, now);
+                }
+            }
+        }
+        None => {
+            remove_condition(&mut conditions, &pending);
+            remove_condition(&mut conditions, &failed);
+            if o.plan_missing && o.current.is_some() {
+                set_condition(
+                    &mut conditions,
+                    missing,
+                    ConditionStatus::True,
+                    Some(reasons::REFERENCED_INSTALL_PLAN_NOT_FOUND),
+                    Some(format!(
+                        "the referenced InstallPlan {} was not found",
+                        previous.install_plan_ref.as_ref().and_then(|r| r.name.clone()).unwrap_or_default()
+                    )),
+                    now,
+                );
+            } else {
+                remove_condition(&mut conditions, &missing);
+            }
+        }
+    }
+
+    // Deprecations (never block anything).
+    let d = &o.deprecations;
+    let mut rollup = Vec::new();
+    for (type_, message, kind) in [
+        (SubscriptionConditionType::PackageDeprecated, &d.package, "olm.package"),
+        (SubscriptionConditionType::ChannelDeprecated, &d.channel, "olm.channel"),
+        (SubscriptionConditionType::BundleDeprecated, &d.bundle, "olm.bundle"),
+    ] {
+        match message {
+            Some(m) => {
+                let name = match kind {
+                    "olm.package" => o.sub.spec.name.clone(),
+                    "olm.channel" => o.sub.spec.channel.clone().unwrap_or_default(),
+                    _ => st.installed_csv.clone().unwrap_or_default(),
+                };
+                let text = format!("{kind}/{name}: {m}");
+                rollup.push(text.clone());
+                set_condition(&mut conditions, type_, ConditionStatus::True, Some("Deprecated"), Some(text), now);
+            }
+            None => remove_condition(&mut conditions, &type_),
+        }
+    }
+    if rollup.is_empty() {
+        remove_condition(&mut conditions, &SubscriptionConditionType::Deprecated);
+    } else {
+        set_condition(&mut conditions, SubscriptionConditionType::Deprecated, ConditionStatus::True, Some("Deprecated"), Some(rollup.join("; ")), now);
+    }
+
+    st.conditions = Some(conditions);
+    st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use olm_api::v1alpha1::subscription::SubscriptionSpec;
+
+    fn sub() -> Subscription {
+        let mut s = Subscription::new("etcd", SubscriptionSpec {
+            source: "community".into(),
+            source_namespace: "olm".into(),
+            name: "etcd".into(),
+            channel: Some("singlenamespace-alpha".into()),
+            ..Default::default()
+        });
+        s.metadata.namespace = Some("team-a".into());
+        s
+    }
+
+    fn catalog(name: &str, healthy: bool) -> CatalogView {
+        CatalogView {
+            key: CatalogKey::new(name, "olm"),
+            uid: None,
+            healthy,
+            error: (!healthy).then(|| "connection refused".to_owned()),
+        }
+    }
+
+    fn observed(s: &Subscription, resolved: Resolved) -> Observed<'_> {
+        Observed {
+            sub: s,
+            catalogs: vec![catalog("broken", false), catalog("community", true)],
+            plan: None,
+            plan_missing: false,
+            current: None,
+            adopted: None,
+            resolved,
+            deprecations: Deprecations::default(),
+        }
+    }
+
+    fn condition(st: &SubscriptionStatus, t: SubscriptionConditionType) -> Option<SubscriptionCondition> {
+        st.conditions.clone().unwrap_or_default().into_iter().find(|c| c.type_ == t)
+    }
+
+    fn plan(phase: InstallPlanPhase) -> PlanView {
+        PlanView { name: "install-x".into(), uid: "u1".into(), generation: Some(1), phase, failed_reason: None, message: None }
+    }
+
+    #[test]
+    fn a_broken_neighbour_catalog_does_not_mark_this_subscription_unhealthy() {
+        let s = sub();
+        let st = status(&observed(&s, Resolved::UpToDate), Timestamp::UNIX_EPOCH);
+        let c = condition(&st, SubscriptionConditionType::CatalogSourcesUnhealthy).expect("condition");
+        assert_eq!(c.status, ConditionStatus::False);
+        assert!(c.message.unwrap_or_default().contains("olm/broken"));
+        let health = st.catalog_health.unwrap_or_default();
+        assert_eq!(health.len(), 2);
+        assert!(!health[0].healthy && health[1].healthy);
+    }
+
+    #[test]
+    fn the_targeted_catalog_being_down_is_reported() {
+        let mut s = sub();
+        s.spec.source = "broken".into();
+        let st = status(&observed(&s, Resolved::Skipped), Timestamp::UNIX_EPOCH);
+        let c = condition(&st, SubscriptionConditionType::CatalogSourcesUnhealthy).expect("condition");
+        assert_eq!(c.status, ConditionStatus::True);
+        assert!(c.message.unwrap_or_default().contains("connection refused"));
+    }
+
+    #[test]
+    fn a_new_plan_makes_the_subscription_upgrade_pending() {
+        let s = sub();
+        let o = observed(&s, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.0".into() });
+        let st = status(&o, Timestamp::UNIX_EPOCH);
+        assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
+        assert_eq!(st.current_csv.as_deref(), Some("etcdoperator.v0.9.0"));
+        assert_eq!(st.installed_csv, None);
+        assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-x"));
+        assert_eq!(st.install_plan_generation, Some(1));
+        let c = condition(&st, SubscriptionConditionType::InstallPlanPending).expect("pending");
+        assert_eq!(c.reason.as_deref(), Some("Installing"));
+    }
+
+    #[test]
+    fn a_completed_plan_with_its_csv_is_at_latest_known() {
+        let mut s = sub();
+        s.status = Some(SubscriptionStatus { current_csv: Some("etcdoperator.v0.9.0".into()), ..Default::default() });
+        let mut o = observed(&s, Resolved::UpToDate);
+        o.plan = Some(plan(InstallPlanPhase::Complete));
+        o.current = Some(CsvView { name: "etcdoperator.v0.9.0".into(), phase: Some(CsvPhase::Succeeded) });
+        let st = status(&o, Timestamp::UNIX_EPOCH);
+        assert_eq!(st.state, Some(SubscriptionState::AtLatestKnown));
+        assert_eq!(st.installed_csv.as_deref(), Some("etcdoperator.v0.9.0"));
+        assert!(condition(&st, SubscriptionConditionType::InstallPlanPending).is_none());
+    }
+
+    #[test]
+    fn manual_plans_say_how_to_approve_and_failures_are_reported() {
+        let s = sub();
+        let mut o = observed(&s, Resolved::Skipped);
+        o.plan = Some(plan(InstallPlanPhase::RequiresApproval));
+        let st = status(&o, Timestamp::UNIX_EPOCH);
+        let c = condition(&st, SubscriptionConditionType::InstallPlanPending).expect("pending");
+        assert_eq!(c.reason.as_deref(), Some("RequiresApproval"));
+        assert!(c.message.unwrap_or_default().contains("\"approved\":true"));
+
+        let mut failed = plan(InstallPlanPhase::Failed);
+        failed.failed_reason = Some("InstallComponentFailed".into());
+        failed.message = Some("cannot apply Role team-a/x: forbidden".into());
+        o.plan = Some(failed);
+        let st = status(&o, Timestamp::UNIX_EPOCH);
+        assert_eq!(st.state, Some(SubscriptionState::UpgradeFailed));
+        let c = condition(&st, SubscriptionConditionType::InstallPlanFailed).expect("failed");
+        assert_eq!(c.reason.as_deref(), Some("InstallComponentFailed"));
+    }
+
+    #[test]
+    fn resolution_failures_are_set_and_cleared() {
+        let s = sub();
+        let st = status(
+            &observed(&s, Resolved::Failed { reason: reasons::CONSTRAINTS_NOT_SATISFIABLE, message: "no package nope; packages: etcd".into() }),
+            Timestamp::UNIX_EPOCH,
+        );
+        let c = condition(&st, SubscriptionConditionType::ResolutionFailed).expect("failed");
+        assert_eq!(c.status, ConditionStatus::True);
+        assert_eq!(c.reason.as_deref(), Some("ConstraintsNotSatisfiable"));
+        let mut again = sub();
+        again.status = Some(st);
+        let st = status(&observed(&again, Resolved::UpToDate), Timestamp::UNIX_EPOCH);
+        assert!(condition(&st, SubscriptionConditionType::ResolutionFailed).is_none());
+    }
+
+    #[test]
+    fn deprecations_roll_up() {
+        let s = sub();
+        let mut o = observed(&s, Resolved::UpToDate);
+        o.deprecations = Deprecations { package: Some("use etcd-v2".into()), channel: None, bundle: None };
+        let st = status(&o, Timestamp::UNIX_EPOCH);
+        let c = condition(&st, SubscriptionConditionType::PackageDeprecated).expect("package");
+        assert_eq!(c.message.as_deref(), Some("olm.package/etcd: use etcd-v2"));
+        assert!(condition(&st, SubscriptionConditionType::Deprecated).is_some());
+        assert!(condition(&st, SubscriptionConditionType::ChannelDeprecated).is_none());
+    }
+
+    #[test]
+    fn the_gate_waits_for_plans_and_unfinished_csvs() {
+        let succeeded = CsvView { name: "a".into(), phase: Some(CsvPhase::Succeeded) };
+        let installing = CsvView { name: "a".into(), phase: Some(CsvPhase::Installing) };
+        assert_eq!(gate(None, false, None, false), Gate::Resolve);
+        assert!(matches!(gate(Some(&plan(InstallPlanPhase::Installing)), false, None, true), Gate::Wait(_)));
+        assert!(matches!(gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true), Gate::Wait(_)));
+        assert!(matches!(gate(Some(&plan(InstallPlanPhase::Complete)), false, None, true), Gate::Wait(_)));
+        assert_eq!(gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&succeeded), true), Gate::Resolve);
+        assert!(matches!(gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&installing), true), Gate::Wait(_)));
+        assert_eq!(gate(None, true, None, true), Gate::Resolve, "a vanished plan is replanned");
+    }
+}

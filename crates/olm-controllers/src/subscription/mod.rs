@@ -1,0 +1,10 @@
+//! The Subscription controller: resolves each Subscription's namespace with `olm-resolver` over
+//! the visible catalogs' content (its namespace's CatalogSources and the global namespace's),
+//! creates the Subscription's InstallPlans and reports its status. See [`decide`] for where we
+//! differ from upstream (failure isolation, per-Subscription Manual approval).
+
+pub mod config;
+pub mod decide;
+pub mod reconcile;
+
+pub use reconcile::{NAME, NamespaceLocks, SubscriptionControllerState, run};
