@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// Encode `value` canonically (no trailing newline).
 pub fn to_canonical_string(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(256);
     write_value(&mut out, value);
     out
 }
@@ -48,18 +48,35 @@ fn write_value(out: &mut String, value: &Value) {
 }
 
 fn write_string(out: &mut String, s: &str) {
-    // serde_json escapes exactly the characters Go escapes with HTML escaping off,
-    // except the two JavaScript line terminators.
-    let encoded = serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string());
-    if encoded.contains(['\u{2028}', '\u{2029}']) {
-        out.push_str(
-            &encoded
-                .replace('\u{2028}', "\\u2028")
-                .replace('\u{2029}', "\\u2029"),
-        );
-    } else {
-        out.push_str(&encoded);
+    // Escape exactly what Go's encoder escapes with HTML escaping off: `"`, `\\`,
+    // control characters, and the JavaScript line terminators U+2028/U+2029.
+    out.push('"');
+    let mut plain_from = 0;
+    for (i, c) in s.char_indices() {
+        let escape: Option<&str> = match c {
+            '"' => Some("\\\""),
+            '\\' => Some("\\\\"),
+            '\n' => Some("\\n"),
+            '\r' => Some("\\r"),
+            '\t' => Some("\\t"),
+            '\u{8}' => Some("\\b"),
+            '\u{c}' => Some("\\f"),
+            c if (c as u32) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => Some(""),
+            _ => None,
+        };
+        if let Some(esc) = escape {
+            out.push_str(&s[plain_from..i]);
+            if esc.is_empty() {
+                use std::fmt::Write;
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            } else {
+                out.push_str(esc);
+            }
+            plain_from = i + c.len_utf8();
+        }
     }
+    out.push_str(&s[plain_from..]);
+    out.push('"');
 }
 
 fn write_number(out: &mut String, n: &serde_json::Number) {

@@ -271,11 +271,41 @@ pub fn load_fbc_documents(root: &Path) -> Result<(Vec<Document>, Vec<Problem>), 
 }
 
 /// Load and build a File-Based Catalog leniently: the catalog plus every problem.
+/// Each file is parsed and turned into blobs and typed objects on a worker
+/// thread, so only one file's JSON trees per thread are alive at a time.
 pub fn load_fbc(root: &Path) -> Result<(Catalog, Vec<Problem>), CatalogError> {
-    let (documents, mut problems) = load_fbc_documents(root)?;
-    let (catalog, mut more) = Catalog::build(documents);
+    let (files, mut problems) = fbc_files(root)?;
+    let results = parallel_map(&files, |path| {
+        parse_file(path).map(|values| {
+            let source: Arc<Path> = Arc::from(path.as_path());
+            values
+                .into_iter()
+                .map(|value| crate::model::prepare_document(Document { value, source: Some(source.clone()) }))
+                .collect::<Vec<_>>()
+        })
+    });
+    let mut prepared = Vec::new();
+    for result in results {
+        match result {
+            Ok(mut items) => prepared.append(&mut items),
+            Err(e) => problems.extend(e.problems()),
+        }
+    }
+    let (catalog, mut more) = crate::model::assemble_prepared(prepared);
     problems.append(&mut more);
     Ok((catalog, problems))
+}
+
+/// Like [`parallel_map`], consuming the items.
+pub(crate) fn parallel_map_owned<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let cells: Vec<std::sync::Mutex<Option<T>>> = items.into_iter().map(|t| std::sync::Mutex::new(Some(t))).collect();
+    parallel_map(&cells, |cell| {
+        let item = cell.lock().ok().and_then(|mut g| g.take());
+        item.map(&f)
+    })
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// Map `f` over `items` on all available cores, keeping order.

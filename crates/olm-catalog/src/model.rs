@@ -191,12 +191,76 @@ pub enum PropertyKind {
     Other,
 }
 
+/// Compact JSON text of a property value. Large values share the bytes of their
+/// bundle's blob instead of holding a copy. Dereferences to `str`.
+#[derive(Clone)]
+pub struct JsonText(JsonTextRepr);
+
+#[derive(Clone)]
+enum JsonTextRepr {
+    Owned(Box<str>),
+    Shared { blob: Arc<str>, start: u32, end: u32 },
+}
+
+impl JsonText {
+    fn owned(text: String) -> JsonText {
+        JsonText(JsonTextRepr::Owned(text.into_boxed_str()))
+    }
+
+    /// Point into `blob` when it holds the same text (it does for canonical blobs).
+    fn share_with(&mut self, blob: &Arc<str>, threshold: usize) {
+        let JsonTextRepr::Owned(text) = &self.0 else { return };
+        if text.len() < threshold || blob.len() > u32::MAX as usize {
+            return;
+        }
+        if let Some(start) = blob.find(&**text) {
+            let end = start + text.len();
+            self.0 = JsonTextRepr::Shared { blob: blob.clone(), start: start as u32, end: end as u32 };
+        }
+    }
+}
+
+impl std::ops::Deref for JsonText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match &self.0 {
+            JsonTextRepr::Owned(s) => s,
+            JsonTextRepr::Shared { blob, start, end } => &blob[*start as usize..*end as usize],
+        }
+    }
+}
+
+impl AsRef<str> for JsonText {
+    fn as_ref(&self) -> &str {
+        self
+    }
+}
+
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+impl Eq for JsonText {}
+
+impl fmt::Debug for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl fmt::Display for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
+}
+
 /// A property: its type, its value as compact canonical JSON, and a typed view.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Property {
     pub type_name: String,
     /// Compact JSON with sorted keys (what gRPC `Property.value` carries).
-    pub value_json: Box<str>,
+    pub value_json: JsonText,
     pub kind: PropertyKind,
 }
 
@@ -219,7 +283,7 @@ impl Property {
             .map_err(|e| format!("property {type_name:?}: {e}"))?;
         Ok(Property {
             type_name,
-            value_json: value_json.into_boxed_str(),
+            value_json: JsonText::owned(value_json),
             kind,
         })
     }
@@ -804,81 +868,112 @@ mod build {
         channel: Channel,
     }
 
+    /// A document turned into its blob and typed object (the expensive, parallel
+    /// part of building); the JSON tree is dropped afterwards.
+    pub(crate) enum Prepared {
+        Failed(Problem),
+        Item { meta: Meta, item: Item },
+    }
+
+    pub(crate) enum Item {
+        Package(Result<Package, Problem>),
+        Channel(Result<(Channel, Vec<Problem>), Problem>),
+        Bundle(Result<Bundle, Problem>),
+        Deprecations(Result<Vec<DeprecationEntry>, Problem>),
+        Other,
+    }
+
+    /// Property values at least this long share the bundle blob's bytes.
+    const SHARE_THRESHOLD: usize = 128;
+
+    pub(crate) fn prepare(doc: Document) -> Prepared {
+        let src = doc.source.as_deref();
+        let meta = match Meta::from_value(&doc.value, doc.source.clone()) {
+            Ok(m) => m,
+            Err(e) => return Prepared::Failed(Problem::new(e).file(src)),
+        };
+        let Value::Object(obj) = &doc.value else {
+            return Prepared::Failed(Problem::new("document is not an object").file(src));
+        };
+        let item = match meta.schema.as_str() {
+            SCHEMA_PACKAGE => Item::Package(parse_package(obj, &meta).map_err(|e| Problem::new(e).file(src).package(&meta.name))),
+            SCHEMA_CHANNEL => Item::Channel(
+                parse_channel(obj, &meta).map_err(|e| Problem::new(e).file(src).package(&meta.package).channel(&meta.name)),
+            ),
+            SCHEMA_BUNDLE => Item::Bundle(
+                parse_bundle(obj, &meta)
+                    .map(|mut b| {
+                        for p in &mut b.properties {
+                            p.value_json.share_with(&meta.blob, SHARE_THRESHOLD);
+                        }
+                        b
+                    })
+                    .map_err(|e| Problem::new(e).file(src).package(&meta.package).bundle(&meta.name)),
+            ),
+            SCHEMA_DEPRECATIONS => {
+                Item::Deprecations(parse_deprecations(obj).map_err(|e| Problem::new(e).file(src).package(&meta.package)))
+            }
+            _ => Item::Other, // custom schema: kept as a meta only
+        };
+        Prepared::Item { meta, item }
+    }
+
     pub(super) fn build(documents: Vec<Document>) -> (Catalog, Vec<Problem>) {
+        let prepared = crate::load::parallel_map_owned(documents, prepare);
+        assemble(prepared)
+    }
+
+    pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {
         let mut problems = Vec::new();
-        let mut metas: Vec<Meta> = Vec::with_capacity(documents.len());
+        let mut metas: Vec<Meta> = Vec::with_capacity(prepared.len());
         let mut packages: BTreeMap<String, Package> = BTreeMap::new();
         let mut channels: Vec<PendingChannel> = Vec::new();
         let mut bundles: Vec<Bundle> = Vec::new();
         let mut deprecations: Vec<(String, Vec<DeprecationEntry>, Option<Arc<Path>>)> = Vec::new();
 
-        for doc in documents {
-            let src = doc.source.as_deref();
-            let meta = match Meta::from_value(&doc.value, doc.source.clone()) {
-                Ok(m) => m,
-                Err(e) => {
-                    problems.push(Problem::new(e).file(src));
+        for p in prepared {
+            let (meta, item) = match p {
+                Prepared::Failed(problem) => {
+                    problems.push(problem);
                     continue;
                 }
+                Prepared::Item { meta, item } => (meta, item),
             };
-            let Value::Object(obj) = &doc.value else {
-                continue;
-            };
-            match meta.schema.as_str() {
-                SCHEMA_PACKAGE => {
-                    match parse_package(obj, &meta) {
-                        Ok(p) => {
-                            if p.name.is_empty() {
-                                problems.push(
-                                    Problem::new("olm.package has no name")
-                                        .file(src)
-                                        .fix("set \"name\""),
-                                );
-                            } else if let Some(err) = dns1123_label_error(&p.name) {
-                                problems.push(Problem::new(format!("package name is not a valid DNS-1123 label: {err}")).file(src).package(&p.name).fix("use lowercase letters, digits and '-', at most 63 characters"));
-                                packages.insert(p.name.clone(), p);
-                            } else if packages.contains_key(&p.name) {
-                                problems.push(
-                                    Problem::new("duplicate olm.package")
-                                        .file(src)
-                                        .package(&p.name)
-                                        .fix("keep exactly one olm.package per package name"),
-                                );
-                            } else {
-                                packages.insert(p.name.clone(), p);
-                            }
+            let src = meta.source.as_deref();
+            match item {
+                Item::Package(Ok(p)) => {
+                    if p.name.is_empty() {
+                        problems.push(Problem::new("olm.package has no name").file(src).fix("set \"name\""));
+                    } else if packages.contains_key(&p.name) {
+                        problems.push(
+                            Problem::new("duplicate olm.package")
+                                .file(src)
+                                .package(&p.name)
+                                .code("DuplicatePackage")
+                                .fix("keep exactly one olm.package per package name"),
+                        );
+                    } else {
+                        if let Some(err) = dns1123_label_error(&p.name) {
+                            problems.push(
+                                Problem::new(format!("package name is not a valid DNS-1123 label: {err}"))
+                                    .file(src)
+                                    .package(&p.name)
+                                    .fix("use lowercase letters, digits and '-', at most 63 characters"),
+                            );
                         }
-                        Err(e) => problems.push(Problem::new(e).file(src).package(&meta.name)),
+                        packages.insert(p.name.clone(), p);
                     }
                 }
-                SCHEMA_CHANNEL => match parse_channel(obj, &meta) {
-                    Ok((ch, mut ps)) => {
-                        problems.append(&mut ps);
-                        channels.push(PendingChannel { channel: ch });
-                    }
-                    Err(e) => problems.push(
-                        Problem::new(e)
-                            .file(src)
-                            .package(&meta.package)
-                            .channel(&meta.name),
-                    ),
-                },
-                SCHEMA_BUNDLE => match parse_bundle(obj, &meta) {
-                    Ok(b) => bundles.push(b),
-                    Err(e) => problems.push(
-                        Problem::new(e)
-                            .file(src)
-                            .package(&meta.package)
-                            .bundle(&meta.name),
-                    ),
-                },
-                SCHEMA_DEPRECATIONS => match parse_deprecations(obj) {
-                    Ok(entries) => {
-                        deprecations.push((meta.package.clone(), entries, meta.source.clone()))
-                    }
-                    Err(e) => problems.push(Problem::new(e).file(src).package(&meta.package)),
-                },
-                _ => {} // custom schema: kept as a meta only
+                Item::Channel(Ok((ch, mut ps))) => {
+                    problems.append(&mut ps);
+                    channels.push(PendingChannel { channel: ch });
+                }
+                Item::Bundle(Ok(b)) => bundles.push(b),
+                Item::Deprecations(Ok(entries)) => deprecations.push((meta.package.clone(), entries, meta.source.clone())),
+                Item::Package(Err(e)) | Item::Channel(Err(e)) | Item::Bundle(Err(e)) | Item::Deprecations(Err(e)) => {
+                    problems.push(e)
+                }
+                Item::Other => {}
             }
             metas.push(meta);
         }
@@ -1798,6 +1893,7 @@ mod build {
 }
 
 pub(crate) use build::is_csv as is_csv_object;
+pub(crate) use build::{assemble as assemble_prepared, prepare as prepare_document};
 
 #[cfg(test)]
 mod tests {

@@ -141,6 +141,11 @@ pub fn render_documents(path: &Path, opts: &RenderOptions) -> Result<(SourceForm
 
 /// Load any source leniently: the catalog plus every problem (load and validation).
 pub fn load_catalog_lenient(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat, Catalog, Vec<Problem>), CatalogError> {
+    if detect_format(path)? == SourceFormat::Fbc {
+        // Streaming path: one file's JSON trees per thread at a time.
+        let (catalog, problems) = crate::load::load_fbc(path)?;
+        return Ok((SourceFormat::Fbc, catalog, problems));
+    }
     let (format, docs, mut problems) = load_documents(path, opts)?;
     let (catalog, mut more) = Catalog::build(docs);
     problems.append(&mut more);
