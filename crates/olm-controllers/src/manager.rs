@@ -26,17 +26,32 @@ pub enum ControllerKind {
     Csv,
     /// OperatorGroup controller.
     OperatorGroup,
+    /// CatalogSource controller (catalog-operator).
+    CatalogSource,
+    /// Subscription controller (catalog-operator).
+    Subscription,
+    /// InstallPlan controller (catalog-operator).
+    InstallPlan,
 }
 
 impl ControllerKind {
     /// Every controller, in start order.
-    pub const ALL: [ControllerKind; 2] = [ControllerKind::OperatorGroup, ControllerKind::Csv];
+    pub const ALL: [ControllerKind; 5] = [
+        ControllerKind::OperatorGroup,
+        ControllerKind::Csv,
+        ControllerKind::CatalogSource,
+        ControllerKind::Subscription,
+        ControllerKind::InstallPlan,
+    ];
 
     /// The name used on the command line and in metrics.
     pub fn as_str(self) -> &'static str {
         match self {
             ControllerKind::Csv => csv::NAME,
             ControllerKind::OperatorGroup => operatorgroup::NAME,
+            ControllerKind::CatalogSource => crate::catalogsource::NAME,
+            ControllerKind::Subscription => crate::subscription::NAME,
+            ControllerKind::InstallPlan => crate::installplan::NAME,
         }
     }
 }
@@ -171,6 +186,22 @@ impl Manager {
             let ctx = Arc::new(ControllerContext::new(csv::NAME, client.clone(), metrics.clone(), leadership.clone(), state));
             tasks.push(tokio::spawn(csv::run(ctx, shutdown.signal())));
         }
+        tasks.extend(crate::catalogsource::operator::start(
+            &mut caches,
+            crate::catalogsource::operator::Shared {
+                client: &client,
+                metrics: &metrics,
+                leadership: &leadership,
+                shutdown: &shutdown,
+                csvs: &csvs,
+                groups: &groups,
+            },
+            crate::catalogsource::operator::Selection {
+                catalogsource: kinds.contains(&ControllerKind::CatalogSource),
+                subscription: kinds.contains(&ControllerKind::Subscription),
+                installplan: kinds.contains(&ControllerKind::InstallPlan),
+            },
+        ));
         caches.start().await;
 
         let admin_addr = match config.admin_addr {

@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod decide;
 pub mod metrics;
+pub mod operator;
 pub mod reconcile;
 
 pub use cache::{CatalogCache, CatalogState, ConnectionState};

@@ -1,4 +1,4 @@
-//! `olm run`: run the OLM controllers (CSV, OperatorGroup) against a cluster until SIGTERM/SIGINT.
+//! `olm run`: run the OLM controllers (CSV, OperatorGroup, CatalogSource, Subscription, InstallPlan) against a cluster until SIGTERM/SIGINT.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use olm_controllers::runtime::LeaderElectionConfig;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Controllers to run, comma-separated (default: all). Known: operatorgroup, csv.
+    /// Controllers to run, comma-separated (default: all). Known: operatorgroup, csv, catalogsource, subscription, installplan.
     #[arg(long, value_delimiter = ',')]
     controllers: Vec<String>,
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config).
