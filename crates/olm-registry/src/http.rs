@@ -281,21 +281,22 @@ fn catalog_json(headers: &HeaderMap, uri: &Uri, snapshot: &CatalogSnapshot, buil
     if none_match(headers, &etag) || not_modified_since(headers, snapshot.loaded_at) {
         return not_modified(&etag, Some(snapshot.loaded_at));
     }
-    match build() {
-        Ok(value) => {
-            let mut resp = json_bytes(&value);
-            insert_header(&mut resp, header::ETAG, &etag);
-            insert_header(&mut resp, header::LAST_MODIFIED, &httpdate::fmt_http_date(snapshot.loaded_at));
-            resp
-        }
-        Err(e) => e.into_response(),
-    }
-}
-
-fn json_bytes(value: &Value) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_default();
+    let key = uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
+    let body = match snapshot.responses.get(key) {
+        Some(body) => body,
+        None => match build() {
+            Ok(value) => {
+                let body = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
+                snapshot.responses.put(key, body.clone());
+                body
+            }
+            Err(e) => return e.into_response(),
+        },
+    };
     let mut resp = Response::new(Body::from(body));
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    insert_header(&mut resp, header::ETAG, &etag);
+    insert_header(&mut resp, header::LAST_MODIFIED, &httpdate::fmt_http_date(snapshot.loaded_at));
     resp
 }
 

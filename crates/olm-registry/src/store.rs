@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -28,6 +29,40 @@ pub struct CatalogSnapshot {
     pub load_duration: Duration,
     /// Total size of the JSON-lines document (`/api/v1/all`).
     pub all_len: u64,
+    /// Rendered JSON answers of this snapshot by request URI (bounded; see [`ResponseCache`]).
+    pub responses: ResponseCache,
+}
+
+/// Rendered response bodies of one snapshot. Views such as the package list read every
+/// package's CSV metadata; rendering them once per snapshot keeps repeated requests at
+/// the cost of a copy. Bounded in total size and per entry; when full, new answers are
+/// simply not cached. A new snapshot starts with an empty cache.
+#[derive(Debug, Default)]
+pub struct ResponseCache {
+    entries: Mutex<(HashMap<String, bytes::Bytes>, usize)>,
+}
+
+impl ResponseCache {
+    /// Largest body kept.
+    pub const MAX_ENTRY_BYTES: usize = 256 * 1024;
+    /// Total bytes kept per snapshot.
+    pub const MAX_TOTAL_BYTES: usize = 4 * 1024 * 1024;
+
+    pub fn get(&self, key: &str) -> Option<bytes::Bytes> {
+        self.entries.lock().ok().and_then(|e| e.0.get(key).cloned())
+    }
+
+    pub fn put(&self, key: &str, body: bytes::Bytes) {
+        if body.len() > Self::MAX_ENTRY_BYTES {
+            return;
+        }
+        if let Ok(mut e) = self.entries.lock() {
+            if e.1 + body.len() <= Self::MAX_TOTAL_BYTES && !e.0.contains_key(key) {
+                e.1 += body.len();
+                e.0.insert(key.to_string(), body);
+            }
+        }
+    }
 }
 
 impl CatalogSnapshot {
@@ -45,6 +80,7 @@ impl CatalogSnapshot {
             loaded_at: SystemTime::now(),
             load_duration,
             all_len,
+            responses: ResponseCache::default(),
         }
     }
 }
