@@ -854,7 +854,14 @@ fn start_all(layout: &Layout, progress: &Progress, started: &mut Vec<Started>) -
                 Err(format!("Ready={ready}, taints: [{}]", taints.join(", ")))
             }
         },
-    )?;
+    )
+    .map_err(|err| {
+        with_log_tails(
+            err,
+            layout,
+            &[Component::Kwok, Component::ControllerManager],
+        )
+    })?;
     progress.say(format!(
         "node {NODE_NAME} Ready and untainted ({})",
         format_duration(t.elapsed())
@@ -878,8 +885,35 @@ fn start_all(layout: &Layout, progress: &Progress, started: &mut Vec<Started>) -
             )
             .map(|_| ())
         },
-    )?;
+    )
+    .map_err(|err| with_log_tails(err, layout, &[Component::ControllerManager]))?;
     Ok(())
+}
+
+/// Adds the last log lines of the components responsible to a timeout, so the cause is visible.
+fn with_log_tails(err: DevError, layout: &Layout, components: &[Component]) -> DevError {
+    match err {
+        DevError::Timeout {
+            what,
+            timeout_secs,
+            mut last,
+        } => {
+            for component in components {
+                let log = layout.log_file(component.name());
+                last.push_str(&format!(
+                    "\n--- last lines of {} ---\n{}",
+                    log.display(),
+                    tail_file(&log, 15)
+                ));
+            }
+            DevError::Timeout {
+                what,
+                timeout_secs,
+                last,
+            }
+        }
+        other => other,
+    }
 }
 
 /// TERM, wait up to 10 s, then KILL; only when `pid` still runs `binary`.
