@@ -691,3 +691,36 @@ async fn a_catalog_that_never_loaded_is_not_ready() {
     h.server.shutdown();
     tokio::time::timeout(Duration::from_secs(15), h.server.wait()).await.expect("shuts down").expect("clean exit");
 }
+
+#[tokio::test]
+async fn serves_a_directory_of_real_bundles() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/bundles");
+    let mut config = ServeConfig::new(vec![("operators".into(), dir.clone())]);
+    config.http_addr = Some("127.0.0.1:0".parse().unwrap());
+    config.grpc_addrs = vec![("operators".into(), "127.0.0.1:0".parse().unwrap())];
+    config.reload_interval = None;
+    let server = olm_registry::start(config).await.unwrap();
+    let status = server.catalogs.get("operators").unwrap().status();
+    assert!(status.last_error.is_none(), "{:?}", status.last_error);
+    let h = Harness { server, _dir: tempfile::tempdir().unwrap(), catalog_dir: dir };
+
+    let (status, pkg) = h.get_json("/api/v1/catalogs/operators/packages/etcd").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(pkg["defaultChannel"], "singlenamespace-alpha");
+    let heads: Vec<&str> = pkg["channels"].as_array().unwrap().iter().map(|c| c["currentCSV"].as_str().unwrap()).collect();
+    assert_eq!(heads, ["etcdoperator.v0.6.1", "etcdoperator.v0.9.4-clusterwide", "etcdoperator.v0.9.4"]);
+
+    let mut client = RegistryClient::connect(format!("http://{}", h.server.grpc_addrs["operators"])).await.unwrap();
+    let b = client
+        .get_bundle(pb::GetBundleRequest {
+            pkg_name: "etcd".into(),
+            channel_name: "clusterwide-alpha".into(),
+            csv_name: "etcdoperator.v0.9.2-clusterwide".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let csv: Value = serde_json::from_str(&b.csv_json).unwrap();
+    assert_eq!(csv["spec"]["replaces"], "etcdoperator.v0.9.0");
+    assert_eq!(b.object.len(), 4, "CSV and three CRDs");
+}
