@@ -145,12 +145,16 @@ fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
         .find(|c| c.component == Component::Scheduler)
         .and_then(|c| c.pid)
         .unwrap();
-    std::process::Command::new("kill")
-        .arg("-9")
-        .arg(scheduler.to_string())
-        .status()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let target = rustix::process::Pid::from_raw(scheduler as i32).unwrap();
+    rustix::process::kill_process(target, rustix::process::Signal::KILL).unwrap();
+    // up() dropped its handle: the process stays a zombie of this test; process_runs says gone.
+    let scheduler_binary = layout.kube_scheduler();
+    for _ in 0..50 {
+        if !olm_dev::process_runs(scheduler, &scheduler_binary) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let broken = olm_dev::status(&layout).unwrap();
     assert!(!broken.all_healthy());
     let scheduler_state = broken
