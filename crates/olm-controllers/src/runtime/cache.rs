@@ -21,6 +21,9 @@ where
     store: Store<K>,
     name: String,
     subscribers: Subscribers<K>,
+    // kube's `Store::wait_until_ready` wakes only the last of several concurrent waiters, so
+    // exactly one task waits on it and publishes the result here for everybody else.
+    synced: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The senders of every subscriber of one cache. Each subscriber gets its own unbounded
@@ -37,6 +40,7 @@ where
             store: self.store.clone(),
             name: self.name.clone(),
             subscribers: self.subscribers.clone(),
+            synced: self.synced.clone(),
         }
     }
 }
@@ -77,14 +81,14 @@ where
 
     /// Wait for the initial list (returns at once when it already finished).
     pub async fn synced(&self) {
+        let mut synced = self.synced.clone();
         // An error means the watch task is gone (shutdown): nothing left to wait for.
-        let _ = self.store.wait_until_ready().await;
+        let _ = synced.wait_for(|ready| *ready).await;
     }
 
     /// Whether the initial list finished.
     pub fn is_synced(&self) -> bool {
-        // The store is ready once the writer saw the first complete list.
-        futures::FutureExt::now_or_never(self.store.wait_until_ready()).is_some_and(|r| r.is_ok())
+        *self.synced.borrow()
     }
 
     /// A stream of every object that changed (applied or deleted; deleted objects are no
@@ -141,10 +145,12 @@ impl Caches {
         let (store, writer) = reflector::store::<K>();
         let subscribers: Subscribers<K> = Arc::default();
         self.readiness.register(name.clone());
+        let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
         let cache = Cache {
             store: store.clone(),
             name: name.clone(),
             subscribers: subscribers.clone(),
+            synced: synced_rx,
         };
         let readiness = self.readiness.clone();
         self.pending.push(Box::pin(async move {
@@ -154,6 +160,7 @@ impl Caches {
                 if ready_store.wait_until_ready().await.is_ok() {
                     tracing::info!(cache = %ready_name, objects = ready_store.len(), "watch cache synced");
                     readiness.mark_ready(&ready_name);
+                    synced_tx.send_replace(true);
                 }
             });
             let watch_task = tokio::spawn(async move {

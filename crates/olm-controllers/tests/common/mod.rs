@@ -1,0 +1,278 @@
+//! Shared setup for the integration tests: CRDs on the local control plane, one in-process
+//! controller manager per test binary, and RBAC for a CSV's declared permissions.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_controllers::manager::{Manager, ManagerConfig};
+use olm_testkit::{TestCluster, TestNamespace};
+
+/// Field manager of the test setup's server-side applies.
+const SETUP_MANAGER: &str = "olm-controllers-tests";
+
+pub fn testdata(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata").join(relative)
+}
+
+/// Apply (server-side, idempotent) the OLM CRDs and the etcd CRDs, and wait until Established.
+pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crds = olm_api::crds::all().context("generate OLM CRDs")?;
+    for file in [
+        "etcd-0.9.4/etcdclusters.etcd.database.coreos.com.crd.yaml",
+        "etcd-0.9.4/etcdbackups.etcd.database.coreos.com.crd.yaml",
+        "etcd-0.9.4/etcdrestores.etcd.database.coreos.com.crd.yaml",
+    ] {
+        let crd: CustomResourceDefinition = olm_api::yaml::from_path(testdata(file)).with_context(|| file.to_owned())?;
+        crds.push(crd);
+    }
+    let params = PatchParams::apply(SETUP_MANAGER).force();
+    for crd in &crds {
+        let name = crd.name_any();
+        let mut crd = crd.clone();
+        crd.metadata.managed_fields = None;
+        crd.metadata.resource_version = None;
+        api.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .with_context(|| format!("apply CRD {name}"))?;
+    }
+    for crd in &crds {
+        let name = crd.name_any();
+        olm_testkit::wait_for(&format!("CRD {name} Established"), Duration::from_secs(60), || {
+            let api = api.clone();
+            let name = name.clone();
+            async move {
+                let crd = api.get(&name).await.map_err(|e| e.to_string())?;
+                let established = crd
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                Ok::<_, String>(established.then_some(()))
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// The controllers run once per test binary, on their own runtime thread, so every test (each
+/// on its own tokio runtime) talks to the same long-lived manager.
+static MANAGER: OnceLock<std::sync::Mutex<Option<std::net::SocketAddr>>> = OnceLock::new();
+
+/// Make sure the control plane runs, the CRDs exist and the controllers run. Returns the cluster
+/// and the admin server address of the in-process manager.
+pub async fn setup() -> anyhow::Result<(TestCluster, std::net::SocketAddr)> {
+    init_logging();
+    let cluster = olm_testkit::cluster().await?;
+    install_crds(&cluster.client()).await?;
+    let slot = MANAGER.get_or_init(|| std::sync::Mutex::new(None));
+    let existing = *slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(addr) = existing {
+        return Ok((cluster, addr));
+    }
+    let kubeconfig = cluster.kubeconfig();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(err) => {
+                let _ = tx.send(Err(anyhow::anyhow!("runtime: {err}")));
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            let started = async {
+                let config = kube::Config::from_custom_kubeconfig(
+                    kube::config::Kubeconfig::read_from(&kubeconfig)?,
+                    &kube::config::KubeConfigOptions::default(),
+                )
+                .await?;
+                let client = Client::try_from(config)?;
+                let manager = Manager::start(
+                    client,
+                    ManagerConfig {
+                        controllers: Vec::new(),
+                        admin_addr: Some("127.0.0.1:0".parse()?),
+                        leader_election: None,
+                    },
+                )
+                .await?;
+                anyhow::Ok(manager)
+            }
+            .await;
+            match started {
+                Ok(manager) => {
+                    let _ = tx.send(manager.admin_addr().context("admin server address"));
+                    // Run for the rest of the test process.
+                    std::future::pending::<()>().await;
+                    drop(manager);
+                }
+                Err(err) => {
+                    let _ = tx.send(Err(err));
+                }
+            }
+        });
+    });
+    let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(addr) = *guard {
+        return Ok((cluster, addr));
+    }
+    let addr = tokio::task::spawn_blocking(move || rx.recv())
+        .await
+        .context("manager start task")?
+        .context("manager thread ended")??;
+    *guard = Some(addr);
+    Ok((cluster, addr))
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("olm_controllers=info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+}
+
+/// A CSV from testdata, placed in `namespace`.
+pub fn load_csv(relative: &str, namespace: &str) -> anyhow::Result<ClusterServiceVersion> {
+    let mut csv: ClusterServiceVersion = olm_api::yaml::from_path(testdata(relative))?;
+    csv.metadata.namespace = Some(namespace.to_owned());
+    Ok(csv)
+}
+
+pub async fn create_csv(ns: &TestNamespace, csv: &ClusterServiceVersion) -> anyhow::Result<ClusterServiceVersion> {
+    let api: Api<ClusterServiceVersion> = ns.api();
+    Ok(api.create(&PostParams::default(), csv).await.with_context(|| format!("create CSV {}", csv.name_any()))?)
+}
+
+/// What the InstallPlan would create: the CSV's ServiceAccounts, a Role/RoleBinding with its
+/// namespaced rules (a ClusterRole/Binding when `cluster_wide`, as for AllNamespaces groups),
+/// and a ClusterRole/Binding with its cluster rules.
+pub async fn grant_permissions(client: &Client, csv: &ClusterServiceVersion, namespace: &str, cluster_wide: bool) -> anyhow::Result<()> {
+    let strategy = csv.spec.install.spec.clone().context("CSV has an install strategy")?;
+    let params = PatchParams::apply(SETUP_MANAGER).force();
+    let sa_api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let mut accounts: Vec<String> = strategy
+        .permissions
+        .iter()
+        .flatten()
+        .chain(strategy.cluster_permissions.iter().flatten())
+        .map(|p| p.service_account_name.clone())
+        .collect();
+    accounts.sort();
+    accounts.dedup();
+    for sa in &accounts {
+        let account = ServiceAccount {
+            metadata: ObjectMeta { name: Some(sa.clone()), namespace: Some(namespace.to_owned()), ..Default::default() },
+            ..Default::default()
+        };
+        sa_api.patch(sa, &params, &Patch::Apply(&account)).await.with_context(|| format!("apply SA {sa}"))?;
+    }
+    let subject = |sa: &str| Subject {
+        kind: "ServiceAccount".into(),
+        name: sa.to_owned(),
+        namespace: Some(namespace.to_owned()),
+        api_group: None,
+    };
+    let rules_of = |p: &olm_api::v1alpha1::cluster_service_version::StrategyDeploymentPermissions| -> Vec<PolicyRule> {
+        p.rules.iter().map(|r| (**r).clone()).collect()
+    };
+    for (index, perm) in strategy.permissions.iter().flatten().enumerate() {
+        let name = format!("{}-{index}", csv.name_any());
+        if cluster_wide {
+            cluster_grant(client, &format!("{namespace}-{name}"), rules_of(perm), subject(&perm.service_account_name)).await?;
+        } else {
+            let role_api: Api<Role> = Api::namespaced(client.clone(), namespace);
+            let role = Role {
+                metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(namespace.to_owned()), ..Default::default() },
+                rules: Some(rules_of(perm)),
+            };
+            role_api.patch(&name, &params, &Patch::Apply(&role)).await.context("apply Role")?;
+            let binding_api: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+            let binding = RoleBinding {
+                metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(namespace.to_owned()), ..Default::default() },
+                role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "Role".into(), name: name.clone() },
+                subjects: Some(vec![subject(&perm.service_account_name)]),
+            };
+            binding_api.patch(&name, &params, &Patch::Apply(&binding)).await.context("apply RoleBinding")?;
+        }
+    }
+    for (index, perm) in strategy.cluster_permissions.iter().flatten().enumerate() {
+        let name = format!("{namespace}-{}-cluster-{index}", csv.name_any());
+        cluster_grant(client, &name, rules_of(perm), subject(&perm.service_account_name)).await?;
+    }
+    Ok(())
+}
+
+async fn cluster_grant(client: &Client, name: &str, rules: Vec<PolicyRule>, subject: Subject) -> anyhow::Result<()> {
+    let params = PatchParams::apply(SETUP_MANAGER).force();
+    let role_api: Api<ClusterRole> = Api::all(client.clone());
+    let role = ClusterRole {
+        metadata: ObjectMeta { name: Some(name.to_owned()), ..Default::default() },
+        rules: Some(rules),
+        aggregation_rule: None,
+    };
+    role_api.patch(name, &params, &Patch::Apply(&role)).await.context("apply ClusterRole")?;
+    let binding_api: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta { name: Some(name.to_owned()), ..Default::default() },
+        role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: name.to_owned() },
+        subjects: Some(vec![subject]),
+    };
+    binding_api.patch(name, &params, &Patch::Apply(&binding)).await.context("apply ClusterRoleBinding")?;
+    Ok(())
+}
+
+/// The phase and reason of a CSV, or None when it has no status yet.
+pub async fn phase_of(api: &Api<ClusterServiceVersion>, name: &str) -> Result<Option<(String, String, String)>, String> {
+    let csv = api.get_opt(name).await.map_err(|e| e.to_string())?;
+    Ok(csv.and_then(|c| c.status).map(|s| {
+        (
+            s.phase.map(|p| p.as_str().to_owned()).unwrap_or_default(),
+            s.reason.map(|r| r.as_str().to_owned()).unwrap_or_default(),
+            s.message.unwrap_or_default(),
+        )
+    }))
+}
+
+/// Wait until the CSV shows `phase` (and `reason`, when given).
+pub async fn wait_phase(ns: &TestNamespace, name: &str, phase: &str, reason: Option<&str>, timeout: Duration) -> anyhow::Result<()> {
+    let api: Api<ClusterServiceVersion> = ns.api();
+    let what = format!("CSV {name} to reach {phase}{}", reason.map(|r| format!("/{r}")).unwrap_or_default());
+    let csv_ref = format!("clusterserviceversion/{name}");
+    let objects = [csv_ref.as_str(), "deployments", "operatorgroups"];
+    ns.wait_for(&what, timeout, &objects, || {
+        let api = api.clone();
+        async move {
+            match phase_of(&api, name).await? {
+                Some((p, r, _)) if p == phase && reason.is_none_or(|want| want == r) => Ok(Some(())),
+                Some((p, r, m)) => Err(format!("phase {p}, reason {r}: {m}")),
+                None => Err("no status yet".to_owned()),
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// GET a path from the admin server.
+pub async fn admin_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n").as_bytes())
+        .await?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await?;
+    Ok(out)
+}
