@@ -1,11 +1,11 @@
 //! The two kinds of string enums used by the API types.
 //!
-//! * **Closed** enums ([`closed_string_enum!`]) are for spec fields that people write
+//! * **Closed** enums (`closed_string_enum!`) are for spec fields that people write
 //!   (install mode types, approval, source type, ...). An unknown value is a deserialisation
 //!   error that lists the accepted values, and the generated CRD schema carries the same
 //!   list as an `enum`, so the apiserver rejects a bad value when it is written. That is why
 //!   a strict decode of an object read back from the cluster is safe.
-//! * **Open** enums ([`open_string_enum!`]) are for values that controllers write (phases,
+//! * **Open** enums (`open_string_enum!`) are for values that controllers write (phases,
 //!   reasons, condition types, step statuses, ...). Another version of OLM may write a value
 //!   this one does not know; such a value decodes to `Other(String)` and serialises back
 //!   unchanged, so one odd status never makes a whole object (or a whole list) unreadable.

@@ -3,7 +3,7 @@
 //! Two mechanisms, both aimed at one promise: parsing a manifest and serialising it again
 //! neither drops nor adds anything the author wrote.
 //!
-//! * [`keep_unknown_fields!`] is for our own structs. The struct derives `Serialize` and
+//! * `keep_unknown_fields!` is for our own structs. The struct derives `Serialize` and
 //!   `Deserialize` with `#[serde(remote = "Self")]` and has a field
 //!   `extra: BTreeMap<String, serde_json::Value>` marked `#[serde(skip)]`. Keys the struct does
 //!   not know land in `extra` and are written back after the known ones. This is done by
