@@ -34,6 +34,10 @@ pub(crate) struct DepSlot {
     /// Index into the entry's `dependencies`.
     pub dep: usize,
     pub candidates: Vec<VarId>,
+    /// Packages and APIs of the candidates (sorted): selecting a bundle of another
+    /// package that provides none of these APIs cannot take a candidate away.
+    pub pkgs: Vec<u32>,
+    pub gvks: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -257,7 +261,14 @@ impl<'a> Problem<'a> {
                     }
                 }
                 dead |= cands.is_empty();
-                slots.push(DepSlot { dep: di, candidates: cands });
+                let mut pkgs: Vec<u32> = cands.iter().filter_map(|&c| self.vars[c as usize].pkg).collect();
+                pkgs.sort_unstable();
+                pkgs.dedup();
+                let mut gvks: Vec<u32> =
+                    cands.iter().flat_map(|&c| self.vars[c as usize].gvks.iter().copied()).collect();
+                gvks.sort_unstable();
+                gvks.dedup();
+                slots.push(DepSlot { dep: di, candidates: cands, pkgs, gvks });
             }
             let var = &mut self.vars[v as usize];
             var.deps = slots;
@@ -272,6 +283,14 @@ impl<'a> Problem<'a> {
     pub fn solve<'q>(&'q self, mandatory: &'q [VarId], choices: &[&'q [VarId]]) -> Result<Vec<VarId>, SearchFail> {
         Search::new(self).run(mandatory, choices)
     }
+
+    /// The same search without pruning or backjumping: slow, obviously faithful.
+    #[cfg(test)]
+    pub fn solve_naive<'q>(&'q self, mandatory: &'q [VarId], choices: &[&'q [VarId]]) -> Result<Vec<VarId>, SearchFail> {
+        let mut s = Search::new(self);
+        s.naive = true;
+        s.run(mandatory, choices)
+    }
 }
 
 struct Frame {
@@ -280,6 +299,17 @@ struct Frame {
     next: usize,
     picked: Option<VarId>,
     queue_len: usize,
+    /// Conflict set gathered from earlier candidates of this choice that failed deeper.
+    carried: Vec<VarId>,
+}
+
+/// One pending choice: its candidates, and what can affect them (`None`: check always).
+#[derive(Clone, Copy)]
+struct Choice<'p> {
+    cands: &'p [VarId],
+    touched_by: Option<(&'p [u32], &'p [u32])>,
+    /// The selected bundle whose dependency this is (None for top-level choices).
+    parent: Option<VarId>,
 }
 
 struct Search<'p, 'a> {
@@ -287,7 +317,12 @@ struct Search<'p, 'a> {
     selected: Vec<bool>,
     pkg_owner: Vec<Option<VarId>>,
     gvk_owner: Vec<Option<VarId>>,
-    queue: Vec<&'p [VarId]>,
+    queue: Vec<Choice<'p>>,
+    /// Index of the choice being decided; later ones are pending.
+    at: usize,
+    /// Plain chronological backtracking without forward checks (the reference the
+    /// tests compare the fast search against).
+    naive: bool,
 }
 
 impl<'p, 'a> Search<'p, 'a> {
@@ -298,6 +333,8 @@ impl<'p, 'a> Search<'p, 'a> {
             pkg_owner: vec![None; p.pkg_ids.len()],
             gvk_owner: vec![None; p.gvk_ids.len()],
             queue: Vec::new(),
+            at: 0,
+            naive: false,
         }
     }
 
@@ -346,7 +383,81 @@ impl<'p, 'a> Search<'p, 'a> {
         if var.conflicts.iter().any(|&x| self.selected[x as usize]) {
             return false;
         }
-        var.deps.iter().all(|slot| slot.candidates.iter().any(|&c| self.viable_with(c, v)))
+        if self.naive {
+            return !var.deps.iter().any(|slot| slot.candidates.is_empty());
+        }
+        if !var.deps.iter().all(|slot| slot.candidates.iter().any(|&c| self.viable_with(c, v))) {
+            return false;
+        }
+        // Forward check: every pending choice that `v` could take candidates from must
+        // keep one (what a SAT solver's unit propagation finds at this point).
+        for q in &self.queue[self.at + 1..] {
+            if let Some((pkgs, gvks)) = q.touched_by {
+                let touched = var.pkg.is_some_and(|pk| pkgs.binary_search(&pk).is_ok())
+                    || var.gvks.iter().any(|g| gvks.binary_search(g).is_ok());
+                if !touched {
+                    continue;
+                }
+            }
+            if q.cands.iter().any(|&c| self.selected[c as usize]) {
+                continue;
+            }
+            if !q.cands.iter().any(|&c| c == v || self.viable_with(c, v)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Selected variables that keep `c` from being selected next to `v` (see `viable_with`).
+    fn viable_blockers(&self, c: VarId, v: VarId, out: &mut Vec<VarId>) {
+        if self.selected[c as usize] {
+            return;
+        }
+        let cv = &self.p.vars[c as usize];
+        if let Some(pk) = cv.pkg
+            && let Some(o) = self.pkg_owner[pk as usize]
+            && o != c
+        {
+            out.push(o);
+        }
+        for &g in &cv.gvks {
+            if let Some(o) = self.gvk_owner[g as usize]
+                && o != c
+            {
+                out.push(o);
+            }
+        }
+        out.extend(cv.conflicts.iter().copied().filter(|&x| self.selected[x as usize] && x != v));
+    }
+
+    /// Selected variables that keep `v` from being selected now (a superset is fine:
+    /// with all of them still selected, `v` stays impossible). Used to jump back to
+    /// the choice that caused a failure instead of retrying every choice in between.
+    fn blockers(&self, v: VarId, out: &mut Vec<VarId>) {
+        let var = &self.p.vars[v as usize];
+        if var.prohibited || var.dead {
+            return;
+        }
+        self.viable_blockers(v, v, out);
+        for slot in &var.deps {
+            if !slot.candidates.iter().any(|&c| self.viable_with(c, v)) {
+                for &c in &slot.candidates {
+                    self.viable_blockers(c, v, out);
+                }
+            }
+        }
+        for q in &self.queue[self.at + 1..] {
+            if q.cands.iter().any(|&c| self.selected[c as usize]) {
+                continue;
+            }
+            if !q.cands.iter().any(|&c| c == v || self.viable_with(c, v)) {
+                out.extend(q.parent);
+                for &c in q.cands {
+                    self.viable_blockers(c, v, out);
+                }
+            }
+        }
     }
 
     fn select(&mut self, v: VarId) {
@@ -359,7 +470,11 @@ impl<'p, 'a> Search<'p, 'a> {
             self.gvk_owner[g as usize] = Some(v);
         }
         for slot in &var.deps {
-            self.queue.push(&slot.candidates);
+            self.queue.push(Choice {
+                cands: &slot.candidates,
+                touched_by: Some((&slot.pkgs, &slot.gvks)),
+                parent: Some(v),
+            });
         }
     }
 
@@ -381,22 +496,30 @@ impl<'p, 'a> Search<'p, 'a> {
     fn run(mut self, mandatory: &'p [VarId], choices: &[&'p [VarId]]) -> Result<Vec<VarId>, SearchFail> {
         // Mandatory variables are choices with a single candidate, taken first.
         for m in mandatory {
-            self.queue.push(std::slice::from_ref(m));
+            self.queue.push(Choice { cands: std::slice::from_ref(m), touched_by: None, parent: None });
         }
-        self.queue.extend(choices.iter().copied());
+        self.queue.extend(choices.iter().map(|&cands| Choice { cands, touched_by: None, parent: None }));
         let mut stack: Vec<Frame> = Vec::new();
         let mut steps: u64 = 0;
         let mut i = 0usize;
         let mut start = 0usize;
+        let mut carried: Vec<VarId> = Vec::new();
         loop {
             if i == self.queue.len() {
                 let out: Vec<VarId> =
                     (0..self.selected.len() as VarId).filter(|&v| self.selected[v as usize]).collect();
                 return Ok(out);
             }
-            let cands = self.queue[i];
+            let cands = self.queue[i].cands;
+            self.at = i;
             if start == 0 && cands.iter().any(|&c| self.selected[c as usize]) {
-                stack.push(Frame { choice: i, next: cands.len(), picked: None, queue_len: self.queue.len() });
+                stack.push(Frame {
+                    choice: i,
+                    next: cands.len(),
+                    picked: None,
+                    queue_len: self.queue.len(),
+                    carried: Vec::new(),
+                });
                 i += 1;
                 continue;
             }
@@ -411,26 +534,50 @@ impl<'p, 'a> Search<'p, 'a> {
                     break;
                 }
             }
-            match picked {
-                Some((k, c)) => {
-                    let queue_len = self.queue.len();
-                    self.select(c);
-                    stack.push(Frame { choice: i, next: k + 1, picked: Some(c), queue_len });
-                    i += 1;
-                    start = 0;
-                }
-                None => loop {
+            if let Some((k, c)) = picked {
+                let queue_len = self.queue.len();
+                self.select(c);
+                stack.push(Frame { choice: i, next: k + 1, picked: Some(c), queue_len, carried: std::mem::take(&mut carried) });
+                i += 1;
+                start = 0;
+                continue;
+            }
+            // No candidate of choice `i` fits: gather the selections responsible and
+            // jump back to the latest of them (choices in between cannot help).
+            if self.naive {
+                loop {
                     let Some(f) = stack.pop() else { return Err(SearchFail::Unsatisfiable) };
-                    if let Some(v) = f.picked {
-                        self.unselect(v);
-                        self.queue.truncate(f.queue_len);
-                        if f.next < self.queue[f.choice].len() {
-                            i = f.choice;
-                            start = f.next;
-                            break;
-                        }
+                    let Some(v) = f.picked else { continue };
+                    self.unselect(v);
+                    self.queue.truncate(f.queue_len);
+                    if f.next < self.queue[f.choice].cands.len() {
+                        i = f.choice;
+                        start = f.next;
+                        break;
                     }
-                },
+                }
+                continue;
+            }
+            let mut conflict = std::mem::take(&mut carried);
+            conflict.extend(self.queue[i].parent);
+            for &c in cands {
+                self.blockers(c, &mut conflict);
+            }
+            conflict.sort_unstable();
+            conflict.dedup();
+            loop {
+                let Some(f) = stack.pop() else { return Err(SearchFail::Unsatisfiable) };
+                let Some(v) = f.picked else { continue };
+                self.unselect(v);
+                self.queue.truncate(f.queue_len);
+                if conflict.binary_search(&v).is_ok() {
+                    conflict.retain(|&x| x != v);
+                    conflict.extend(f.carried);
+                    i = f.choice;
+                    start = f.next;
+                    carried = conflict;
+                    break;
+                }
             }
         }
     }
@@ -594,4 +741,117 @@ pub fn resolve(catalogs: &Catalogs, request: &Request) -> Resolution {
     }
     let notices = crate::explain::deprecation_notices(&p, solution.as_deref().unwrap_or(&[]));
     Resolution { bundles, errors: errors.into_iter().flatten().collect(), notices }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CatalogKey, CatalogSnapshot, Dependency, Entry, Gvk, Version, VersionRange};
+    use crate::request::{Installed, Request, Subscription};
+
+    /// A small deterministic pseudo-random generator (no dependency needed).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    fn random_catalog(rng: &mut Lcg) -> Vec<Entry> {
+        let packages = 3 + rng.next(5) as usize;
+        let mut entries = Vec::new();
+        for p in 0..packages {
+            let versions = 1 + rng.next(4) as usize;
+            let channels: &[&str] = if rng.next(3) == 0 { &["a", "b"] } else { &["a"] };
+            for (ci, ch) in channels.iter().enumerate() {
+                for v in 0..versions {
+                    let mut deps = Vec::new();
+                    for _ in 0..rng.next(3) {
+                        let q = rng.next(packages as u64);
+                        if rng.next(2) == 0 {
+                            deps.push(Dependency::new(Requirement::Gvk(Gvk::new("g", "v", format!("K{q}")))));
+                        } else {
+                            let lo = rng.next(3);
+                            let range = VersionRange::parse(&format!(">=1.{lo}.0 <1.{}.0", lo + 1 + rng.next(3)))
+                                .expect("range");
+                            deps.push(Dependency::new(Requirement::Package { name: format!("p{q}"), range }));
+                        }
+                    }
+                    let mut gvks = vec![Gvk::new("g", "v", format!("K{p}"))];
+                    if rng.next(4) == 0 {
+                        gvks.push(Gvk::new("g", "v", format!("K{}", rng.next(packages as u64))));
+                    }
+                    entries.push(Entry {
+                        name: format!("p{p}.v{v}"),
+                        package: format!("p{p}"),
+                        channel: ch.to_string(),
+                        default_channel: ci == 0,
+                        replaces: if v > 0 { Some(format!("p{p}.v{}", v - 1)) } else { None },
+                        version: Some(Version::new(1, v as u64, 0)),
+                        provided_gvks: gvks,
+                        dependencies: deps,
+                        deprecated: rng.next(10) == 0,
+                        ..Entry::default()
+                    });
+                }
+            }
+        }
+        entries
+    }
+
+    #[test]
+    fn fast_search_finds_exactly_what_plain_backtracking_finds() {
+        let mut rng = Lcg(7);
+        let mut solved = 0;
+        let mut unsat = 0;
+        for round in 0..600 {
+            let entries = random_catalog(&mut rng);
+            let packages: Vec<String> = {
+                let mut v: Vec<String> = entries.iter().map(|e| e.package.clone()).collect();
+                v.dedup();
+                v
+            };
+            let cats = Catalogs::new([CatalogSnapshot::new(CatalogKey::new("c", "olm"), 0, entries)]);
+            let mut req = Request::new("ns");
+            for _ in 0..1 + rng.next(3) {
+                let pkg = &packages[rng.next(packages.len() as u64) as usize];
+                if req.subscriptions.iter().all(|s| &s.package != pkg) {
+                    req.subscriptions.push(Subscription::new(pkg.clone(), CatalogKey::new("c", "olm")));
+                }
+            }
+            if rng.next(3) == 0 {
+                let pkg = &packages[rng.next(packages.len() as u64) as usize];
+                req.installed.push(Installed::from_catalogs(&cats, &format!("{pkg}.v0"), pkg, None, None));
+            }
+            let mut p = Problem::new(&cats, &req);
+            let mut mandatory = Vec::new();
+            let owned: HashSet<u32> = req.subscriptions.iter().filter_map(|s| current_of(&req, s)).collect();
+            for i in 0..req.installed.len() as u32 {
+                let v = p.var(Src::Installed(i));
+                if !owned.contains(&i) {
+                    mandatory.push(v);
+                }
+            }
+            if p.expand(&mandatory).is_err() {
+                continue;
+            }
+            let mut lists = Vec::new();
+            for sub in &req.subscriptions {
+                if let Ok(plan) = crate::explain::plan_subscription(&mut p, sub) {
+                    let mut roots = plan.candidates.clone();
+                    roots.extend(plan.current);
+                    if p.expand(&roots).is_ok() {
+                        lists.push(plan.candidates);
+                    }
+                }
+            }
+            let refs: Vec<&[VarId]> = lists.iter().map(Vec::as_slice).collect();
+            let fast = p.solve(&mandatory, &refs);
+            let slow = p.solve_naive(&mandatory, &refs);
+            assert_eq!(fast, slow, "round {round}");
+            if fast.is_ok() { solved += 1 } else { unsat += 1 }
+        }
+        assert!(solved > 50 && unsat > 20, "the generator must produce both outcomes: {solved} solved, {unsat} unsat");
+    }
 }
