@@ -13,12 +13,18 @@ const DEFAULT_DIR: &str = "/work/shared/real-catalogs/community-operators-prod-f
 
 fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 fn rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 fn main() {
@@ -45,7 +51,10 @@ fn main() {
         };
         let total = t0.elapsed().as_secs_f64() * 1000.0;
         if round == 1 && !problems.is_empty() {
-            eprintln!("note: {} problems (run olm catalog validate)", problems.len());
+            eprintln!(
+                "note: {} problems (run olm catalog validate)",
+                problems.len()
+            );
         }
         totals.push(total);
         println!("{round:>5} {total:>12.1}");
@@ -55,8 +64,16 @@ fn main() {
     let catalog = kept.unwrap_or_default();
     let (p, c, b) = catalog.counts();
     let blob_bytes: usize = catalog.all_metas().iter().map(|m| m.blob.len()).sum();
-    println!("packages {p}, channels {c}, bundles {b}, blobs {} ({:.1} MiB canonical JSON)", catalog.all_metas().len(), blob_bytes as f64 / 1048576.0);
-    println!("load+index: min {:.1} ms, median {:.1} ms", totals[0], totals[totals.len() / 2]);
+    println!(
+        "packages {p}, channels {c}, bundles {b}, blobs {} ({:.1} MiB canonical JSON)",
+        catalog.all_metas().len(),
+        blob_bytes as f64 / 1048576.0
+    );
+    println!(
+        "load+index: min {:.1} ms, median {:.1} ms",
+        totals[0],
+        totals[totals.len() / 2]
+    );
     println!(
         "RSS with one catalog held: {:.1} MiB; peak RSS: {:.1} MiB",
         rss_kib().unwrap_or(0) as f64 / 1024.0,

@@ -16,11 +16,12 @@ pub mod version;
 pub use error::{CatalogError, Problem};
 pub use model::{
     Bundle, Catalog, Channel, ChannelEntry, Constraint, ConstraintKind, DeprecationEntry,
-    DeprecationReference, Document, Gvk, Icon, JsonText, Meta, MetaFilter, Package, PackageProperty,
-    PackageRequired, Property, PropertyKind, RelatedImage,
+    DeprecationReference, Document, Gvk, Icon, JsonText, Meta, MetaFilter, Package,
+    PackageProperty, PackageRequired, Property, PropertyKind, RelatedImage,
 };
 pub use render::{ObjectMode, RenderOptions};
 pub use source::{
-    OutputFormat, SourceFormat, ValidationReport, detect_format, load_catalog, load_catalog_lenient, load_documents, validate,
+    OutputFormat, SourceFormat, ValidationReport, detect_format, load_catalog,
+    load_catalog_lenient, load_documents, validate,
 };
 pub use version::{RangeError, Version, VersionRange};

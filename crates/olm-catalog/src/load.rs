@@ -85,7 +85,9 @@ fn parse_yaml_lenient(text: &str) -> Result<Vec<Value>, String> {
                     (true, Some(loc)) if loc.line() > 0 => {
                         let line = (loc.line() - 1) as usize;
                         let mut lines: Vec<&str> = current.split('\n').collect();
-                        let Some(target) = lines.get(line) else { return Err(yaml_error(&e)) };
+                        let Some(target) = lines.get(line) else {
+                            return Err(yaml_error(&e));
+                        };
                         let fixed = format!(" {target}");
                         lines[line] = &fixed;
                         owned = Some(lines.join("\n"));
@@ -101,7 +103,11 @@ fn parse_yaml_lenient(text: &str) -> Result<Vec<Value>, String> {
 fn yaml_error(e: &serde_saphyr::Error) -> String {
     let detail = one_line(&e.to_string());
     match e.location() {
-        Some(loc) if !detail.contains("line ") => format!("invalid YAML at line {} column {}: {detail}", loc.line(), loc.column()),
+        Some(loc) if !detail.contains("line ") => format!(
+            "invalid YAML at line {} column {}: {detail}",
+            loc.line(),
+            loc.column()
+        ),
         _ => format!("invalid YAML: {detail}"),
     }
 }
@@ -280,7 +286,12 @@ pub fn load_fbc(root: &Path) -> Result<(Catalog, Vec<Problem>), CatalogError> {
             let source: Arc<Path> = Arc::from(path.as_path());
             values
                 .into_iter()
-                .map(|value| crate::model::prepare_document(Document { value, source: Some(source.clone()) }))
+                .map(|value| {
+                    crate::model::prepare_document(Document {
+                        value,
+                        source: Some(source.clone()),
+                    })
+                })
                 .collect::<Vec<_>>()
         })
     });
@@ -297,8 +308,14 @@ pub fn load_fbc(root: &Path) -> Result<(Catalog, Vec<Problem>), CatalogError> {
 }
 
 /// Like [`parallel_map`], consuming the items.
-pub(crate) fn parallel_map_owned<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    let cells: Vec<std::sync::Mutex<Option<T>>> = items.into_iter().map(|t| std::sync::Mutex::new(Some(t))).collect();
+pub(crate) fn parallel_map_owned<T: Send, R: Send>(
+    items: Vec<T>,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let cells: Vec<std::sync::Mutex<Option<T>>> = items
+        .into_iter()
+        .map(|t| std::sync::Mutex::new(Some(t)))
+        .collect();
     parallel_map(&cells, |cell| {
         let item = cell.lock().ok().and_then(|mut g| g.take());
         item.map(&f)

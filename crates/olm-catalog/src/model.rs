@@ -199,7 +199,11 @@ pub struct JsonText(JsonTextRepr);
 #[derive(Clone)]
 enum JsonTextRepr {
     Owned(Box<str>),
-    Shared { blob: Arc<str>, start: u32, end: u32 },
+    Shared {
+        blob: Arc<str>,
+        start: u32,
+        end: u32,
+    },
 }
 
 impl JsonText {
@@ -209,13 +213,19 @@ impl JsonText {
 
     /// Point into `blob` when it holds the same text (it does for canonical blobs).
     fn share_with(&mut self, blob: &Arc<str>, threshold: usize) {
-        let JsonTextRepr::Owned(text) = &self.0 else { return };
+        let JsonTextRepr::Owned(text) = &self.0 else {
+            return;
+        };
         if text.len() < threshold || blob.len() > u32::MAX as usize {
             return;
         }
         if let Some(start) = blob.find(&**text) {
             let end = start + text.len();
-            self.0 = JsonTextRepr::Shared { blob: blob.clone(), start: start as u32, end: end as u32 };
+            self.0 = JsonTextRepr::Shared {
+                blob: blob.clone(),
+                start: start as u32,
+                end: end as u32,
+            };
         }
     }
 }
@@ -896,10 +906,16 @@ mod build {
             return Prepared::Failed(Problem::new("document is not an object").file(src));
         };
         let item = match meta.schema.as_str() {
-            SCHEMA_PACKAGE => Item::Package(parse_package(obj, &meta).map_err(|e| Problem::new(e).file(src).package(&meta.name))),
-            SCHEMA_CHANNEL => Item::Channel(
-                parse_channel(obj, &meta).map_err(|e| Problem::new(e).file(src).package(&meta.package).channel(&meta.name)),
+            SCHEMA_PACKAGE => Item::Package(
+                parse_package(obj, &meta)
+                    .map_err(|e| Problem::new(e).file(src).package(&meta.name)),
             ),
+            SCHEMA_CHANNEL => Item::Channel(parse_channel(obj, &meta).map_err(|e| {
+                Problem::new(e)
+                    .file(src)
+                    .package(&meta.package)
+                    .channel(&meta.name)
+            })),
             SCHEMA_BUNDLE => Item::Bundle(
                 parse_bundle(obj, &meta)
                     .map(|mut b| {
@@ -908,11 +924,17 @@ mod build {
                         }
                         b
                     })
-                    .map_err(|e| Problem::new(e).file(src).package(&meta.package).bundle(&meta.name)),
+                    .map_err(|e| {
+                        Problem::new(e)
+                            .file(src)
+                            .package(&meta.package)
+                            .bundle(&meta.name)
+                    }),
             ),
-            SCHEMA_DEPRECATIONS => {
-                Item::Deprecations(parse_deprecations(obj).map_err(|e| Problem::new(e).file(src).package(&meta.package)))
-            }
+            SCHEMA_DEPRECATIONS => Item::Deprecations(
+                parse_deprecations(obj)
+                    .map_err(|e| Problem::new(e).file(src).package(&meta.package)),
+            ),
             _ => Item::Other, // custom schema: kept as a meta only
         };
         Prepared::Item { meta, item }
@@ -943,7 +965,11 @@ mod build {
             match item {
                 Item::Package(Ok(p)) => {
                     if p.name.is_empty() {
-                        problems.push(Problem::new("olm.package has no name").file(src).fix("set \"name\""));
+                        problems.push(
+                            Problem::new("olm.package has no name")
+                                .file(src)
+                                .fix("set \"name\""),
+                        );
                     } else if packages.contains_key(&p.name) {
                         problems.push(
                             Problem::new("duplicate olm.package")
@@ -955,10 +981,14 @@ mod build {
                     } else {
                         if let Some(err) = dns1123_label_error(&p.name) {
                             problems.push(
-                                Problem::new(format!("package name is not a valid DNS-1123 label: {err}"))
-                                    .file(src)
-                                    .package(&p.name)
-                                    .fix("use lowercase letters, digits and '-', at most 63 characters"),
+                                Problem::new(format!(
+                                    "package name is not a valid DNS-1123 label: {err}"
+                                ))
+                                .file(src)
+                                .package(&p.name)
+                                .fix(
+                                    "use lowercase letters, digits and '-', at most 63 characters",
+                                ),
                             );
                         }
                         packages.insert(p.name.clone(), p);
@@ -969,10 +999,13 @@ mod build {
                     channels.push(PendingChannel { channel: ch });
                 }
                 Item::Bundle(Ok(b)) => bundles.push(b),
-                Item::Deprecations(Ok(entries)) => deprecations.push((meta.package.clone(), entries, meta.source.clone())),
-                Item::Package(Err(e)) | Item::Channel(Err(e)) | Item::Bundle(Err(e)) | Item::Deprecations(Err(e)) => {
-                    problems.push(e)
+                Item::Deprecations(Ok(entries)) => {
+                    deprecations.push((meta.package.clone(), entries, meta.source.clone()))
                 }
+                Item::Package(Err(e))
+                | Item::Channel(Err(e))
+                | Item::Bundle(Err(e))
+                | Item::Deprecations(Err(e)) => problems.push(e),
                 Item::Other => {}
             }
             metas.push(meta);
@@ -988,6 +1021,7 @@ mod build {
                     } else {
                         "channel refers to a package that has no olm.package".to_string()
                     })
+                    .code("UnknownPackage")
                     .file(src.as_deref())
                     .package(&channel.package)
                     .channel(&channel.name)
@@ -1000,6 +1034,7 @@ mod build {
             if pkg.channel_index.contains_key(&channel.name) {
                 problems.push(
                     Problem::new("duplicate channel")
+                        .code("DuplicateChannel")
                         .file(src.as_deref())
                         .package(&pkg.name)
                         .channel(&channel.name)
@@ -1017,7 +1052,7 @@ mod build {
             let src = bundle.source.clone();
             let Some(pkg) = packages.get_mut(&bundle.package) else {
                 problems.push(
-                    Problem::new("bundle refers to a package that has no olm.package")
+                    Problem::new("bundle refers to a package that has no olm.package").code("UnknownPackage")
                         .file(src.as_deref())
                         .package(&bundle.package)
                         .bundle(&bundle.name)
@@ -1028,6 +1063,7 @@ mod build {
             if pkg.bundle_index.contains_key(&bundle.name) {
                 problems.push(
                     Problem::new("duplicate bundle")
+                        .code("DuplicateBundle")
                         .file(src.as_deref())
                         .package(&pkg.name)
                         .bundle(&bundle.name)
@@ -1329,6 +1365,7 @@ mod build {
                     Err(err) => {
                         problems.push(
                             Problem::new(format!("skipRange does not parse: {err}"))
+                                .code("InvalidSkipRange")
                                 .file(src)
                                 .package(&meta.package)
                                 .channel(&meta.name)
@@ -1342,6 +1379,7 @@ mod build {
             if entry_index.contains_key(&name) {
                 problems.push(
                     Problem::new("duplicate entry in channel")
+                        .code("DuplicateEntry")
                         .file(src)
                         .package(&meta.package)
                         .channel(&meta.name)
@@ -1556,6 +1594,7 @@ mod build {
         if pkg.default_channel.is_empty() {
             problems.push(
                 Problem::new("package has no defaultChannel")
+                    .code("MissingDefaultChannel")
                     .file(src.as_deref())
                     .package(&name)
                     .fix("set defaultChannel to one of its channels"),
@@ -1566,6 +1605,7 @@ mod build {
                     "default channel {:?} does not exist",
                     pkg.default_channel
                 ))
+                .code("MissingDefaultChannel")
                 .file(src.as_deref())
                 .package(&name)
                 .fix(format!(
@@ -1578,6 +1618,7 @@ mod build {
         if pkg.channels.is_empty() {
             problems.push(
                 Problem::new("package has no channels")
+                    .code("NoChannels")
                     .file(src.as_deref())
                     .package(&name)
                     .fix("add an olm.channel blob listing its bundles"),
@@ -1590,6 +1631,7 @@ mod build {
             if ch.entries.is_empty() {
                 problems.push(
                     Problem::new("channel has no entries")
+                        .code("EmptyChannel")
                         .file(csrc.as_deref())
                         .package(&name)
                         .channel(&ch.name)
@@ -1627,6 +1669,7 @@ mod build {
                 }
                 None => problems.push(
                     Problem::new("bundle is not in any channel")
+                        .code("BundleNotInChannel")
                         .file(b.source.as_deref())
                         .package(&name)
                         .bundle(&b.name)
@@ -1664,6 +1707,7 @@ mod build {
                         "bundles {} share version {v}",
                         names(bs.iter().copied())
                     ))
+                    .code("DuplicateVersion")
                     .file(src.as_deref())
                     .package(&name)
                     .fix("give every bundle of a package a distinct version"),
@@ -1701,6 +1745,7 @@ mod build {
                 Problem::new(
                     "channel has no head: every entry is replaced or skipped by another (a cycle)",
                 )
+                .code("NoHead")
                 .file(src.as_deref())
                 .package(package)
                 .channel(&ch.name)
@@ -1710,7 +1755,7 @@ mod build {
                 let mut hs: Vec<&str> = many.iter().map(|&i| ch.entries[i].name.as_str()).collect();
                 hs.sort();
                 problems.push(
-                    Problem::new(format!("channel has {} heads: {}", hs.len(), names(hs.iter().copied())))
+                    Problem::new(format!("channel has {} heads: {}", hs.len(), names(hs.iter().copied()))).code("MultipleHeads")
                         .file(src.as_deref())
                         .package(package)
                         .channel(&ch.name)
@@ -1736,6 +1781,7 @@ mod build {
             path.push(ch.entries[cycle[0]].name.as_str());
             problems.push(
                 Problem::new(format!("upgrade graph has a cycle: {}", path.join(" -> ")))
+                    .code("Cycle")
                     .file(src.as_deref())
                     .package(package)
                     .channel(&ch.name)
@@ -1767,10 +1813,15 @@ mod build {
                 }
                 on_chain[i] = true;
                 chain.push(i);
-                cur = ch.entries[i].replaces.as_ref().and_then(|r| ch.entry_index.get(r).copied());
+                cur = ch.entries[i]
+                    .replaces
+                    .as_ref()
+                    .and_then(|r| ch.entry_index.get(r).copied());
             }
-            let mut stranded: Vec<&str> =
-                (0..n).filter(|&i| !on_chain[i] && !skipped[i]).map(|i| ch.entries[i].name.as_str()).collect();
+            let mut stranded: Vec<&str> = (0..n)
+                .filter(|&i| !on_chain[i] && !skipped[i])
+                .map(|i| ch.entries[i].name.as_str())
+                .collect();
             if !stranded.is_empty() {
                 stranded.sort();
                 problems.push(
@@ -1778,7 +1829,7 @@ mod build {
                         "stranded entries (neither on the replaces chain from head {:?} nor skipped by any entry): {}",
                         ch.entries[head].name,
                         names(stranded.iter().copied())
-                    ))
+                    )).code("StrandedEntries")
                     .file(src.as_deref())
                     .package(package)
                     .channel(&ch.name)

@@ -101,17 +101,29 @@ pub fn is_bundle_dir(dir: &Path) -> bool {
 }
 
 fn files_in(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
-    let rd = fs::read_dir(dir).map_err(|source| CatalogError::Io { path: dir.to_path_buf(), source })?;
+    let rd = fs::read_dir(dir).map_err(|source| CatalogError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let mut files: Vec<PathBuf> = rd
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')))
+        .filter(|p| {
+            p.is_file()
+                && !p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.'))
+        })
         .collect();
     files.sort();
     Ok(files)
 }
 
 fn parse_err(path: &Path, message: impl Into<String>) -> CatalogError {
-    CatalogError::Parse { path: path.to_path_buf(), message: message.into() }
+    CatalogError::Parse {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
 }
 
 /// Render one bundle directory. `package_override` names the package when the
@@ -123,7 +135,9 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
     let mut dependencies: Option<Vec<Value>> = None;
     let mut extra_properties: Option<Vec<Value>> = None;
     for file in files_in(&metadata_dir)? {
-        let Some(doc) = parse_file(&file)?.into_iter().next() else { continue };
+        let Some(doc) = parse_file(&file)?.into_iter().next() else {
+            continue;
+        };
         if annotations.is_none() {
             if let Some(Value::Object(a)) = doc.get("annotations") {
                 if !a.is_empty() {
@@ -147,22 +161,50 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
         }
     }
     let Some(annotations) = annotations else {
-        return Err(parse_err(&metadata_dir, "no annotations file: add metadata/annotations.yaml with an `annotations:` map"));
+        return Err(parse_err(
+            &metadata_dir,
+            "no annotations file: add metadata/annotations.yaml with an `annotations:` map",
+        ));
     };
-    let annotation = |key: &str| annotations.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
+    let annotation = |key: &str| {
+        annotations
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
     let Some(package) = annotation(ANNOTATION_PACKAGE) else {
-        return Err(parse_err(&metadata_dir, format!("annotation {ANNOTATION_PACKAGE} is missing; set it to the package name")));
+        return Err(parse_err(
+            &metadata_dir,
+            format!("annotation {ANNOTATION_PACKAGE} is missing; set it to the package name"),
+        ));
     };
     if let Some(mt) = annotation(ANNOTATION_MEDIATYPE) {
         if mt != "registry+v1" {
-            return Err(parse_err(&metadata_dir, format!("bundle media type {mt:?} is not supported; only registry+v1 bundles can be rendered")));
+            return Err(parse_err(
+                &metadata_dir,
+                format!(
+                    "bundle media type {mt:?} is not supported; only registry+v1 bundles can be rendered"
+                ),
+            ));
         }
     }
     let channels: Vec<String> = annotation(ANNOTATION_CHANNELS)
-        .map(|c| c.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+        .map(|c| {
+            c.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     if channels.is_empty() {
-        return Err(parse_err(&metadata_dir, format!("annotation {ANNOTATION_CHANNELS} is missing or empty; list the bundle's channels")));
+        return Err(parse_err(
+            &metadata_dir,
+            format!(
+                "annotation {ANNOTATION_CHANNELS} is missing or empty; list the bundle's channels"
+            ),
+        ));
     }
     let default_channel = annotation(ANNOTATION_DEFAULT_CHANNEL);
 
@@ -170,16 +212,38 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
     for file in files_in(&manifests_dir)? {
         objects.extend(parse_file(&file)?);
     }
-    render_objects(dir, &package, objects, dependencies.unwrap_or_default(), extra_properties.unwrap_or_default(), channels, default_channel, opts)
+    render_objects(
+        dir,
+        &package,
+        objects,
+        dependencies.unwrap_or_default(),
+        extra_properties.unwrap_or_default(),
+        channels,
+        default_channel,
+        opts,
+    )
 }
 
 /// Render a legacy version directory (flat manifests, no metadata).
-fn render_legacy_version_dir(dir: &Path, package: &str, opts: &RenderOptions) -> Result<RenderedBundle, CatalogError> {
+fn render_legacy_version_dir(
+    dir: &Path,
+    package: &str,
+    opts: &RenderOptions,
+) -> Result<RenderedBundle, CatalogError> {
     let mut objects = Vec::new();
     for file in files_in(dir)? {
         objects.extend(parse_file(&file)?);
     }
-    render_objects(dir, package, objects, Vec::new(), Vec::new(), Vec::new(), None, opts)
+    render_objects(
+        dir,
+        package,
+        objects,
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        None,
+        opts,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -196,29 +260,72 @@ fn render_objects(
     let csvs: Vec<&Value> = objects.iter().filter(|o| is_csv_object(o)).collect();
     let csv = match csvs.as_slice() {
         [one] => (*one).clone(),
-        [] => return Err(parse_err(dir, "bundle has no ClusterServiceVersion; add the CSV manifest")),
-        _ => return Err(parse_err(dir, format!("bundle has {} ClusterServiceVersions; keep exactly one", csvs.len()))),
+        [] => {
+            return Err(parse_err(
+                dir,
+                "bundle has no ClusterServiceVersion; add the CSV manifest",
+            ));
+        }
+        _ => {
+            return Err(parse_err(
+                dir,
+                format!(
+                    "bundle has {} ClusterServiceVersions; keep exactly one",
+                    csvs.len()
+                ),
+            ));
+        }
     };
-    let name = csv.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = csv
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if name.is_empty() {
         return Err(parse_err(dir, "the CSV has no metadata.name"));
     }
-    let version_text = csv.pointer("/spec/version").and_then(Value::as_str).unwrap_or_default().to_string();
-    let version = Version::parse(&version_text)
-        .map_err(|e| parse_err(dir, format!("CSV {name}: spec.version {version_text:?} is not valid semver ({e})")))?;
+    let version_text = csv
+        .pointer("/spec/version")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let version = Version::parse(&version_text).map_err(|e| {
+        parse_err(
+            dir,
+            format!("CSV {name}: spec.version {version_text:?} is not valid semver ({e})"),
+        )
+    })?;
     let release = match csv.pointer("/spec/release") {
         Some(Value::String(s)) if !s.is_empty() => Some(Value::String(s.clone())),
         Some(Value::Number(n)) => Some(Value::String(n.to_string())),
         _ => None,
     };
-    let annotations = csv.pointer("/metadata/annotations").and_then(Value::as_object).cloned().unwrap_or_default();
-    let replaces = csv.pointer("/spec/replaces").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    let annotations = csv
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let replaces = csv
+        .pointer("/spec/replaces")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
     let skips: Vec<String> = csv
         .pointer("/spec/skips")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
-    let skip_range = annotations.get("olm.skipRange").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
+    let skip_range = annotations
+        .get("olm.skipRange")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
 
     let mut props: Vec<Value> = Vec::new();
     let mut pkg_value = json!({"packageName": package, "version": version_text});
@@ -231,26 +338,52 @@ fn render_objects(
         if obj.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
             continue;
         }
-        let group = obj.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
-        let kind = obj.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or_default();
+        let group = obj
+            .pointer("/spec/group")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = obj
+            .pointer("/spec/names/kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let mut versions: Vec<&str> = Vec::new();
         if let Some(v) = obj.pointer("/spec/version").and_then(Value::as_str) {
             versions.push(v);
         }
         if let Some(vs) = obj.pointer("/spec/versions").and_then(Value::as_array) {
-            versions.extend(vs.iter().filter_map(|v| v.get("name").and_then(Value::as_str)));
+            versions.extend(
+                vs.iter()
+                    .filter_map(|v| v.get("name").and_then(Value::as_str)),
+            );
         }
         for v in versions {
-            props.push(json!({"type": "olm.gvk", "value": {"group": group, "kind": kind, "version": v}}));
+            props.push(
+                json!({"type": "olm.gvk", "value": {"group": group, "kind": kind, "version": v}}),
+            );
         }
     }
-    for api in csv.pointer("/spec/apiservicedefinitions/owned").and_then(Value::as_array).into_iter().flatten() {
+    for api in csv
+        .pointer("/spec/apiservicedefinitions/owned")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         props.push(json!({"type": "olm.gvk", "value": gvk_of(api, false)}));
     }
-    for crd in csv.pointer("/spec/customresourcedefinitions/required").and_then(Value::as_array).into_iter().flatten() {
+    for crd in csv
+        .pointer("/spec/customresourcedefinitions/required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         props.push(json!({"type": "olm.gvk.required", "value": gvk_of(crd, true)}));
     }
-    for api in csv.pointer("/spec/apiservicedefinitions/required").and_then(Value::as_array).into_iter().flatten() {
+    for api in csv
+        .pointer("/spec/apiservicedefinitions/required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         props.push(json!({"type": "olm.gvk.required", "value": gvk_of(api, false)}));
     }
     for dep in dependencies {
@@ -271,13 +404,24 @@ fn render_objects(
     if let Some(text) = annotations.get("olm.properties").and_then(Value::as_str) {
         match serde_json::from_str::<Value>(text) {
             Ok(Value::Array(list)) => props.extend(list),
-            _ => return Err(parse_err(dir, format!("CSV {name}: annotation olm.properties is not a JSON list of properties"))),
+            _ => {
+                return Err(parse_err(
+                    dir,
+                    format!(
+                        "CSV {name}: annotation olm.properties is not a JSON list of properties"
+                    ),
+                ));
+            }
         }
     }
     // De-duplicate and sort by (type, value bytes), as opm does.
     let mut keyed: BTreeMap<(String, String), Value> = BTreeMap::new();
     for p in props {
-        let t = p.get("type").and_then(Value::as_str).unwrap_or_default().to_string();
+        let t = p
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let v = to_canonical_string(p.get("value").unwrap_or(&Value::Null));
         keyed.entry((t, v)).or_insert(p);
     }
@@ -285,11 +429,14 @@ fn render_objects(
     match opts.objects {
         ObjectMode::BundleObjects => {
             for obj in &objects {
-                let data = base64::engine::general_purpose::STANDARD.encode(to_canonical_string(obj));
+                let data =
+                    base64::engine::general_purpose::STANDARD.encode(to_canonical_string(obj));
                 properties.push(json!({"type": "olm.bundle.object", "value": {"data": data}}));
             }
         }
-        ObjectMode::CsvMetadata => properties.push(json!({"type": "olm.csv.metadata", "value": csv_metadata(&csv)})),
+        ObjectMode::CsvMetadata => {
+            properties.push(json!({"type": "olm.csv.metadata", "value": csv_metadata(&csv)}))
+        }
     }
 
     let image = opts.image.clone().unwrap_or_default();
@@ -319,9 +466,17 @@ fn render_objects(
 }
 
 fn gvk_of(def: &Value, group_from_name: bool) -> Value {
-    let s = |k: &str| def.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let s = |k: &str| {
+        def.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let group = if group_from_name {
-        s("name").split_once('.').map(|(_, g)| g.to_string()).unwrap_or_default()
+        s("name")
+            .split_once('.')
+            .map(|(_, g)| g.to_string())
+            .unwrap_or_default()
     } else {
         s("group")
     };
@@ -346,8 +501,14 @@ pub fn csv_metadata(csv: &Value) -> Value {
         }
     };
     put("annotations", csv.pointer("/metadata/annotations"));
-    put("apiServiceDefinitions", csv.pointer("/spec/apiservicedefinitions"));
-    put("crdDescriptions", csv.pointer("/spec/customresourcedefinitions"));
+    put(
+        "apiServiceDefinitions",
+        csv.pointer("/spec/apiservicedefinitions"),
+    );
+    put(
+        "crdDescriptions",
+        csv.pointer("/spec/customresourcedefinitions"),
+    );
     put("description", csv.pointer("/spec/description"));
     put("displayName", csv.pointer("/spec/displayName"));
     put("installModes", csv.pointer("/spec/installModes"));
@@ -364,28 +525,52 @@ pub fn csv_metadata(csv: &Value) -> Value {
 
 fn related_images(csv: &Value, bundle_image: &str) -> Vec<Value> {
     let mut by_image: BTreeMap<String, String> = BTreeMap::new();
-    for ri in csv.pointer("/spec/relatedImages").and_then(Value::as_array).into_iter().flatten() {
+    for ri in csv
+        .pointer("/spec/relatedImages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let image = ri.get("image").and_then(Value::as_str).unwrap_or_default();
         if image.is_empty() {
             continue;
         }
         let name = ri.get("name").and_then(Value::as_str).unwrap_or_default();
-        by_image.entry(image.to_string()).or_insert_with(|| name.to_string());
+        by_image
+            .entry(image.to_string())
+            .or_insert_with(|| name.to_string());
     }
     if !bundle_image.is_empty() {
         by_image.entry(bundle_image.to_string()).or_default();
     }
-    for dep in csv.pointer("/spec/install/spec/deployments").and_then(Value::as_array).into_iter().flatten() {
+    for dep in csv
+        .pointer("/spec/install/spec/deployments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         for key in ["containers", "initContainers"] {
             let path = format!("/spec/template/spec/{key}");
-            for c in dep.pointer(&path).and_then(Value::as_array).into_iter().flatten() {
-                if let Some(image) = c.get("image").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            for c in dep
+                .pointer(&path)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(image) = c
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+                {
                     by_image.entry(image.to_string()).or_default();
                 }
             }
         }
     }
-    by_image.into_iter().map(|(image, name)| json!({"name": name, "image": image})).collect()
+    by_image
+        .into_iter()
+        .map(|(image, name)| json!({"name": name, "image": image}))
+        .collect()
 }
 
 // ---- catalogs of bundle directories ---------------------------------------------
@@ -401,10 +586,16 @@ pub fn find_bundle_dirs(root: &Path) -> Vec<PathBuf> {
             return;
         }
         let Ok(rd) = fs::read_dir(dir) else { return };
-        let mut subdirs: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+        let mut subdirs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect();
         subdirs.sort();
         for d in subdirs {
-            if d.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
+            if d.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+            {
                 continue;
             }
             rec(&d, depth + 1, out);
@@ -429,7 +620,11 @@ fn update_graph_setting(dir: &Path, root: &Path) -> Option<GraphMode> {
         if ci.is_file() {
             let doc = parse_file(&ci).ok()?.into_iter().next()?;
             let fbc_mode = doc.pointer("/fbc/enabled").and_then(Value::as_bool) == Some(true);
-            let Some(v) = doc.get("updateGraph").and_then(Value::as_str).map(|v| v.trim().to_string()) else {
+            let Some(v) = doc
+                .get("updateGraph")
+                .and_then(Value::as_str)
+                .map(|v| v.trim().to_string())
+            else {
                 // FBC-mode packages keep their real graph in catalog templates; from
                 // the bundle directories alone, semver order is the best we can do.
                 return fbc_mode.then_some(GraphMode::Semver);
@@ -451,17 +646,27 @@ fn update_graph_setting(dir: &Path, root: &Path) -> Option<GraphMode> {
 }
 
 /// Render a directory of bundle directories (one or many packages) to FBC documents.
-pub fn render_bundle_catalog(root: &Path, opts: &RenderOptions) -> Result<(Vec<Document>, Vec<Problem>), CatalogError> {
+pub fn render_bundle_catalog(
+    root: &Path,
+    opts: &RenderOptions,
+) -> Result<(Vec<Document>, Vec<Problem>), CatalogError> {
     let dirs = find_bundle_dirs(root);
     if dirs.is_empty() {
-        return Err(CatalogError::UnknownFormat { path: root.to_path_buf(), message: "no bundle directories (manifests/ + metadata/) found".into() });
+        return Err(CatalogError::UnknownFormat {
+            path: root.to_path_buf(),
+            message: "no bundle directories (manifests/ + metadata/) found".into(),
+        });
     }
     Ok(render_bundle_dirs(root, &dirs, opts))
 }
 
 /// Render the given bundle directories (grouped into packages by annotation);
 /// `root` bounds the search for `ci.yaml`.
-pub fn render_bundle_dirs(root: &Path, dirs: &[PathBuf], opts: &RenderOptions) -> (Vec<Document>, Vec<Problem>) {
+pub fn render_bundle_dirs(
+    root: &Path,
+    dirs: &[PathBuf],
+    opts: &RenderOptions,
+) -> (Vec<Document>, Vec<Problem>) {
     let results = parallel_map(&dirs, |d| render_bundle_dir(d, opts));
     let mut problems = Vec::new();
     let mut by_package: BTreeMap<String, Vec<RenderedBundle>> = BTreeMap::new();
@@ -479,7 +684,11 @@ pub fn render_bundle_dirs(root: &Path, dirs: &[PathBuf], opts: &RenderOptions) -
         let mode = bundles
             .iter()
             .find_map(|b| update_graph_setting(&b.dir, root))
-            .unwrap_or(if bundles.iter().any(|b| b.replaces.is_some()) { GraphMode::Replaces } else { GraphMode::Semver });
+            .unwrap_or(if bundles.iter().any(|b| b.replaces.is_some()) {
+                GraphMode::Replaces
+            } else {
+                GraphMode::Semver
+            });
         let source: Option<Arc<Path>> = bundles.first().and_then(|b| b.dir.parent()).map(Arc::from);
         let mut channels: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, b) in bundles.iter().enumerate() {
@@ -487,7 +696,11 @@ pub fn render_bundle_dirs(root: &Path, dirs: &[PathBuf], opts: &RenderOptions) -
                 channels.entry(c.clone()).or_default().push(i);
             }
         }
-        let by_name: HashMap<&str, usize> = bundles.iter().enumerate().map(|(i, b)| (b.name.as_str(), i)).collect();
+        let by_name: HashMap<&str, usize> = bundles
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.name.as_str(), i))
+            .collect();
         let mut channel_docs = Vec::new();
         for (channel, mut members) in channels {
             let entries: Vec<Value> = match mode {
@@ -496,19 +709,32 @@ pub fn render_bundle_dirs(root: &Path, dirs: &[PathBuf], opts: &RenderOptions) -
                     let mut set: BTreeSet<usize> = members.iter().copied().collect();
                     let mut stack = members.clone();
                     while let Some(i) = stack.pop() {
-                        if let Some(&j) = bundles[i].replaces.as_deref().and_then(|r| by_name.get(r)) {
+                        if let Some(&j) =
+                            bundles[i].replaces.as_deref().and_then(|r| by_name.get(r))
+                        {
                             if set.insert(j) {
                                 stack.push(j);
                             }
                         }
                     }
-                    set.into_iter().map(|i| entry_json(&bundles[i], bundles[i].replaces.as_deref())).collect()
+                    set.into_iter()
+                        .map(|i| entry_json(&bundles[i], bundles[i].replaces.as_deref()))
+                        .collect()
                 }
                 GraphMode::Semver => {
-                    members.sort_by(|&a, &b| bundles[a].version.cmp_precedence(&bundles[b].version).then_with(|| bundles[a].name.cmp(&bundles[b].name)));
+                    members.sort_by(|&a, &b| {
+                        bundles[a]
+                            .version
+                            .cmp_precedence(&bundles[b].version)
+                            .then_with(|| bundles[a].name.cmp(&bundles[b].name))
+                    });
                     let mut out = Vec::new();
                     for (k, &i) in members.iter().enumerate() {
-                        let prev = if k > 0 { Some(bundles[members[k - 1]].name.as_str()) } else { None };
+                        let prev = if k > 0 {
+                            Some(bundles[members[k - 1]].name.as_str())
+                        } else {
+                            None
+                        };
                         out.push(entry_json(&bundles[i], prev));
                     }
                     out
@@ -524,15 +750,38 @@ pub fn render_bundle_dirs(root: &Path, dirs: &[PathBuf], opts: &RenderOptions) -
         let default_channel = newest_first
             .iter()
             .find_map(|&i| bundles[i].default_channel.clone())
-            .or_else(|| if channel_docs.len() == 1 { channel_docs[0]["name"].as_str().map(str::to_string) } else { None })
-            .or_else(|| newest_first.first().and_then(|&i| bundles[i].channels.first().cloned()))
+            .or_else(|| {
+                if channel_docs.len() == 1 {
+                    channel_docs[0]["name"].as_str().map(str::to_string)
+                } else {
+                    None
+                }
+            })
+            .or_else(|| {
+                newest_first
+                    .first()
+                    .and_then(|&i| bundles[i].channels.first().cloned())
+            })
             .unwrap_or_default();
-        let head_csv = newest_first.iter().map(|&i| &bundles[i]).find(|b| b.channels.contains(&default_channel)).map(|b| &b.csv);
-        documents.push(Document { value: package_json(&package, &default_channel, head_csv), source: source.clone() });
-        documents.extend(channel_docs.into_iter().map(|value| Document { value, source: source.clone() }));
+        let head_csv = newest_first
+            .iter()
+            .map(|&i| &bundles[i])
+            .find(|b| b.channels.contains(&default_channel))
+            .map(|b| &b.csv);
+        documents.push(Document {
+            value: package_json(&package, &default_channel, head_csv),
+            source: source.clone(),
+        });
+        documents.extend(channel_docs.into_iter().map(|value| Document {
+            value,
+            source: source.clone(),
+        }));
         for b in bundles {
             let src: Arc<Path> = Arc::from(b.dir.as_path());
-            documents.push(Document { value: b.document, source: Some(src) });
+            documents.push(Document {
+                value: b.document,
+                source: Some(src),
+            });
         }
     }
     (documents, problems)
@@ -557,16 +806,32 @@ fn package_json(package: &str, default_channel: &str, head_csv: Option<&Value>) 
     let mut p = Map::new();
     p.insert("schema".into(), Value::String("olm.package".into()));
     p.insert("name".into(), Value::String(package.to_string()));
-    p.insert("defaultChannel".into(), Value::String(default_channel.to_string()));
+    p.insert(
+        "defaultChannel".into(),
+        Value::String(default_channel.to_string()),
+    );
     if let Some(csv) = head_csv {
         if let Some(icon) = csv.pointer("/spec/icon/0") {
-            let data = icon.get("base64data").and_then(Value::as_str).unwrap_or_default();
-            let media = icon.get("mediatype").and_then(Value::as_str).unwrap_or_default();
+            let data = icon
+                .get("base64data")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let media = icon
+                .get("mediatype")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if !data.is_empty() {
-                p.insert("icon".into(), json!({"base64data": data, "mediatype": media}));
+                p.insert(
+                    "icon".into(),
+                    json!({"base64data": data, "mediatype": media}),
+                );
             }
         }
-        if let Some(d) = csv.pointer("/spec/description").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        if let Some(d) = csv
+            .pointer("/spec/description")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
             p.insert("description".into(), Value::String(d.to_string()));
         }
     }
@@ -589,25 +854,45 @@ fn as_package_manifest(doc: &Value, file: &Path) -> Option<Result<PackageManifes
     let obj = doc.as_object()?;
     let package_name = get_ci(obj, "packageName")?.as_str()?.to_string();
     let Some(Value::Array(chs)) = get_ci(obj, "channels") else {
-        return Some(Err(parse_err(file, "package manifest has no channels list")));
+        return Some(Err(parse_err(
+            file,
+            "package manifest has no channels list",
+        )));
     };
     let mut channels = Vec::new();
     for c in chs {
         let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
-        let current = c.get("currentCSV").and_then(Value::as_str).unwrap_or_default();
+        let current = c
+            .get("currentCSV")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if name.is_empty() || current.is_empty() {
-            return Some(Err(parse_err(file, "every channel needs a name and a currentCSV")));
+            return Some(Err(parse_err(
+                file,
+                "every channel needs a name and a currentCSV",
+            )));
         }
         channels.push((name.to_string(), current.to_string()));
     }
     if channels.is_empty() {
-        return Some(Err(parse_err(file, "package manifest has no channels; add at least one {name, currentCSV}")));
+        return Some(Err(parse_err(
+            file,
+            "package manifest has no channels; add at least one {name, currentCSV}",
+        )));
     }
-    let mut default_channel = get_ci(obj, "defaultChannel").and_then(Value::as_str).unwrap_or_default().to_string();
+    let mut default_channel = get_ci(obj, "defaultChannel")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     if default_channel.is_empty() && channels.len() == 1 {
         default_channel = channels[0].0.clone();
     }
-    Some(Ok(PackageManifest { package_name, channels, default_channel, file: file.to_path_buf() }))
+    Some(Ok(PackageManifest {
+        package_name,
+        channels,
+        default_channel,
+        file: file.to_path_buf(),
+    }))
 }
 
 /// Find the package manifest among the files directly inside `dir`.
@@ -623,7 +908,14 @@ pub fn find_package_manifest(dir: &Path) -> Result<Option<PackageManifest>, Cata
         if let Some(pm) = as_package_manifest(first, &file) {
             let pm = pm?;
             if let Some(prev) = &found {
-                return Err(parse_err(dir, format!("two package manifests: {} and {}; keep one", prev.file.display(), pm.file.display())));
+                return Err(parse_err(
+                    dir,
+                    format!(
+                        "two package manifests: {} and {}; keep one",
+                        prev.file.display(),
+                        pm.file.display()
+                    ),
+                ));
             }
             found = Some(pm);
         }
@@ -632,23 +924,38 @@ pub fn find_package_manifest(dir: &Path) -> Result<Option<PackageManifest>, Cata
 }
 
 fn is_yaml_name(p: &Path) -> bool {
-    matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
+    matches!(
+        p.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml" | "json")
+    )
 }
 
 /// Render one legacy package-manifest package directory.
-pub fn render_package_manifest_dir(dir: &Path, opts: &RenderOptions) -> Result<(Vec<Document>, Vec<Problem>), CatalogError> {
+pub fn render_package_manifest_dir(
+    dir: &Path,
+    opts: &RenderOptions,
+) -> Result<(Vec<Document>, Vec<Problem>), CatalogError> {
     let Some(pm) = find_package_manifest(dir)? else {
-        return Err(CatalogError::UnknownFormat { path: dir.to_path_buf(), message: "no package manifest (a file with packageName and channels) found".into() });
+        return Err(CatalogError::UnknownFormat {
+            path: dir.to_path_buf(),
+            message: "no package manifest (a file with packageName and channels) found".into(),
+        });
     };
     let mut problems = Vec::new();
     // Version directories: any directory below `dir` holding a CSV file.
     let mut version_dirs = Vec::new();
     fn rec(d: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         let Ok(rd) = fs::read_dir(d) else { return };
-        let mut subdirs: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+        let mut subdirs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect();
         subdirs.sort();
         for s in subdirs {
-            if s.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')) {
+            if s.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+            {
                 continue;
             }
             out.push(s.clone());
@@ -660,7 +967,9 @@ pub fn render_package_manifest_dir(dir: &Path, opts: &RenderOptions) -> Result<(
     rec(dir, 0, &mut version_dirs);
     let mut bundles: Vec<RenderedBundle> = Vec::new();
     for vd in version_dirs {
-        let has_csv = files_in(&vd)?.iter().any(|f| parse_file(f).is_ok_and(|docs| docs.first().is_some_and(is_csv_object)));
+        let has_csv = files_in(&vd)?
+            .iter()
+            .any(|f| parse_file(f).is_ok_and(|docs| docs.first().is_some_and(is_csv_object)));
         if !has_csv {
             continue;
         }
@@ -669,7 +978,11 @@ pub fn render_package_manifest_dir(dir: &Path, opts: &RenderOptions) -> Result<(
             Err(e) => problems.extend(e.problems()),
         }
     }
-    let by_name: HashMap<&str, usize> = bundles.iter().enumerate().map(|(i, b)| (b.name.as_str(), i)).collect();
+    let by_name: HashMap<&str, usize> = bundles
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (b.name.as_str(), i))
+        .collect();
     let source: Option<Arc<Path>> = Some(Arc::from(pm.file.as_path()));
     let mut documents = Vec::new();
     let mut channel_docs = Vec::new();
@@ -678,11 +991,13 @@ pub fn render_package_manifest_dir(dir: &Path, opts: &RenderOptions) -> Result<(
     for (channel, current) in &pm.channels {
         let Some(&head) = by_name.get(current.as_str()) else {
             problems.push(
-                Problem::new(format!("currentCSV {current:?} is not the name of any CSV in the package"))
-                    .file(Some(&pm.file))
-                    .package(&pm.package_name)
-                    .channel(channel)
-                    .fix("set currentCSV to the metadata.name of the channel's newest CSV"),
+                Problem::new(format!(
+                    "currentCSV {current:?} is not the name of any CSV in the package"
+                ))
+                .file(Some(&pm.file))
+                .package(&pm.package_name)
+                .channel(channel)
+                .fix("set currentCSV to the metadata.name of the channel's newest CSV"),
             );
             continue;
         };
@@ -721,24 +1036,46 @@ pub fn render_package_manifest_dir(dir: &Path, opts: &RenderOptions) -> Result<(
             );
         }
     }
-    documents.push(Document { value: package_json(&pm.package_name, &pm.default_channel, head_of_default.map(|i| &bundles[i].csv)), source: source.clone() });
-    documents.extend(channel_docs.into_iter().map(|value| Document { value, source: source.clone() }));
+    documents.push(Document {
+        value: package_json(
+            &pm.package_name,
+            &pm.default_channel,
+            head_of_default.map(|i| &bundles[i].csv),
+        ),
+        source: source.clone(),
+    });
+    documents.extend(channel_docs.into_iter().map(|value| Document {
+        value,
+        source: source.clone(),
+    }));
     for (i, b) in bundles.into_iter().enumerate() {
         if in_any[i] {
             let src: Arc<Path> = Arc::from(b.dir.as_path());
-            documents.push(Document { value: b.document, source: Some(src) });
+            documents.push(Document {
+                value: b.document,
+                source: Some(src),
+            });
         }
     }
     Ok((documents, problems))
 }
 
 /// Render a directory of legacy packages (or a single package directory).
-pub fn render_package_manifests(root: &Path, opts: &RenderOptions) -> Result<(Vec<Document>, Vec<Problem>), CatalogError> {
+pub fn render_package_manifests(
+    root: &Path,
+    opts: &RenderOptions,
+) -> Result<(Vec<Document>, Vec<Problem>), CatalogError> {
     if find_package_manifest(root)?.is_some() {
         return render_package_manifest_dir(root, opts);
     }
-    let rd = fs::read_dir(root).map_err(|source| CatalogError::Io { path: root.to_path_buf(), source })?;
-    let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    let rd = fs::read_dir(root).map_err(|source| CatalogError::Io {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    let mut dirs: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
     let mut documents = Vec::new();
     let mut problems = Vec::new();

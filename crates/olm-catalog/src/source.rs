@@ -48,7 +48,9 @@ impl SourceFormat {
 }
 
 fn is_package_manifest_name(p: &Path) -> bool {
-    let Some(name) = p.file_name().and_then(|n| n.to_str()) else { return false };
+    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
     matches!(name, "package.yaml" | "package.yml")
         || name.ends_with(".package.yaml")
         || name.ends_with(".package.yml")
@@ -57,15 +59,27 @@ fn is_package_manifest_name(p: &Path) -> bool {
 
 fn has_package_manifest_file(dir: &Path) -> bool {
     fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()).any(|e| e.path().is_file() && is_package_manifest_name(&e.path())))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .any(|e| e.path().is_file() && is_package_manifest_name(&e.path()))
+        })
         .unwrap_or(false)
 }
 
 fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
-    let rd = fs::read_dir(dir).map_err(|source| CatalogError::Io { path: dir.to_path_buf(), source })?;
+    let rd = fs::read_dir(dir).map_err(|source| CatalogError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let mut out: Vec<PathBuf> = rd
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir() && !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')))
+        .filter(|p| {
+            p.is_dir()
+                && !p
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.'))
+        })
         .collect();
     out.sort();
     Ok(out)
@@ -73,7 +87,10 @@ fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
 
 /// Detect the format of `path` (see module docs).
 pub fn detect_format(path: &Path) -> Result<SourceFormat, CatalogError> {
-    let md = fs::metadata(path).map_err(|source| CatalogError::Io { path: path.to_path_buf(), source })?;
+    let md = fs::metadata(path).map_err(|source| CatalogError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if !md.is_dir() {
         return Ok(SourceFormat::Fbc);
     }
@@ -83,7 +100,10 @@ pub fn detect_format(path: &Path) -> Result<SourceFormat, CatalogError> {
     if has_package_manifest_file(path) {
         return Ok(SourceFormat::PackageManifests);
     }
-    let legacy: Vec<PathBuf> = subdirs(path)?.into_iter().filter(|d| has_package_manifest_file(d)).collect();
+    let legacy: Vec<PathBuf> = subdirs(path)?
+        .into_iter()
+        .filter(|d| has_package_manifest_file(d))
+        .collect();
     let bundles = bundle_dirs_outside(path, &legacy);
     Ok(match (legacy.is_empty(), bundles.is_empty()) {
         (true, true) => SourceFormat::Fbc,
@@ -94,13 +114,19 @@ pub fn detect_format(path: &Path) -> Result<SourceFormat, CatalogError> {
 }
 
 fn bundle_dirs_outside(root: &Path, excluded: &[PathBuf]) -> Vec<PathBuf> {
-    find_bundle_dirs(root).into_iter().filter(|d| !excluded.iter().any(|e| d.starts_with(e))).collect()
+    find_bundle_dirs(root)
+        .into_iter()
+        .filter(|d| !excluded.iter().any(|e| d.starts_with(e)))
+        .collect()
 }
 
 /// Load the FBC documents of any source, with every problem met on the way.
 /// A single bundle directory becomes a complete one-bundle package (channels from
 /// its annotations) so that it is a catalog on its own.
-pub fn load_documents(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat, Vec<Document>, Vec<Problem>), CatalogError> {
+pub fn load_documents(
+    path: &Path,
+    opts: &RenderOptions,
+) -> Result<(SourceFormat, Vec<Document>, Vec<Problem>), CatalogError> {
     let format = detect_format(path)?;
     let (docs, problems) = match format {
         SourceFormat::Fbc => load_fbc_documents(path)?,
@@ -108,7 +134,10 @@ pub fn load_documents(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat
         SourceFormat::BundleDirectories => render::render_bundle_catalog(path, opts)?,
         SourceFormat::PackageManifests => render::render_package_manifests(path, opts)?,
         SourceFormat::Mixed => {
-            let legacy: Vec<PathBuf> = subdirs(path)?.into_iter().filter(|d| has_package_manifest_file(d)).collect();
+            let legacy: Vec<PathBuf> = subdirs(path)?
+                .into_iter()
+                .filter(|d| has_package_manifest_file(d))
+                .collect();
             let (mut docs, mut problems) = (Vec::new(), Vec::new());
             for d in &legacy {
                 match render::render_package_manifest_dir(d, opts) {
@@ -119,7 +148,8 @@ pub fn load_documents(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat
                     Err(e) => problems.extend(e.problems()),
                 }
             }
-            let (mut ds, mut ps) = render::render_bundle_dirs(path, &bundle_dirs_outside(path, &legacy), opts);
+            let (mut ds, mut ps) =
+                render::render_bundle_dirs(path, &bundle_dirs_outside(path, &legacy), opts);
             docs.append(&mut ds);
             problems.append(&mut ps);
             (docs, problems)
@@ -130,17 +160,26 @@ pub fn load_documents(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat
 
 /// Documents for `olm catalog render`: like [`load_documents`], except that a
 /// single bundle directory yields only its `olm.bundle` (as `opm render` does).
-pub fn render_documents(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat, Vec<Document>, Vec<Problem>), CatalogError> {
+pub fn render_documents(
+    path: &Path,
+    opts: &RenderOptions,
+) -> Result<(SourceFormat, Vec<Document>, Vec<Problem>), CatalogError> {
     if fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false) && is_bundle_dir(path) {
         let b = render::render_bundle_dir(path, opts)?;
-        let doc = Document { value: b.document, source: Some(std::sync::Arc::from(path)) };
+        let doc = Document {
+            value: b.document,
+            source: Some(std::sync::Arc::from(path)),
+        };
         return Ok((SourceFormat::Bundle, vec![doc], Vec::new()));
     }
     load_documents(path, opts)
 }
 
 /// Load any source leniently: the catalog plus every problem (load and validation).
-pub fn load_catalog_lenient(path: &Path, opts: &RenderOptions) -> Result<(SourceFormat, Catalog, Vec<Problem>), CatalogError> {
+pub fn load_catalog_lenient(
+    path: &Path,
+    opts: &RenderOptions,
+) -> Result<(SourceFormat, Catalog, Vec<Problem>), CatalogError> {
     if detect_format(path)? == SourceFormat::Fbc {
         // Streaming path: one file's JSON trees per thread at a time.
         let (catalog, problems) = crate::load::load_fbc(path)?;
@@ -155,7 +194,11 @@ pub fn load_catalog_lenient(path: &Path, opts: &RenderOptions) -> Result<(Source
 /// Load any source strictly (full bundle objects): any problem is an error.
 pub fn load_catalog(path: &Path) -> Result<Catalog, CatalogError> {
     let (_, catalog, problems) = load_catalog_lenient(path, &RenderOptions::default())?;
-    if problems.is_empty() { Ok(catalog) } else { Err(CatalogError::Invalid(problems)) }
+    if problems.is_empty() {
+        Ok(catalog)
+    } else {
+        Err(CatalogError::Invalid(problems))
+    }
 }
 
 /// Result of validating a catalog source.
@@ -177,14 +220,23 @@ impl ValidationReport {
 /// Validate any catalog source with opm's rules, collecting every problem.
 pub fn validate(path: &Path) -> Result<ValidationReport, CatalogError> {
     // Bundle objects are not needed to validate; csv metadata keeps memory low.
-    let opts = RenderOptions { objects: render::ObjectMode::CsvMetadata, image: None };
+    let opts = RenderOptions {
+        objects: render::ObjectMode::CsvMetadata,
+        image: None,
+    };
     let (format, catalog, mut problems) = load_catalog_lenient(path, &opts)?;
     if format != SourceFormat::Fbc {
         // Local bundle directories have no image reference; that is not their fault.
         problems.retain(|p| p.code != "MissingImage");
     }
     let (packages, channels, bundles) = catalog.counts();
-    Ok(ValidationReport { format, packages, channels, bundles, problems })
+    Ok(ValidationReport {
+        format,
+        packages,
+        channels,
+        bundles,
+        problems,
+    })
 }
 
 /// FBC output encoding.
@@ -197,12 +249,19 @@ pub enum OutputFormat {
 }
 
 /// Write blobs in the given order.
-pub fn write_metas<'a, W: Write>(out: &mut W, metas: impl IntoIterator<Item = &'a Meta>, format: OutputFormat) -> std::io::Result<()> {
+pub fn write_metas<'a, W: Write>(
+    out: &mut W,
+    metas: impl IntoIterator<Item = &'a Meta>,
+    format: OutputFormat,
+) -> std::io::Result<()> {
     for meta in metas {
         let value: Value = serde_json::from_str(&meta.blob).map_err(std::io::Error::other)?;
         match format {
             OutputFormat::Json => {
-                let mut ser = serde_json::Serializer::with_formatter(&mut *out, serde_json::ser::PrettyFormatter::with_indent(b"    "));
+                let mut ser = serde_json::Serializer::with_formatter(
+                    &mut *out,
+                    serde_json::ser::PrettyFormatter::with_indent(b"    "),
+                );
                 serde::Serialize::serialize(&value, &mut ser).map_err(std::io::Error::other)?;
                 out.write_all(b"\n")?;
             }
@@ -221,16 +280,30 @@ pub fn write_metas<'a, W: Write>(out: &mut W, metas: impl IntoIterator<Item = &'
 
 /// Render documents to text in canonical order (via a lenient catalog build, so
 /// invalid blobs are still written; their problems are returned).
-pub fn render_to_string(documents: Vec<Document>, format: OutputFormat) -> Result<(String, Vec<Problem>), CatalogError> {
+pub fn render_to_string(
+    documents: Vec<Document>,
+    format: OutputFormat,
+) -> Result<(String, Vec<Problem>), CatalogError> {
     let (catalog, problems) = Catalog::build(documents);
     let mut buf = Vec::new();
-    write_metas(&mut buf, catalog.all_metas(), format)
-        .map_err(|e| CatalogError::Parse { path: PathBuf::from("<output>"), message: format!("cannot encode output: {e}") })?;
-    let text = String::from_utf8(buf).map_err(|_| CatalogError::Parse { path: PathBuf::from("<output>"), message: "output is not UTF-8".into() })?;
+    write_metas(&mut buf, catalog.all_metas(), format).map_err(|e| CatalogError::Parse {
+        path: PathBuf::from("<output>"),
+        message: format!("cannot encode output: {e}"),
+    })?;
+    let text = String::from_utf8(buf).map_err(|_| CatalogError::Parse {
+        path: PathBuf::from("<output>"),
+        message: "output is not UTF-8".into(),
+    })?;
     // Guard: what we write must read back to the same blobs.
-    let reread = parse_manifest_text(&text).map_err(|e| CatalogError::Parse { path: PathBuf::from("<output>"), message: format!("rendered output does not parse back: {e}") })?;
+    let reread = parse_manifest_text(&text).map_err(|e| CatalogError::Parse {
+        path: PathBuf::from("<output>"),
+        message: format!("rendered output does not parse back: {e}"),
+    })?;
     if reread.len() != catalog.all_metas().len() {
-        return Err(CatalogError::Parse { path: PathBuf::from("<output>"), message: "rendered output does not parse back to the same number of blobs".into() });
+        return Err(CatalogError::Parse {
+            path: PathBuf::from("<output>"),
+            message: "rendered output does not parse back to the same number of blobs".into(),
+        });
     }
     Ok((text, problems))
 }

@@ -13,7 +13,10 @@ fn real(sub: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!("note: {} not present; skipping this real-catalog test", p.display());
+        eprintln!(
+            "note: {} not present; skipping this real-catalog test",
+            p.display()
+        );
         None
     }
 }
@@ -23,22 +26,34 @@ fn heads(cat: &olm_catalog::Catalog, pkg: &str) -> Vec<(String, String)> {
         .unwrap()
         .channels()
         .iter()
-        .map(|c| (c.name.clone(), c.head().map(|h| h.name.clone()).unwrap_or_default()))
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.head().map(|h| h.name.clone()).unwrap_or_default(),
+            )
+        })
         .collect()
 }
 
 #[test]
 fn fbc_v421_loads_and_validates() {
-    let Some(root) = real("community-operators-prod-fbc-v4.21/catalog") else { return };
+    let Some(root) = real("community-operators-prod-fbc-v4.21/catalog") else {
+        return;
+    };
     let report = validate(&root).unwrap();
     assert_eq!(report.format, SourceFormat::Fbc);
     assert!(report.problems.is_empty(), "{:#?}", report.problems);
-    assert_eq!((report.packages, report.channels, report.bundles), (33, 78, 745));
+    assert_eq!(
+        (report.packages, report.channels, report.bundles),
+        (33, 78, 745)
+    );
 }
 
 #[test]
 fn etcd_bundle_directories() {
-    let Some(root) = real("community-operators/etcd") else { return };
+    let Some(root) = real("community-operators/etcd") else {
+        return;
+    };
     let (format, cat, problems) = load_catalog_lenient(&root, &RenderOptions::default()).unwrap();
     assert_eq!(format, SourceFormat::BundleDirectories);
     assert!(problems.is_empty(), "{problems:#?}");
@@ -48,8 +63,14 @@ fn etcd_bundle_directories() {
         heads(&cat, "etcd"),
         [
             ("alpha".to_string(), "etcdoperator.v0.6.1".to_string()),
-            ("clusterwide-alpha".to_string(), "etcdoperator.v0.9.4-clusterwide".to_string()),
-            ("singlenamespace-alpha".to_string(), "etcdoperator.v0.9.4".to_string()),
+            (
+                "clusterwide-alpha".to_string(),
+                "etcdoperator.v0.9.4-clusterwide".to_string()
+            ),
+            (
+                "singlenamespace-alpha".to_string(),
+                "etcdoperator.v0.9.4".to_string()
+            ),
         ]
     );
     assert_eq!(pkg.bundles().len(), 6);
@@ -60,7 +81,9 @@ fn etcd_bundle_directories() {
 
 #[test]
 fn etcd_legacy_package_manifests() {
-    let Some(root) = real("community-operators-legacy-packagemanifests/etcd") else { return };
+    let Some(root) = real("community-operators-legacy-packagemanifests/etcd") else {
+        return;
+    };
     let (format, cat, problems) = load_catalog_lenient(&root, &RenderOptions::default()).unwrap();
     assert_eq!(format, SourceFormat::PackageManifests);
     assert!(problems.is_empty(), "{problems:#?}");
@@ -74,7 +97,9 @@ fn etcd_legacy_package_manifests() {
 
 #[test]
 fn community_bundle_subset_loads() {
-    let Some(root) = real("community-operators-prod-bundles-subset/operators") else { return };
+    let Some(root) = real("community-operators-prod-bundles-subset/operators") else {
+        return;
+    };
     let report = validate(&root).unwrap();
     assert_eq!(report.format, SourceFormat::BundleDirectories);
     eprintln!(
@@ -96,14 +121,33 @@ fn community_bundle_subset_loads() {
     // scalars, the bundles nested one level deeper and the semver-mode packages.
     let texts: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
     assert_eq!(texts.len(), 3, "{texts:#?}");
-    assert_eq!(texts.iter().filter(|t| t.contains("eventing-kogito") && t.contains("dependencies.yaml: invalid YAML")).count(), 2);
-    assert!(texts.iter().any(|t| t.contains("gitlab-runner-operator.v1.23.1") && t.contains("2 heads")), "{texts:#?}");
+    assert_eq!(
+        texts
+            .iter()
+            .filter(
+                |t| t.contains("eventing-kogito") && t.contains("dependencies.yaml: invalid YAML")
+            )
+            .count(),
+        2
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("gitlab-runner-operator.v1.23.1") && t.contains("2 heads")),
+        "{texts:#?}"
+    );
     assert_eq!(report.packages, 37);
     assert_eq!(report.bundles, 995);
 
     // the real compound constraint
-    let opts = RenderOptions { objects: ObjectMode::CsvMetadata, image: None };
+    let opts = RenderOptions {
+        objects: ObjectMode::CsvMetadata,
+        image: None,
+    };
     let (_, cat, _) = load_catalog_lenient(&root.join("dbaas-operator"), &opts).unwrap();
     let dbaas = cat.package("dbaas-operator").unwrap();
-    assert!(dbaas.bundles().iter().any(|b| b.constraints().any(|c| matches!(c.kind, olm_catalog::ConstraintKind::Any(_)))));
+    assert!(dbaas.bundles().iter().any(|b| {
+        b.constraints()
+            .any(|c| matches!(c.kind, olm_catalog::ConstraintKind::Any(_)))
+    }));
 }
