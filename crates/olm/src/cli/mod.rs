@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod crds;
 mod dev;
 mod resolve;
+mod run;
 
 /// A Rust reimplementation of the Operator Lifecycle Manager.
 #[derive(Debug, Parser)]
@@ -24,6 +25,8 @@ enum Command {
     Dev(dev::DevArgs),
     /// Resolve Subscriptions against catalogs from a request file (no cluster needed).
     Resolve(resolve::ResolveArgs),
+    /// Run the OLM controllers (ClusterServiceVersion, OperatorGroup) until SIGTERM/SIGINT.
+    Run(run::RunArgs),
     /// Print the version of this binary and the Kubernetes API it targets.
     Version,
 }
@@ -34,6 +37,7 @@ pub fn main() -> ExitCode {
         Command::Crds(args) => crds::run(args),
         Command::Dev(args) => dev::run(args),
         Command::Resolve(args) => resolve::run(args),
+        Command::Run(args) => run::run(args),
         Command::Version => {
             println!(
                 "olm {} (Kubernetes API {}.{})",
