@@ -109,17 +109,20 @@ pub fn snapshot(catalog: &Catalog, key: CatalogKey, priority: i32) -> CatalogSna
 }
 
 /// Load a catalog from disk in any format olm-catalog detects (FBC, package manifests,
-/// bundle directories) and convert it. Problems that did not stop loading (opm
-/// validation findings) are returned as text; unreadable or unparsable content is an error.
+/// bundle directories) and convert it. A file that cannot be read or parsed is an
+/// error (the catalog is malformed); opm validation findings (a channel without a
+/// unique head, a stranded entry, ...) are returned as warnings, because the resolver
+/// reports them itself on the Subscriptions they affect.
 pub fn load(
     path: &std::path::Path,
     key: CatalogKey,
     priority: i32,
 ) -> Result<(CatalogSnapshot, Vec<String>), olm_catalog::CatalogError> {
     let options = olm_catalog::RenderOptions { objects: olm_catalog::ObjectMode::CsvMetadata, image: None };
-    let (_format, catalog, problems) = olm_catalog::load_catalog_lenient(path, &options)?;
-    if catalog.packages().is_empty() && !problems.is_empty() {
-        return Err(olm_catalog::CatalogError::Invalid(problems));
+    let (_format, documents, load_problems) = olm_catalog::load_documents(path, &options)?;
+    if !load_problems.is_empty() {
+        return Err(olm_catalog::CatalogError::Invalid(load_problems));
     }
+    let (catalog, problems) = Catalog::build(documents);
     Ok((snapshot(&catalog, key, priority), problems.iter().map(ToString::to_string).collect()))
 }

@@ -1,4 +1,5 @@
-//! The etcd operator's real bundles (community-operators, copied into testdata):
+//! Catalogs on disk: the etcd operator's real bundles (community-operators, copied into
+//! testdata) and an FBC with dependencies, constraints and deprecations. For etcd,
 //! the upgrade path 0.9.0 → 0.9.2 → 0.9.4 in channel singlenamespace-alpha.
 
 use std::path::PathBuf;
@@ -84,4 +85,24 @@ fn request_files_resolve_with_starting_csv_and_report_a_wrong_package_name() {
         serde_json::json!({"bundles": [{"name": "etcdoperator.v0.9.2", "package": "etcd", "catalog": "community",
             "catalogNamespace": "olm", "replaces": "etcdoperator.v0.9.0", "reason": "upgrade"}], "errors": []})
     );
+}
+
+#[test]
+fn fbc_dependencies_constraints_and_deprecations_resolve_through_request_files() {
+    let loaded = file::load_request(&testdata("fbc-deps/request-new.yaml")).expect("request loads");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let r = olm_resolver::resolve(&loaded.catalogs, &loaded.request);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let got: Vec<_> = r.bundles.iter().map(|b| (b.name.as_str(), b.reason)).collect();
+    assert_eq!(
+        got,
+        [("app.v1.2.0", Reason::Install), ("cache.v3.0.0", Reason::Dependency), ("db.v2.0.0", Reason::Dependency)]
+    );
+    assert_eq!(r.notices, ["olm.bundle/db.v2.0.0: db.v2.0.0 has a known bug; move to 2.1 when it is fixed"]);
+
+    let loaded = file::load_request(&testdata("fbc-deps/request-upgrade.yaml")).expect("request loads");
+    let r = olm_resolver::resolve(&loaded.catalogs, &loaded.request);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let got: Vec<_> = r.bundles.iter().map(|b| (b.name.as_str(), b.replaces.as_deref(), b.reason)).collect();
+    assert_eq!(got, [("db.v2.0.0", Some("db.v1.0.0"), Reason::Upgrade)]);
 }
