@@ -1655,6 +1655,7 @@ mod build {
                         .package(&name)
                         .channel(&ch.name)
                         .bundle(&e.name)
+                        .code("MissingBundle")
                         .fix("add the olm.bundle or remove the entry from the channel"),
                     );
                 }

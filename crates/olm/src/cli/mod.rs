@@ -4,8 +4,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod catalog;
+mod catalog_serve;
 mod crds;
 mod dev;
+mod dev_up;
+mod packageserver;
 mod resolve;
 mod run;
 
@@ -19,10 +23,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Validate, render and serve catalogs (File-Based Catalogs, package manifests, bundle directories).
+    Catalog(catalog::CatalogArgs),
     /// Print the CustomResourceDefinitions of every OLM kind as multi-document YAML.
     Crds(crds::CrdsArgs),
     /// Developer tooling: a local Kubernetes control plane (`olm dev cluster up|down|status|env`).
     Dev(dev::DevArgs),
+    /// Serve the PackageManifest API (packages.operators.coreos.com/v1) as an aggregated API.
+    #[command(name = "packageserver")]
+    PackageServer(packageserver::PackageServerArgs),
     /// Resolve Subscriptions against catalogs from a request file (no cluster needed).
     Resolve(resolve::ResolveArgs),
     /// Run the OLM controllers (ClusterServiceVersion, OperatorGroup) until SIGTERM/SIGINT.
@@ -34,17 +43,16 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Dev(args) => dev::run(args),
+        Command::PackageServer(args) => packageserver::run(args),
         Command::Resolve(args) => resolve::run(args),
         Command::Run(args) => run::run(args),
         Command::Version => {
-            println!(
-                "olm {} (Kubernetes API {}.{})",
-                env!("CARGO_PKG_VERSION"),
-                k8s_openapi::K8S_VERSION_MAJOR,
-                k8s_openapi::K8S_VERSION_MINOR
-            );
+            // k8s-openapi 0.29 exports no version constants; this mirrors the `v1_36`
+            // feature selected in crates/olm/Cargo.toml.
+            println!("olm {} (Kubernetes API 1.36)", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)
         }
     };
