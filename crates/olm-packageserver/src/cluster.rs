@@ -294,7 +294,8 @@ async fn read_catalog(client: &Client, store: &Store, catalog: &CatalogSource) {
     };
     match content {
         Ok(content) => {
-            let (packages, problems) = manifest::build(&info, &content.catalog);
+            let head_csvs = head_csvs(&content).await;
+            let (packages, problems) = manifest::build(&info, &content.catalog, &head_csvs);
             for problem in &problems {
                 tracing::warn!(catalog = %format!("{}/{}", info.namespace, info.name), "{problem}");
             }
@@ -311,6 +312,28 @@ async fn read_catalog(client: &Client, store: &Store, catalog: &CatalogSource) {
             store.set_error(info, message);
         }
     }
+}
+
+/// CSVs of channel heads the listing did not carry, fetched one by one (GetBundle), as
+/// upstream's GetBundleForChannel per channel. Failures leave the channel out (logged by build).
+async fn head_csvs(content: &registry_client::CatalogContent) -> HashMap<String, serde_json::Value> {
+    use futures::StreamExt as _;
+    let missing = manifest::heads_without_csv(&content.catalog);
+    futures::stream::iter(missing)
+        .map(|(package, channel, bundle)| async move {
+            let fetched = content.bundle(&package, &channel, &bundle).await;
+            match fetched {
+                Ok(b) => serde_json::from_str::<serde_json::Value>(&b.csv_json).ok().map(|csv| (bundle, csv)),
+                Err(err) => {
+                    tracing::debug!(%package, %channel, %bundle, error = %err, "cannot fetch head CSV");
+                    None
+                }
+            }
+        })
+        .buffer_unordered(16)
+        .filter_map(|x| async move { x })
+        .collect()
+        .await
 }
 
 #[derive(Default)]

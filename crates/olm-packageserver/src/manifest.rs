@@ -3,7 +3,7 @@
 //! carry `olm.deprecated`, labels from the CatalogSource, the provider and the default head CSV.
 //! Icons are kept aside: they are served only for one package (`?icon` / the icon subresource).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use olm_api::packages::v1::{
@@ -72,11 +72,13 @@ impl Served {
 
 /// Every package of `catalog` as served for the CatalogSource `info`, and the problems that
 /// made a channel or package be left out (upstream drops them silently; we log them).
-pub fn build(info: &CatalogInfo, catalog: &Catalog) -> (Vec<Served>, Vec<String>) {
+/// `head_csvs` holds CSVs (by bundle name) fetched separately for heads whose listing carried
+/// none (gRPC ListBundles leaves them out for bundles with an image).
+pub fn build(info: &CatalogInfo, catalog: &Catalog, head_csvs: &HashMap<String, Value>) -> (Vec<Served>, Vec<String>) {
     let mut served = Vec::with_capacity(catalog.packages().len());
     let mut problems = Vec::new();
     for package in catalog.packages() {
-        match build_package(info, package, &mut problems) {
+        match build_package(info, package, head_csvs, &mut problems) {
             Some(s) => served.push(s),
             None => problems.push(format!("package {}: no channel with a readable head CSV; left out", package.name)),
         }
@@ -85,7 +87,22 @@ pub fn build(info: &CatalogInfo, catalog: &Catalog) -> (Vec<Served>, Vec<String>
     (served, problems)
 }
 
-fn build_package(info: &CatalogInfo, package: &Package, problems: &mut Vec<String>) -> Option<Served> {
+/// The heads (bundle names) whose CSV is not in the catalog model itself.
+pub fn heads_without_csv(catalog: &Catalog) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for package in catalog.packages() {
+        for channel in package.channels() {
+            if let Some(head) = channel.head()
+                && package.bundle(&head.name).is_some_and(|b| convert::bundle_csv(package, b).is_none())
+            {
+                out.push((package.name.clone(), channel.name.clone(), head.name.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn build_package(info: &CatalogInfo, package: &Package, head_csvs: &HashMap<String, Value>, problems: &mut Vec<String>) -> Option<Served> {
     let mut channels: Vec<(PackageChannel, Vec<PackageIcon>, Value)> = Vec::new();
     let mut sorted: Vec<_> = package.channels().iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
@@ -98,7 +115,7 @@ fn build_package(info: &CatalogInfo, package: &Package, problems: &mut Vec<Strin
             problems.push(format!("package {} channel {}: head {} is not a bundle of the package", package.name, channel.name, head.name));
             continue;
         };
-        let Some((csv, _synthesized)) = convert::bundle_csv(package, bundle) else {
+        let Some(csv) = convert::bundle_csv(package, bundle).map(|(csv, _)| csv).or_else(|| head_csvs.get(&head.name).cloned()) else {
             problems.push(format!("package {} channel {}: head {} has no CSV", package.name, channel.name, head.name));
             continue;
         };
@@ -221,7 +238,7 @@ mod tests {
 
     #[test]
     fn etcd_package_has_upstream_shape() {
-        let (served, problems) = build(&info(), &etcd());
+        let (served, problems) = build(&info(), &etcd(), &HashMap::new());
         assert!(problems.is_empty(), "{problems:?}");
         let etcd = served.iter().find(|s| s.manifest.metadata.name.as_deref() == Some("etcd")).expect("etcd served");
         let status = &etcd.manifest.status;
@@ -251,7 +268,7 @@ mod tests {
 
     #[test]
     fn entries_are_newest_first() {
-        let (served, _) = build(&info(), &etcd());
+        let (served, _) = build(&info(), &etcd(), &HashMap::new());
         for s in &served {
             for channel in &s.manifest.status.channels {
                 let versions: Vec<semver::Version> =

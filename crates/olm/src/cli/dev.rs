@@ -14,6 +14,27 @@ pub struct DevArgs {
 
 #[derive(Debug, Subcommand)]
 enum DevCommand {
+    /// Start the local control plane and OLM on it: CRDs, namespaces olm and operators,
+    /// OperatorGroups, a CatalogSource for the bundled catalog, the PackageManifest APIService,
+    /// and the catalog server, controllers and package server as host processes
+    /// (pids and logs under the olm-dev state directory). Safe to run again.
+    Up {
+        /// The File-Based Catalog to serve as CatalogSource olm/community
+        /// (default: ./catalogs/community, else the source tree's).
+        #[arg(long, value_name = "DIR")]
+        catalog: Option<std::path::PathBuf>,
+    },
+    /// Stop everything `olm dev up` started: the OLM host processes, then the control plane
+    /// (the APIService is removed first so namespace deletion never hangs).
+    Down {
+        /// Also delete cluster data, certificates, logs and the kubeconfig.
+        #[arg(long)]
+        purge: bool,
+    },
+    /// Show the control plane, the OLM host processes and the APIService. Exits 1 when not healthy.
+    Status,
+    /// Print shell lines for `eval "$(olm dev env)"` (same as `olm dev cluster env`).
+    Env,
     /// A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
     /// kube-scheduler, kwok with one fake node) on loopback, built from Go modules.
     ///
@@ -43,7 +64,13 @@ enum ClusterCommand {
 }
 
 pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
-    let DevCommand::Cluster(command) = args.command;
+    let command = match args.command {
+        DevCommand::Cluster(command) => command,
+        DevCommand::Up { catalog } => return super::dev_up::up(catalog.as_deref()),
+        DevCommand::Down { purge } => return super::dev_up::down(purge),
+        DevCommand::Status => return super::dev_up::status(),
+        DevCommand::Env => return super::dev_up::env(),
+    };
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
     match command {
         ClusterCommand::Up => {
