@@ -629,10 +629,20 @@ async fn get_package(State(state): State<AppState>, Path((name, package)): Path<
 fn package_manifest(catalog_name: &str, pkg: &Package) -> Value {
     let mut channels = Vec::new();
     let mut provider: Option<Value> = None;
+    // Channels often share a head; its description (CRD descriptors can be megabytes)
+    // is built once.
+    let mut descriptions: HashMap<&str, Value> = HashMap::new();
     for ch in pkg.channels() {
         let head = ch.head().and_then(|h| pkg.bundle(&h.name));
-        let csv = head.and_then(|b| convert::bundle_csv(pkg, b)).map(|(c, _)| c);
-        let description = csv.as_ref().map(|c| convert::csv_description(c, true)).unwrap_or_else(|| json!({}));
+        let description = match head {
+            Some(b) => descriptions
+                .entry(b.name.as_str())
+                .or_insert_with(|| {
+                    convert::bundle_csv(pkg, b).map(|(c, _)| convert::csv_description(&c, true)).unwrap_or_else(|| json!({}))
+                })
+                .clone(),
+            None => json!({}),
+        };
         if ch.name == pkg.default_channel || provider.is_none() {
             if let Some(p) = description.get("provider") {
                 provider = Some(p.clone());
