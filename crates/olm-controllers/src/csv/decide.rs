@@ -41,6 +41,8 @@ pub struct Observed<'a> {
     pub csv: &'a ClusterServiceVersion,
     /// OperatorGroups in its namespace.
     pub groups: Vec<&'a OperatorGroup>,
+    /// OperatorGroups of the other namespaces (for provided-API conflicts).
+    pub other_groups: Vec<&'a OperatorGroup>,
     /// CRDs the CSV owns or requires, by name (absent = not found).
     pub crds: &'a BTreeMap<String, CrdState>,
     /// ServiceAccounts that exist in the namespace.
@@ -163,8 +165,42 @@ fn is_operator_group_reason(reason: Option<&CsvReason>) -> bool {
                 | CsvReason::UnsupportedOperatorGroup
                 | CsvReason::NoTargetNamespaces
                 | CsvReason::InvalidInstallModes
+                | CsvReason::InterOperatorGroupOwnerConflict
         )
     )
+}
+
+/// Another OperatorGroup whose targets intersect ours already provides one of our APIs.
+fn inter_group_conflict(observed: &Observed<'_>, targets: &[String]) -> Option<String> {
+    let mine = crate::operatorgroup::decide::provided_apis(observed.csv);
+    if mine.is_empty() {
+        return None;
+    }
+    let all = |t: &[String]| t == [String::new()];
+    for other in &observed.other_groups {
+        let Some(other_targets) = other.status.as_ref().and_then(|s| s.namespaces.as_deref()) else {
+            continue;
+        };
+        let intersects = all(targets) || all(other_targets) || targets.iter().any(|t| other_targets.contains(t));
+        if !intersects {
+            continue;
+        }
+        let provided: BTreeSet<&str> = other
+            .annotations()
+            .get(keys::PROVIDED_APIS_ANNOTATION)
+            .map(|v| v.split(',').filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default();
+        let clash: Vec<&str> = mine.iter().map(String::as_str).filter(|api| provided.contains(api)).collect();
+        if !clash.is_empty() {
+            return Some(format!(
+                "provided API(s) {} are already provided by OperatorGroup {}/{}, whose target namespaces intersect this group's",
+                clash.join(", "),
+                other.namespace().unwrap_or_default(),
+                other.name_any()
+            ));
+        }
+    }
+    None
 }
 
 /// Upstream's InstallModeSet.Supports: can an operator in `own` watch `targets`?
@@ -510,6 +546,16 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
     let own = csv.namespace().unwrap_or_default();
     if let Err((reason, message)) = install_modes_support(csv, &own, &targets) {
         let d = transition(&previous, CsvPhase::Failed, reason, message, now);
+        return decide_copies(observed, None, d.requeue(REQUEUE_RESYNC));
+    }
+    if let Some(conflict) = inter_group_conflict(observed, &targets) {
+        let mut d = transition(&previous, CsvPhase::Failed, CsvReason::InterOperatorGroupOwnerConflict, conflict, now);
+        // Upstream removes the operator of a CSV that lost such a conflict.
+        for deployment in observed.deployments.values() {
+            if owned_by(deployment.labels(), csv) {
+                d = d.act(CsvAction::DeleteDeployment(deployment.name_any()));
+            }
+        }
         return decide_copies(observed, None, d.requeue(REQUEUE_RESYNC));
     }
     let phase = previous.phase.clone().unwrap_or(CsvPhase::None);

@@ -186,7 +186,12 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     }
 
     // Observe.
-    let groups = state.groups.list_in(&namespace);
+    let all_groups = state.groups.list();
+    let groups: Vec<Arc<OperatorGroup>> = all_groups
+        .iter()
+        .filter(|g| g.namespace().as_deref() == Some(namespace.as_str()))
+        .cloned()
+        .collect();
     let mut crds = BTreeMap::new();
     for crd in csv.spec.owned_crds().iter().chain(csv.spec.required_crds()) {
         if let Some(found) = state.crds.get(None, &crd.name) {
@@ -251,6 +256,11 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     let observed = Observed {
         csv: &csv,
         groups: groups.iter().map(Arc::as_ref).collect(),
+        other_groups: all_groups
+            .iter()
+            .map(Arc::as_ref)
+            .filter(|g| g.namespace().as_deref() != Some(namespace.as_str()))
+            .collect(),
         crds: &crds,
         service_accounts: &service_accounts,
         permissions: permissions.as_deref(),

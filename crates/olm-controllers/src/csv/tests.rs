@@ -80,6 +80,7 @@ fn available(mut deployment: Deployment) -> Deployment {
 struct World {
     csv: ClusterServiceVersion,
     groups: Vec<OperatorGroup>,
+    other_groups: Vec<OperatorGroup>,
     crds: BTreeMap<String, CrdState>,
     service_accounts: BTreeSet<String>,
     permissions: Option<Vec<PermissionCheck>>,
@@ -125,6 +126,7 @@ impl World {
         World {
             csv,
             groups: vec![og],
+            other_groups: Vec::new(),
             crds,
             service_accounts: BTreeSet::from(["etcd-operator".to_owned()]),
             permissions: Some(permissions),
@@ -147,6 +149,7 @@ impl World {
         let observed = Observed {
             csv: &self.csv,
             groups: self.groups.iter().collect(),
+            other_groups: self.other_groups.iter().collect(),
             crds: &self.crds,
             service_accounts: &self.service_accounts,
             permissions: self.permissions.as_deref(),
@@ -549,4 +552,24 @@ fn a_refused_install_is_retried_only_after_a_pause() {
         status.last_transition_time = Some(Time(now() - SignedDuration::from_secs(60)));
     }
     assert_eq!(phase_reason(&world.decide()), (CsvPhase::Pending, CsvReason::NeedsReinstall));
+}
+
+#[test]
+fn an_api_already_provided_by_an_intersecting_group_is_a_conflict() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    let mut global = group("global-operators", &[""]);
+    global.metadata.namespace = Some("operators".into());
+    global.metadata.annotations = Some(BTreeMap::from([(
+        keys::PROVIDED_APIS_ANNOTATION.to_owned(),
+        "EtcdCluster.v1beta2.etcd.database.coreos.com".to_owned(),
+    )]));
+    world.other_groups.push(global);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::InterOperatorGroupOwnerConflict));
+    assert!(decision.actions.contains(&CsvAction::DeleteDeployment("etcd-operator".into())));
+    // A group elsewhere that does not intersect is no conflict.
+    if let Some(status) = world.other_groups[0].status.as_mut() {
+        status.namespaces = Some(vec!["elsewhere".into()]);
+    }
+    assert_eq!(world.decide().status, world.csv.status);
 }

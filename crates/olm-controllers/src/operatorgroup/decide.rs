@@ -121,9 +121,11 @@ pub fn member_annotations(group: &OperatorGroup, targets: &[String]) -> BTreeMap
     ])
 }
 
-/// Reasons after which a CSV's APIs do not count as provided by the group.
+/// CSVs whose APIs do not count as provided by the group: not yet past the group checks
+/// (phase None: counting them early would make an older CSV elsewhere see a conflict first), or
+/// failed because of their group.
 fn excluded_from_provided_apis(csv: &ClusterServiceVersion) -> bool {
-    matches!(
+    matches!(csv.phase(), None | Some(CsvPhase::None)) || matches!(
         csv.status.as_ref().and_then(|s| s.reason.as_ref()),
         Some(
             CsvReason::InterOperatorGroupOwnerConflict

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 use olm_api::keys;
 use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec, OperatorGroupStatus};
-use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 
 use super::decide::{NamespaceView, Observed, OgAction, decide, target_namespaces};
 
@@ -56,7 +56,14 @@ fn targets_come_from_the_list_the_selector_or_everything() {
 fn status_annotations_provided_apis_and_namespace_labels() {
     let ns = namespaces();
     let og = group(OperatorGroupSpec { target_namespaces: Some(vec!["ops".into()]), ..Default::default() });
-    let csv = etcd();
+    let unchecked = etcd();
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&unchecked] };
+    assert!(
+        decide(&observed, now()).actions.contains(&OgAction::SetProvidedApis { value: String::new() }),
+        "a CSV that has not passed the group checks provides nothing yet"
+    );
+    let mut csv = etcd();
+    csv.status = Some(ClusterServiceVersionStatus { phase: Some(CsvPhase::Pending), ..Default::default() });
     let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&csv] };
     let decision = decide(&observed, now());
     let status = decision.status.clone().expect("status");
