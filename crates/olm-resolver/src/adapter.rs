@@ -124,5 +124,7 @@ pub fn load(
         return Err(olm_catalog::CatalogError::Invalid(load_problems));
     }
     let (catalog, problems) = Catalog::build(documents);
-    Ok((snapshot(&catalog, key, priority), problems.iter().map(ToString::to_string).collect()))
+    // A local bundle directory has no image; that matters for installing, not resolving.
+    let warnings = problems.iter().filter(|p| p.code != "MissingImage").map(ToString::to_string).collect();
+    Ok((snapshot(&catalog, key, priority), warnings))
 }

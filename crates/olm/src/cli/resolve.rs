@@ -53,7 +53,7 @@ fn text(namespace: &str, r: &olm_resolver::Resolution) -> String {
     if !r.bundles.is_empty() {
         let width = r.bundles.iter().map(|b| b.name.len()).max().unwrap_or(0);
         for b in &r.bundles {
-            let version = b.version.as_ref().map(|v| format!(" {v}")).unwrap_or_default();
+            let version = b.version.as_ref().map(|v| format!(", version {v}")).unwrap_or_default();
             let detail = match (b.reason, &b.replaces) {
                 (olm_resolver::Reason::Upgrade, Some(old)) => format!("upgrades {old}"),
                 (olm_resolver::Reason::Dependency, _) => "needed by another bundle".to_string(),
