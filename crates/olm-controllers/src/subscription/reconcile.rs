@@ -282,7 +282,7 @@ async fn create_plan(
     let approved = approval == Approval::Automatic;
     let plan = InstallPlan {
         metadata: ObjectMeta {
-            generate_name: Some("install-".into()),
+            name: Some(plan_name(sub, bundles)),
             namespace: Some(namespace.clone()),
             owner_references: Some(vec![OwnerReference {
                 api_version: "operators.coreos.com/v1alpha1".into(),
@@ -305,10 +305,23 @@ async fn create_plan(
         status: None,
     };
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
-    let created = api
-        .create(&PostParams::default(), &plan)
-        .await
-        .map_err(|err| Error::api(format!("create InstallPlan in {namespace} for Subscription {}", sub.name_any()), err))?;
+    let created = match api.create(&PostParams::default(), &plan).await {
+        Ok(created) => created,
+        // Another OLM replica (or a retry after a lost answer) made the same plan: use it.
+        Err(err) if crate::runtime::error::api_status_code(&err) == Some(409) => {
+            let existing_name = plan.metadata.name.clone().unwrap_or_default();
+            let existing = api
+                .get(&existing_name)
+                .await
+                .map_err(|err| Error::api(format!("get InstallPlan {namespace}/{existing_name}"), err))?;
+            if existing.status.as_ref().is_some_and(|s| s.plan.is_some()) {
+                tracing::info!(plan = %existing_name, "InstallPlan already exists; using it");
+                return Ok(Ok(plan_view(&existing)));
+            }
+            existing
+        }
+        Err(err) => return Err(Error::api(format!("create InstallPlan in {namespace} for Subscription {}", sub.name_any()), err)),
+    };
     let status = InstallPlanStatus {
         phase: if approved { InstallPlanPhase::Installing } else { InstallPlanPhase::RequiresApproval },
         catalog_sources: catalogs_used.into_iter().collect(),
@@ -336,6 +349,21 @@ async fn create_plan(
     let mut view = plan_view(&created);
     view.phase = status.phase;
     Ok(Ok(view))
+}
+
+/// The name of the plan that installs `bundles` for `sub`: `install-` and a hash of the
+/// Subscription's uid and the bundles, so that two OLM replicas, or a retry, agree on one plan
+/// instead of creating two.
+pub fn plan_name(sub: &Subscription, bundles: &[&Selected]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut names: Vec<&str> = bundles.iter().map(|b| b.name.as_str()).collect();
+    names.sort_unstable();
+    let text = format!("{}/{}", sub.uid().unwrap_or_else(|| sub.name_any()), names.join(","));
+    let digest = Sha256::digest(text.as_bytes());
+    // Lowercase alphanumerics, like the suffix of a generated name.
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let suffix: String = digest.iter().take(5).map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char).collect();
+    format!("install-{suffix}")
 }
 
 fn deprecations(content: Option<&Arc<CatalogContent>>, sub: &Subscription, installed: Option<&str>) -> Deprecations {
@@ -442,9 +470,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     let mut adopted = None;
     let target = decide::target(&sub);
     let gate = decide::gate(plan.as_ref(), plan_missing, current.as_ref(), plan_name.is_some());
-    if let Gate::Wait(why) = gate {
-        tracing::debug!(why, "not resolving");
-    }
+    tracing::debug!(?gate, plan = ?plan_name, plan_phase = ?plan.as_ref().map(|p| p.phase.clone()), plan_missing, current = ?current, "resolution gate");
     if gate == Gate::Resolve {
         if !contents.contains_key(&target) {
             resolved = Resolved::Failed {
