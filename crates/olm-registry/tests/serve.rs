@@ -724,3 +724,30 @@ async fn serves_a_directory_of_real_bundles() {
     assert_eq!(csv["spec"]["replaces"], "etcdoperator.v0.9.0");
     assert_eq!(b.object.len(), 4, "CSV and three CRDs");
 }
+
+#[tokio::test]
+async fn grpc_reflection_lists_the_registry_service() {
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    let h = Harness::start().await;
+    let channel = Channel::from_shared(format!("http://{}", h.server.grpc_addrs["community"])).unwrap().connect().await.unwrap();
+    let mut client = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest { host: String::new(), message_request: Some(MessageRequest::ListServices(String::new())) };
+    let mut responses = client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+    let response = responses.message().await.unwrap().expect("one response");
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else { panic!("unexpected {response:?}") };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"api.Registry".to_string()), "{names:?}");
+    assert!(names.contains(&"grpc.health.v1.Health".to_string()), "{names:?}");
+
+    // grpcurl then asks for the file of a symbol: the descriptor must resolve.
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::FileContainingSymbol("api.Registry".into())),
+    };
+    let mut responses = client.server_reflection_info(futures::stream::iter([request])).await.unwrap().into_inner();
+    let response = responses.message().await.unwrap().expect("one response");
+    assert!(matches!(response.message_response, Some(MessageResponse::FileDescriptorResponse(ref f)) if !f.file_descriptor_proto.is_empty()));
+}

@@ -15,7 +15,7 @@ use clap::Args;
 pub struct ServeArgs {
     /// A catalog to serve, as NAME=DIR (repeatable). NAME appears in URLs
     /// (/catalogs/NAME/api/v1/all) and must be a DNS-1123 subdomain; DIR is a
-    /// File-Based Catalog directory.
+    /// File-Based Catalog, a legacy package-manifest tree or a tree of bundle directories.
     #[arg(long = "catalog", value_name = "NAME=DIR", required = true)]
     pub catalogs: Vec<String>,
 
