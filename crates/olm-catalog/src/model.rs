@@ -721,7 +721,7 @@ pub struct Catalog {
     packages: Vec<Package>,
     package_index: HashMap<String, usize>,
     metas: Vec<Meta>,
-    metas_by_package: HashMap<String, (usize, usize)>,
+    metas_by_package: HashMap<String, Vec<u32>>,
     bundles_by_name: HashMap<String, Vec<BundleAddr>>,
     providers: HashMap<Gvk, Vec<BundleAddr>>,
 }
@@ -784,24 +784,33 @@ impl Catalog {
             .flatten()
             .map(|a| self.at(*a))
     }
-    /// Every blob, in opm's canonical order (per package: package, channels, bundles,
-    /// other schemas, deprecations; then blobs without a package).
+    /// Every blob in load order (files in lexical path order, documents in file
+    /// order), which is the order catalogd serves `/api/v1/all` in.
     pub fn all_metas(&self) -> &[Meta] {
         &self.metas
     }
-    /// Blobs matching the filter (catalogd `/api/v1/metas`).
+    /// Every blob in opm's canonical writer order: packages by name; per package the
+    /// olm.package blob, channels by name, bundles by name, other schemas, the
+    /// deprecations; then blobs without a package.
+    pub fn canonical_metas(&self) -> Vec<&Meta> {
+        let mut out: Vec<&Meta> = self.metas.iter().collect();
+        out.sort_by(|a, b| build::meta_sort_key(a).cmp(&build::meta_sort_key(b)));
+        out
+    }
+    /// Blobs matching the filter, in load order (catalogd `/api/v1/metas`: exact
+    /// matches; `package` matches the blob's `package` field only, so an olm.package
+    /// blob is found by `schema=olm.package&name=...`).
     pub fn metas<'a>(&'a self, filter: MetaFilter<'a>) -> impl Iterator<Item = &'a Meta> + 'a {
-        let slice = match filter.package {
-            Some(p) => match self.metas_by_package.get(p) {
-                Some(&(start, end)) => &self.metas[start..end],
-                None => &self.metas[0..0],
-            },
-            None => &self.metas[..],
+        let candidates: Box<dyn Iterator<Item = &'a Meta> + 'a> = match filter.package.filter(|p| !p.is_empty()) {
+            Some(p) => Box::new(
+                self.metas_by_package.get(p).into_iter().flatten().map(move |&i| &self.metas[i as usize]),
+            ),
+            None => Box::new(self.metas.iter()),
         };
-        slice.iter().filter(move |m| {
-            filter.schema.is_none_or(|s| m.schema == s)
-                && filter.package.is_none_or(|p| m.package == p)
-                && filter.name.is_none_or(|n| m.name == n)
+        candidates.filter(move |m| {
+            filter.schema.is_none_or(|s| s.is_empty() || m.schema == s)
+                && filter.package.is_none_or(|p| p.is_empty() || m.package == p)
+                && filter.name.is_none_or(|n| n.is_empty() || m.name == n)
         })
     }
     /// Counts: (packages, channels, bundles).
@@ -1172,16 +1181,11 @@ mod build {
             }
         }
 
-        // Canonical blob order.
-        metas.sort_by(|a, b| meta_sort_key(a).cmp(&meta_sort_key(b)));
-        let mut metas_by_package: HashMap<String, (usize, usize)> = HashMap::new();
+        let mut metas_by_package: HashMap<String, Vec<u32>> = HashMap::new();
         for (i, m) in metas.iter().enumerate() {
-            if m.package.is_empty() && m.schema != SCHEMA_PACKAGE {
-                continue;
+            if !m.package.is_empty() {
+                metas_by_package.entry(m.package.clone()).or_default().push(i as u32);
             }
-            let key = meta_package(m).to_string();
-            let e = metas_by_package.entry(key).or_insert((i, i));
-            e.1 = i + 1;
         }
 
         let catalog = Catalog {
@@ -1204,7 +1208,7 @@ mod build {
         }
     }
 
-    fn meta_sort_key(m: &Meta) -> (bool, &str, u8, &str, &str) {
+    pub(super) fn meta_sort_key(m: &Meta) -> (bool, &str, u8, &str, &str) {
         let pkg = meta_package(m);
         let rank = match m.schema.as_str() {
             SCHEMA_PACKAGE => 0,
@@ -2131,6 +2135,55 @@ mod tests {
         let other = Property::new("olm.maxOpenShiftVersion", json!("4.8")).unwrap();
         assert_eq!(other.kind, PropertyKind::Other);
         assert_eq!(&*other.value_json, "\"4.8\"");
+    }
+
+    #[test]
+    fn metas_keep_load_order_and_filter_like_catalogd() {
+        let (cat, problems) = Catalog::build(docs(vec![
+            bundle("p.v1.0.0", "1.0.0"),
+            json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [{"name": "p.v1.0.0"}]}),
+            json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+            json!({"schema": "olm.deprecations", "package": "p", "entries": [
+                {"reference": {"schema": "olm.package"}, "message": "p is end of life"},
+                {"reference": {"schema": "olm.channel", "name": "stable"}, "message": "use fast"},
+                {"reference": {"schema": "olm.bundle", "name": "p.v1.0.0"}, "message": "CVE-1"}]}),
+        ]));
+        assert!(problems.is_empty(), "{problems:?}");
+        let load: Vec<&str> = cat.all_metas().iter().map(|m| m.schema.as_str()).collect();
+        assert_eq!(load, ["olm.bundle", "olm.channel", "olm.package", "olm.deprecations"]);
+        let canonical: Vec<&str> = cat.canonical_metas().iter().map(|m| m.schema.as_str()).collect();
+        assert_eq!(canonical, ["olm.package", "olm.channel", "olm.bundle", "olm.deprecations"]);
+        // `package` matches the blob's package field only: not the olm.package blob
+        let by_pkg: Vec<&str> =
+            cat.metas(MetaFilter { package: Some("p"), ..Default::default() }).map(|m| m.schema.as_str()).collect();
+        assert_eq!(by_pkg, ["olm.bundle", "olm.channel", "olm.deprecations"]);
+        let pkg_blob: Vec<&Meta> =
+            cat.metas(MetaFilter { schema: Some("olm.package"), name: Some("p"), package: Some("") }).collect();
+        assert_eq!(pkg_blob.len(), 1);
+        assert_eq!(cat.metas(MetaFilter { package: Some("nope"), ..Default::default() }).count(), 0);
+        // deprecations land on the objects
+        let p = cat.package("p").unwrap();
+        assert_eq!(p.deprecation.as_deref(), Some("p is end of life"));
+        assert_eq!(p.channel("stable").unwrap().deprecation.as_deref(), Some("use fast"));
+        assert_eq!(p.bundle("p.v1.0.0").unwrap().deprecation.as_deref(), Some("CVE-1"));
+        assert_eq!(p.deprecations.len(), 3);
+    }
+
+    #[test]
+    fn stranded_entries_are_reported() {
+        let (_, problems) = Catalog::build(docs(vec![
+            json!({"schema": "olm.package", "name": "p", "defaultChannel": "a"}),
+            json!({"schema": "olm.channel", "package": "p", "name": "a", "entries": [
+                {"name": "p.v3.0.0", "replaces": "p.v2.0.0", "skips": ["p.v1.0.0"]},
+                {"name": "p.v2.0.0"},
+                {"name": "p.v1.0.0", "replaces": "p.v0.5.0"},
+                {"name": "p.v0.5.0"}]}),
+            bundle("p.v3.0.0", "3.0.0"), bundle("p.v2.0.0", "2.0.0"), bundle("p.v1.0.0", "1.0.0"), bundle("p.v0.5.0", "0.5.0"),
+        ]));
+        let stranded: Vec<&Problem> = problems.iter().filter(|p| p.code == "StrandedEntries").collect();
+        assert_eq!(stranded.len(), 1, "{problems:?}");
+        assert!(stranded[0].message.contains("\"p.v0.5.0\""), "{}", stranded[0]);
+        assert!(!stranded[0].message.contains("p.v1.0.0\","), "skipped entries are not stranded: {}", stranded[0]);
     }
 
     #[test]

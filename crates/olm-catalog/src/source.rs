@@ -286,7 +286,7 @@ pub fn render_to_string(
 ) -> Result<(String, Vec<Problem>), CatalogError> {
     let (catalog, problems) = Catalog::build(documents);
     let mut buf = Vec::new();
-    write_metas(&mut buf, catalog.all_metas(), format).map_err(|e| CatalogError::Parse {
+    write_metas(&mut buf, catalog.canonical_metas(), format).map_err(|e| CatalogError::Parse {
         path: PathBuf::from("<output>"),
         message: format!("cannot encode output: {e}"),
     })?;
