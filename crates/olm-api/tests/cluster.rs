@@ -100,6 +100,17 @@ async fn closed_enums_are_enforced_by_the_apiserver() {
     assert!(message.contains("spec.installModes[0].type") && message.contains("Unsupported value"), "{message}");
     assert!(message.contains("\"OwnNamespace\""), "the accepted values are listed: {message}");
 
+    // `spec.release` carries upstream's CEL rules.
+    let mut with_release = etcd_csv_json();
+    with_release["metadata"]["namespace"] = json!(namespace.name());
+    with_release["spec"]["release"] = json!("01.build");
+    let object: DynamicObject = serde_json::from_value(with_release.clone()).expect("object");
+    let err = api.create(&PostParams::default(), &object).await.expect_err("leading zero in release");
+    assert!(err.to_string().contains("numeric identifiers in release version must not have leading zeros"), "{err}");
+    with_release["spec"]["release"] = json!("1.build-2");
+    let object: DynamicObject = serde_json::from_value(with_release).expect("object");
+    api.create(&PostParams::default(), &object).await.expect("a valid release is accepted");
+
     let sub = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
         "metadata": {"name": "etcd", "namespace": namespace.name()},
         "spec": {"name": "etcd", "source": "operatorhubio-catalog", "sourceNamespace": "olm", "installPlanApproval": "manual"}});

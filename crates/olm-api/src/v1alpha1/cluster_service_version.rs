@@ -54,7 +54,19 @@ pub struct ClusterServiceVersionSpec {
     pub version: Option<String>,
     /// The packaging release of this version: dot-separated alphanumeric identifiers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 20))]
+    #[schemars(
+        length(max = 20),
+        extend("x-kubernetes-validations" = [
+            {
+                "rule": "self.matches('^[0-9A-Za-z-]+(\\\\.[0-9A-Za-z-]+)*$')",
+                "message": "release version must be composed of dot-separated identifiers containing only alphanumerics and hyphens"
+            },
+            {
+                "rule": "!self.split('.').exists(x, x.matches('^0[0-9]+$'))",
+                "message": "numeric identifiers in release version must not have leading zeros"
+            }
+        ])
+    )]
     pub release: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maturity: Option<String>,
