@@ -119,7 +119,9 @@ fn packageserver_cert(layout: &Layout) -> anyhow::Result<(String, PathBuf, PathB
     Ok((ca, cert_path, key_path))
 }
 
-/// What `olm dev up` applies besides the CRDs: the local counterpart of manifests/.
+/// What `olm dev up` applies besides the CRDs: the local counterpart of manifests/. Applied
+/// with kubectl's default field manager, so that `kubectl apply --server-side -f manifests/`
+/// on the same cluster takes the fields over instead of conflicting.
 fn local_manifests(ca_pem: &str) -> String {
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
@@ -282,9 +284,18 @@ fn tcp_open(port: u16) -> bool {
 }
 
 fn ensure_running(layout: &Layout, process: HostProcess, args: &[String], progress: &Progress, port: u16) -> anyhow::Result<()> {
+    let args_path = layout.pids_dir().join(format!("{}.args", process.name()));
+    let wanted_args = args.join("\n");
     if let Some(pid) = running_pid(layout, process) {
-        progress.say(format!("{} already running (pid {pid})", process.name()));
-        return Ok(());
+        let same_args = std::fs::read_to_string(&args_path).is_ok_and(|a| a == wanted_args);
+        let rebuilt = current_exe().is_ok_and(|exe| proc_exe_is_deleted_olm(pid, &exe));
+        if same_args && !rebuilt {
+            progress.say(format!("{} already running (pid {pid})", process.name()));
+            return Ok(());
+        }
+        let why = if rebuilt { "the olm binary was rebuilt" } else { "its command line changed" };
+        progress.say(format!("restarting {} (pid {pid}): {why}", process.name()));
+        stop_process(layout, process)?;
     }
     if tcp_open(port) {
         bail!(
@@ -293,6 +304,7 @@ fn ensure_running(layout: &Layout, process: HostProcess, args: &[String], progre
         );
     }
     let pid = start_process(layout, process, args)?;
+    std::fs::write(&args_path, &wanted_args).with_context(|| format!("cannot write {}", args_path.display()))?;
     progress.say(format!("started {} (pid {pid}, log {})", process.name(), layout.log_file(process.name()).display()));
     let log = layout.log_file(process.name());
     wait_until(&format!("{} listening on 127.0.0.1:{port}", process.name()), Duration::from_secs(60), progress, || {
@@ -319,7 +331,7 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
 
     progress.say("installing the OLM CustomResourceDefinitions (server-side apply)");
     let crds = olm_api::crds::render_yaml().context("rendering the CRDs")?;
-    kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "--field-manager=olm-dev", "-f", "-"], Some(&crds))?;
+    kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&crds))?;
     let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
     let names: Vec<String> = ["catalogsources", "clusterserviceversions", "installplans", "operatorgroups", "subscriptions"]
         .iter()
@@ -330,7 +342,7 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
 
     let (ca, cert, key) = packageserver_cert(&layout)?;
     progress.say("applying namespaces olm and operators, OperatorGroups, the CatalogSource and the APIService");
-    kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "--field-manager=olm-dev", "-f", "-"], Some(&local_manifests(&ca)))?;
+    kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&local_manifests(&ca)))?;
 
     let ports = [CATALOG_GRPC_PORT, CONTROLLERS_ADMIN_PORT, PACKAGESERVER_PORT];
     for (process, port) in HostProcess::ALL.into_iter().zip(ports) {

@@ -1,0 +1,28 @@
+# syntax=docker/dockerfile:1
+# The `olm` binary and the bundled catalogs in a small non-root image.
+#   docker build -t ghcr.io/olm-rs/olm:latest .
+# One image runs every component (see manifests/): `olm run`, `olm packageserver`,
+# `olm catalog serve --catalog community=/catalogs/community`.
+
+# --- build ---------------------------------------------------------------------------------
+# rust-version in Cargo.toml is 1.89 (edition 2024); protobuf descriptors are compiled in Rust
+# (protox), so no protoc is needed.
+FROM docker.io/library/rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY crates ./crates
+# Cache the registry and target dir between builds (BuildKit); copy the binary out of the cache.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked -p olm \
+ && install -D -m 0755 target/release/olm /out/olm
+
+# --- runtime -------------------------------------------------------------------------------
+# distroless/cc: glibc + libgcc + CA certificates, no shell, user 65532 "nonroot".
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/olm /usr/local/bin/olm
+COPY catalogs /catalogs
+USER 65532:65532
+EXPOSE 8080 50051 5443
+ENTRYPOINT ["/usr/local/bin/olm"]
+CMD ["--help"]
