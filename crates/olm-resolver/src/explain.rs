@@ -318,6 +318,8 @@ fn short(p: &Problem<'_>, v: VarId) -> String {
 /// Why one variable cannot be selected.
 enum Why {
     Deprecated(VarId),
+    /// The bundle's package is the one a failed Subscription asks for.
+    Blocked(VarId, usize),
     /// `v` clashes with `by`, which is already there (installed or required elsewhere).
     Clash { v: VarId, by: VarId, what: String },
     NoProvider { v: VarId, dep: usize },
@@ -374,6 +376,9 @@ impl Explainer<'_, '_> {
         if var.prohibited {
             return Why::Deprecated(v);
         }
+        if let Some(si) = var.blocked_by {
+            return Why::Blocked(v, si);
+        }
         for &b in self.base {
             if let Some(what) = clash_between(p, v, b) {
                 return Why::Clash { v, by: b, what };
@@ -426,6 +431,18 @@ impl Explainer<'_, '_> {
                 format!("{} is deprecated (olm.deprecated) and is never installed", name_of(p, *v)),
                 "choose another channel or startingCSV.".to_string(),
             ),
+            Why::Blocked(v, si) => {
+                let sub = &p.req.subscriptions[*si];
+                (
+                    format!(
+                        "{} is not used because it is from package {}, and Subscription {} for that package cannot be resolved (see its error)",
+                        name_of(p, *v),
+                        sub.package,
+                        sub.name
+                    ),
+                    format!("fix Subscription {} first.", sub.name),
+                )
+            }
             Why::Clash { v, by, what } => {
                 let owner = match p.vars[*by as usize].src {
                     Src::Installed(_) => "which is installed and owned by no Subscription".to_string(),

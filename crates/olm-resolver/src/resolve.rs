@@ -46,6 +46,10 @@ pub(crate) struct Var {
     pub pkg: Option<u32>,
     pub gvks: Vec<u32>,
     pub prohibited: bool,
+    /// Index of a failed Subscription whose package this catalog bundle belongs to: the
+    /// user asked for that package in a way that cannot be met, so no other
+    /// Subscription may pull it in as a dependency.
+    pub blocked_by: Option<usize>,
     /// Explicit conflicts (an upgrade candidate and the bundle it replaces).
     pub conflicts: Vec<VarId>,
     pub deps: Vec<DepSlot>,
@@ -81,6 +85,8 @@ pub(crate) struct Problem<'a> {
     pkg_ids: HashMap<String, u32>,
     gvk_ids: HashMap<Gvk, u32>,
     dep_cache: HashMap<(Option<u32>, Requirement), Result<Vec<Src>, String>>,
+    /// Packages of failed Subscriptions (package → Subscription index).
+    pub blocked: HashMap<String, usize>,
 }
 
 impl<'a> Problem<'a> {
@@ -101,6 +107,7 @@ impl<'a> Problem<'a> {
             pkg_ids: HashMap::new(),
             gvk_ids: HashMap::new(),
             dep_cache: HashMap::new(),
+            blocked: HashMap::new(),
         }
     }
 
@@ -140,6 +147,10 @@ impl<'a> Problem<'a> {
             pkg,
             gvks,
             prohibited: e.deprecated,
+            blocked_by: match src {
+                Src::Catalog(..) => self.blocked.get(&e.package).copied(),
+                Src::Installed(_) => None,
+            },
             conflicts: Vec::new(),
             deps: Vec::new(),
             expanded: false,
@@ -147,6 +158,17 @@ impl<'a> Problem<'a> {
         });
         self.var_of.insert(src, id);
         id
+    }
+
+    /// Keep catalog bundles of `package` out of every solution from now on.
+    pub fn block_package(&mut self, package: &str, sub: usize) {
+        self.blocked.entry(package.to_string()).or_insert(sub);
+        for i in 0..self.vars.len() {
+            let src = self.vars[i].src;
+            if matches!(src, Src::Catalog(..)) && self.entry_of(src).package == package && self.vars[i].blocked_by.is_none() {
+                self.vars[i].blocked_by = Some(sub);
+            }
+        }
     }
 
     pub fn add_conflict(&mut self, a: VarId, b: VarId) {
@@ -345,7 +367,7 @@ impl<'p, 'a> Search<'p, 'a> {
         }
         let cv = &self.p.vars[c as usize];
         let vv = &self.p.vars[v as usize];
-        if cv.prohibited || cv.dead {
+        if cv.prohibited || cv.dead || cv.blocked_by.is_some() {
             return false;
         }
         if c != v {
@@ -369,7 +391,7 @@ impl<'p, 'a> Search<'p, 'a> {
 
     fn can_select(&self, v: VarId) -> bool {
         let var = &self.p.vars[v as usize];
-        if var.prohibited || var.dead {
+        if var.prohibited || var.dead || var.blocked_by.is_some() {
             return false;
         }
         if let Some(pk) = var.pkg
@@ -436,7 +458,7 @@ impl<'p, 'a> Search<'p, 'a> {
     /// the choice that caused a failure instead of retrying every choice in between.
     fn blockers(&self, v: VarId, out: &mut Vec<VarId>) {
         let var = &self.p.vars[v as usize];
-        if var.prohibited || var.dead {
+        if var.prohibited || var.dead || var.blocked_by.is_some() {
             return;
         }
         self.viable_blockers(v, v, out);
@@ -608,21 +630,41 @@ pub fn resolve(catalogs: &Catalogs, request: &Request) -> Resolution {
             mandatory.push(v);
         }
     }
-    let base_problem = p.expand(&mandatory).err();
+    let mut base_problem = p.expand(&mandatory).err();
 
     for (si, sub) in request.subscriptions.iter().enumerate() {
         match crate::explain::plan_subscription(&mut p, sub) {
-            Ok(plan) => {
-                let mut roots = plan.candidates.clone();
-                roots.extend(plan.current);
-                match p.expand(&roots) {
-                    Ok(()) => plans[si] = Some(plan),
-                    Err(msg) => {
-                        errors[si] = Some(crate::explain::invalid_dependency(request, sub, &msg));
-                    }
+            Ok(plan) => plans[si] = Some(plan),
+            Err(e) => errors[si] = Some(e),
+        }
+    }
+    // What a failed Subscription asked for must not come in through the back door.
+    for (si, sub) in request.subscriptions.iter().enumerate() {
+        if plans[si].is_none() {
+            p.block_package(&sub.package, si);
+        }
+    }
+    for (si, sub) in request.subscriptions.iter().enumerate() {
+        let Some(plan) = &plans[si] else { continue };
+        let mut roots = plan.candidates.clone();
+        roots.extend(plan.current);
+        if let Err(msg) = p.expand(&roots) {
+            errors[si] = Some(crate::explain::invalid_dependency(request, sub, &msg));
+            plans[si] = None;
+        }
+    }
+    // The installed operator of a failed Subscription stays as it is.
+    for (si, sub) in request.subscriptions.iter().enumerate() {
+        if plans[si].is_none()
+            && let Some(i) = current_of(request, sub)
+        {
+            let v = p.var(Src::Installed(i));
+            if !mandatory.contains(&v) {
+                mandatory.push(v);
+                if let Err(e) = p.expand(&[v]) {
+                    base_problem.get_or_insert(e);
                 }
             }
-            Err(e) => errors[si] = Some(e),
         }
     }
 
@@ -661,6 +703,11 @@ pub fn resolve(catalogs: &Catalogs, request: &Request) -> Resolution {
                                 fail,
                             ));
                         }
+                    }
+                }
+                for si in 0..request.subscriptions.len() {
+                    if errors[si].is_some() && plans[si].is_some() {
+                        p.block_package(&request.subscriptions[si].package, si);
                     }
                 }
                 // Subscriptions with something installed keep priority over new ones.

@@ -382,3 +382,39 @@ fn print_sample_errors() {
     }
     assert_eq!(r.errors.len(), 4);
 }
+
+#[test]
+fn a_failed_subscription_package_is_not_pulled_in_as_a_dependency() {
+    let entries = vec![
+        e("db.v1", "1.0.0", "db", "stable").default().provides("example.com", "v1", "Db"),
+        e("app.v1", "1.0.0", "app", "stable").requires("example.com", "v1", "Db"),
+        e("web.v1", "1.0.0", "web", "stable"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .sub(sub("db", "beta", community()))
+        .sub(sub("app", "stable", community()))
+        .sub(sub("web", "stable", community()))
+        .resolve();
+    assert_eq!(names(&r), ["web.v1"]);
+    assert_contains(error_of(&r, "db"), &["no channel beta"]);
+    assert_contains(
+        error_of(&r, "app"),
+        &["db.v1 (catalog community) is not used because it is from package db, and Subscription db for that package cannot be resolved", "fix Subscription db first"],
+    );
+}
+
+#[test]
+fn the_installed_operator_of_a_failed_subscription_keeps_its_api() {
+    let entries = vec![
+        e("a.v1", "1.0.0", "a", "stable").provides("example.com", "v1", "Widget"),
+        e("b.v1", "1.0.0", "b", "stable").provides("example.com", "v1", "Widget"),
+    ];
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .installed(installed(e("a.v1", "1.0.0", "a", "").provides("example.com", "v1", "Widget")))
+        .sub(sub("a", "nightly", community()))
+        .sub(sub("b", "stable", community()))
+        .resolve();
+    assert!(r.bundles.is_empty(), "{:?}", picked(&r));
+    assert_contains(error_of(&r, "a"), &["no channel nightly"]);
+    assert_contains(error_of(&r, "b"), &["installed operator a.v1", "Widget (example.com/v1)"]);
+}

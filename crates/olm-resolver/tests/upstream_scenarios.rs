@@ -296,7 +296,10 @@ fn nested_api_dependencies_prefer_the_dependents_catalog() {
     );
 }
 
-fn foo_all(props: Vec<(&str, &str, Vec<(&str, &str, &str)>, Option<&str>)>) -> Vec<E> {
+/// (name, version, provided APIs as (group, version, kind), replaces)
+type FooSpec<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str, &'a str)>, Option<&'a str>);
+
+fn foo_all(props: Vec<FooSpec<'_>>) -> Vec<E> {
     props
         .into_iter()
         .map(|(name, version, gvks, replaces)| {
