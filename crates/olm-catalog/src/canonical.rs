@@ -81,18 +81,16 @@ fn write_string(out: &mut String, s: &str) {
 
 fn write_number(out: &mut String, n: &serde_json::Number) {
     use std::fmt::Write;
-    if let Some(i) = n.as_i64() {
-        if (i as f64).abs() < 1e21 {
+    if let Some(i) = n.as_i64()
+        && (i as f64).abs() < 1e21 {
             let _ = write!(out, "{i}");
             return;
         }
-    }
-    if let Some(u) = n.as_u64() {
-        if (u as f64) < 1e21 {
+    if let Some(u) = n.as_u64()
+        && (u as f64) < 1e21 {
             let _ = write!(out, "{u}");
             return;
         }
-    }
     let f = n.as_f64().unwrap_or(0.0);
     let abs = f.abs();
     if abs != 0.0 && !(1e-6..1e21).contains(&abs) {

@@ -889,6 +889,7 @@ mod build {
 
     /// A document turned into its blob and typed object (the expensive, parallel
     /// part of building); the JSON tree is dropped afterwards.
+    #[allow(clippy::large_enum_variant)] // transient, one per document
     pub(crate) enum Prepared {
         Failed(Problem),
         Item { meta: Meta, item: Item },

@@ -138,27 +138,21 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
         let Some(doc) = parse_file(&file)?.into_iter().next() else {
             continue;
         };
-        if annotations.is_none() {
-            if let Some(Value::Object(a)) = doc.get("annotations") {
-                if !a.is_empty() {
+        if annotations.is_none()
+            && let Some(Value::Object(a)) = doc.get("annotations")
+                && !a.is_empty() {
                     annotations = Some(a.clone());
                 }
-            }
-        }
-        if dependencies.is_none() {
-            if let Some(Value::Array(d)) = doc.get("dependencies") {
-                if !d.is_empty() {
+        if dependencies.is_none()
+            && let Some(Value::Array(d)) = doc.get("dependencies")
+                && !d.is_empty() {
                     dependencies = Some(d.clone());
                 }
-            }
-        }
-        if extra_properties.is_none() {
-            if let Some(Value::Array(p)) = doc.get("properties") {
-                if !p.is_empty() {
+        if extra_properties.is_none()
+            && let Some(Value::Array(p)) = doc.get("properties")
+                && !p.is_empty() {
                     extra_properties = Some(p.clone());
                 }
-            }
-        }
     }
     let Some(annotations) = annotations else {
         return Err(parse_err(
@@ -180,8 +174,8 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
             format!("annotation {ANNOTATION_PACKAGE} is missing; set it to the package name"),
         ));
     };
-    if let Some(mt) = annotation(ANNOTATION_MEDIATYPE) {
-        if mt != "registry+v1" {
+    if let Some(mt) = annotation(ANNOTATION_MEDIATYPE)
+        && mt != "registry+v1" {
             return Err(parse_err(
                 &metadata_dir,
                 format!(
@@ -189,7 +183,6 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
                 ),
             ));
         }
-    }
     let channels: Vec<String> = annotation(ANNOTATION_CHANNELS)
         .map(|c| {
             c.split(',')
@@ -667,7 +660,7 @@ pub fn render_bundle_dirs(
     dirs: &[PathBuf],
     opts: &RenderOptions,
 ) -> (Vec<Document>, Vec<Problem>) {
-    let results = parallel_map(&dirs, |d| render_bundle_dir(d, opts));
+    let results = parallel_map(dirs, |d| render_bundle_dir(d, opts));
     let mut problems = Vec::new();
     let mut by_package: BTreeMap<String, Vec<RenderedBundle>> = BTreeMap::new();
     for (dir, r) in dirs.iter().zip(results) {
@@ -711,11 +704,9 @@ pub fn render_bundle_dirs(
                     while let Some(i) = stack.pop() {
                         if let Some(&j) =
                             bundles[i].replaces.as_deref().and_then(|r| by_name.get(r))
-                        {
-                            if set.insert(j) {
+                            && set.insert(j) {
                                 stack.push(j);
                             }
-                        }
                     }
                     set.into_iter()
                         .map(|i| entry_json(&bundles[i], bundles[i].replaces.as_deref()))
