@@ -5,18 +5,25 @@ use std::path::Path;
 
 use olm_dev::{Component, Layout, Ports, ProcessState, Progress};
 
-fn layout_with(state: &Path, base: u16) -> Layout {
+/// A layout with its own state directory and free loopback ports (asked from the kernel, so
+/// they collide neither with the shared cluster nor with other tools on fixed ports).
+fn layout_with(state: &Path) -> Layout {
     let shared = Layout::from_env().expect("cache location");
+    // Hold all six listeners at once so the kernel hands out six distinct ports.
+    let listeners: Vec<std::net::TcpListener> = (0..6)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("free port"))
+        .collect();
+    let port = |i: usize| listeners[i].local_addr().expect("port").port();
     Layout {
         cache_dir: shared.cache_dir,
         state_dir: state.to_path_buf(),
         ports: Ports {
-            etcd_client: base,
-            etcd_peer: base + 1,
-            apiserver: base + 2,
-            controller_manager: base + 3,
-            scheduler: base + 4,
-            kwok: base + 5,
+            etcd_client: port(0),
+            etcd_peer: port(1),
+            apiserver: port(2),
+            controller_manager: port(3),
+            scheduler: port(4),
+            kwok: port(5),
         },
     }
 }
@@ -52,7 +59,7 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
 #[test]
 fn failed_start_names_the_command_shows_the_log_and_leaves_nothing_running() {
     let dir = tempfile::tempdir().unwrap();
-    let layout = layout_with(dir.path(), 28510);
+    let layout = layout_with(dir.path());
     // Valid certificates everywhere except the API server's serving certificate.
     olm_dev::pki::ensure_pki(&layout).unwrap();
     std::fs::write(layout.pki_file("apiserver.crt"), "not a certificate\n").unwrap();
@@ -95,7 +102,7 @@ fn failed_start_names_the_command_shows_the_log_and_leaves_nothing_running() {
 #[test]
 fn port_in_use_is_named_and_nothing_starts() {
     let dir = tempfile::tempdir().unwrap();
-    let layout = layout_with(dir.path(), 28530);
+    let layout = layout_with(dir.path());
     let _squatter = std::net::TcpListener::bind(("127.0.0.1", layout.ports.apiserver)).unwrap();
 
     let err = olm_dev::up(&layout, &Progress::quiet()).expect_err("port is taken");
@@ -115,7 +122,7 @@ fn port_in_use_is_named_and_nothing_starts() {
 #[test]
 fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
     let dir = tempfile::tempdir().unwrap();
-    let layout = layout_with(dir.path(), 28550);
+    let layout = layout_with(dir.path());
     let state = dir.path().display().to_string();
 
     let first = olm_dev::up(&layout, &Progress::quiet()).unwrap();
