@@ -11,3 +11,4 @@ pub mod registry_client;
 pub mod catalogsource;
 pub mod installplan;
 pub mod subscription;
+pub mod rbac;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -154,12 +155,17 @@ impl Manager {
         let csvs = caches.watch(Api::<ClusterServiceVersion>::all(client.clone()), watcher::Config::default());
         let groups = caches.watch(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
         let namespaces = caches.watch(Api::<Namespace>::all(client.clone()), watcher::Config::default());
+        let cluster_roles = caches.watch(
+            Api::<ClusterRole>::all(client.clone()),
+            watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),
+        );
 
         if kinds.contains(&ControllerKind::OperatorGroup) {
             let state = operatorgroup::OgState {
                 groups: groups.clone(),
                 csvs: csvs.clone(),
                 namespaces: namespaces.clone(),
+                cluster_roles: cluster_roles.clone(),
             };
             let ctx = Arc::new(ControllerContext::new(
                 operatorgroup::NAME,
@@ -181,6 +187,7 @@ impl Manager {
                     watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
                 ),
                 namespaces: namespaces.clone(),
+                cluster_roles: cluster_roles.clone(),
                 olm_configs: caches.watch(Api::<OLMConfig>::all(client.clone()), watcher::Config::default()),
             };
             let ctx = Arc::new(ControllerContext::new(csv::NAME, client.clone(), metrics.clone(), leadership.clone(), state));

@@ -10,6 +10,7 @@ use common::{admin_get, create_csv, grant_permissions, load_csv, phase_of, setup
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -136,6 +137,32 @@ async fn etcd_own_namespace_install_is_kept_as_declared() -> anyhow::Result<()> 
         og.annotations().get(keys::PROVIDED_APIS_ANNOTATION).map(String::as_str),
         Some("EtcdBackup.v1beta2.etcd.database.coreos.com,EtcdCluster.v1beta2.etcd.database.coreos.com,EtcdRestore.v1beta2.etcd.database.coreos.com")
     );
+
+    // Generated ClusterRoles: per-API roles owned by the CRD, and the group's aggregated roles.
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let admin_role = ns
+        .wait_for("the per-API admin ClusterRole", TIMEOUT, &[], || {
+            let cluster_roles = cluster_roles.clone();
+            async move { cluster_roles.get_opt("etcdclusters.etcd.database.coreos.com-v1beta2-admin").await.map_err(|e| e.to_string()) }
+        })
+        .await?;
+    assert_eq!(admin_role.owner_references()[0].kind, "CustomResourceDefinition");
+    assert_eq!(admin_role.labels().get("rbac.authorization.k8s.io/aggregate-to-admin").map(String::as_str), Some("true"));
+    let og_roles = cluster_roles
+        .list(&ListParams::default().labels(&format!("olm.owner=etcd-og,olm.owner.namespace={name},olm.owner.kind=OperatorGroup")))
+        .await?
+        .items;
+    let mut role_names: Vec<String> = og_roles.iter().map(|r| r.name_any()).collect();
+    role_names.sort();
+    assert_eq!(role_names.len(), 3, "{role_names:?}");
+    assert!(role_names[0].starts_with("olm.og.etcd-og.admin-"), "{role_names:?}");
+    let selectors = og_roles
+        .iter()
+        .find(|r| r.name_any().starts_with("olm.og.etcd-og.view-"))
+        .and_then(|r| r.aggregation_rule.clone())
+        .and_then(|a| a.cluster_role_selectors)
+        .unwrap_or_default();
+    assert_eq!(selectors.len(), 3, "one selector per provided API: {selectors:?}");
 
     // Events for the transitions.
     let events: Api<Event> = ns.api();
@@ -398,6 +425,29 @@ async fn selector_group_targets_follow_namespace_labels() -> anyhow::Result<()> 
             let og = groups.get("by-label").await.map_err(|e| e.to_string())?;
             let got = og.status.and_then(|s| s.namespaces);
             if got.as_ref() == Some(&want) { Ok(Some(())) } else { Err(format!("namespaces {got:?}")) }
+        }
+    })
+    .await?;
+
+    // Deleting the group deletes its aggregated ClusterRoles.
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let selector = format!("olm.owner=by-label,olm.owner.namespace={},olm.owner.kind=OperatorGroup", ns.name());
+    ns.wait_for("the group's ClusterRoles", TIMEOUT, &[], || {
+        let cluster_roles = cluster_roles.clone();
+        let selector = selector.clone();
+        async move {
+            let n = cluster_roles.list(&ListParams::default().labels(&selector)).await.map_err(|e| e.to_string())?.items.len();
+            if n == 3 { Ok(Some(())) } else { Err(format!("{n} roles")) }
+        }
+    })
+    .await?;
+    groups.delete("by-label", &DeleteParams::default()).await?;
+    ns.wait_for("the group's ClusterRoles to be deleted", TIMEOUT, &[], || {
+        let cluster_roles = cluster_roles.clone();
+        let selector = selector.clone();
+        async move {
+            let n = cluster_roles.list(&ListParams::default().labels(&selector)).await.map_err(|e| e.to_string())?.items.len();
+            if n == 0 { Ok(Some(())) } else { Err(format!("{n} roles left")) }
         }
     })
     .await?;

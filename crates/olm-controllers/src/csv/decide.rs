@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
@@ -55,6 +56,10 @@ pub struct Observed<'a> {
     pub peers: Vec<&'a ClusterServiceVersion>,
     /// Existing copies of this CSV in other namespaces.
     pub copies: Vec<&'a ClusterServiceVersion>,
+    /// CRD uids by name (owners of the per-API ClusterRoles).
+    pub crd_uids: &'a BTreeMap<String, String>,
+    /// Existing OLM-managed ClusterRoles by name.
+    pub cluster_roles: &'a BTreeMap<String, ClusterRole>,
     /// Namespaces that exist and are not terminating.
     pub active_namespaces: &'a [String],
     /// OLMConfig `spec.features.disableCopiedCSVs`.
@@ -70,6 +75,8 @@ pub enum CsvAction {
     ApplyDeployment(Box<Deployment>),
     /// Delete a Deployment this CSV owns that its strategy no longer lists.
     DeleteDeployment(String),
+    /// Create or update a per-API ClusterRole (`<crd>-<version>-admin|edit|view|crdview`).
+    ApplyClusterRole(Box<ClusterRole>),
     /// Delete the CSV itself (phase Deleting, or a copy whose original is gone).
     DeleteSelf,
     /// Create or update a copy in another namespace (object and status).
@@ -574,6 +581,20 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
     decide_copies(observed, Some(&targets), decision)
 }
 
+/// A Succeeded CSV keeps admin/edit/view ClusterRoles for each API it provides.
+fn with_api_roles(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDecision {
+    for role in crate::rbac::provided_api_roles(observed.csv, observed.crd_uids) {
+        let current = observed
+            .cluster_roles
+            .get(&role.name_any())
+            .is_some_and(|existing| crate::rbac::role_is_current(existing, &role));
+        if !current {
+            decision = decision.act(CsvAction::ApplyClusterRole(Box::new(role)));
+        }
+    }
+    decision
+}
+
 /// The per-phase part of the machine.
 fn decide_phase(observed: &Observed<'_>, previous: &ClusterServiceVersionStatus, phase: CsvPhase, now: Timestamp) -> CsvDecision {
     let csv = observed.csv;
@@ -649,8 +670,11 @@ fn decide_phase(observed: &Observed<'_>, previous: &ClusterServiceVersionStatus,
         CsvPhase::Installing => {
             let desired = desired_deployments(csv);
             match strategy_problem(observed, &desired) {
-                None => transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now)
-                    .requeue(REQUEUE_RESYNC),
+                None => with_api_roles(
+                    observed,
+                    transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now),
+                )
+                .requeue(REQUEUE_RESYNC),
                 Some(DeploymentProblem::Unrecoverable(message)) => {
                     transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}"), now)
                 }
@@ -705,7 +729,7 @@ fn decide_phase(observed: &Observed<'_>, previous: &ClusterServiceVersionStatus,
             }
             let desired = desired_deployments(csv);
             match strategy_problem(observed, &desired) {
-                None => CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC),
+                None => with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(REQUEUE_RESYNC),
                 Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
                     previous,
                     CsvPhase::InstallReady,

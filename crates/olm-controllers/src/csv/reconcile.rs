@@ -9,7 +9,7 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, ServiceAccount};
-use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -47,6 +47,8 @@ pub struct CsvState {
     pub deployments: Cache<Deployment>,
     /// Every Namespace.
     pub namespaces: Cache<Namespace>,
+    /// ClusterRoles labelled `olm.managed=true`.
+    pub cluster_roles: Cache<ClusterRole>,
     /// The OLMConfig singleton.
     pub olm_configs: Cache<OLMConfig>,
 }
@@ -193,11 +195,22 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         .cloned()
         .collect();
     let mut crds = BTreeMap::new();
+    let mut crd_uids = BTreeMap::new();
     for crd in csv.spec.owned_crds().iter().chain(csv.spec.required_crds()) {
         if let Some(found) = state.crds.get(None, &crd.name) {
             crds.insert(crd.name.clone(), crd_state(&found));
+            crd_uids.insert(crd.name.clone(), found.uid().unwrap_or_default());
         }
     }
+    let cluster_roles: BTreeMap<String, ClusterRole> = csv
+        .spec
+        .owned_crds()
+        .iter()
+        .flat_map(|crd| {
+            ["admin", "edit", "view", "crdview"].map(|suffix| format!("{}-{}-{suffix}", crd.name, crd.version))
+        })
+        .filter_map(|name| state.cluster_roles.get(None, &name).map(|role| (name, (*role).clone())))
+        .collect();
     let declared = declared_service_accounts(&csv);
     let service_accounts: BTreeSet<String> = declared
         .iter()
@@ -267,6 +280,8 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         deployments: &deployments,
         peers,
         copies,
+        crd_uids: &crd_uids,
+        cluster_roles: &cluster_roles,
         active_namespaces: &active_namespaces,
         copied_csvs_disabled,
     };
@@ -354,6 +369,13 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                     Err(err) if is_not_found(&err) => {}
                     Err(err) => return Err(Error::api(format!("delete Deployment {namespace}/{dep_name}"), err)),
                 }
+            }
+            CsvAction::ApplyClusterRole(role) => {
+                let api: Api<ClusterRole> = Api::all(ctx.client.clone());
+                let role_name = role.name_any();
+                api.patch(&role_name, &apply, &Patch::Apply(role.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply ClusterRole {role_name}"), err))?;
             }
             CsvAction::DeleteSelf => {
                 let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);

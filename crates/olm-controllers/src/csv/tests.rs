@@ -89,6 +89,8 @@ struct World {
     copies: Vec<ClusterServiceVersion>,
     namespaces: Vec<String>,
     copies_disabled: bool,
+    crd_uids: BTreeMap<String, String>,
+    cluster_roles: BTreeMap<String, k8s_openapi::api::rbac::v1::ClusterRole>,
 }
 
 impl World {
@@ -135,6 +137,8 @@ impl World {
             copies: Vec::new(),
             namespaces: vec![NS.into(), "other".into(), "kube-system".into()],
             copies_disabled: false,
+            crd_uids: BTreeMap::new(),
+            cluster_roles: BTreeMap::new(),
         }
     }
 
@@ -156,6 +160,8 @@ impl World {
             deployments: &self.deployments,
             peers: self.peers.iter().collect(),
             copies: self.copies.iter().collect(),
+            crd_uids: &self.crd_uids,
+            cluster_roles: &self.cluster_roles,
             active_namespaces: &self.namespaces,
             copied_csvs_disabled: self.copies_disabled,
         };
@@ -572,4 +578,31 @@ fn an_api_already_provided_by_an_intersecting_group_is_a_conflict() {
         status.namespaces = Some(vec!["elsewhere".into()]);
     }
     assert_eq!(world.decide().status, world.csv.status);
+}
+
+#[test]
+fn succeeded_csv_keeps_per_api_cluster_roles_owned_by_the_crds() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.crd_uids = world.crds.keys().map(|name| (name.clone(), format!("uid-{name}"))).collect();
+    let decision = world.decide();
+    let roles: Vec<k8s_openapi::api::rbac::v1::ClusterRole> = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyClusterRole(role) => Some((**role).clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(roles.len(), 12, "3 CRDs x admin/edit/view/crdview");
+    let admin = roles
+        .iter()
+        .find(|r| r.name_any() == "etcdclusters.etcd.database.coreos.com-v1beta2-admin")
+        .expect("admin role");
+    assert_eq!(admin.labels().get("rbac.authorization.k8s.io/aggregate-to-admin").map(String::as_str), Some("true"));
+    let rule = &admin.rules.as_ref().expect("rules")[0];
+    assert_eq!(rule.verbs, vec!["*".to_owned()]);
+    assert_eq!(rule.resources, Some(vec!["etcdclusters".to_owned()]));
+    assert_eq!(admin.owner_references()[0].uid, "uid-etcdclusters.etcd.database.coreos.com");
+    world.cluster_roles = roles.into_iter().map(|r| (r.name_any(), r)).collect();
+    assert!(world.decide().actions.is_empty(), "existing roles are not re-applied");
 }

@@ -12,6 +12,10 @@ use olm_api::v1::operator_group::{
 };
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, CsvReason};
 
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::rbac::{ROLE_TYPES, operator_group_aggregation, operator_group_role_prefix, role_is_current};
 use crate::runtime::Decision;
 use crate::selector;
 
@@ -35,10 +39,12 @@ pub struct Observed<'a> {
     pub namespaces: &'a [NamespaceView],
     /// The CSVs in the group's namespace (copies included; they are skipped).
     pub csvs: Vec<&'a ClusterServiceVersion>,
+    /// The ClusterRoles labelled as owned by this group.
+    pub cluster_roles: Vec<&'a ClusterRole>,
 }
 
 /// Effects the OperatorGroup controller performs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum OgAction {
     /// Set (or, for `None` values, remove) annotations on a member CSV.
     AnnotateCsv {
@@ -51,6 +57,13 @@ pub enum OgAction {
     SetProvidedApis {
         /// The sorted, comma-separated list.
         value: String,
+    },
+    /// Create or update one of the group's aggregated ClusterRoles.
+    ApplyClusterRole(Box<ClusterRole>),
+    /// Delete a duplicate aggregated ClusterRole.
+    DeleteClusterRole {
+        /// Name of the role.
+        name: String,
     },
     /// Add the `olm.operatorgroup.uid/<uid>` label to a target namespace.
     LabelNamespace {
@@ -136,6 +149,32 @@ fn excluded_from_provided_apis(csv: &ClusterServiceVersion) -> bool {
     )
 }
 
+/// Labels marking a ClusterRole as owned by `group`.
+pub fn operator_group_owner_labels(group: &OperatorGroup) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (keys::OWNER_LABEL.to_owned(), group.name_any()),
+        (keys::OWNER_NAMESPACE_LABEL.to_owned(), group.namespace().unwrap_or_default()),
+        (keys::OWNER_KIND_LABEL.to_owned(), "OperatorGroup".to_owned()),
+    ])
+}
+
+/// The group's `suffix` role. The name ends in 5 characters derived from the group's uid (upstream
+/// lets the API server pick them), so that re-applying never creates a second role.
+pub fn operator_group_role(group: &OperatorGroup, suffix: &str, apis: &BTreeSet<String>) -> ClusterRole {
+    let tag = crate::csv::deployment::hash_json(&serde_json::Value::String(group.uid().unwrap_or_default()));
+    let mut labels = operator_group_owner_labels(group);
+    labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(format!("{}{}", operator_group_role_prefix(&group.name_any(), suffix), &tag[..5])),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        rules: None,
+        aggregation_rule: operator_group_aggregation(apis, suffix),
+    }
+}
+
 /// Decide the status and effects for one OperatorGroup.
 pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
     let group = observed.group;
@@ -205,12 +244,13 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
 
     // olm.providedAPIs: the union of what the members provide. Upstream does not prune while a
     // member is still being set up (phase None or Pending), so an API never flickers away.
+    let current: BTreeSet<String> = group
+        .annotations()
+        .get(keys::PROVIDED_APIS_ANNOTATION)
+        .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+        .unwrap_or_default();
+    let mut group_apis = current.clone();
     if !group.spec.static_provided_apis.unwrap_or(false) {
-        let current: BTreeSet<String> = group
-            .annotations()
-            .get(keys::PROVIDED_APIS_ANNOTATION)
-            .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
-            .unwrap_or_default();
         let mut wanted: BTreeSet<String> = members
             .iter()
             .filter(|csv| !excluded_from_provided_apis(csv))
@@ -224,8 +264,35 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
         }
         let has_annotation = group.annotations().contains_key(keys::PROVIDED_APIS_ANNOTATION);
         if wanted != current || (!has_annotation && !members.is_empty()) {
-            let value = wanted.into_iter().collect::<Vec<_>>().join(",");
+            let value = wanted.iter().cloned().collect::<Vec<_>>().join(",");
             decision = decision.act(OgAction::SetProvidedApis { value });
+        }
+        group_apis = wanted;
+    }
+
+    // The group's admin/edit/view roles aggregate the per-API roles of what it provides.
+    for (suffix, _) in ROLE_TYPES {
+        let wanted = operator_group_role(group, suffix, &group_apis);
+        let prefix = operator_group_role_prefix(&group.name_any(), suffix);
+        let mut existing: Vec<&ClusterRole> = observed
+            .cluster_roles
+            .iter()
+            .copied()
+            .filter(|r| r.name_any().starts_with(&prefix) && r.name_any().len() == prefix.len() + 5)
+            .collect();
+        existing.sort_by_key(|r| r.name_any());
+        match existing.split_first() {
+            None => decision = decision.act(OgAction::ApplyClusterRole(Box::new(wanted))),
+            Some((first, extras)) => {
+                let mut wanted = wanted;
+                wanted.metadata.name = Some(first.name_any());
+                if !role_is_current(first, &wanted) {
+                    decision = decision.act(OgAction::ApplyClusterRole(Box::new(wanted)));
+                }
+                for extra in extras {
+                    decision = decision.act(OgAction::DeleteClusterRole { name: extra.name_any() });
+                }
+            }
         }
     }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -31,6 +32,8 @@ pub struct OgState {
     pub csvs: Cache<ClusterServiceVersion>,
     /// Every Namespace.
     pub namespaces: Cache<Namespace>,
+    /// ClusterRoles labelled `olm.managed=true`.
+    pub cluster_roles: Cache<ClusterRole>,
 }
 
 /// Namespaces as plain views.
@@ -52,11 +55,17 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
     let namespaces = namespace_views(&state.namespaces);
     let csvs = state.csvs.list_in(&namespace);
     let groups_in_namespace = state.groups.list_in(&namespace).len().max(1);
+    let owner = super::decide::operator_group_owner_labels(&group);
+    let roles = state
+        .cluster_roles
+        .store()
+        .state_filter(|r| owner.iter().all(|(k, v)| r.labels().get(k) == Some(v)));
     let observed = Observed {
         group: &group,
         groups_in_namespace,
         namespaces: &namespaces,
         csvs: csvs.iter().map(Arc::as_ref).collect(),
+        cluster_roles: roles.iter().map(Arc::as_ref).collect(),
     };
     let decision = decide(&observed, Timestamp::now());
 
@@ -78,6 +87,21 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
                     .await
                     .map_err(|err| Error::api(format!("set olm.providedAPIs on OperatorGroup {namespace}/{}", group.name_any()), err))?;
             }
+            OgAction::ApplyClusterRole(role) => {
+                let api: Api<ClusterRole> = Api::all(ctx.client.clone());
+                let role_name = role.name_any();
+                api.patch(&role_name, &PatchParams::apply(&ctx.field_manager()).force(), &Patch::Apply(role.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply ClusterRole {role_name}"), err))?;
+            }
+            OgAction::DeleteClusterRole { name } => {
+                let api: Api<ClusterRole> = Api::all(ctx.client.clone());
+                match api.delete(name, &kube::api::DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(err) if crate::runtime::error::is_not_found(&err) => {}
+                    Err(err) => return Err(Error::api(format!("delete ClusterRole {name}"), err)),
+                }
+            }
             OgAction::LabelNamespace { namespace: target, key } => {
                 let api: Api<Namespace> = Api::all(ctx.client.clone());
                 let patch = json!({ "metadata": { "labels": { key: "" } } });
@@ -91,6 +115,31 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
         ctx.status.apply(group.as_ref(), status).await?;
     }
     Ok(action_for(decision.requeue_after))
+}
+
+/// ClusterRoles are cluster-scoped, so no ownerReference can point at the (namespaced) group:
+/// when a group disappears from the cache, its roles are deleted by their owner labels.
+fn delete_roles_of_deleted_groups(ctx: Arc<ControllerContext<OgState>>) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let events = ctx.state.groups.subscribe();
+    async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(group) = events.next().await {
+            if ctx.state.groups.store().get(&ObjectRef::from_obj(group.as_ref())).is_some() || !ctx.leadership.is_leader() {
+                continue;
+            }
+            let selector = super::decide::operator_group_owner_labels(&group)
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let api: Api<ClusterRole> = Api::all(ctx.client.clone());
+            let params = kube::api::ListParams::default().labels(&selector);
+            match api.delete_collection(&kube::api::DeleteParams::default(), &params).await {
+                Ok(_) => tracing::info!(group = %group.name_any(), namespace = %group.namespace().unwrap_or_default(), "deleted the ClusterRoles of a deleted OperatorGroup"),
+                Err(err) => tracing::warn!(%err, group = %group.name_any(), "cannot delete the ClusterRoles of a deleted OperatorGroup"),
+            }
+        }
+    }
 }
 
 /// Build the OperatorGroup controller; it subscribes to the caches now (call this before the
@@ -127,13 +176,19 @@ pub fn run(
         })
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
+    let cleanup = delete_roles_of_deleted_groups(ctx.clone());
     async move {
         state.groups.synced().await;
         state.csvs.synced().await;
         state.namespaces.synced().await;
-        controller
+        state.cluster_roles.synced().await;
+        let controller = controller
             .run(|group, ctx| guarded(group, ctx, reconcile), error_policy, ctx)
-            .for_each(|_| futures::future::ready(()))
-            .await;
+            .for_each(|_| futures::future::ready(()));
+        // The cleanup loop only ends with the cache; the controller ends on shutdown.
+        tokio::select! {
+            _ = controller => {}
+            _ = cleanup => {}
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::jiff::Timestamp;
 use olm_api::keys;
+
 use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec, OperatorGroupStatus};
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 
@@ -57,14 +58,14 @@ fn status_annotations_provided_apis_and_namespace_labels() {
     let ns = namespaces();
     let og = group(OperatorGroupSpec { target_namespaces: Some(vec!["ops".into()]), ..Default::default() });
     let unchecked = etcd();
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&unchecked] };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&unchecked], cluster_roles: vec![] };
     assert!(
         decide(&observed, now()).actions.contains(&OgAction::SetProvidedApis { value: String::new() }),
         "a CSV that has not passed the group checks provides nothing yet"
     );
     let mut csv = etcd();
     csv.status = Some(ClusterServiceVersionStatus { phase: Some(CsvPhase::Pending), ..Default::default() });
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&csv] };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![] };
     let decision = decide(&observed, now());
     let status = decision.status.clone().expect("status");
     assert_eq!(status.namespaces, Some(vec!["ops".to_owned()]));
@@ -91,10 +92,14 @@ fn an_unchanged_group_keeps_its_last_updated_time() {
     let mut og = group(OperatorGroupSpec::default());
     let earlier = Time(Timestamp::from_second(1_700_000_000).expect("valid timestamp"));
     og.status = Some(OperatorGroupStatus { namespaces: Some(vec![String::new()]), last_updated: Some(earlier.clone()), ..Default::default() });
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![] };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![] };
     let decision = decide(&observed, now());
     assert_eq!(decision.status.and_then(|s| s.last_updated), Some(earlier));
-    assert!(decision.actions.is_empty(), "all-namespaces groups label no namespace: {:?}", decision.actions);
+    assert!(
+        !decision.actions.iter().any(|a| matches!(a, OgAction::LabelNamespace { .. })),
+        "all-namespaces groups label no namespace: {:?}",
+        decision.actions
+    );
 }
 
 #[test]
@@ -102,11 +107,41 @@ fn a_second_group_sets_multiple_operator_group_and_stops_annotating() {
     let ns = namespaces();
     let og = group(OperatorGroupSpec::default());
     let csv = etcd();
-    let observed = Observed { group: &og, groups_in_namespace: 2, namespaces: &ns, csvs: vec![&csv] };
+    let observed = Observed { group: &og, groups_in_namespace: 2, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![] };
     let decision = decide(&observed, now());
     let conditions = decision.status.clone().and_then(|s| s.conditions).unwrap_or_default();
     assert_eq!(conditions.len(), 1);
     assert_eq!(conditions[0].type_, "MultipleOperatorGroup");
     assert_eq!(conditions[0].reason, "MultipleOperatorGroupsFound");
     assert!(!decision.actions.iter().any(|a| matches!(a, OgAction::AnnotateCsv { .. })));
+}
+
+#[test]
+fn aggregated_roles_are_created_once_and_follow_the_provided_apis() {
+    let ns = namespaces();
+    // Static provided APIs: the annotation is taken as is.
+    let mut og = group(OperatorGroupSpec { static_provided_apis: Some(true), ..Default::default() });
+    og.metadata.annotations = Some(BTreeMap::from([(
+        keys::PROVIDED_APIS_ANNOTATION.to_owned(),
+        "EtcdCluster.v1beta2.etcd.database.coreos.com".to_owned(),
+    )]));
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![] };
+    let decision = decide(&observed, now());
+    let roles: Vec<k8s_openapi::api::rbac::v1::ClusterRole> = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            OgAction::ApplyClusterRole(role) => Some((**role).clone()),
+            _ => None,
+        })
+        .collect();
+    let names: Vec<String> = roles.iter().map(|r| r.metadata.name.clone().unwrap_or_default()).collect();
+    assert_eq!(names.len(), 3);
+    assert!(names[0].starts_with("olm.og.og.admin-") && names[0].len() == "olm.og.og.admin-".len() + 5, "{names:?}");
+    let selectors = roles[2].aggregation_rule.clone().and_then(|r| r.cluster_role_selectors).unwrap_or_default();
+    let label = crate::rbac::aggregation_label("EtcdCluster.v1beta2.etcd.database.coreos.com", "view");
+    assert_eq!(selectors[0].match_labels.clone().unwrap_or_default().get(&label).map(String::as_str), Some("true"));
+    // Once they exist unchanged, nothing more is applied.
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: roles.iter().collect() };
+    assert!(!decide(&observed, now()).actions.iter().any(|a| matches!(a, OgAction::ApplyClusterRole(_))));
 }

@@ -93,7 +93,7 @@ where
 
     /// A stream of every object that changed (applied or deleted; deleted objects are no
     /// longer in the store). Subscribe before `Caches::start` to also see the initial list.
-    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static + use<K> {
         let (tx, rx) = mpsc::unbounded();
         self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
         rx
