@@ -708,8 +708,10 @@ pub(crate) fn pair(
     let same_package = sa.package == sb.package;
     let why = match (detail, same_package) {
         (_, true) => format!(
-            "Subscription {} also subscribes to package {}, and a namespace holds one operator per package.",
-            sb.name, sa.package
+            "Subscription {} ({}) also subscribes to package {}, no bundle satisfies both, and a namespace holds one operator per package.",
+            sb.name,
+            sb.channel.as_deref().map(|c| format!("channel {c}")).unwrap_or_else(|| "default channel".into()),
+            sa.package
         ),
         (Some(d), _) => format!("it cannot be resolved together with Subscription {}: {d}.", sb.name),
         (None, _) => format!(

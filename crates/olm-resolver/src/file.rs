@@ -220,7 +220,7 @@ pub fn load_request(path: &Path) -> Result<LoadedRequest, RequestError> {
         sub.channel = s.channel.clone().filter(|c| !c.is_empty());
         sub.starting_csv = s.starting_csv.clone().filter(|c| !c.is_empty());
         sub.installed_csv = s.installed_csv.clone().filter(|c| !c.is_empty());
-        if request.subscriptions.iter().any(|o: &Subscription| o.name == sub.name) {
+        if s.name.is_some() && doc.subscriptions[..i].iter().any(|o| o.name.as_ref() == Some(&sub.name)) {
             return Err(invalid(
                 format!("subscriptions[{i}].name"),
                 format!("two Subscriptions are named {:?}; give them distinct names", sub.name),

@@ -45,6 +45,10 @@ impl Installed {
         if version.is_some() {
             entry.version = version;
         }
+        if entry.version.is_none() {
+            // A CSV without spec.version counts as 0.0.0, as upstream reads it.
+            entry.version = Some(Version::new(0, 0, 0));
+        }
         Installed { entry, catalog: catalog.cloned() }
     }
 }

@@ -335,8 +335,8 @@ fn two_subscriptions_to_one_package_share_a_bundle_or_conflict() {
         .sub(sub("app", "fast", community()).named("app-2"))
         .resolve();
     assert!(r.bundles.is_empty());
-    assert_contains(error_of(&r, "app-1"), &["Subscription app-2 also subscribes to package app"]);
-    assert_contains(error_of(&r, "app-2"), &["Subscription app-1 also subscribes to package app"]);
+    assert_contains(error_of(&r, "app-1"), &["Subscription app-2 (channel fast) also subscribes to package app"]);
+    assert_contains(error_of(&r, "app-2"), &["Subscription app-1 (channel stable) also subscribes to package app"]);
 }
 
 #[test]
