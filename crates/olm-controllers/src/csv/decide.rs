@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use olm_api::keys;
-use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1::operator_group::{OperatorGroup, UpgradeStrategy};
 use olm_api::v1alpha1::cluster_service_version::{
     CONDITIONS_LENGTH_LIMIT, ClusterServiceVersion, ClusterServiceVersionCondition, ClusterServiceVersionStatus,
     CsvPhase, CsvReason, INSTALL_STRATEGY_DEPLOYMENT, InstallModeType,
@@ -577,7 +577,8 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
         return decide_copies(observed, Some(&targets), d);
     }
 
-    let decision = decide_phase(observed, &previous, phase, now);
+    let fail_forward = group.spec.upgrade_strategy() == UpgradeStrategy::TechPreviewUnsafeFailForward;
+    let decision = decide_phase(observed, &previous, phase, fail_forward, now);
     decide_copies(observed, Some(&targets), decision)
 }
 
@@ -596,7 +597,13 @@ fn with_api_roles(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDeci
 }
 
 /// The per-phase part of the machine.
-fn decide_phase(observed: &Observed<'_>, previous: &ClusterServiceVersionStatus, phase: CsvPhase, now: Timestamp) -> CsvDecision {
+fn decide_phase(
+    observed: &Observed<'_>,
+    previous: &ClusterServiceVersionStatus,
+    phase: CsvPhase,
+    fail_forward: bool,
+    now: Timestamp,
+) -> CsvDecision {
     let csv = observed.csv;
     match phase {
         CsvPhase::None | CsvPhase::Unknown | CsvPhase::Other(_) => {
@@ -747,6 +754,18 @@ fn decide_phase(observed: &Observed<'_>, previous: &ClusterServiceVersionStatus,
             }
         }
         CsvPhase::Failed => {
+            // With the fail-forward upgrade strategy a failed CSV hands over to its replacement.
+            if fail_forward {
+                if let Some(next) = replacement(observed) {
+                    return transition(
+                        previous,
+                        CsvPhase::Replacing,
+                        CsvReason::BeingReplaced,
+                        format!("being replaced by csv: {}", next.name_any()),
+                        now,
+                    );
+                }
+            }
             let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.permissions);
             if !met {
                 let mut d = transition(

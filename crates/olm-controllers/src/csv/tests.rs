@@ -606,3 +606,17 @@ fn succeeded_csv_keeps_per_api_cluster_roles_owned_by_the_crds() {
     world.cluster_roles = roles.into_iter().map(|r| (r.name_any(), r)).collect();
     assert!(world.decide().actions.is_empty(), "existing roles are not re-applied");
 }
+
+#[test]
+fn fail_forward_lets_a_failed_csv_be_replaced() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::ComponentUnhealthy)));
+    world.csv.spec.replaces = None;
+    let mut next = etcd();
+    next.metadata.name = Some("etcdoperator.v0.9.5".into());
+    next.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    world.peers.push(next);
+    // Default strategy: a failed CSV is reinstalled, not replaced.
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Pending, CsvReason::NeedsReinstall));
+    world.groups[0].spec.upgrade_strategy = Some(olm_api::v1::operator_group::UpgradeStrategy::TechPreviewUnsafeFailForward);
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Replacing, CsvReason::BeingReplaced));
+}
