@@ -23,7 +23,12 @@ fn constraint_requirement(c: &Constraint) -> Result<Requirement, String> {
     Ok(match &c.kind {
         ConstraintKind::Gvk(g) => Requirement::Gvk(gvk(g)),
         ConstraintKind::Package(p) => package_requirement(p)?,
-        ConstraintKind::Cel { rule } => Requirement::Cel(rule.clone()),
+        ConstraintKind::Cel { rule } => {
+            let compiled = crate::cel::CelRule::compile(rule)
+                .and_then(|r| crate::cel::check_supported(&r).map(|()| r))
+                .map_err(|e| format!("CEL rule {rule:?}: {e}"))?;
+            Requirement::Cel(compiled)
+        }
         ConstraintKind::All(v) => Requirement::All(list(v)?),
         ConstraintKind::Any(v) => Requirement::Any(list(v)?),
         ConstraintKind::Not(v) => Requirement::Not(list(v)?),

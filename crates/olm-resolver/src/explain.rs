@@ -592,8 +592,11 @@ impl Explainer<'_, '_> {
                 )
             }
             r if r.uses_cel() => (
-                format!("{who} requires {r}{own}; this resolver does not evaluate CEL constraints, so the requirement cannot be met"),
-                "express the constraint with gvk/package/all/any/not, or use another bundle.".to_string(),
+                format!(
+                    "{who} requires {r}{own}, and no operator installed in namespace {ns} or in the catalogs it can use ({}) satisfies the rule{extra}",
+                    visible_list(p)
+                ),
+                "add a catalog with an operator that satisfies the rule, or use another bundle.".to_string(),
             ),
             r => (
                 format!(

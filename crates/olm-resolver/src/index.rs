@@ -105,8 +105,7 @@ impl IndexedCatalog {
                 out.dedup();
                 Some(out)
             }
-            Requirement::Cel(_) => Some(Vec::new()),
-            Requirement::Not(_) => None,
+            Requirement::Cel(_) | Requirement::Not(_) => None,
         }
     }
 
@@ -135,7 +134,7 @@ pub fn matches(req: &Requirement, e: &Entry) -> bool {
         Requirement::All(v) => v.iter().all(|r| matches(r, e)),
         Requirement::Any(v) => v.iter().any(|r| matches(r, e)),
         Requirement::Not(v) => !v.iter().any(|r| matches(r, e)),
-        Requirement::Cel(_) => false,
+        Requirement::Cel(rule) => rule.matches(e),
     }
 }
 

@@ -11,6 +11,7 @@
 //! [`adapter`] turns `olm_catalog` catalogs into [`CatalogSnapshot`]s.
 
 pub mod adapter;
+pub mod cel;
 mod explain;
 pub mod file;
 mod index;
@@ -18,6 +19,7 @@ pub mod model;
 mod request;
 mod resolve;
 
+pub use cel::CelRule;
 pub use explain::category;
 pub use index::{Catalogs, IndexedCatalog, matches};
 pub use model::{CatalogKey, CatalogSnapshot, Dependency, Deprecation, Entry, Gvk, Requirement, Version, VersionRange};

@@ -45,8 +45,8 @@ pub enum Requirement {
     Any(Vec<Requirement>),
     /// None of these holds (constraint `not`).
     Not(Vec<Requirement>),
-    /// A CEL rule (constraint `cel`); we do not evaluate CEL, so nothing satisfies it.
-    Cel(String),
+    /// A CEL rule (constraint `cel`), in the subset [`crate::cel`] evaluates.
+    Cel(crate::cel::CelRule),
 }
 
 impl Requirement {
@@ -92,7 +92,7 @@ impl fmt::Display for Requirement {
                 list(f, v, "; ")?;
                 f.write_str("]")
             }
-            Requirement::Cel(rule) => write!(f, "an operator matching the CEL rule {rule:?}"),
+            Requirement::Cel(rule) => write!(f, "an operator matching the CEL rule {:?}", rule.as_str()),
         }
     }
 }

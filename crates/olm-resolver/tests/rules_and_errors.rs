@@ -308,13 +308,14 @@ fn deprecation_notices_are_information_only() {
 }
 
 #[test]
-fn cel_constraints_are_reported_as_unsupported() {
+fn an_unmet_cel_constraint_names_the_rule_and_the_bundles_message() {
+    let rule = olm_resolver::CelRule::compile("properties.exists(p, p.type == 'x')").expect("rule compiles");
     let entries = vec![
-        e("app.v1", "1.0.0", "app", "stable").constraint(Requirement::Cel("properties.exists(p, p.type == 'x')".into()), "needs x"),
+        e("app.v1", "1.0.0", "app", "stable").constraint(Requirement::Cel(rule), "needs x"),
         e("x.v1", "1.0.0", "x", "stable"),
     ];
     let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)]).sub(sub("app", "stable", community())).resolve();
-    assert_contains(error_of(&r, "app"), &["does not evaluate CEL constraints", "the bundle says: \"needs x\""]);
+    assert_contains(error_of(&r, "app"), &["matching the CEL rule \"properties.exists(p, p.type == 'x')\"", "the bundle says: \"needs x\"", "satisfies the rule"]);
 }
 
 #[test]

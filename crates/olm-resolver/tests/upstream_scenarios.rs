@@ -725,3 +725,66 @@ fn channel_order_errors_are_reported() {
     .resolve();
     assert_contains(error_of(&r, "p"), &["starting at \"a\"", "loops back"]);
 }
+
+fn cel(rule: &str) -> Requirement {
+    Requirement::Cel(olm_resolver::CelRule::compile(rule).expect("rule compiles"))
+}
+
+#[test]
+fn cel_constraints_select_by_api_and_by_exact_version() {
+    let gvk_rule = "properties.exists(p, p.type == 'olm.gvk' && p.value == {'group': 'g', 'version': 'v', 'kind': 'k'})";
+    let r = scenario(
+        NS,
+        vec![cat(
+            "community",
+            NS,
+            0,
+            vec![
+                e("opA.v1.0.0", "1.0.0", "app", "stable").constraint(cel(gvk_rule), "gvk-constraint"),
+                e("opB.v1.0.0", "1.0.0", "db", "stable").default().provides("g", "v", "k"),
+            ],
+        )],
+    )
+    .sub(sub("app", "stable", community()))
+    .resolve();
+    assert_ok(&r);
+    assert_eq!(names(&r), ["opA.v1.0.0", "opB.v1.0.0"]);
+
+    let gvk2_rule = "properties.exists(p, p.type == 'olm.gvk' && p.value == {'group': 'g2', 'version': 'v', 'kind': 'k'})";
+    let r = scenario(
+        NS,
+        vec![cat(
+            "community",
+            NS,
+            0,
+            vec![
+                e("opA.v1.0.0", "1.0.0", "app", "stable").constraint(cel(gvk2_rule), "gvk2-constraint"),
+                e("opB.v1.0.0", "1.0.0", "db", "stable").provides("g", "v", "k"),
+            ],
+        )],
+    )
+    .sub(sub("app", "stable", community()))
+    .resolve();
+    assert!(r.bundles.is_empty());
+    assert_contains(error_of(&r, "app"), &["gvk2-constraint"]);
+
+    let pkg_rule = "properties.exists(p, p.type == 'olm.package' && p.value.packageName == 'db' && (semver_compare(p.value.version, '1.0.1') == 0))";
+    let r = scenario(
+        NS,
+        vec![cat(
+            "community",
+            NS,
+            0,
+            vec![
+                e("opA.v1.0.0", "1.0.0", "app", "stable").constraint(cel(pkg_rule), "package-constraint"),
+                e("opB.v1.0.0", "1.0.0", "db", "stable").default(),
+                e("opB.v1.0.1", "1.0.1", "db", "stable").default().replaces("opB.v1.0.0"),
+                e("opB.v1.0.2", "1.0.2", "db", "stable").default().replaces("opB.v1.0.1"),
+            ],
+        )],
+    )
+    .sub(sub("app", "stable", community()))
+    .resolve();
+    assert_ok(&r);
+    assert_eq!(names(&r), ["opA.v1.0.0", "opB.v1.0.1"]);
+}
