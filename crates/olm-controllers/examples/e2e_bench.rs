@@ -118,6 +118,8 @@ fn summary(label: &str, mut times: Vec<Duration>) {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
     let rounds: usize = std::env::args().nth(1).map(|r| r.parse()).transpose()?.unwrap_or(5);
     let cluster = olm_testkit::cluster().await?;
     let client = cluster.client();
