@@ -1,7 +1,9 @@
 //! Keeping what the types do not model.
 //!
 //! Two mechanisms, both aimed at one promise: parsing a manifest and serialising it again
-//! neither drops nor adds anything the author wrote.
+//! neither drops nor adds anything the author wrote. One normalisation is deliberate: an
+//! explicit `null` object member is dropped, because Kubernetes treats it as absent and
+//! server-side apply rejects `null` for typed fields.
 //!
 //! * `keep_unknown_fields!` is for our own structs. The struct derives `Serialize` and
 //!   `Deserialize` with `#[serde(remote = "Self")]` and has a field
@@ -16,6 +18,11 @@
 //!   serialises to, and writes the original back as long as the typed value is unchanged.
 //!   Once code edits the value, the typed form is written (unknown keys are then lost, as
 //!   they are upstream).
+//!
+//! The generated CRD schemas mark every such object `x-kubernetes-preserve-unknown-fields`,
+//! so what the types keep, the apiserver keeps too, and a server-side apply of a bundle's CSV
+//! with extra keys (`spec.skipRange`, `spec.support`, ...) is accepted rather than rejected with
+//! "field not declared in schema". Upstream's CRDs prune such keys instead.
 
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
@@ -49,7 +56,9 @@ where
         Value::Object(known) => known,
         _ => return Ok((value, ExtraFields::new())),
     };
-    let extra = map.into_iter().filter(|(key, _)| !known_keys.contains_key(key)).collect();
+    // An explicit `null` is the same as an absent key in Kubernetes (and server-side apply
+    // rejects `null` for typed fields), so it is not kept.
+    let extra = map.into_iter().filter(|(key, value)| !value.is_null() && !known_keys.contains_key(key)).collect();
     Ok((value, extra))
 }
 
@@ -66,6 +75,17 @@ pub fn join_known<S: Serializer>(known: Result<Value, serde_json::Error>, extra:
         }
     }
     known.serialize(serializer)
+}
+
+/// `value` without object members whose value is `null` (recursively; array elements stay).
+pub fn without_null_members(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_null_members(v))).collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_null_members).collect()),
+        other => other,
+    }
 }
 
 /// `path: message`, or just the message when the error is at the root.
@@ -167,6 +187,9 @@ impl<'de, T: DeserializeOwned + Serialize> Deserialize<'de> for Verbatim<T> {
         let value = T::deserialize(serde_path_to_error::Deserializer::new(raw.clone(), &mut track))
             .map_err(|err| D::Error::custom(with_path(&track.path(), &err)))?;
         let typed = serde_json::to_value(&value).map_err(D::Error::custom)?;
+        // Explicit nulls (`creationTimestamp: null` in operator-sdk pod templates) mean
+        // "absent"; dropping them first keeps the common case free of a second copy.
+        let raw = without_null_members(raw);
         let original = (typed != raw).then(|| Box::new(Original { raw, typed }));
         Ok(Verbatim { value, original })
     }
@@ -197,8 +220,14 @@ impl<T: JsonSchema> JsonSchema for Verbatim<T> {
         T::inline_schema()
     }
 
+    /// `T`'s schema, plus `x-kubernetes-preserve-unknown-fields` on objects: what `Verbatim`
+    /// keeps in Rust, the apiserver keeps too (and server-side apply accepts it).
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        T::json_schema(generator)
+        let mut schema = T::json_schema(generator);
+        if schema.get("type").and_then(|t| t.as_str()) == Some("object") {
+            schema.insert("x-kubernetes-preserve-unknown-fields".to_owned(), true.into());
+        }
+        schema
     }
 }
 

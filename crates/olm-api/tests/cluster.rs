@@ -156,3 +156,29 @@ async fn optional_specs_defaults_and_served_versions() {
     configs.delete(&name, &DeleteParams::default()).await.expect("delete OLMConfig");
     namespace.cleanup().await.expect("cleanup");
 }
+
+#[tokio::test]
+async fn every_fixture_csv_can_be_server_side_applied_from_its_typed_form() {
+    // What an InstallPlan executor does with a bundle's CSV: parse, then apply the typed
+    // object. Extra keys (`spec.skipRange`, `spec.support`, old RBAC fields) and explicit
+    // nulls in the files must not make the apiserver refuse it.
+    let cluster = cluster_with_crds().await;
+    let namespace = cluster.namespace("olm-api-ssa").await.expect("namespace");
+    let api: Api<ClusterServiceVersion> = namespace.api();
+    let mut params = PatchParams::apply(MANAGER);
+    params.dry_run = true;
+    let mut files = support::files_under(&testdata().join("csvs"), ".yaml");
+    files.extend(support::files_under(&testdata().join("etcd"), ".clusterserviceversion.yaml"));
+    let mut refused = Vec::new();
+    for file in &files {
+        let mut csv: ClusterServiceVersion = olm_api::yaml::from_path(file).expect("fixture parses");
+        csv.metadata.namespace = Some(namespace.name().to_owned());
+        let name = csv.name_any();
+        if let Err(err) = api.patch(&name, &params, &Patch::Apply(&csv)).await {
+            refused.push(format!("{}: {err}", file.display()));
+        }
+    }
+    assert!(files.len() > 150, "{}", files.len());
+    assert!(refused.is_empty(), "{} of {} refused:\n{}", refused.len(), files.len(), refused.join("\n"));
+    namespace.cleanup().await.expect("cleanup");
+}

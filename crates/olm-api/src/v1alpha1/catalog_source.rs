@@ -40,6 +40,7 @@ closed_string_enum! {
 /// The desired state of a CatalogSource.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[kube(
     group = "operators.coreos.com",
     version = "v1alpha1",

@@ -27,6 +27,7 @@ pub const CONDITIONS_LENGTH_LIMIT: usize = 20;
 /// The desired state of a ClusterServiceVersion.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[kube(
     group = "operators.coreos.com",
     version = "v1alpha1",
@@ -247,6 +248,7 @@ mod semver_tests {
 /// `spec.install`: the strategy name (always `deployment`) and its details.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct NamedInstallStrategy {
     /// The install strategy; only `deployment` exists.
     pub strategy: String,
@@ -261,6 +263,7 @@ keep_unknown_fields!(NamedInstallStrategy);
 /// `spec.install.spec`: the Deployments and RBAC of a `deployment` strategy.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct StrategyDetailsDeployment {
     #[serde(default)]
     pub deployments: Vec<StrategyDeploymentSpec>,
@@ -279,6 +282,7 @@ keep_unknown_fields!(StrategyDetailsDeployment);
 /// One Deployment OLM creates for the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct StrategyDeploymentSpec {
     pub name: String,
     /// The Deployment's spec.
@@ -327,6 +331,7 @@ pub struct ApiServiceDefinitions {
 /// A CRD the operator owns or requires.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct CrdDescription {
     /// The CRD's name, `<plural>.<group>`.
     pub name: String,
@@ -360,6 +365,7 @@ impl CrdDescription {
 /// An aggregated API the operator owns or requires.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct ApiServiceDescription {
     pub name: String,
     pub group: String,
@@ -434,6 +440,7 @@ closed_string_enum! {
 /// A webhook OLM configures for the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct WebhookDescription {
     pub generate_name: String,
     #[serde(rename = "type")]

@@ -22,6 +22,7 @@ use crate::common::ConditionStatus;
 /// The desired state of a Subscription.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(remote = "Self", rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 #[kube(
     group = "operators.coreos.com",
     version = "v1alpha1",
