@@ -1,0 +1,196 @@
+//! `cargo run --release -p olm-bench` — side-by-side benchmarks against upstream (opm serve,
+//! OLM's resolver) on the same machine, inputs and run; writes BENCHMARKS.md.
+//!
+//! Options: `--out FILE` (default: BENCHMARKS.md at the workspace root), `--fbc DIR` (the
+//! real catalog; default /work/shared/real-catalogs/community-operators-prod-fbc-v4.21/catalog,
+//! or OLM_BENCH_FBC), `--quick` (fewer requests, shorter timings: for trying the harness).
+
+mod catalogs;
+mod compare;
+mod report;
+mod resolve;
+mod serve;
+mod tools;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+use crate::serve::{LoadResult, Rpc, Server, Targets};
+
+pub struct Options {
+    pub out: PathBuf,
+    pub fbc: PathBuf,
+    pub quick: bool,
+}
+
+fn options(workspace: &Path) -> anyhow::Result<Options> {
+    let mut out = workspace.join("BENCHMARKS.md");
+    let mut fbc = std::env::var_os("OLM_BENCH_FBC").map_or_else(|| PathBuf::from(catalogs::DEFAULT_REAL_FBC), PathBuf::from);
+    let mut quick = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--out" => out = PathBuf::from(args.next().context("--out needs a file")?),
+            "--fbc" => fbc = PathBuf::from(args.next().context("--fbc needs a directory")?),
+            "--quick" => quick = true,
+            "-h" | "--help" => {
+                println!("usage: olm-bench [--out FILE] [--fbc DIR] [--quick]");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?}; usage: olm-bench [--out FILE] [--fbc DIR] [--quick]"),
+        }
+    }
+    Ok(Options { out, fbc, quick })
+}
+
+/// One server's figures on one catalog.
+pub struct ServerRun {
+    pub server: Server,
+    pub ready: Duration,
+    /// Untimed preparation (opm's pre-built cache).
+    pub prepare: Option<Duration>,
+    pub rss_idle_mib: f64,
+    pub rss_after_mib: Option<f64>,
+    pub hwm_mib: f64,
+    pub loads: Vec<(Rpc, LoadResult)>,
+}
+
+pub struct CatalogRun {
+    pub catalog: catalogs::BenchCatalog,
+    pub servers: Vec<ServerRun>,
+    pub comparison: compare::Comparison,
+    pub resolution_ours: Vec<resolve::SetResult>,
+    pub resolution_upstream: Vec<resolve::SetResult>,
+}
+
+fn targets(dir: &Path) -> anyhow::Result<Targets> {
+    let (documents, _) = olm_catalog::load::load_fbc_documents(dir)?;
+    let mut packages = Vec::new();
+    let mut channels = Vec::new();
+    for d in &documents {
+        let s = |k: &str| d.value.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        match d.value.get("schema").and_then(Value::as_str) {
+            Some("olm.package") => packages.push(s("name")),
+            Some("olm.channel") => channels.push((s("package"), s("name"))),
+            _ => {}
+        }
+    }
+    packages.sort();
+    channels.sort();
+    Ok(Targets { packages, channels })
+}
+
+async fn bench_catalog(
+    tools: &tools::Tools,
+    catalog: catalogs::BenchCatalog,
+    work: &Path,
+    opts: &Options,
+) -> anyhow::Result<CatalogRun> {
+    let tag = if catalog.label.starts_with("synthetic") { "synthetic" } else { "real" };
+    let targets = Arc::new(targets(&catalog.dir)?);
+    let (cheap_requests, list_bundles_requests, cap) =
+        if opts.quick { (300, 5, Duration::from_secs(5)) } else { (3000, 40, Duration::from_secs(20)) };
+    let concurrency = 4;
+    let resolve_time = if opts.quick { Duration::from_millis(300) } else { Duration::from_secs(2) };
+
+    let chosen = resolve::choose_packages(&catalog.dir, 100)?;
+    let sets = resolve::sets(&chosen);
+
+    let mut servers = Vec::new();
+    let mut answers = Vec::new();
+    let mut resolution_upstream = Vec::new();
+    for which in [Server::Ours, Server::Opm, Server::OpmPrebuiltCache] {
+        eprintln!("[{}] {}", catalog.label, which.label());
+        let prepare = if which == Server::OpmPrebuiltCache {
+            let cache_dir = work.join(format!("{tag}-opm-cached-cache"));
+            Some(serve::prebuild_opm_cache(tools, &catalog.dir, &cache_dir, &work.join(format!("{tag}-opm-cache-build.log")))?)
+        } else {
+            None
+        };
+        let server_tag = match which {
+            Server::Ours => format!("{tag}-ours"),
+            Server::Opm => format!("{tag}-opm"),
+            Server::OpmPrebuiltCache => format!("{tag}-opm-cached"),
+        };
+        let running = serve::start(tools, which, &catalog.dir, work, &server_tag).await?;
+        let pid = running.child.id();
+        // Let start-up garbage settle before reading the resident set.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (rss_idle_mib, _) = serve::memory_mib(pid)?;
+        let mut run = ServerRun { server: which, ready: running.ready, prepare, rss_idle_mib, rss_after_mib: None, hwm_mib: 0.0, loads: Vec::new() };
+        if which != Server::OpmPrebuiltCache {
+            answers.push(compare::fetch(&running.addr, &targets).await.with_context(|| format!("answers of {}", which.label()))?);
+            for rpc in Rpc::ALL {
+                let n = if rpc == Rpc::ListBundles { list_bundles_requests } else { cheap_requests };
+                let r = serve::load(&running.addr, rpc, targets.clone(), n, concurrency, cap).await?;
+                eprintln!("  {:<20} p50 {:>9.0} µs  p99 {:>9.0} µs  {:>8.1}/s  ({} requests, {} errors)", rpc.name(), r.p50_us, r.p99_us, r.per_second, r.requests, r.errors);
+                run.loads.push((rpc, r));
+            }
+            run.rss_after_mib = Some(serve::memory_mib(pid)?.0);
+        }
+        if which == Server::Opm {
+            eprintln!("[{}] upstream resolver against opm serve", catalog.label);
+            resolution_upstream = resolve::upstream(&tools.resolver_driver, &running.addr, &sets, work, resolve_time)?;
+        }
+        run.hwm_mib = serve::memory_mib(pid)?.1;
+        eprintln!("  ready {:.0} ms, RSS idle {:.1} MiB, peak {:.1} MiB", run.ready.as_secs_f64() * 1e3, run.rss_idle_mib, run.hwm_mib);
+        running.stop();
+        servers.push(run);
+    }
+    eprintln!("[{}] our resolver", catalog.label);
+    let resolution_ours = resolve::ours(&catalog.dir, &sets, resolve_time)?;
+    let comparison = match answers.as_slice() {
+        [ours, opm] => compare::compare(ours, opm),
+        _ => bail!("expected answers from two servers"),
+    };
+    Ok(CatalogRun { catalog, servers, comparison, resolution_ours, resolution_upstream })
+}
+
+fn main() -> anyhow::Result<()> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("bench/ sits in the workspace")?.to_path_buf();
+    let opts = options(&workspace)?;
+    let started = Instant::now();
+    let tools = tools::prepare(&workspace)?;
+    let work = workspace.join("target/olm-bench");
+    if work.exists() {
+        std::fs::remove_dir_all(&work).with_context(|| format!("cleaning {}", work.display()))?;
+    }
+    std::fs::create_dir_all(&work)?;
+
+    let mut notes = Vec::new();
+    let base = if opts.fbc.is_dir() {
+        opts.fbc.clone()
+    } else {
+        let fallback = workspace.join("catalogs/community");
+        notes.push(format!(
+            "The real catalog {} is absent on this machine: the benchmark used the repository's catalogs/community instead (much smaller), and its synthetic 10× copy.",
+            opts.fbc.display()
+        ));
+        fallback
+    };
+    let real = catalogs::describe(&format!("real ({})", short_path(&base)), &base)?;
+    let synthetic_dir = work.join("synthetic-10x");
+    catalogs::make_synthetic(&base, &synthetic_dir, 10)?;
+    let synthetic = catalogs::describe("synthetic 10×", &synthetic_dir)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut runs = Vec::new();
+    for c in [real, synthetic] {
+        runs.push(runtime.block_on(bench_catalog(&tools, c, &work, &opts))?);
+    }
+    let elapsed = started.elapsed();
+    let text = report::render(&tools, &runs, &notes, &opts, elapsed)?;
+    std::fs::write(&opts.out, &text).with_context(|| format!("writing {}", opts.out.display()))?;
+    println!("{text}");
+    eprintln!("wrote {} in {:.0} s", opts.out.display(), elapsed.as_secs_f64());
+    Ok(())
+}
+
+fn short_path(p: &Path) -> String {
+    let parts: Vec<_> = p.components().rev().take(2).collect();
+    parts.into_iter().rev().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
+}

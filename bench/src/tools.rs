@@ -1,0 +1,150 @@
+//! The programs under test: upstream's `opm` and our Go resolver driver, built from the Go
+//! module proxy into the olm-dev cache, and our `olm` binary, built by cargo in release mode.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+/// operator-registry release whose `cmd/opm` is measured. The proxy refuses `@v/list` here,
+/// so `@latest` cannot be asked for: this is the newest tag of the repository when the
+/// benchmark was written (override with OLM_BENCH_OPM_VERSION).
+pub const DEFAULT_OPM_VERSION: &str = "v1.73.0";
+
+pub struct Tools {
+    pub workspace: PathBuf,
+    pub olm: PathBuf,
+    pub opm: PathBuf,
+    pub opm_version: String,
+    pub resolver_driver: PathBuf,
+    /// operator-lifecycle-manager version the driver is built against (from its go.mod).
+    pub olm_upstream_version: String,
+    pub go_version: String,
+}
+
+fn cache_root() -> anyhow::Result<PathBuf> {
+    let home = std::env::var_os("HOME").context("HOME is not set; the Go build caches live under ~/.cache/olm-dev")?;
+    Ok(PathBuf::from(home).join(".cache/olm-dev"))
+}
+
+/// A `go` command sharing olm-dev's module and build caches, never switching toolchains.
+fn go(cache: &Path) -> Command {
+    let mut cmd = Command::new("go");
+    cmd.env("GOMODCACHE", cache.join("go/mod"))
+        .env("GOCACHE", cache.join("go/build"))
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod");
+    cmd
+}
+
+fn run(cmd: &mut Command, what: &str) -> anyhow::Result<String> {
+    let out = cmd.output().with_context(|| format!("{what}: could not start {:?}", cmd.get_program()))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}):\n{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Build `opm` once per version. operator-registry's go.mod has no replace directives, but
+/// `go install pkg@version` asks the proxy for the module's version list (deprecation
+/// check), which this proxy refuses; a throwaway consumer module avoids that request.
+/// opm needs cgo (sqlite) and, without gpgme headers, the pure-Go OpenPGP build tag.
+fn build_opm(cache: &Path, version: &str) -> anyhow::Result<PathBuf> {
+    let bin_dir = cache.join(format!("bin/opm-{version}"));
+    let bin = bin_dir.join("opm");
+    if bin_dir.join(".ok").exists() && bin.exists() {
+        return Ok(bin);
+    }
+    eprintln!("building opm {version} from the Go module proxy (first run only; several minutes)");
+    let src = cache.join(format!("src/opm-{version}"));
+    std::fs::create_dir_all(&src)?;
+    std::fs::create_dir_all(&bin_dir)?;
+    if !src.join("go.mod").exists() {
+        run(go(cache).current_dir(&src).args(["mod", "init", "local.invalid/opm-bin"]), "go mod init")?;
+    }
+    run(
+        go(cache)
+            .current_dir(&src)
+            .args(["mod", "edit", &format!("-require=github.com/operator-framework/operator-registry@{version}")]),
+        "go mod edit",
+    )?;
+    run(
+        go(cache).current_dir(&src).env("CGO_ENABLED", "1").args([
+            "build",
+            "-tags",
+            "json1,containers_image_openpgp",
+            "-trimpath",
+            "-ldflags",
+            "-s -w",
+            "-o",
+        ])
+        .arg(&bin)
+        .arg("github.com/operator-framework/operator-registry/cmd/opm"),
+        "building opm",
+    )?;
+    std::fs::write(bin_dir.join(".ok"), "")?;
+    Ok(bin)
+}
+
+/// Build our resolver driver (bench/go/resolver-driver) against the OLM version its go.mod
+/// requires. `go build` is incremental, so this is quick once the build cache is warm.
+fn build_resolver_driver(cache: &Path, workspace: &Path) -> anyhow::Result<(PathBuf, String)> {
+    let src = workspace.join("bench/go/resolver-driver");
+    let go_mod = std::fs::read_to_string(src.join("go.mod")).context("reading bench/go/resolver-driver/go.mod")?;
+    let version = go_mod
+        .lines()
+        .find_map(|l| {
+            let l = l.trim().trim_start_matches("require").trim();
+            l.strip_prefix("github.com/operator-framework/operator-lifecycle-manager ").map(|v| v.trim().to_string())
+        })
+        .context("bench/go/resolver-driver/go.mod does not require github.com/operator-framework/operator-lifecycle-manager")?;
+    let bin = cache.join(format!("bin/olm-bench/resolver-driver-{version}"));
+    std::fs::create_dir_all(bin.parent().context("driver path has a parent")?)?;
+    eprintln!("building the resolver driver against operator-lifecycle-manager {version}");
+    run(
+        go(cache).current_dir(&src).env("CGO_ENABLED", "0").args(["build", "-trimpath", "-o"]).arg(&bin).arg("."),
+        "building bench/go/resolver-driver",
+    )?;
+    Ok((bin, version))
+}
+
+fn build_olm(workspace: &Path) -> anyhow::Result<PathBuf> {
+    eprintln!("building olm (release)");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(workspace)
+        .args(["build", "--release", "-p", "olm"])
+        .status()
+        .context("running cargo build --release -p olm")?;
+    if !status.success() {
+        bail!("cargo build --release -p olm failed");
+    }
+    let bin = workspace.join("target/release/olm");
+    if !bin.exists() {
+        bail!("{} missing after the build (is CARGO_TARGET_DIR set elsewhere?)", bin.display());
+    }
+    Ok(bin)
+}
+
+pub fn prepare(workspace: &Path) -> anyhow::Result<Tools> {
+    let cache = cache_root()?;
+    let go_version = run(go(&cache).arg("version"), "go version")?.trim().to_string();
+    let opm_version = std::env::var("OLM_BENCH_OPM_VERSION").unwrap_or_else(|_| DEFAULT_OPM_VERSION.to_string());
+    let opm = build_opm(&cache, &opm_version)?;
+    let (resolver_driver, olm_upstream_version) = build_resolver_driver(&cache, workspace)?;
+    let olm = build_olm(workspace)?;
+    Ok(Tools {
+        workspace: workspace.to_path_buf(),
+        olm,
+        opm,
+        opm_version,
+        resolver_driver,
+        olm_upstream_version,
+        go_version,
+    })
+}
