@@ -422,3 +422,61 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     server.shutdown();
     Ok(())
 }
+
+/// `/metrics` of the in-process manager.
+async fn metrics(admin: std::net::SocketAddr) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(admin).await?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").await?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).await?;
+    Ok(body)
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::Result<()> {
+    let (cluster, admin) = common::setup().await?;
+    let server = catalog_server().await?;
+    let ns = cluster.namespace("sub-clusterwide").await?;
+    operator_group(&ns, true).await?;
+    catalog_source(&ns, "community", &grpc_address(&server)?).await?;
+    subscription(&ns, "etcd", "etcd", "community", "clusterwide-alpha", None, "Automatic").await?;
+    wait_subscription(&ns, "etcd", "at etcdoperator.v0.9.4-clusterwide", |s| installed(s) == Some("etcdoperator.v0.9.4-clusterwide")).await?;
+    wait_csv_succeeded(&ns, "etcdoperator.v0.9.4-clusterwide").await?;
+
+    // The operator's API works once the CSV succeeded.
+    apply_yaml(&ns, "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  name: example\nspec:\n  size: 3\n  version: 3.2.13\n").await?;
+
+    // The catalog-operator metrics are exported with upstream's names.
+    let text = metrics(admin).await?;
+    for needle in [
+        "catalog_source_count ",
+        &format!("catalogsource_ready{{namespace=\"{}\",name=\"community\"}} 1", ns.name()),
+        "subscription_sync_total{name=\"etcd\"",
+        "olm_resolution_duration_seconds_count{outcome=\"succeeded\"}",
+        "install_plan_count ",
+    ] {
+        assert!(text.contains(needle), "/metrics lacks {needle}");
+    }
+
+    // Removing the operator keeps its CRDs and the user's EtcdCluster.
+    ns.kubectl(&["delete", "subscription", "etcd"]).await?;
+    ns.kubectl(&["delete", "clusterserviceversion", "etcdoperator.v0.9.4-clusterwide"]).await?;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
+    ns.wait_for("the operator Deployment to go", TIMEOUT, OBJECTS, || {
+        let deployments = deployments.clone();
+        async move {
+            let left = deployments.list(&Default::default()).await.map_err(|e| e.to_string())?.items.len();
+            Ok::<_, String>((left == 0).then_some(()))
+        }
+    })
+    .await?;
+    let out = ns.kubectl(&["get", "etcdcluster", "example", "-o", "name"]).await?;
+    assert!(out.stdout.contains("example"), "{}", out.stdout);
+    let out = cluster.kubectl(&["get", "crd", "etcdclusters.etcd.database.coreos.com", "-o", "name"]).await?;
+    assert!(out.stdout.contains("etcdclusters"), "{}", out.stdout);
+    ns.cleanup().await?;
+    server.shutdown();
+    Ok(())
+}
