@@ -72,6 +72,9 @@ pub fn snapshot(catalog: &Catalog, key: CatalogKey, priority: i32) -> CatalogSna
                 };
                 let mut problems = Vec::new();
                 for prop in &bundle.properties {
+                    if !matches!(prop.kind, PropertyKind::BundleObject | PropertyKind::CsvMetadata) {
+                        entry.properties.push((prop.type_name.clone(), prop.value_json.to_string()));
+                    }
                     match &prop.kind {
                         PropertyKind::Gvk(g) => {
                             let g = gvk(g);

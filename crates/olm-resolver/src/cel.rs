@@ -65,6 +65,18 @@ impl CelRule {
 
 /// The properties a rule sees, rebuilt from the entry.
 fn properties_of(e: &Entry) -> Vec<Value> {
+    if !e.properties.is_empty() {
+        return e
+            .properties
+            .iter()
+            .map(|(t, v)| {
+                let mut m = Map::new();
+                m.insert("type".into(), Value::String(t.clone()));
+                m.insert("value".into(), serde_json::from_str(v).unwrap_or(Value::Null));
+                Value::Object(m)
+            })
+            .collect();
+    }
     let prop = |t: &str, v: Value| {
         let mut m = Map::new();
         m.insert("type".into(), Value::String(t.into()));

@@ -130,6 +130,10 @@ pub struct Entry {
     pub dependencies: Vec<Dependency>,
     /// The legacy `olm.deprecated` property: never chosen.
     pub deprecated: bool,
+    /// The bundle's properties as (type, JSON value) for CEL rules, without the large
+    /// `olm.bundle.object` / `olm.csv.metadata` ones. When empty, CEL sees properties
+    /// rebuilt from the fields above.
+    pub properties: Vec<(String, String)>,
     /// A dependency property that could not be understood (malformed JSON, an
     /// unknown constraint type, an unparsable range). Resolution that reaches this
     /// entry fails with this text, as upstream does.

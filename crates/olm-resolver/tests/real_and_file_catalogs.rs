@@ -106,3 +106,13 @@ fn fbc_dependencies_constraints_and_deprecations_resolve_through_request_files()
     let got: Vec<_> = r.bundles.iter().map(|b| (b.name.as_str(), b.replaces.as_deref(), b.reason)).collect();
     assert_eq!(got, [("db.v2.0.0", Some("db.v1.0.0"), Reason::Upgrade)]);
 }
+
+#[test]
+fn cel_constraints_from_fbc_see_every_bundle_property() {
+    let loaded = file::load_request(&testdata("fbc-cel/request.yaml")).expect("request loads");
+    let r = olm_resolver::resolve(&loaded.catalogs, &loaded.request);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let got: Vec<_> = r.bundles.iter().map(|b| b.name.as_str()).collect();
+    // The head metrics.v2.0.0 carries another olm.maxOpenShiftVersion, so v1.0.0 is chosen.
+    assert_eq!(got, ["app.v1.0.0", "metrics.v1.0.0"]);
+}
