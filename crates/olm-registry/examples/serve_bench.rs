@@ -359,11 +359,10 @@ fn rename_package(doc: &mut Value, old: &str, new: &str) {
     }
     if let Some(Value::Array(props)) = obj.get_mut("properties") {
         for p in props {
-            if p.get("type").and_then(Value::as_str) == Some("olm.package") {
-                if let Some(v) = p.get_mut("value").and_then(Value::as_object_mut) {
+            if p.get("type").and_then(Value::as_str) == Some("olm.package")
+                && let Some(v) = p.get_mut("value").and_then(Value::as_object_mut) {
                     v.insert("packageName".into(), Value::String(new.into()));
                 }
-            }
         }
     }
 }

@@ -235,7 +235,7 @@ impl pb::registry_server::Registry for RegistryService {
             })?;
             let found = ch.entries().iter().find(|e| {
                 pkg.bundle(&e.name).is_some()
-                    && (e.replaces.as_deref() == Some(req.csv_name.as_str()) || e.skips.iter().any(|s| *s == req.csv_name))
+                    && (e.replaces.as_deref() == Some(req.csv_name.as_str()) || e.skips.contains(&req.csv_name))
             });
             match found {
                 Some(e) => get_bundle(catalog, &pkg.name, &ch.name, &e.name).map(Response::new).map_err(query_error),

@@ -208,14 +208,13 @@ async fn track_metrics(State(state): State<AppState>, request: Request, next: Ne
 /// (`"<tag>-gzip"`); If-None-Match accepts either form.
 async fn etag_for_encoding(mut response: Response) -> Response {
     let gzip = response.headers().get(header::CONTENT_ENCODING).is_some_and(|v| v.as_bytes() == b"gzip");
-    if gzip {
-        if let Some(tag) = response.headers().get(header::ETAG).and_then(|v| v.to_str().ok()) {
+    if gzip
+        && let Some(tag) = response.headers().get(header::ETAG).and_then(|v| v.to_str().ok()) {
             let tagged = format!("{}-gzip\"", tag.trim_end_matches('"'));
             if let Ok(value) = HeaderValue::from_str(&tagged) {
                 response.headers_mut().insert(header::ETAG, value);
             }
         }
-    }
     response
 }
 
@@ -643,11 +642,10 @@ fn package_manifest(catalog_name: &str, pkg: &Package) -> Value {
                 .clone(),
             None => json!({}),
         };
-        if ch.name == pkg.default_channel || provider.is_none() {
-            if let Some(p) = description.get("provider") {
+        if (ch.name == pkg.default_channel || provider.is_none())
+            && let Some(p) = description.get("provider") {
                 provider = Some(p.clone());
             }
-        }
         let mut entries: Vec<(&olm_catalog::Bundle, Value)> = ch
             .entries()
             .iter()
@@ -702,11 +700,10 @@ async fn get_bundle(
     catalog_json(&headers, &uri, &snapshot, || {
         let catalog = &snapshot.catalog;
         let wanted_package = query.get("package").filter(|p| !p.is_empty());
-        if let Some(p) = wanted_package {
-            if catalog.package(p).is_none() {
+        if let Some(p) = wanted_package
+            && catalog.package(p).is_none() {
                 return Err(unknown_package(&name, catalog, p));
             }
-        }
         let matches: Vec<&olm_catalog::Bundle> =
             catalog.bundles_named(&bundle).filter(|b| wanted_package.is_none_or(|p| b.package == *p)).collect();
         match matches.as_slice() {

@@ -56,12 +56,11 @@ impl ResponseCache {
         if body.len() > Self::MAX_ENTRY_BYTES {
             return;
         }
-        if let Ok(mut e) = self.entries.lock() {
-            if e.1 + body.len() <= Self::MAX_TOTAL_BYTES && !e.0.contains_key(key) {
+        if let Ok(mut e) = self.entries.lock()
+            && e.1 + body.len() <= Self::MAX_TOTAL_BYTES && !e.0.contains_key(key) {
                 e.1 += body.len();
                 e.0.insert(key.to_string(), body);
             }
-        }
     }
 }
 
