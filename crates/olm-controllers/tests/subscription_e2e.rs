@@ -480,3 +480,99 @@ async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::
     server.shutdown();
     Ok(())
 }
+
+fn widget_crd(required_color: bool, random: &str) -> serde_json::Value {
+    let mut spec_schema = json!({"type": "object", "properties": {"size": {"type": "integer"}, "color": {"type": "string"}}});
+    if required_color {
+        spec_schema["required"] = json!(["color"]);
+    }
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{random}.olm.test")},
+        "spec": {"group": format!("{random}.olm.test"), "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec_schema}}}}]}
+    })
+}
+
+fn widget_csv(version: &str, replaces: Option<&str>, random: &str) -> serde_json::Value {
+    let mut csv = json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": format!("widget.v{version}")},
+        "spec": {"version": version, "displayName": "Widget",
+                 "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
+                                  {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": false}],
+                 "customresourcedefinitions": {"owned": [{"name": format!("widgets.{random}.olm.test"), "version": "v1", "kind": "Widget"}]},
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}}
+    });
+    if let Some(r) = replaces {
+        csv["spec"]["replaces"] = json!(r);
+    }
+    csv
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn a_crd_update_that_breaks_existing_objects_fails_the_plan_naming_them() -> anyhow::Result<()> {
+    let (cluster, _) = common::setup().await?;
+    let ns = cluster.namespace("sub-crdcheck").await?;
+    let random = ns.name().rsplit('-').next().unwrap_or("x").to_owned();
+    operator_group(&ns, false).await?;
+    // A legacy ConfigMap catalog: widget v1, and v2 whose CRD makes spec.color required.
+    let yaml_list = |items: Vec<serde_json::Value>| serde_json::to_string(&items).unwrap_or_default();
+    let configmap = json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "widgets"},
+        "data": {
+            "packages": "- packageName: widget\n  channels:\n  - name: stable\n    currentCSV: widget.v2.0.0\n",
+            "clusterServiceVersions": yaml_list(vec![widget_csv("1.0.0", None, &random), widget_csv("2.0.0", Some("widget.v1.0.0"), &random)]),
+            "customResourceDefinitions": yaml_list(vec![widget_crd(true, &random)]),
+        }
+    });
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
+    cms.create(&PostParams::default(), &serde_json::from_value(configmap.clone())?).await?;
+    apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n").await?;
+    // v1 of the catalog ships the permissive CRD: install it from there first.
+    let mut v1_data = configmap["data"].clone();
+    v1_data["customResourceDefinitions"] = json!(yaml_list(vec![widget_crd(false, &random)]));
+    v1_data["packages"] = json!("- packageName: widget\n  channels:\n  - name: stable\n    currentCSV: widget.v1.0.0\n");
+    cms.patch("widgets", &PatchParams::default(), &Patch::Merge(json!({"data": v1_data}))).await?;
+    subscription(&ns, "widget", "widget", "widgets", "stable", None, "Manual").await?;
+    approve_next(&ns, "widget.v1.0.0").await?;
+
+    // A Widget without a color, valid today.
+    apply_yaml(&ns, &format!("apiVersion: {random}.olm.test/v1\nkind: Widget\nmetadata:\n  name: plain\nspec:\n  size: 1\n")).await?;
+    // The catalog moves to v2, whose CRD requires spec.color.
+    cms.patch("widgets", &PatchParams::default(), &Patch::Merge(json!({"data": configmap["data"]}))).await?;
+    let api: Api<InstallPlan> = ns.api();
+    let plan = ns
+        .wait_for("the v2 InstallPlan", TIMEOUT, OBJECTS, || {
+            let api = api.clone();
+            async move {
+                let plans = api.list(&Default::default()).await.map_err(|e| e.to_string())?.items;
+                Ok::<_, String>(plans.into_iter().find(|p| p.spec.cluster_service_version_names.contains(&"widget.v2.0.0".to_owned())))
+            }
+        })
+        .await?;
+    ns.kubectl(&["patch", "installplan", &plan.name_any(), "--type", "merge", "-p", r#"{"spec":{"approved":true}}"#]).await?;
+    let failed = ns
+        .wait_for("the v2 InstallPlan Failed", TIMEOUT, OBJECTS, || {
+            let api = api.clone();
+            let name = plan.name_any();
+            async move {
+                let p = api.get(&name).await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(p.status.filter(|s| s.phase == InstallPlanPhase::Failed))
+            }
+        })
+        .await?;
+    let message = failed.message.unwrap_or_default();
+    assert!(message.contains("Widget") && message.contains("/plain") && message.contains("spec.color: required"), "{message}");
+    let sub = wait_subscription(&ns, "widget", "UpgradeFailed", |s| state(s) == Some(&SubscriptionState::UpgradeFailed)).await?;
+    let condition = sub.status.as_ref().and_then(|s| s.condition(&SubscriptionConditionType::InstallPlanFailed)).cloned();
+    assert_eq!(condition.and_then(|c| c.reason).as_deref(), Some("InstallComponentFailed"));
+    // v1 keeps running.
+    wait_csv_succeeded(&ns, "widget.v1.0.0").await?;
+    ns.cleanup().await?;
+    cluster.kubectl(&["delete", "crd", &format!("widgets.{random}.olm.test"), "--wait=false"]).await?;
+    Ok(())
+}

@@ -19,8 +19,9 @@ pub const REGISTRY_PORT: i32 = 50051;
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);
 /// Longest retry delay of a failing catalog.
 pub const MAX_RETRY: Duration = Duration::from_secs(60);
-/// How often a ConfigMap catalog checks its ConfigMap for changes.
-pub const CONFIGMAP_RECHECK: Duration = Duration::from_secs(30);
+/// How often a ConfigMap catalog checks its ConfigMap for changes (one GET; no cluster-wide
+/// ConfigMap watch just for legacy catalogs).
+pub const CONFIGMAP_RECHECK: Duration = Duration::from_secs(5);
 
 /// Where the spec says the content is.
 #[derive(Clone, Debug, PartialEq, Eq)]

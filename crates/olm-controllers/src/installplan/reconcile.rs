@@ -14,6 +14,7 @@ use olm_api::v1alpha1::install_plan::{InstallPlan, Step, StepStatus};
 use serde_json::{Value, json};
 use tracing::instrument;
 
+use super::crd_check;
 use super::decide::{self, Next, Pass, StepError};
 use super::steps::{execution_rank, resource_of};
 use crate::runtime::controller::action_for;
@@ -78,6 +79,60 @@ pub fn stored_versions_kept(existing: &Value, desired: &Value) -> Result<(), Str
             missing.join(", ")
         ))
     }
+}
+
+/// Existing custom resources must stay valid under the new CRD's schemas (every version both
+/// CRDs serve). Skipped for CRDs converted by a webhook, as upstream does.
+async fn existing_objects_valid(client: &kube::Client, existing: &Value, desired: &Value) -> Result<(), StepError> {
+    if desired.pointer("/spec/conversion/strategy").and_then(Value::as_str) == Some("Webhook") {
+        return Ok(());
+    }
+    let name = desired.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let group = desired.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
+    let kind = desired.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or_default();
+    let plural = desired.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
+    let versions: Vec<&str> = desired
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect();
+    for version in versions {
+        let (Some(schema), Some(_)) = (crd_check::served_schema(desired, version), crd_check::served_schema(existing, version)) else {
+            continue;
+        };
+        let resource = ApiResource {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            api_version: format!("{group}/{version}"),
+            kind: kind.to_owned(),
+            plural: plural.to_owned(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let list = api.list(&kube::api::ListParams::default().limit(500)).await.map_err(|err| StepError {
+            message: format!("cannot list existing {kind} objects to check them against the new CustomResourceDefinition {name}: {}", api_error_message(&err)),
+            retryable: true,
+        })?;
+        for object in list.items {
+            let value = serde_json::to_value(&object).unwrap_or(Value::Null);
+            let problems = crd_check::validate(&value, schema);
+            if !problems.is_empty() {
+                let at = match object.namespace() {
+                    Some(ns) => format!("{ns}/{}", object.name_any()),
+                    None => object.name_any(),
+                };
+                return Err(StepError {
+                    message: format!(
+                        "cannot update CustomResourceDefinition {name}: the existing {kind} {at} is not valid under the new schema of {version}: {}",
+                        problems.join("; ")
+                    ),
+                    retryable: false,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn established(object: &Value) -> bool {
@@ -166,6 +221,9 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
                         error: Some(StepError { message: format!("cannot update CustomResourceDefinition {}: {message}", r.name), retryable: false }),
                         waiting_for_api,
                     };
+                }
+                if let Err(error) = existing_objects_valid(&ctx.client, &existing, &manifest).await {
+                    return Pass { steps: out, error: Some(error), waiting_for_api };
                 }
             }
         }
