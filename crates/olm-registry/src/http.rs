@@ -64,6 +64,7 @@ pub fn router(catalogs: CatalogSet, limits: &HttpLimits) -> Router {
         .route("/api/v1/catalogs/{catalog}", get(get_catalog))
         .route("/api/v1/catalogs/{catalog}/packages", get(list_packages))
         .route("/api/v1/catalogs/{catalog}/packages/{package}", get(get_package))
+        .route("/api/v1/catalogs/{catalog}/packages/{package}/icon", get(get_icon))
         .route("/api/v1/catalogs/{catalog}/bundles/{bundle}", get(get_bundle))
         .route_layer(middleware::from_fn_with_state(state.clone(), track_metrics))
         .fallback(not_found_route)
@@ -622,6 +623,44 @@ async fn get_package(State(state): State<AppState>, Path((name, package)): Path<
         let pkg = catalog.package(&package).ok_or_else(|| unknown_package(&name, catalog, &package))?;
         Ok(package_manifest(&name, pkg))
     })
+}
+
+/// The package icon as an image (like packageserver's `icon` subresource): the
+/// `olm.package` icon, else the first icon of the default channel head's CSV.
+async fn get_icon(State(state): State<AppState>, Path((name, package)): Path<(String, String)>, headers: HeaderMap, uri: Uri) -> Response {
+    use base64::Engine as _;
+    let snapshot = match served(&state, &name) {
+        Ok((_, s)) => s,
+        Err(e) => return e.into_response(),
+    };
+    let catalog = &snapshot.catalog;
+    let Some(pkg) = catalog.package(&package) else {
+        return unknown_package(&name, catalog, &package).into_response();
+    };
+    let icon = pkg.icon.as_ref().map(|i| (i.base64data.clone(), i.mediatype.clone())).or_else(|| {
+        let csv = package_csv(pkg)?;
+        let first = csv.pointer("/spec/icon/0")?;
+        Some((first.get("base64data")?.as_str()?.to_string(), first.get("mediatype")?.as_str()?.to_string()))
+    });
+    let decoded = icon.and_then(|(data, media)| {
+        let compact: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        base64::engine::general_purpose::STANDARD.decode(compact).ok().map(|bytes| (bytes, media))
+    });
+    let Some((bytes, media)) = decoded.filter(|(b, _)| !b.is_empty()) else {
+        return ApiError::new(StatusCode::NOT_FOUND, format!("package {package:?} in catalog {name:?} has no icon"))
+            .with("catalog", name.as_str())
+            .with("package", package.as_str())
+            .into_response();
+    };
+    let etag = snapshot_etag(&snapshot, &uri);
+    if none_match(&headers, &etag) {
+        return not_modified(&etag, Some(snapshot.loaded_at));
+    }
+    let mut resp = Response::new(Body::from(bytes));
+    let media = if media.is_empty() { "application/octet-stream".to_string() } else { media };
+    insert_header(&mut resp, header::CONTENT_TYPE, &media);
+    insert_header(&mut resp, header::ETAG, &etag);
+    resp
 }
 
 /// The PackageManifest-like view of a package: packageserver's `status` fields.

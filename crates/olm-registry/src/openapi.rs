@@ -117,6 +117,17 @@ pub fn document() -> Value {
                     }
                 }
             },
+            "/api/v1/catalogs/{catalog}/packages/{package}/icon": {
+                "get": {
+                    "summary": "The package icon as an image (the olm.package icon, else the default channel head's CSV icon)",
+                    "parameters": [catalog.clone(), param("package", "path", "Package name", true)],
+                    "responses": {
+                        "200": {"description": "The image, with its media type", "content": {"image/*": {"schema": {"type": "string", "format": "binary"}}}},
+                        "304": {"description": "Not modified"},
+                        "404": error_response("Unknown catalog or package, or the package has no icon")
+                    }
+                }
+            },
             "/api/v1/catalogs/{catalog}/bundles/{bundle}": {
                 "get": {
                     "summary": "A bundle with its channel memberships, properties, CSV and other manifests",

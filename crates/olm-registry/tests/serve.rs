@@ -751,3 +751,18 @@ async fn grpc_reflection_lists_the_registry_service() {
     let response = responses.message().await.unwrap().expect("one response");
     assert!(matches!(response.message_response, Some(MessageResponse::FileDescriptorResponse(ref f)) if !f.file_descriptor_proto.is_empty()));
 }
+
+#[tokio::test]
+async fn package_icon_is_served_as_an_image() {
+    let h = Harness::start().await;
+    let (status, headers, body) = h.get("/api/v1/catalogs/community/packages/demo/icon", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers.get("content-type").unwrap(), "image/svg+xml");
+    assert!(std::str::from_utf8(&body).unwrap().starts_with("<svg"));
+    let (status, headers, body) = h.get("/api/v1/catalogs/community/packages/etcd/icon", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers.get("content-type").unwrap(), "image/png");
+    assert!(body.starts_with(b"\x89PNG"), "PNG signature");
+    let (status, _) = h.get_json("/api/v1/catalogs/community/packages/nope/icon").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -49,6 +49,7 @@ Endpoints (HTTP):
   /catalogs/NAME/api/v1/metas?schema=&package=&name=
   /api/v1/catalogs                             served catalogs and their load status
   /api/v1/catalogs/NAME/packages[/PACKAGE]     packages; one package shaped like a PackageManifest
+  /api/v1/catalogs/NAME/packages/PACKAGE/icon  the package icon as an image
   /api/v1/catalogs/NAME/bundles/BUNDLE         a bundle with its CSV and manifests
   /healthz /readyz /metrics /openapi.json
 
