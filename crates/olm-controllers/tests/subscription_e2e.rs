@@ -401,6 +401,26 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
         })
         .await?;
     assert!(invalid.message.unwrap_or_default().contains("spec.address"));
+    // Image catalogs get a registry ServiceAccount, Service and Pod (kwok never runs the pod, so
+    // the content cannot be read here: only the objects and status.registryService are checked).
+    apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: from.image\nspec:\n  sourceType: grpc\n  image: quay.io/operatorhubio/catalog:latest\n").await?;
+    let service = ns
+        .wait_for("registryService of from.image", TIMEOUT, OBJECTS, || {
+            let api = api.clone();
+            async move {
+                let c = api.get("from.image").await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(c.status.and_then(|s| s.registry_service))
+            }
+        })
+        .await?;
+    assert_eq!(service.service_name.as_deref(), Some("from-image"));
+    assert_eq!(service.port.as_deref(), Some("50051"));
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
+    let pod = pods.get("from-image-registry").await?;
+    let image = pod.spec.and_then(|s| s.containers.first().and_then(|c| c.image.clone()));
+    assert_eq!(image.as_deref(), Some("quay.io/operatorhubio/catalog:latest"));
+    let services: Api<k8s_openapi::api::core::v1::Service> = ns.api();
+    assert!(services.get_opt("from-image").await?.is_some());
     let legacy = api.get("legacy").await?;
     assert!(legacy.status.and_then(|s| s.config_map_reference).is_some_and(|r| r.name == "legacy"));
     // A poll interval that is not a duration is reported and does not stop the catalog.
