@@ -766,3 +766,34 @@ async fn package_icon_is_served_as_an_image() {
     let (status, _) = h.get_json("/api/v1/catalogs/community/packages/nope/icon").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn several_catalogs_share_http_and_get_one_grpc_server_each() {
+    let fixture_dir = fixture();
+    let bundles_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/bundles");
+    let mut config = ServeConfig::new(vec![("community".into(), fixture_dir.clone()), ("operators".into(), bundles_dir)]);
+    config.http_addr = Some("127.0.0.1:0".parse().unwrap());
+    config.grpc_addrs =
+        vec![("community".into(), "127.0.0.1:0".parse().unwrap()), ("operators".into(), "127.0.0.1:0".parse().unwrap())];
+    config.reload_interval = None;
+    let server = olm_registry::start(config).await.unwrap();
+    let h = Harness { server, _dir: tempfile::tempdir().unwrap(), catalog_dir: fixture_dir };
+
+    let (_, list) = h.get_json("/api/v1/catalogs").await;
+    let names: Vec<&str> = list["catalogs"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["community", "operators"]);
+
+    for (catalog, expected) in [("community", vec!["demo", "etcd"]), ("operators", vec!["etcd"])] {
+        let mut client = RegistryClient::connect(format!("http://{}", h.server.grpc_addrs[catalog])).await.unwrap();
+        let got: Vec<String> =
+            collect(client.list_packages(pb::ListPackageRequest {}).await.unwrap().into_inner()).await.into_iter().map(|p| p.name).collect();
+        assert_eq!(got, expected, "gRPC of {catalog} serves only its own catalog");
+    }
+
+    let bad = ServeConfig {
+        grpc_addrs: vec![("missing".into(), "127.0.0.1:0".parse().unwrap())],
+        ..ServeConfig::new(vec![("community".into(), fixture())])
+    };
+    let err = olm_registry::start(bad).await.err().expect("unknown catalog in gRPC addresses is refused");
+    assert!(err.to_string().contains("\"missing\""), "{err}");
+}
