@@ -82,6 +82,7 @@ fn image(dep: &Deployment) -> String {
 #[tokio::test]
 async fn etcd_own_namespace_install_is_kept_as_declared() -> anyhow::Result<()> {
     let (cluster, admin) = setup().await?;
+    let _apis = common::ETCD_APIS.read().await;
     let client = cluster.client();
     let ns = cluster.namespace("csv-etcd").await?;
     let name = ns.name().to_owned();
@@ -244,6 +245,7 @@ async fn etcd_own_namespace_install_is_kept_as_declared() -> anyhow::Result<()> 
 #[tokio::test]
 async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()> {
     let (cluster, _admin) = setup().await?;
+    let _apis = common::ETCD_APIS.write().await;
     let client = cluster.client();
     let ns = cluster.namespace("csv-global").await?;
     let other = cluster.namespace("csv-copy-target").await?;
@@ -314,6 +316,7 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
 #[tokio::test]
 async fn replacing_csv_upgrades_cleanly() -> anyhow::Result<()> {
     let (cluster, admin) = setup().await?;
+    let _apis = common::ETCD_APIS.read().await;
     let client = cluster.client();
     let ns = cluster.namespace("csv-upgrade").await?;
     let name = ns.name().to_owned();
@@ -366,6 +369,7 @@ async fn replacing_csv_upgrades_cleanly() -> anyhow::Result<()> {
 #[tokio::test]
 async fn refused_deployment_fails_with_install_component_failed() -> anyhow::Result<()> {
     let (cluster, _admin) = setup().await?;
+    let _apis = common::ETCD_APIS.read().await;
     let client = cluster.client();
     let ns = cluster.namespace("csv-broken").await?;
     let name = ns.name().to_owned();

@@ -362,7 +362,7 @@ fn replacement_chain(observed: &Observed<'_>) -> BTreeSet<String> {
         }
         cursor = replaces.get(&name).cloned().flatten();
     }
-    for (name, _) in &replaces {
+    for name in replaces.keys() {
         let mut cursor = Some(name.clone());
         let mut seen = BTreeSet::new();
         while let Some(current) = cursor {
@@ -630,14 +630,14 @@ fn decide_phase(
             if let Some(conflict) = crd_owner_conflict(observed) {
                 return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, format!("owner conflict: {conflict}"), now);
             }
-            if let Some(old) = replaced(observed) {
-                if old.phase() != Some(&CsvPhase::Replacing) {
-                    // Wait until the CSV we replace hands over (it moves to Replacing when it
-                    // sees us); its status change triggers this CSV again.
-                    let mut status = previous.clone();
-                    status.requirement_status = Some(entries);
-                    return CsvDecision::status(status).requeue(REQUEUE_WAITING);
-                }
+            if let Some(old) = replaced(observed)
+                && old.phase() != Some(&CsvPhase::Replacing)
+            {
+                // Wait until the CSV we replace hands over (it moves to Replacing when it sees
+                // us); its status change triggers this CSV again.
+                let mut status = previous.clone();
+                status.requirement_status = Some(entries);
+                return CsvDecision::status(status).requeue(REQUEUE_WAITING);
             }
             let mut d = transition(
                 previous,
@@ -755,16 +755,14 @@ fn decide_phase(
         }
         CsvPhase::Failed => {
             // With the fail-forward upgrade strategy a failed CSV hands over to its replacement.
-            if fail_forward {
-                if let Some(next) = replacement(observed) {
-                    return transition(
-                        previous,
-                        CsvPhase::Replacing,
-                        CsvReason::BeingReplaced,
-                        format!("being replaced by csv: {}", next.name_any()),
-                        now,
-                    );
-                }
+            if fail_forward && let Some(next) = replacement(observed) {
+                return transition(
+                    previous,
+                    CsvPhase::Replacing,
+                    CsvReason::BeingReplaced,
+                    format!("being replaced by csv: {}", next.name_any()),
+                    now,
+                );
             }
             let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.permissions);
             if !met {

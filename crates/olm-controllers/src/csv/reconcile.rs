@@ -325,10 +325,15 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
             status.phase.as_ref().map(|p| p.as_str()).unwrap_or_default(),
             status.reason.as_ref().map(|r| r.as_str()).unwrap_or_default(),
         );
-        if let Some(phase) = &status.phase {
-            if csv.phase() != Some(phase) {
-                tracing::info!(phase = phase.as_str(), reason = status.reason.as_ref().map(|r| r.as_str()).unwrap_or_default(), message = status.message.as_deref().unwrap_or_default(), "phase transition");
-            }
+        if let Some(phase) = &status.phase
+            && csv.phase() != Some(phase)
+        {
+            tracing::info!(
+                phase = phase.as_str(),
+                reason = status.reason.as_ref().map(|r| r.as_str()).unwrap_or_default(),
+                message = status.message.as_deref().unwrap_or_default(),
+                "phase transition"
+            );
         }
     }
     let reference = object_reference(&csv);
@@ -453,8 +458,9 @@ pub fn run(
             .iter()
             .filter(|c| {
                 let same_ns = c.namespace().as_deref() == Some(ns.as_str());
-                (same_ns && c.spec.replaces.as_deref() == Some(name.as_str()))
-                    || (same_ns && changed.spec.replaces.as_deref() == Some(c.name_any().as_str()))
+                (same_ns
+                    && (c.spec.replaces.as_deref() == Some(name.as_str())
+                        || changed.spec.replaces.as_deref() == Some(c.name_any().as_str())))
                     || (c.name_any() == name && c.labels().get(keys::COPIED_FROM_LABEL) == Some(&ns))
                     || (c.name_any() == name && origin.as_deref() == c.namespace().as_deref())
             })

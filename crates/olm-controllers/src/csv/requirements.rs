@@ -74,7 +74,7 @@ pub fn check(
         }
         let (status, message) = match crds.get(&crd.name) {
             None => (StatusReason::NotPresent, "CRD is not present".to_owned()),
-            Some(state) if !state.served_versions.iter().any(|v| *v == crd.version) => (
+            Some(state) if !state.served_versions.contains(&crd.version) => (
                 StatusReason::NotPresent,
                 format!("CRD version {} is not served", crd.version),
             ),

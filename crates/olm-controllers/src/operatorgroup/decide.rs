@@ -297,15 +297,15 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
     }
 
     // Target namespaces carry the group's uid label (not for all-namespaces groups).
-    if targets != [String::new()] {
-        if let Some(key) = group.namespace_label_key() {
-            for ns in observed.namespaces.iter().filter(|ns| targets.contains(&ns.name)) {
-                if !ns.labels.contains_key(&key) {
-                    decision = decision.act(OgAction::LabelNamespace {
-                        namespace: ns.name.clone(),
-                        key: key.clone(),
-                    });
-                }
+    if targets != [String::new()]
+        && let Some(key) = group.namespace_label_key()
+    {
+        for ns in observed.namespaces.iter().filter(|ns| targets.contains(&ns.name)) {
+            if !ns.labels.contains_key(&key) {
+                decision = decision.act(OgAction::LabelNamespace {
+                    namespace: ns.name.clone(),
+                    key: key.clone(),
+                });
             }
         }
     }

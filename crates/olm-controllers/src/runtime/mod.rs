@@ -8,6 +8,25 @@
 //! - [`error`], [`backoff`]: the error type (retryable + category) and per-object backoff.
 //! - [`decision`]: `Decision { actions, status, events, requeue_after }` returned by pure `decide`s.
 //! - [`controller`]: the per-controller context, `guarded` reconcile wrapper and `error_policy`.
+//! - [`shutdown`]: a shutdown signal many tasks can wait on.
+//!
+//! How a controller is put together (see `operatorgroup` and `csv`):
+//!
+//! 1. `Manager::start` creates the caches with `Caches::watch(api, watcher::Config)`; a cache is
+//!    one watch shared by every controller. Controllers read `Cache::get/list/list_in` (never GET
+//!    in a reconcile) and take trigger streams with `Cache::subscribe()` *before*
+//!    `Caches::start()`; a subscription also sees deleted objects.
+//! 2. The controller's `run(ctx, shutdown)` builds `Controller::for_shared_stream(cache.subscribe(),
+//!    cache.store().clone())` with `.watches_shared_stream(other.subscribe(), mapper)`,
+//!    `.owns_shared_stream(..)`, `.reconcile_all_on(ctx.leadership.gained())` and
+//!    `.graceful_shutdown_on(shutdown)`, waits for `Cache::synced()` of what it reads, then runs
+//!    `|obj, ctx| guarded(obj, ctx, reconcile)` with `error_policy`.
+//! 3. `reconcile` (with `#[instrument(skip_all, fields(kind, namespace, name))]`) observes from
+//!    the caches into a plain `Observed`, calls the pure `decide(&Observed, now) -> Decision`,
+//!    applies `decision.actions`, writes `decision.status` once with `ctx.status.apply` (skipped
+//!    when only timestamps differ), publishes `decision.events`, and returns
+//!    `action_for(decision.requeue_after)`. Errors are `runtime::Error`: `retryable()` and
+//!    `category()` drive the backoff, the failure metric and logs.
 
 pub mod admin;
 pub mod backoff;

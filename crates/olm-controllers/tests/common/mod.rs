@@ -4,7 +4,6 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -67,9 +66,15 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Two OperatorGroups whose targets intersect may not provide the same API
+/// (InterOperatorGroupOwnerConflict), and an all-namespaces group intersects every namespace.
+/// Tests that install the etcd APIs in a namespaced group hold this for reading; a test that
+/// installs them for all namespaces holds it for writing, so they never overlap.
+pub static ETCD_APIS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// The controllers run once per test binary, on their own runtime thread, so every test (each
-/// on its own tokio runtime) talks to the same long-lived manager.
-static MANAGER: OnceLock<std::sync::Mutex<Option<std::net::SocketAddr>>> = OnceLock::new();
+/// on its own tokio runtime) talks to the same long-lived manager. Holds its admin address.
+static MANAGER: tokio::sync::OnceCell<std::net::SocketAddr> = tokio::sync::OnceCell::const_new();
 
 /// Make sure the control plane runs, the CRDs exist and the controllers run. Returns the cluster
 /// and the admin server address of the in-process manager.
@@ -77,12 +82,12 @@ pub async fn setup() -> anyhow::Result<(TestCluster, std::net::SocketAddr)> {
     init_logging();
     let cluster = olm_testkit::cluster().await?;
     install_crds(&cluster.client()).await?;
-    let slot = MANAGER.get_or_init(|| std::sync::Mutex::new(None));
-    let existing = *slot.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(addr) = existing {
-        return Ok((cluster, addr));
-    }
     let kubeconfig = cluster.kubeconfig();
+    let addr = *MANAGER.get_or_try_init(|| start_manager(kubeconfig)).await?;
+    Ok((cluster, addr))
+}
+
+async fn start_manager(kubeconfig: PathBuf) -> anyhow::Result<std::net::SocketAddr> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -125,16 +130,10 @@ pub async fn setup() -> anyhow::Result<(TestCluster, std::net::SocketAddr)> {
             }
         });
     });
-    let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(addr) = *guard {
-        return Ok((cluster, addr));
-    }
-    let addr = tokio::task::spawn_blocking(move || rx.recv())
+    tokio::task::spawn_blocking(move || rx.recv())
         .await
         .context("manager start task")?
-        .context("manager thread ended")??;
-    *guard = Some(addr);
-    Ok((cluster, addr))
+        .context("manager thread ended")?
 }
 
 fn init_logging() {
@@ -152,7 +151,7 @@ pub fn load_csv(relative: &str, namespace: &str) -> anyhow::Result<ClusterServic
 
 pub async fn create_csv(ns: &TestNamespace, csv: &ClusterServiceVersion) -> anyhow::Result<ClusterServiceVersion> {
     let api: Api<ClusterServiceVersion> = ns.api();
-    Ok(api.create(&PostParams::default(), csv).await.with_context(|| format!("create CSV {}", csv.name_any()))?)
+    api.create(&PostParams::default(), csv).await.with_context(|| format!("create CSV {}", csv.name_any()))
 }
 
 /// What the InstallPlan would create: the CSV's ServiceAccounts, a Role/RoleBinding with its
