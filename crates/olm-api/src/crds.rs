@@ -25,12 +25,8 @@ pub enum CrdError {
     #[error("cannot render CRD {name} as YAML: {message}")]
     Render { name: String, message: String },
     /// A file could not be written.
-    #[error("{}: cannot write: {source}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{}: cannot write: {cause}", path.display())]
+    Write { path: PathBuf, cause: std::io::Error },
 }
 
 impl CrdError {
@@ -114,11 +110,11 @@ pub fn render_files() -> Result<Vec<(String, String)>, CrdError> {
 
 /// Writes one file per CRD into `dir` (created if missing); returns the paths written.
 pub fn write_dir(dir: &Path) -> Result<Vec<PathBuf>, CrdError> {
-    std::fs::create_dir_all(dir).map_err(|source| CrdError::Write { path: dir.to_owned(), source })?;
+    std::fs::create_dir_all(dir).map_err(|cause| CrdError::Write { path: dir.to_owned(), cause })?;
     let mut written = Vec::new();
     for (name, yaml) in render_files()? {
         let path = dir.join(name);
-        std::fs::write(&path, yaml).map_err(|source| CrdError::Write { path: path.clone(), source })?;
+        std::fs::write(&path, yaml).map_err(|cause| CrdError::Write { path: path.clone(), cause })?;
         written.push(path);
     }
     Ok(written)

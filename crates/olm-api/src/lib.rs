@@ -16,7 +16,12 @@
 //! * Spec enums that people write are closed (a typo is an error that lists the accepted
 //!   values, and the CRD schema has the same `enum`); status enums are open
 //!   (`Other(String)`), so a value written by another OLM version never breaks a read.
-//! * Keys the types do not model are kept (`extra` maps, [`unknown::Verbatim`]).
+//! * Keys the types do not model are kept (`extra` maps, [`unknown::Verbatim`]), and the
+//!   CRD schema marks those objects `x-kubernetes-preserve-unknown-fields`, so a bundle's CSV
+//!   with extra keys can be server-side applied as parsed. Explicit `null` members are
+//!   dropped (Kubernetes treats them as absent; server-side apply rejects them).
+//! * The Deployment specs inside a CSV are not validated by the CRD (kept small: ~52 KB
+//!   instead of upstream's 814 KB); errors in them surface when OLM creates the Deployment.
 //! * Schemas are never stricter than upstream's except for those closed enums; a few
 //!   fields upstream requires are optional here, so that OLM's own writes of partial
 //!   objects are never rejected.

@@ -21,13 +21,10 @@ pub const MAX_DOCUMENTS: usize = 100_000;
 /// A manifest could not be read or did not match its type.
 #[derive(Debug, thiserror::Error)]
 pub enum YamlError {
-    /// The file could not be read.
-    #[error("{}: cannot read: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file could not be read. (The cause is part of the message, not a `source()`, so
+    /// that `{:#}` chains do not print it twice.)
+    #[error("{}: cannot read: {cause}", path.display())]
+    Read { path: PathBuf, cause: std::io::Error },
     /// The text is not valid YAML, or a document does not match the expected type.
     #[error("{0}")]
     Invalid(Box<InvalidDocument>),
@@ -48,7 +45,7 @@ impl YamlError {
 
     /// Whether trying again could help (only a failed read might).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, YamlError::Read { source, .. } if source.kind() == std::io::ErrorKind::Interrupted)
+        matches!(self, YamlError::Read { cause, .. } if cause.kind() == std::io::ErrorKind::Interrupted)
     }
 
     /// Details of an invalid document.
@@ -286,7 +283,7 @@ pub fn from_str<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, Yaml
 /// Reads and parses one YAML document from a file.
 pub fn from_path<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<T, YamlError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| YamlError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|cause| YamlError::Read { path: path.to_owned(), cause })?;
     from_str(&text, &path.display().to_string())
 }
 
@@ -310,7 +307,7 @@ pub fn all_from_str<T: DeserializeOwned>(text: &str, origin: &str) -> Result<Vec
 /// Reads and parses every document of a multi-document file.
 pub fn all_from_path<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<Vec<T>, YamlError> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| YamlError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|cause| YamlError::Read { path: path.to_owned(), cause })?;
     all_from_str(&text, &path.display().to_string())
 }
 
