@@ -12,6 +12,68 @@ pub fn to_canonical_string(value: &Value) -> String {
     out
 }
 
+/// Encode a top-level object canonically and also return, for each element of its
+/// `properties` array, the byte range of that element's `value` in the output.
+/// (Lets property values point into the blob instead of being encoded twice.)
+pub(crate) fn to_canonical_with_property_values(
+    value: &Value,
+) -> (String, Vec<Option<(usize, usize)>>) {
+    let Value::Object(map) = value else {
+        return (to_canonical_string(value), Vec::new());
+    };
+    let mut out = String::with_capacity(1024);
+    let mut ranges = Vec::new();
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort_unstable();
+    out.push('{');
+    for (i, key) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(&mut out, key);
+        out.push(':');
+        let Some(v) = map.get(key) else { continue };
+        match (key.as_str(), v) {
+            ("properties", Value::Array(items)) => {
+                out.push('[');
+                for (j, item) in items.iter().enumerate() {
+                    if j > 0 {
+                        out.push(',');
+                    }
+                    let mut range = None;
+                    if let Value::Object(prop) = item {
+                        let mut pkeys: Vec<&String> = prop.keys().collect();
+                        pkeys.sort_unstable();
+                        out.push('{');
+                        for (k, pkey) in pkeys.into_iter().enumerate() {
+                            if k > 0 {
+                                out.push(',');
+                            }
+                            write_string(&mut out, pkey);
+                            out.push(':');
+                            let start = out.len();
+                            if let Some(pv) = prop.get(pkey) {
+                                write_value(&mut out, pv);
+                            }
+                            if pkey == "value" {
+                                range = Some((start, out.len()));
+                            }
+                        }
+                        out.push('}');
+                    } else {
+                        write_value(&mut out, item);
+                    }
+                    ranges.push(range);
+                }
+                out.push(']');
+            }
+            _ => write_value(&mut out, v),
+        }
+    }
+    out.push('}');
+    (out, ranges)
+}
+
 fn write_value(out: &mut String, value: &Value) {
     match value {
         Value::Null => out.push_str("null"),
@@ -49,31 +111,43 @@ fn write_value(out: &mut String, value: &Value) {
 
 fn write_string(out: &mut String, s: &str) {
     // Escape exactly what Go's encoder escapes with HTML escaping off: `"`, `\\`,
-    // control characters, and the JavaScript line terminators U+2028/U+2029.
+    // control characters, and the JavaScript line terminators U+2028/U+2029
+    // (UTF-8 E2 80 A8/A9). Scanning bytes keeps the common no-escape case a copy.
     out.push('"');
+    let bytes = s.as_bytes();
     let mut plain_from = 0;
-    for (i, c) in s.char_indices() {
-        let escape: Option<&str> = match c {
-            '"' => Some("\\\""),
-            '\\' => Some("\\\\"),
-            '\n' => Some("\\n"),
-            '\r' => Some("\\r"),
-            '\t' => Some("\\t"),
-            '\u{8}' => Some("\\b"),
-            '\u{c}' => Some("\\f"),
-            c if (c as u32) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => Some(""),
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escape: Option<&str> = match b {
+            b'"' => Some("\\\""),
+            b'\\' => Some("\\\\"),
+            b'\n' => Some("\\n"),
+            b'\r' => Some("\\r"),
+            b'\t' => Some("\\t"),
+            0x08 => Some("\\b"),
+            0x0c => Some("\\f"),
+            0x00..=0x1f => Some(""),
+            0xe2 if bytes.get(i + 1) == Some(&0x80) && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)) => {
+                out.push_str(&s[plain_from..i]);
+                out.push_str(if bytes[i + 2] == 0xa8 { "\\u2028" } else { "\\u2029" });
+                i += 3;
+                plain_from = i;
+                continue;
+            }
             _ => None,
         };
         if let Some(esc) = escape {
             out.push_str(&s[plain_from..i]);
             if esc.is_empty() {
                 use std::fmt::Write;
-                let _ = write!(out, "\\u{:04x}", c as u32);
+                let _ = write!(out, "\\u{:04x}", b);
             } else {
                 out.push_str(esc);
             }
-            plain_from = i + c.len_utf8();
+            plain_from = i + 1;
         }
+        i += 1;
     }
     out.push_str(&s[plain_from..]);
     out.push('"');
@@ -82,15 +156,17 @@ fn write_string(out: &mut String, s: &str) {
 fn write_number(out: &mut String, n: &serde_json::Number) {
     use std::fmt::Write;
     if let Some(i) = n.as_i64()
-        && (i as f64).abs() < 1e21 {
-            let _ = write!(out, "{i}");
-            return;
-        }
+        && (i as f64).abs() < 1e21
+    {
+        let _ = write!(out, "{i}");
+        return;
+    }
     if let Some(u) = n.as_u64()
-        && (u as f64) < 1e21 {
-            let _ = write!(out, "{u}");
-            return;
-        }
+        && (u as f64) < 1e21
+    {
+        let _ = write!(out, "{u}");
+        return;
+    }
     let f = n.as_f64().unwrap_or(0.0);
     let abs = f.abs();
     if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
@@ -127,6 +203,21 @@ mod tests {
     fn escapes_line_separators_and_controls() {
         let v = json!("a\u{2028}b\n\u{1}");
         assert_eq!(to_canonical_string(&v), r#""a\u2028b\n\u0001""#);
+        let mixed = json!("é\"€\u{2029}\u{e2}\u{80}x\u{7f}");
+        assert_eq!(to_canonical_string(&mixed), "\"é\\\"€\\u2029\u{e2}\u{80}x\u{7f}\"");
+        assert_eq!(serde_json::from_str::<Value>(&to_canonical_string(&mixed)).unwrap(), mixed);
+    }
+
+    #[test]
+    fn property_value_ranges_point_at_the_values() {
+        let v = json!({"schema": "olm.bundle", "properties": [{"value": {"b": 1, "a": "x"}, "type": "t"}, {"type": "u"}, 5]});
+        let (text, ranges) = to_canonical_with_property_values(&v);
+        assert_eq!(text, to_canonical_string(&v));
+        assert_eq!(ranges.len(), 3);
+        let (s, e) = ranges[0].unwrap();
+        assert_eq!(&text[s..e], r#"{"a":"x","b":1}"#);
+        assert_eq!(ranges[1], None);
+        assert_eq!(ranges[2], None);
     }
 
     #[test]

@@ -60,6 +60,14 @@ impl Meta {
     /// Build a meta from a JSON object: extract `schema`, `package`, `name`
     /// (case-insensitive keys, like opm) and encode the canonical blob.
     pub fn from_value(value: &Value, source: Option<Arc<Path>>) -> Result<Meta, String> {
+        Meta::from_value_with_ranges(value, source).map(|(meta, _)| meta)
+    }
+
+    /// Like [`Meta::from_value`], also returning where each property value sits in the blob.
+    pub(crate) fn from_value_with_ranges(
+        value: &Value,
+        source: Option<Arc<Path>>,
+    ) -> Result<(Meta, Vec<Option<(usize, usize)>>), String> {
         let Value::Object(map) = value else {
             return Err(format!(
                 "a catalog document must be a JSON/YAML object, found {}",
@@ -105,15 +113,18 @@ impl Meta {
         if schema.is_empty() {
             return Err("document has an empty \"schema\"; set it to olm.package, olm.channel, olm.bundle, olm.deprecations or a custom schema".into());
         }
-        let mut blob = to_canonical_string(value);
+        let (mut blob, ranges) = crate::canonical::to_canonical_with_property_values(value);
         blob.push('\n');
-        Ok(Meta {
-            schema,
-            package,
-            name,
-            blob: Arc::from(blob),
-            source,
-        })
+        Ok((
+            Meta {
+                schema,
+                package,
+                name,
+                blob: Arc::from(blob),
+                source,
+            },
+            ranges,
+        ))
     }
 }
 
@@ -211,21 +222,17 @@ impl JsonText {
         JsonText(JsonTextRepr::Owned(text.into_boxed_str()))
     }
 
-    /// Point into `blob` when it holds the same text (it does for canonical blobs).
-    fn share_with(&mut self, blob: &Arc<str>, threshold: usize) {
-        let JsonTextRepr::Owned(text) = &self.0 else {
-            return;
-        };
-        if text.len() < threshold || blob.len() > u32::MAX as usize {
-            return;
-        }
-        if let Some(start) = blob.find(&**text) {
-            let end = start + text.len();
-            self.0 = JsonTextRepr::Shared {
+    /// The text at `start..end` of `blob`: shared when long, copied when short.
+    fn from_blob(blob: &Arc<str>, start: usize, end: usize) -> Option<JsonText> {
+        let text = blob.get(start..end)?;
+        if text.len() >= 64 && end <= u32::MAX as usize {
+            Some(JsonText(JsonTextRepr::Shared {
                 blob: blob.clone(),
                 start: start as u32,
                 end: end as u32,
-            };
+            }))
+        } else {
+            Some(JsonText::owned(text.to_string()))
         }
     }
 }
@@ -277,6 +284,11 @@ pub struct Property {
 impl Property {
     /// Parse `{type, value}`. Errors say what is wrong with the value.
     pub fn parse(raw: &Value) -> Result<Property, String> {
+        Property::parse_with_text(raw, None)
+    }
+
+    /// Parse, taking the canonical value text from `text` when the caller has it.
+    pub(crate) fn parse_with_text(raw: &Value, text: Option<JsonText>) -> Result<Property, String> {
         let Value::Object(map) = raw else {
             return Err(format!(
                 "a property must be an object with \"type\" and \"value\", found {}",
@@ -287,13 +299,16 @@ impl Property {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             _ => return Err("property has no \"type\" string".into()),
         };
-        let value = get_ci(map, "value").cloned().unwrap_or(Value::Null);
-        let value_json = to_canonical_string(&value);
-        let kind = parse_property_kind(&type_name, &value, value_json.len())
+        let value = get_ci(map, "value").unwrap_or(&Value::Null);
+        let value_json = match text {
+            Some(t) => t,
+            None => JsonText::owned(to_canonical_string(value)),
+        };
+        let kind = parse_property_kind(&type_name, value, value_json.len())
             .map_err(|e| format!("property {type_name:?}: {e}"))?;
         Ok(Property {
             type_name,
-            value_json: JsonText::owned(value_json),
+            value_json,
             kind,
         })
     }
@@ -801,15 +816,22 @@ impl Catalog {
     /// matches; `package` matches the blob's `package` field only, so an olm.package
     /// blob is found by `schema=olm.package&name=...`).
     pub fn metas<'a>(&'a self, filter: MetaFilter<'a>) -> impl Iterator<Item = &'a Meta> + 'a {
-        let candidates: Box<dyn Iterator<Item = &'a Meta> + 'a> = match filter.package.filter(|p| !p.is_empty()) {
-            Some(p) => Box::new(
-                self.metas_by_package.get(p).into_iter().flatten().map(move |&i| &self.metas[i as usize]),
-            ),
-            None => Box::new(self.metas.iter()),
-        };
+        let candidates: Box<dyn Iterator<Item = &'a Meta> + 'a> =
+            match filter.package.filter(|p| !p.is_empty()) {
+                Some(p) => Box::new(
+                    self.metas_by_package
+                        .get(p)
+                        .into_iter()
+                        .flatten()
+                        .map(move |&i| &self.metas[i as usize]),
+                ),
+                None => Box::new(self.metas.iter()),
+            };
         candidates.filter(move |m| {
             filter.schema.is_none_or(|s| s.is_empty() || m.schema == s)
-                && filter.package.is_none_or(|p| p.is_empty() || m.package == p)
+                && filter
+                    .package
+                    .is_none_or(|p| p.is_empty() || m.package == p)
                 && filter.name.is_none_or(|n| n.is_empty() || m.name == n)
         })
     }
@@ -903,12 +925,9 @@ mod build {
         Other,
     }
 
-    /// Property values at least this long share the bundle blob's bytes.
-    const SHARE_THRESHOLD: usize = 128;
-
     pub(crate) fn prepare(doc: Document) -> Prepared {
         let src = doc.source.as_deref();
-        let meta = match Meta::from_value(&doc.value, doc.source.clone()) {
+        let (meta, ranges) = match Meta::from_value_with_ranges(&doc.value, doc.source.clone()) {
             Ok(m) => m,
             Err(e) => return Prepared::Failed(Problem::new(e).file(src)),
         };
@@ -926,21 +945,12 @@ mod build {
                     .package(&meta.package)
                     .channel(&meta.name)
             })),
-            SCHEMA_BUNDLE => Item::Bundle(
-                parse_bundle(obj, &meta)
-                    .map(|mut b| {
-                        for p in &mut b.properties {
-                            p.value_json.share_with(&meta.blob, SHARE_THRESHOLD);
-                        }
-                        b
-                    })
-                    .map_err(|e| {
-                        Problem::new(e)
-                            .file(src)
-                            .package(&meta.package)
-                            .bundle(&meta.name)
-                    }),
-            ),
+            SCHEMA_BUNDLE => Item::Bundle(parse_bundle(obj, &meta, &ranges).map_err(|e| {
+                Problem::new(e)
+                    .file(src)
+                    .package(&meta.package)
+                    .bundle(&meta.name)
+            })),
             SCHEMA_DEPRECATIONS => Item::Deprecations(
                 parse_deprecations(obj)
                     .map_err(|e| Problem::new(e).file(src).package(&meta.package)),
@@ -1185,7 +1195,10 @@ mod build {
         let mut metas_by_package: HashMap<String, Vec<u32>> = HashMap::new();
         for (i, m) in metas.iter().enumerate() {
             if !m.package.is_empty() {
-                metas_by_package.entry(m.package.clone()).or_default().push(i as u32);
+                metas_by_package
+                    .entry(m.package.clone())
+                    .or_default()
+                    .push(i as u32);
             }
         }
 
@@ -1275,12 +1288,32 @@ mod build {
     }
 
     fn parse_properties(obj: &Map<String, Value>) -> Result<Vec<Property>, String> {
+        parse_properties_in(obj, None)
+    }
+
+    /// Parse `properties`; with `blob`, values are taken from the blob's bytes.
+    fn parse_properties_in(
+        obj: &Map<String, Value>,
+        blob: Option<(&Arc<str>, &[Option<(usize, usize)>])>,
+    ) -> Result<Vec<Property>, String> {
+        // Ranges only exist for the exact key "properties".
+        let exact = obj.contains_key("properties");
         match get_ci(obj, "properties") {
             None | Some(Value::Null) => Ok(Vec::new()),
             Some(Value::Array(items)) => items
                 .iter()
                 .enumerate()
-                .map(|(i, p)| Property::parse(p).map_err(|e| format!("properties[{i}]: {e}")))
+                .map(|(i, p)| {
+                    let text = match blob {
+                        Some((b, ranges)) if exact => ranges
+                            .get(i)
+                            .copied()
+                            .flatten()
+                            .and_then(|(s, e)| JsonText::from_blob(b, s, e)),
+                        _ => None,
+                    };
+                    Property::parse_with_text(p, text).map_err(|e| format!("properties[{i}]: {e}"))
+                })
                 .collect(),
             Some(other) => Err(format!(
                 "\"properties\" must be a list, found {}",
@@ -1416,7 +1449,11 @@ mod build {
         Ok((channel, problems))
     }
 
-    fn parse_bundle(obj: &Map<String, Value>, meta: &Meta) -> Result<Bundle, String> {
+    fn parse_bundle(
+        obj: &Map<String, Value>,
+        meta: &Meta,
+        ranges: &[Option<(usize, usize)>],
+    ) -> Result<Bundle, String> {
         if meta.name.is_empty() {
             return Err(
                 "olm.bundle has no name; set \"name\" (conventionally the CSV name)".into(),
@@ -1431,7 +1468,7 @@ mod build {
                 "image {image:?} is not a valid image reference: {err}"
             ));
         }
-        let properties = parse_properties(obj)?;
+        let properties = parse_properties_in(obj, Some((&meta.blob, ranges)))?;
         let pkg_props: Vec<&PackageProperty> = properties
             .iter()
             .filter_map(|p| match &p.kind {
@@ -2151,22 +2188,65 @@ mod tests {
         ]));
         assert!(problems.is_empty(), "{problems:?}");
         let load: Vec<&str> = cat.all_metas().iter().map(|m| m.schema.as_str()).collect();
-        assert_eq!(load, ["olm.bundle", "olm.channel", "olm.package", "olm.deprecations"]);
-        let canonical: Vec<&str> = cat.canonical_metas().iter().map(|m| m.schema.as_str()).collect();
-        assert_eq!(canonical, ["olm.package", "olm.channel", "olm.bundle", "olm.deprecations"]);
+        assert_eq!(
+            load,
+            [
+                "olm.bundle",
+                "olm.channel",
+                "olm.package",
+                "olm.deprecations"
+            ]
+        );
+        let canonical: Vec<&str> = cat
+            .canonical_metas()
+            .iter()
+            .map(|m| m.schema.as_str())
+            .collect();
+        assert_eq!(
+            canonical,
+            [
+                "olm.package",
+                "olm.channel",
+                "olm.bundle",
+                "olm.deprecations"
+            ]
+        );
         // `package` matches the blob's package field only: not the olm.package blob
-        let by_pkg: Vec<&str> =
-            cat.metas(MetaFilter { package: Some("p"), ..Default::default() }).map(|m| m.schema.as_str()).collect();
+        let by_pkg: Vec<&str> = cat
+            .metas(MetaFilter {
+                package: Some("p"),
+                ..Default::default()
+            })
+            .map(|m| m.schema.as_str())
+            .collect();
         assert_eq!(by_pkg, ["olm.bundle", "olm.channel", "olm.deprecations"]);
-        let pkg_blob: Vec<&Meta> =
-            cat.metas(MetaFilter { schema: Some("olm.package"), name: Some("p"), package: Some("") }).collect();
+        let pkg_blob: Vec<&Meta> = cat
+            .metas(MetaFilter {
+                schema: Some("olm.package"),
+                name: Some("p"),
+                package: Some(""),
+            })
+            .collect();
         assert_eq!(pkg_blob.len(), 1);
-        assert_eq!(cat.metas(MetaFilter { package: Some("nope"), ..Default::default() }).count(), 0);
+        assert_eq!(
+            cat.metas(MetaFilter {
+                package: Some("nope"),
+                ..Default::default()
+            })
+            .count(),
+            0
+        );
         // deprecations land on the objects
         let p = cat.package("p").unwrap();
         assert_eq!(p.deprecation.as_deref(), Some("p is end of life"));
-        assert_eq!(p.channel("stable").unwrap().deprecation.as_deref(), Some("use fast"));
-        assert_eq!(p.bundle("p.v1.0.0").unwrap().deprecation.as_deref(), Some("CVE-1"));
+        assert_eq!(
+            p.channel("stable").unwrap().deprecation.as_deref(),
+            Some("use fast")
+        );
+        assert_eq!(
+            p.bundle("p.v1.0.0").unwrap().deprecation.as_deref(),
+            Some("CVE-1")
+        );
         assert_eq!(p.deprecations.len(), 3);
     }
 
@@ -2179,12 +2259,26 @@ mod tests {
                 {"name": "p.v2.0.0"},
                 {"name": "p.v1.0.0", "replaces": "p.v0.5.0"},
                 {"name": "p.v0.5.0"}]}),
-            bundle("p.v3.0.0", "3.0.0"), bundle("p.v2.0.0", "2.0.0"), bundle("p.v1.0.0", "1.0.0"), bundle("p.v0.5.0", "0.5.0"),
+            bundle("p.v3.0.0", "3.0.0"),
+            bundle("p.v2.0.0", "2.0.0"),
+            bundle("p.v1.0.0", "1.0.0"),
+            bundle("p.v0.5.0", "0.5.0"),
         ]));
-        let stranded: Vec<&Problem> = problems.iter().filter(|p| p.code == "StrandedEntries").collect();
+        let stranded: Vec<&Problem> = problems
+            .iter()
+            .filter(|p| p.code == "StrandedEntries")
+            .collect();
         assert_eq!(stranded.len(), 1, "{problems:?}");
-        assert!(stranded[0].message.contains("\"p.v0.5.0\""), "{}", stranded[0]);
-        assert!(!stranded[0].message.contains("p.v1.0.0\","), "skipped entries are not stranded: {}", stranded[0]);
+        assert!(
+            stranded[0].message.contains("\"p.v0.5.0\""),
+            "{}",
+            stranded[0]
+        );
+        assert!(
+            !stranded[0].message.contains("p.v1.0.0\","),
+            "skipped entries are not stranded: {}",
+            stranded[0]
+        );
     }
 
     #[test]

@@ -140,19 +140,22 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
         };
         if annotations.is_none()
             && let Some(Value::Object(a)) = doc.get("annotations")
-                && !a.is_empty() {
-                    annotations = Some(a.clone());
-                }
+            && !a.is_empty()
+        {
+            annotations = Some(a.clone());
+        }
         if dependencies.is_none()
             && let Some(Value::Array(d)) = doc.get("dependencies")
-                && !d.is_empty() {
-                    dependencies = Some(d.clone());
-                }
+            && !d.is_empty()
+        {
+            dependencies = Some(d.clone());
+        }
         if extra_properties.is_none()
             && let Some(Value::Array(p)) = doc.get("properties")
-                && !p.is_empty() {
-                    extra_properties = Some(p.clone());
-                }
+            && !p.is_empty()
+        {
+            extra_properties = Some(p.clone());
+        }
     }
     let Some(annotations) = annotations else {
         return Err(parse_err(
@@ -175,14 +178,15 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
         ));
     };
     if let Some(mt) = annotation(ANNOTATION_MEDIATYPE)
-        && mt != "registry+v1" {
-            return Err(parse_err(
-                &metadata_dir,
-                format!(
-                    "bundle media type {mt:?} is not supported; only registry+v1 bundles can be rendered"
-                ),
-            ));
-        }
+        && mt != "registry+v1"
+    {
+        return Err(parse_err(
+            &metadata_dir,
+            format!(
+                "bundle media type {mt:?} is not supported; only registry+v1 bundles can be rendered"
+            ),
+        ));
+    }
     let channels: Vec<String> = annotation(ANNOTATION_CHANNELS)
         .map(|c| {
             c.split(',')
@@ -704,9 +708,10 @@ pub fn render_bundle_dirs(
                     while let Some(i) = stack.pop() {
                         if let Some(&j) =
                             bundles[i].replaces.as_deref().and_then(|r| by_name.get(r))
-                            && set.insert(j) {
-                                stack.push(j);
-                            }
+                            && set.insert(j)
+                        {
+                            stack.push(j);
+                        }
                     }
                     set.into_iter()
                         .map(|i| entry_json(&bundles[i], bundles[i].replaces.as_deref()))

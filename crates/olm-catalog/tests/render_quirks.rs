@@ -12,16 +12,28 @@ fn write(path: &Path, text: &str) {
     fs::write(path, text).unwrap();
 }
 
-fn bundle(root: &Path, dir: &str, pkg: &str, version: &str, channels: &str, default: Option<&str>, replaces: Option<&str>) {
+fn bundle(
+    root: &Path,
+    dir: &str,
+    pkg: &str,
+    version: &str,
+    channels: &str,
+    default: Option<&str>,
+    replaces: Option<&str>,
+) {
     let b = root.join(dir);
     let mut ann = format!(
         "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n  operators.operatorframework.io.bundle.manifests.v1: manifests/\n  operators.operatorframework.io.bundle.metadata.v1: metadata/\n  operators.operatorframework.io.bundle.package.v1: {pkg}\n  operators.operatorframework.io.bundle.channels.v1: {channels}\n"
     );
     if let Some(d) = default {
-        ann.push_str(&format!("  operators.operatorframework.io.bundle.channel.default.v1: {d}\n"));
+        ann.push_str(&format!(
+            "  operators.operatorframework.io.bundle.channel.default.v1: {d}\n"
+        ));
     }
     write(&b.join("metadata/annotations.yaml"), &ann);
-    let replaces = replaces.map(|r| format!("  replaces: {r}\n")).unwrap_or_default();
+    let replaces = replaces
+        .map(|r| format!("  replaces: {r}\n"))
+        .unwrap_or_default();
     write(
         &b.join(format!("manifests/{pkg}.clusterserviceversion.yaml")),
         &format!(
@@ -35,7 +47,10 @@ fn bundle(root: &Path, dir: &str, pkg: &str, version: &str, channels: &str, defa
 }
 
 fn csv_meta() -> RenderOptions {
-    RenderOptions { objects: ObjectMode::CsvMetadata, image: None }
+    RenderOptions {
+        objects: ObjectMode::CsvMetadata,
+        image: None,
+    }
 }
 
 #[test]
@@ -43,60 +58,153 @@ fn semver_mode_synthesises_edges_and_ignores_non_bundle_dirs() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("operators");
     let pkg = root.join("widget");
-    write(&pkg.join("ci.yaml"), "updateGraph: semver-mode# a comment glued to the value\n");
-    bundle(&pkg, "1.0.0", "widget", "1.0.0", "stable", Some("stable"), None);
-    bundle(&pkg, "1.2.0", "widget", "1.2.0", "stable,fast", Some("fast"), None);
-    bundle(&pkg, "1.1.0", "widget", "1.1.0", "stable", Some("stable"), None);
+    write(
+        &pkg.join("ci.yaml"),
+        "updateGraph: semver-mode# a comment glued to the value\n",
+    );
+    bundle(
+        &pkg,
+        "1.0.0",
+        "widget",
+        "1.0.0",
+        "stable",
+        Some("stable"),
+        None,
+    );
+    bundle(
+        &pkg,
+        "1.2.0",
+        "widget",
+        "1.2.0",
+        "stable,fast",
+        Some("fast"),
+        None,
+    );
+    bundle(
+        &pkg,
+        "1.1.0",
+        "widget",
+        "1.1.0",
+        "stable",
+        Some("stable"),
+        None,
+    );
     // nested one level deeper, next to a release-config.yaml
-    bundle(&pkg, "1.3.0-rc.1/bundle", "widget", "1.3.0-rc.1", "fast", None, None);
-    write(&pkg.join("1.3.0-rc.1/release-config.yaml"), "catalog_templates: []\n");
-    write(&pkg.join("catalog-templates/v4.20.yaml"), "schema: olm.template.basic\nentries: []\n");
+    bundle(
+        &pkg,
+        "1.3.0-rc.1/bundle",
+        "widget",
+        "1.3.0-rc.1",
+        "fast",
+        None,
+        None,
+    );
+    write(
+        &pkg.join("1.3.0-rc.1/release-config.yaml"),
+        "catalog_templates: []\n",
+    );
+    write(
+        &pkg.join("catalog-templates/v4.20.yaml"),
+        "schema: olm.template.basic\nentries: []\n",
+    );
     let (format, cat, problems) = load_catalog_lenient(&root, &csv_meta()).unwrap();
     assert_eq!(format, SourceFormat::BundleDirectories);
-    let problems: Vec<_> = problems.into_iter().filter(|p| p.code != "MissingImage").collect();
+    let problems: Vec<_> = problems
+        .into_iter()
+        .filter(|p| p.code != "MissingImage")
+        .collect();
     assert!(problems.is_empty(), "{problems:#?}");
     let p = cat.package("widget").unwrap();
     assert_eq!(p.bundles().len(), 4);
     // default channel: annotation of the newest bundle that has one (1.2.0 → fast)
     assert_eq!(p.default_channel, "fast");
-    let stable: Vec<(&str, Option<&str>)> =
-        p.channel("stable").unwrap().replaces_chain().map(|e| (e.name.as_str(), e.replaces.as_deref())).collect();
+    let stable: Vec<(&str, Option<&str>)> = p
+        .channel("stable")
+        .unwrap()
+        .replaces_chain()
+        .map(|e| (e.name.as_str(), e.replaces.as_deref()))
+        .collect();
     assert_eq!(
         stable,
-        [("widget.v1.2.0", Some("widget.v1.1.0")), ("widget.v1.1.0", Some("widget.v1.0.0")), ("widget.v1.0.0", None)]
+        [
+            ("widget.v1.2.0", Some("widget.v1.1.0")),
+            ("widget.v1.1.0", Some("widget.v1.0.0")),
+            ("widget.v1.0.0", None)
+        ]
     );
     // pre-release sorts below its release but above 1.2.0
-    assert_eq!(p.channel("fast").unwrap().head().unwrap().name, "widget.v1.3.0-rc.1");
+    assert_eq!(
+        p.channel("fast").unwrap().head().unwrap().name,
+        "widget.v1.3.0-rc.1"
+    );
     // timestamps stay strings inside the CSV metadata
     let md = p.bundle("widget.v1.0.0").unwrap().csv_metadata().unwrap();
     assert_eq!(md["annotations"]["createdAt"], "2025-06-24T14:07:09");
     // one olm.gvk per CRD version, served or not
-    assert_eq!(p.bundle("widget.v1.0.0").unwrap().provided_gvks().count(), 2);
+    assert_eq!(
+        p.bundle("widget.v1.0.0").unwrap().provided_gvks().count(),
+        2
+    );
 }
 
 #[test]
 fn replaces_mode_and_dependencies_under_any_metadata_file_name() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    bundle(root, "app/0.1.0", "app", "0.1.0", "alpha", Some("alpha"), None);
-    bundle(root, "app/0.2.0", "app", "0.2.0", "alpha", Some("alpha"), Some("app.v0.1.0"));
+    bundle(
+        root,
+        "app/0.1.0",
+        "app",
+        "0.1.0",
+        "alpha",
+        Some("alpha"),
+        None,
+    );
+    bundle(
+        root,
+        "app/0.2.0",
+        "app",
+        "0.2.0",
+        "alpha",
+        Some("alpha"),
+        Some("app.v0.1.0"),
+    );
     // like pelorus-operator: properties.yaml actually holds `dependencies:`
     write(
         &root.join("app/0.2.0/metadata/properties.yaml"),
         "dependencies:\n- type: olm.package\n  value:\n    packageName: db\n    version: \">=1.0.0 <2.0.0\"\n- type: olm.gvk\n  value:\n    group: 'db.example.com '\n    kind: Database\n    version: v1\n",
     );
     let (_, cat, problems) = load_catalog_lenient(root, &csv_meta()).unwrap();
-    let problems: Vec<_> = problems.into_iter().filter(|p| p.code != "MissingImage").collect();
+    let problems: Vec<_> = problems
+        .into_iter()
+        .filter(|p| p.code != "MissingImage")
+        .collect();
     assert!(problems.is_empty(), "{problems:#?}");
     let b = cat.bundle("app", "app.v0.2.0").unwrap();
     let req: Vec<_> = b.required_packages().collect();
     assert_eq!(req.len(), 1);
     assert_eq!(req[0].package_name, "db");
-    assert!(req[0].range.as_ref().unwrap().contains(&"1.5.0".parse().unwrap()));
+    assert!(
+        req[0]
+            .range
+            .as_ref()
+            .unwrap()
+            .contains(&"1.5.0".parse().unwrap())
+    );
     // the trailing space in the group is kept, as opm keeps it
-    assert!(b.required_gvks().any(|g| g.group == "db.example.com " && g.kind == "Database"));
-    assert!(b.properties.iter().any(|p| matches!(p.kind, PropertyKind::CsvMetadata)));
-    assert_eq!(cat.channel("app", "alpha").unwrap().head().unwrap().name, "app.v0.2.0");
+    assert!(
+        b.required_gvks()
+            .any(|g| g.group == "db.example.com " && g.kind == "Database")
+    );
+    assert!(
+        b.properties
+            .iter()
+            .any(|p| matches!(p.kind, PropertyKind::CsvMetadata))
+    );
+    assert_eq!(
+        cat.channel("app", "alpha").unwrap().head().unwrap().name,
+        "app.v0.2.0"
+    );
 }
 
 #[test]
@@ -104,12 +212,31 @@ fn a_bundle_without_csv_or_annotations_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     bundle(root, "app/0.1.0", "app", "0.1.0", "alpha", None, None);
-    write(&root.join("app/0.2.0/manifests/readme.yaml"), "kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\n");
-    write(&root.join("app/0.2.0/metadata/annotations.yaml"), "annotations:\n  operators.operatorframework.io.bundle.package.v1: app\n  operators.operatorframework.io.bundle.channels.v1: alpha\n");
-    write(&root.join("app/0.3.0/manifests/x.yaml"), "kind: ClusterServiceVersion\n");
+    write(
+        &root.join("app/0.2.0/manifests/readme.yaml"),
+        "kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\n",
+    );
+    write(
+        &root.join("app/0.2.0/metadata/annotations.yaml"),
+        "annotations:\n  operators.operatorframework.io.bundle.package.v1: app\n  operators.operatorframework.io.bundle.channels.v1: alpha\n",
+    );
+    write(
+        &root.join("app/0.3.0/manifests/x.yaml"),
+        "kind: ClusterServiceVersion\n",
+    );
     write(&root.join("app/0.3.0/metadata/other.yaml"), "foo: bar\n");
     let (_, _, problems) = load_catalog_lenient(root, &csv_meta()).unwrap();
     let texts: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-    assert!(texts.iter().any(|t| t.contains("app/0.2.0") && t.contains("no ClusterServiceVersion")), "{texts:#?}");
-    assert!(texts.iter().any(|t| t.contains("app/0.3.0/metadata") && t.contains("annotations")), "{texts:#?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("app/0.2.0") && t.contains("no ClusterServiceVersion")),
+        "{texts:#?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("app/0.3.0/metadata") && t.contains("annotations")),
+        "{texts:#?}"
+    );
 }
