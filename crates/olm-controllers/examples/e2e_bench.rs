@@ -28,7 +28,9 @@ async fn install_olm_crds(client: &Client) -> anyhow::Result<()> {
     let params = PatchParams::apply("olm-e2e-bench").force();
     let crds = olm_api::crds::all().context("generate OLM CRDs")?;
     for crd in &crds {
-        api.patch(&crd.name_any(), &params, &Patch::Apply(crd)).await.with_context(|| crd.name_any())?;
+        api.patch(&crd.name_any(), &params, &Patch::Apply(crd))
+            .await
+            .with_context(|| crd.name_any())?;
     }
     for crd in &crds {
         poll(Duration::from_secs(60), || async {
@@ -70,19 +72,30 @@ async fn round(client: &Client, address: &str, starting: Option<&str>, target: &
     let name = olm_testkit::random_name("bench");
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     namespaces
-        .create(&PostParams::default(), &object(json!({"metadata": {"name": name, "labels": {olm_testkit::NAMESPACE_LABEL: "olm-e2e-bench"}}}))?)
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": name, "labels": {olm_testkit::NAMESPACE_LABEL: "olm-e2e-bench"}}}))?,
+        )
         .await?;
     let groups: Api<olm_api::v1::operator_group::OperatorGroup> = Api::namespaced(client.clone(), &name);
     groups
-        .create(&PostParams::default(), &object(json!({"metadata": {"name": "og"}, "spec": {"targetNamespaces": [name]}}))?)
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "og"}, "spec": {"targetNamespaces": [name]}}))?,
+        )
         .await?;
     let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &name);
     catalogs
-        .create(&PostParams::default(), &object(json!({"metadata": {"name": "community"}, "spec": {"sourceType": "grpc", "address": address}}))?)
+        .create(
+            &PostParams::default(),
+            &object(json!({"metadata": {"name": "community"}, "spec": {"sourceType": "grpc", "address": address}}))?,
+        )
         .await?;
     poll(Duration::from_secs(30), || async {
         let c = catalogs.get("community").await?;
-        Ok(c.status.and_then(|s| s.connection_state).is_some_and(|s| s.last_observed_state == "READY"))
+        Ok(c.status
+            .and_then(|s| s.connection_state)
+            .is_some_and(|s| s.last_observed_state == "READY"))
     })
     .await
     .context("catalog READY")?;
@@ -92,7 +105,11 @@ async fn round(client: &Client, address: &str, starting: Option<&str>, target: &
         spec["startingCSV"] = json!(starting);
     }
     let started = Instant::now();
-    subs.create(&PostParams::default(), &object(json!({"metadata": {"name": "etcd"}, "spec": spec}))?).await?;
+    subs.create(
+        &PostParams::default(),
+        &object(json!({"metadata": {"name": "etcd"}, "spec": spec}))?,
+    )
+    .await?;
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &name);
     poll(Duration::from_secs(60), || async {
         Ok(csvs.get_opt(target).await?.is_some_and(|c| c.phase() == Some(&CsvPhase::Succeeded)))
@@ -130,7 +147,15 @@ async fn main() -> anyhow::Result<()> {
     config.reload_interval = None;
     let server = olm_registry::start(config).await?;
     let address = server.grpc_addrs.get("community").context("gRPC address")?.to_string();
-    let manager = Manager::start(client.clone(), ManagerConfig { controllers: Vec::new(), admin_addr: None, leader_election: None }).await?;
+    let manager = Manager::start(
+        client.clone(),
+        ManagerConfig {
+            controllers: Vec::new(),
+            admin_addr: None,
+            leader_election: None,
+        },
+    )
+    .await?;
     poll(Duration::from_secs(30), || async { Ok(manager.is_ready()) }).await?;
 
     let mut head = Vec::new();

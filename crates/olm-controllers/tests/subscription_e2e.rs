@@ -13,17 +13,23 @@ use std::time::Duration;
 use anyhow::Context as _;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
+use olm_api::common::ConditionStatus;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, SubscriptionState};
-use olm_api::common::ConditionStatus;
 use olm_registry::{RunningServer, ServeConfig};
 use olm_testkit::TestNamespace;
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
-const OBJECTS: &[&str] = &["subscriptions", "installplans", "clusterserviceversions", "catalogsources", "operatorgroups"];
+const OBJECTS: &[&str] = &[
+    "subscriptions",
+    "installplans",
+    "clusterserviceversions",
+    "catalogsources",
+    "operatorgroups",
+];
 
 /// The etcd fixture catalog (rendered from the community-operators bundles) on loopback gRPC
 /// and HTTP.
@@ -46,8 +52,19 @@ async fn apply_yaml(ns: &TestNamespace, yaml: &str) -> anyhow::Result<()> {
 }
 
 async fn operator_group(ns: &TestNamespace, all_namespaces: bool) -> anyhow::Result<()> {
-    let targets = if all_namespaces { String::new() } else { format!("\n  targetNamespaces: [{}]", ns.name()) };
-    apply_yaml(ns, &format!("apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:{}\n", if targets.is_empty() { " {}" } else { &targets })).await
+    let targets = if all_namespaces {
+        String::new()
+    } else {
+        format!("\n  targetNamespaces: [{}]", ns.name())
+    };
+    apply_yaml(
+        ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:{}\n",
+            if targets.is_empty() { " {}" } else { &targets }
+        ),
+    )
+    .await
 }
 
 async fn catalog_source(ns: &TestNamespace, name: &str, address: &str) -> anyhow::Result<()> {
@@ -60,7 +77,15 @@ async fn catalog_source(ns: &TestNamespace, name: &str, address: &str) -> anyhow
     .await
 }
 
-async fn subscription(ns: &TestNamespace, name: &str, package: &str, source: &str, channel: &str, starting: Option<&str>, approval: &str) -> anyhow::Result<()> {
+async fn subscription(
+    ns: &TestNamespace,
+    name: &str,
+    package: &str,
+    source: &str,
+    channel: &str,
+    starting: Option<&str>,
+    approval: &str,
+) -> anyhow::Result<()> {
     let starting = starting.map(|s| format!("\n  startingCSV: {s}")).unwrap_or_default();
     apply_yaml(
         ns,
@@ -126,9 +151,20 @@ async fn wait_csvs(ns: &TestNamespace, expected: &[&str]) -> anyhow::Result<()> 
         let api = api.clone();
         let expected = expected.clone();
         async move {
-            let mut names: Vec<String> = api.list(&Default::default()).await.map_err(|e| e.to_string())?.items.iter().map(|c| c.name_any()).collect();
+            let mut names: Vec<String> = api
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .iter()
+                .map(|c| c.name_any())
+                .collect();
             names.sort();
-            if names == expected { Ok(Some(())) } else { Err(format!("CSVs now: {names:?}")) }
+            if names == expected {
+                Ok(Some(()))
+            } else {
+                Err(format!("CSVs now: {names:?}"))
+            }
         }
     })
     .await?;
@@ -161,7 +197,16 @@ async fn automatic_subscription_installs_and_upgrades_along_the_channel() -> any
     let ns = cluster.namespace("sub-auto").await?;
     operator_group(&ns, false).await?;
     catalog_source(&ns, "community", &grpc_address(&server)?).await?;
-    subscription(&ns, "etcd", "etcd", "community", "singlenamespace-alpha", Some("etcdoperator.v0.9.0"), "Automatic").await?;
+    subscription(
+        &ns,
+        "etcd",
+        "etcd",
+        "community",
+        "singlenamespace-alpha",
+        Some("etcdoperator.v0.9.0"),
+        "Automatic",
+    )
+    .await?;
 
     // 0.9.0 is installed first, then the channel is followed to its head without any help.
     let sub = wait_subscription(&ns, "etcd", "at etcdoperator.v0.9.4", |s| {
@@ -177,7 +222,15 @@ async fn automatic_subscription_installs_and_upgrades_along_the_channel() -> any
     let installed_by_plans: Vec<String> = plans.iter().flat_map(|p| p.spec.cluster_service_version_names.clone()).collect();
     let listing: Vec<String> = plans
         .iter()
-        .map(|p| format!("{} gen={:?} {:?} {:?}", p.name_any(), p.spec.generation, p.spec.cluster_service_version_names, p.metadata.creation_timestamp))
+        .map(|p| {
+            format!(
+                "{} gen={:?} {:?} {:?}",
+                p.name_any(),
+                p.spec.generation,
+                p.spec.cluster_service_version_names,
+                p.metadata.creation_timestamp
+            )
+        })
         .collect();
     let expected = ["etcdoperator.v0.9.0", "etcdoperator.v0.9.2", "etcdoperator.v0.9.4"];
     if another_olm_runs(&cluster.client()).await {
@@ -199,18 +252,33 @@ async fn automatic_subscription_installs_and_upgrades_along_the_channel() -> any
         assert!(steps.iter().any(|s| s.resource.kind == "ClusterServiceVersion"));
         assert!(steps.iter().any(|s| s.resource.kind == "CustomResourceDefinition"));
         assert!(steps.iter().any(|s| s.resource.kind == "ServiceAccount"));
-        assert!(status.bundle_lookups.unwrap_or_default().iter().all(|l| l.path.starts_with("quay.io/operatorhubio/etcd:")));
+        assert!(
+            status
+                .bundle_lookups
+                .unwrap_or_default()
+                .iter()
+                .all(|l| l.path.starts_with("quay.io/operatorhubio/etcd:"))
+        );
         assert!(plan.owner_references().iter().any(|o| o.kind == "Subscription" && o.name == "etcd"));
     }
     let status = sub.status.clone().unwrap_or_default();
-    assert_eq!(status.install_plan_ref.as_ref().and_then(|r| r.name.clone()), Some(plans[2].name_any()));
-    let health = status.condition(&SubscriptionConditionType::CatalogSourcesUnhealthy).map(|c| c.status.clone());
+    assert_eq!(
+        status.install_plan_ref.as_ref().and_then(|r| r.name.clone()),
+        Some(plans[2].name_any())
+    );
+    let health = status
+        .condition(&SubscriptionConditionType::CatalogSourcesUnhealthy)
+        .map(|c| c.status.clone());
     assert_eq!(health, Some(ConditionStatus::False));
     assert!(status.condition(&SubscriptionConditionType::ResolutionFailed).is_none());
 
     // The CSV carries the bundle's properties, and its RBAC exists.
     let csv: ClusterServiceVersion = ns.api().get("etcdoperator.v0.9.4").await?;
-    assert!(csv.annotations().get("operatorframework.io/properties").is_some_and(|p| p.contains("olm.package")));
+    assert!(
+        csv.annotations()
+            .get("operatorframework.io/properties")
+            .is_some_and(|p| p.contains("olm.package"))
+    );
     let out = ns.kubectl(&["get", "rolebindings", "-o", "name"]).await?;
     assert!(out.stdout.contains("etcdoperator.v0.9.4-etcd-operator-"), "{}", out.stdout);
 
@@ -239,8 +307,16 @@ async fn approve_next(ns: &TestNamespace, csv: &str) -> anyhow::Result<()> {
     // Nothing of it is installed before approval.
     let names = csv_names(ns).await?;
     assert!(!names.contains(&csv.to_owned()), "{csv} installed before approval: {names:?}");
-    ns.kubectl(&["patch", "installplan", &plan.name_any(), "--type", "merge", "-p", r#"{"spec":{"approved":true}}"#])
-        .await?;
+    ns.kubectl(&[
+        "patch",
+        "installplan",
+        &plan.name_any(),
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"approved":true}}"#,
+    ])
+    .await?;
     wait_csv_succeeded(ns, csv).await
 }
 
@@ -252,7 +328,16 @@ async fn manual_subscription_waits_for_each_approval() -> anyhow::Result<()> {
     let ns = cluster.namespace("sub-manual").await?;
     operator_group(&ns, false).await?;
     catalog_source(&ns, "community", &grpc_address(&server)?).await?;
-    subscription(&ns, "etcd", "etcd", "community", "singlenamespace-alpha", Some("etcdoperator.v0.9.0"), "Manual").await?;
+    subscription(
+        &ns,
+        "etcd",
+        "etcd",
+        "community",
+        "singlenamespace-alpha",
+        Some("etcdoperator.v0.9.0"),
+        "Manual",
+    )
+    .await?;
 
     let sub = wait_subscription(&ns, "etcd", "an InstallPlan pending approval", |s| {
         s.status
@@ -310,7 +395,11 @@ async fn a_broken_catalog_only_affects_subscriptions_that_use_it() -> anyhow::Re
             .is_some_and(|c| c.status == ConditionStatus::True)
     })
     .await?;
-    let failed = broken.status.as_ref().and_then(|s| s.condition(&SubscriptionConditionType::ResolutionFailed)).cloned();
+    let failed = broken
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(&SubscriptionConditionType::ResolutionFailed))
+        .cloned();
     let message = failed.and_then(|c| c.message).unwrap_or_default();
     assert!(message.contains("broken") && message.contains("cannot be read"), "{message}");
 
@@ -378,7 +467,11 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
     cms.create(&PostParams::default(), &serde_json::from_value(configmap)?).await?;
     apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: legacy\nspec:\n  sourceType: configmap\n  configMap: legacy\n").await?;
-    apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: invalid\nspec:\n  sourceType: grpc\n").await?;
+    apply_yaml(
+        &ns,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: invalid\nspec:\n  sourceType: grpc\n",
+    )
+    .await?;
     let api: Api<CatalogSource> = ns.api();
     for name in ["over-http", "legacy"] {
         ns.wait_for(&format!("CatalogSource {name} READY"), TIMEOUT, OBJECTS, || {
@@ -396,7 +489,10 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
             let api = api.clone();
             async move {
                 let c = api.get("invalid").await.map_err(|e| e.to_string())?;
-                Ok::<_, String>(c.status.filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("SpecInvalidError")))
+                Ok::<_, String>(
+                    c.status
+                        .filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("SpecInvalidError")),
+                )
             }
         })
         .await?;
@@ -422,7 +518,12 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     let services: Api<k8s_openapi::api::core::v1::Service> = ns.api();
     assert!(services.get_opt("from-image").await?.is_some());
     let legacy = api.get("legacy").await?;
-    assert!(legacy.status.and_then(|s| s.config_map_reference).is_some_and(|r| r.name == "legacy"));
+    assert!(
+        legacy
+            .status
+            .and_then(|s| s.config_map_reference)
+            .is_some_and(|r| r.name == "legacy")
+    );
     // A poll interval that is not a duration is reported and does not stop the catalog.
     api.patch(
         "over-http",
@@ -434,7 +535,11 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
         let api = api.clone();
         async move {
             let c = api.get("over-http").await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(c.status.filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("InvalidIntervalError")).map(|_| ()))
+            Ok::<_, String>(
+                c.status
+                    .filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("InvalidIntervalError"))
+                    .map(|_| ()),
+            )
         }
     })
     .await?;
@@ -462,7 +567,10 @@ async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::
     operator_group(&ns, true).await?;
     catalog_source(&ns, "community", &grpc_address(&server)?).await?;
     subscription(&ns, "etcd", "etcd", "community", "clusterwide-alpha", None, "Automatic").await?;
-    wait_subscription(&ns, "etcd", "at etcdoperator.v0.9.4-clusterwide", |s| installed(s) == Some("etcdoperator.v0.9.4-clusterwide")).await?;
+    wait_subscription(&ns, "etcd", "at etcdoperator.v0.9.4-clusterwide", |s| {
+        installed(s) == Some("etcdoperator.v0.9.4-clusterwide")
+    })
+    .await?;
     wait_csv_succeeded(&ns, "etcdoperator.v0.9.4-clusterwide").await?;
 
     // The operator's API works once the CSV succeeded.
@@ -482,7 +590,8 @@ async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::
 
     // Removing the operator keeps its CRDs and the user's EtcdCluster.
     ns.kubectl(&["delete", "subscription", "etcd"]).await?;
-    ns.kubectl(&["delete", "clusterserviceversion", "etcdoperator.v0.9.4-clusterwide"]).await?;
+    ns.kubectl(&["delete", "clusterserviceversion", "etcdoperator.v0.9.4-clusterwide"])
+        .await?;
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
     ns.wait_for("the operator Deployment to go", TIMEOUT, OBJECTS, || {
         let deployments = deployments.clone();
@@ -494,7 +603,9 @@ async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::
     .await?;
     let out = ns.kubectl(&["get", "etcdcluster", "example", "-o", "name"]).await?;
     assert!(out.stdout.contains("example"), "{}", out.stdout);
-    let out = cluster.kubectl(&["get", "crd", "etcdclusters.etcd.database.coreos.com", "-o", "name"]).await?;
+    let out = cluster
+        .kubectl(&["get", "crd", "etcdclusters.etcd.database.coreos.com", "-o", "name"])
+        .await?;
     assert!(out.stdout.contains("etcdclusters"), "{}", out.stdout);
     ns.cleanup().await?;
     server.shutdown();
@@ -550,31 +661,55 @@ async fn a_crd_update_that_breaks_existing_objects_fails_the_plan_naming_them() 
         }
     });
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
-    cms.create(&PostParams::default(), &serde_json::from_value(configmap.clone())?).await?;
+    cms.create(&PostParams::default(), &serde_json::from_value(configmap.clone())?)
+        .await?;
     apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n").await?;
     // v1 of the catalog ships the permissive CRD: install it from there first.
     let mut v1_data = configmap["data"].clone();
     v1_data["customResourceDefinitions"] = json!(yaml_list(vec![widget_crd(false, &random)]));
     v1_data["packages"] = json!("- packageName: widget\n  channels:\n  - name: stable\n    currentCSV: widget.v1.0.0\n");
-    cms.patch("widgets", &PatchParams::default(), &Patch::Merge(json!({"data": v1_data}))).await?;
+    cms.patch("widgets", &PatchParams::default(), &Patch::Merge(json!({"data": v1_data})))
+        .await?;
     subscription(&ns, "widget", "widget", "widgets", "stable", None, "Manual").await?;
     approve_next(&ns, "widget.v1.0.0").await?;
 
     // A Widget without a color, valid today.
-    apply_yaml(&ns, &format!("apiVersion: {random}.olm.test/v1\nkind: Widget\nmetadata:\n  name: plain\nspec:\n  size: 1\n")).await?;
+    apply_yaml(
+        &ns,
+        &format!("apiVersion: {random}.olm.test/v1\nkind: Widget\nmetadata:\n  name: plain\nspec:\n  size: 1\n"),
+    )
+    .await?;
     // The catalog moves to v2, whose CRD requires spec.color.
-    cms.patch("widgets", &PatchParams::default(), &Patch::Merge(json!({"data": configmap["data"]}))).await?;
+    cms.patch(
+        "widgets",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": configmap["data"]})),
+    )
+    .await?;
     let api: Api<InstallPlan> = ns.api();
     let plan = ns
         .wait_for("the v2 InstallPlan", TIMEOUT, OBJECTS, || {
             let api = api.clone();
             async move {
                 let plans = api.list(&Default::default()).await.map_err(|e| e.to_string())?.items;
-                Ok::<_, String>(plans.into_iter().find(|p| p.spec.cluster_service_version_names.contains(&"widget.v2.0.0".to_owned())))
+                Ok::<_, String>(
+                    plans
+                        .into_iter()
+                        .find(|p| p.spec.cluster_service_version_names.contains(&"widget.v2.0.0".to_owned())),
+                )
             }
         })
         .await?;
-    ns.kubectl(&["patch", "installplan", &plan.name_any(), "--type", "merge", "-p", r#"{"spec":{"approved":true}}"#]).await?;
+    ns.kubectl(&[
+        "patch",
+        "installplan",
+        &plan.name_any(),
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"approved":true}}"#,
+    ])
+    .await?;
     let failed = ns
         .wait_for("the v2 InstallPlan Failed", TIMEOUT, OBJECTS, || {
             let api = api.clone();
@@ -586,13 +721,25 @@ async fn a_crd_update_that_breaks_existing_objects_fails_the_plan_naming_them() 
         })
         .await?;
     let message = failed.message.unwrap_or_default();
-    assert!(message.contains("Widget") && message.contains("/plain") && message.contains("spec.color: required"), "{message}");
-    let sub = wait_subscription(&ns, "widget", "UpgradeFailed", |s| state(s) == Some(&SubscriptionState::UpgradeFailed)).await?;
-    let condition = sub.status.as_ref().and_then(|s| s.condition(&SubscriptionConditionType::InstallPlanFailed)).cloned();
+    assert!(
+        message.contains("Widget") && message.contains("/plain") && message.contains("spec.color: required"),
+        "{message}"
+    );
+    let sub = wait_subscription(&ns, "widget", "UpgradeFailed", |s| {
+        state(s) == Some(&SubscriptionState::UpgradeFailed)
+    })
+    .await?;
+    let condition = sub
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(&SubscriptionConditionType::InstallPlanFailed))
+        .cloned();
     assert_eq!(condition.and_then(|c| c.reason).as_deref(), Some("InstallComponentFailed"));
     // v1 keeps running.
     wait_csv_succeeded(&ns, "widget.v1.0.0").await?;
     ns.cleanup().await?;
-    cluster.kubectl(&["delete", "crd", &format!("widgets.{random}.olm.test"), "--wait=false"]).await?;
+    cluster
+        .kubectl(&["delete", "crd", &format!("widgets.{random}.olm.test"), "--wait=false"])
+        .await?;
     Ok(())
 }

@@ -60,7 +60,10 @@ pub fn source(catalog: &CatalogSource) -> Result<Source, String> {
         }
         SourceType::ConfigMap | SourceType::Internal => match non_empty(&spec.config_map) {
             Some(name) => Ok(Source::ConfigMap(name)),
-            None => Err(format!("sourceType {} needs spec.configMap (the name of a ConfigMap in this namespace)", spec.source_type.as_str())),
+            None => Err(format!(
+                "sourceType {} needs spec.configMap (the name of a ConfigMap in this namespace)",
+                spec.source_type.as_str()
+            )),
         },
     }
 }
@@ -220,11 +223,11 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         status.reason = Some(CsvReason::ConfigMapError);
         status.message = Some(error.clone());
     }
-    if let Some(message) = &inputs.interval_error {
-        if status.reason.is_none() {
-            status.reason = Some(CsvReason::InvalidIntervalError);
-            status.message = Some(message.clone());
-        }
+    if let Some(message) = &inputs.interval_error
+        && status.reason.is_none()
+    {
+        status.reason = Some(CsvReason::InvalidIntervalError);
+        status.message = Some(message.clone());
     }
     status
 }
@@ -258,7 +261,10 @@ mod tests {
         );
         assert_eq!(
             source(&catalog(r#"{"sourceType":"grpc","address":"x:1","image":"quay.io/c:1"}"#)),
-            Ok(Source::Image { image: "quay.io/c:1".into(), service: "community-v1".into() })
+            Ok(Source::Image {
+                image: "quay.io/c:1".into(),
+                service: "community-v1".into()
+            })
         );
         let err = source(&catalog(r#"{"sourceType":"grpc"}"#)).unwrap_err();
         assert!(err.contains("spec.image or spec.address"), "{err}");
@@ -272,7 +278,14 @@ mod tests {
         let (interval, error) = poll_interval(&c);
         assert_eq!(interval, DEFAULT_REGISTRY_POLL_INTERVAL);
         let error = error.expect("reported");
-        let s = status(&c, &StatusInputs { interval_error: Some(error), ..Default::default() }, Timestamp::UNIX_EPOCH);
+        let s = status(
+            &c,
+            &StatusInputs {
+                interval_error: Some(error),
+                ..Default::default()
+            },
+            Timestamp::UNIX_EPOCH,
+        );
         assert_eq!(s.reason, Some(CsvReason::InvalidIntervalError));
         assert!(s.message.unwrap_or_default().contains("\"often\""));
     }
@@ -310,7 +323,11 @@ mod tests {
         failing.last_error = Some("cannot connect to catalog 127.0.0.1:1: connection refused".into());
         let s = status(
             &c,
-            &StatusInputs { state: Some(failing), address: Some("127.0.0.1:1".into()), ..Default::default() },
+            &StatusInputs {
+                state: Some(failing),
+                address: Some("127.0.0.1:1".into()),
+                ..Default::default()
+            },
             Timestamp::UNIX_EPOCH,
         );
         let conn = s.connection_state.expect("connection state");

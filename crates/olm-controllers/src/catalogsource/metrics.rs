@@ -76,27 +76,53 @@ impl CatalogMetrics {
             warning_count: Gauge::default(),
             resolution: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16))),
         };
-        registry.register("catalog_source_count", "Number of catalog sources", metrics.catalog_source_count.clone());
-        registry.register("catalogsource_ready", "State of a CatalogSource: 1 when its content can be read", metrics.ready.clone());
+        registry.register(
+            "catalog_source_count",
+            "Number of catalog sources",
+            metrics.catalog_source_count.clone(),
+        );
+        registry.register(
+            "catalogsource_ready",
+            "State of a CatalogSource: 1 when its content can be read",
+            metrics.ready.clone(),
+        );
         registry.register("subscription_count", "Number of Subscriptions", metrics.subscription_count.clone());
         registry.register("subscription_sync", "Monotonic count of Subscription syncs", metrics.sync.clone());
         registry.register("install_plan_count", "Number of InstallPlans", metrics.install_plan_count.clone());
-        registry.register("installplan_warnings", "Warnings the API server returned while applying InstallPlan steps", metrics.warnings.clone());
-        registry.register("install_plan_warning_count", "Warnings the API server returned while applying InstallPlan steps", metrics.warning_count.clone());
-        registry.register("olm_resolution_duration_seconds", "Time spent resolving a namespace", metrics.resolution.clone());
+        registry.register(
+            "installplan_warnings",
+            "Warnings the API server returned while applying InstallPlan steps",
+            metrics.warnings.clone(),
+        );
+        registry.register(
+            "install_plan_warning_count",
+            "Warnings the API server returned while applying InstallPlan steps",
+            metrics.warning_count.clone(),
+        );
+        registry.register(
+            "olm_resolution_duration_seconds",
+            "Time spent resolving a namespace",
+            metrics.resolution.clone(),
+        );
         metrics
     }
 
     /// Set `catalogsource_ready` of one catalog.
     pub fn set_ready(&self, namespace: &str, name: &str, ready: bool) {
         self.ready
-            .get_or_create(&CatalogLabels { namespace: namespace.to_owned(), name: name.to_owned() })
+            .get_or_create(&CatalogLabels {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            })
             .set(i64::from(ready));
     }
 
     /// Drop the series of a deleted catalog.
     pub fn forget_catalog(&self, namespace: &str, name: &str) {
-        self.ready.remove(&CatalogLabels { namespace: namespace.to_owned(), name: name.to_owned() });
+        self.ready.remove(&CatalogLabels {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        });
     }
 
     /// Count one Subscription sync.
@@ -113,7 +139,11 @@ impl CatalogMetrics {
     /// Record how long one resolution took.
     pub fn resolution(&self, succeeded: bool, seconds: f64) {
         let outcome = if succeeded { "succeeded" } else { "failed" };
-        self.resolution.get_or_create(&OutcomeLabels { outcome: outcome.to_owned() }).observe(seconds);
+        self.resolution
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.to_owned(),
+            })
+            .observe(seconds);
     }
 }
 
@@ -139,10 +169,16 @@ mod tests {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
         assert!(text.contains("\ncatalog_source_count 2\n"), "{text}");
-        assert!(text.contains(r#"catalogsource_ready{namespace="olm",name="community"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"catalogsource_ready{namespace="olm",name="community"} 1"#),
+            "{text}"
+        );
         assert!(text.contains(r#"subscription_sync_total{name="etcd",installed="etcdoperator.v0.9.4",channel="singlenamespace-alpha",package="etcd",approval="Automatic"} 1"#), "{text}");
         assert!(text.contains("\ninstallplan_warnings_total 2\n"), "{text}");
         assert!(text.contains("\ninstall_plan_warning_count 2\n"), "{text}");
-        assert!(text.contains(r#"olm_resolution_duration_seconds_count{outcome="succeeded"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"olm_resolution_duration_seconds_count{outcome="succeeded"} 1"#),
+            "{text}"
+        );
     }
 }

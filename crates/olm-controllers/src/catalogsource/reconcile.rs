@@ -60,7 +60,12 @@ where
 
 /// The ServiceAccount, Service and Pod of an image catalog. Returns the Service's name and
 /// creation time.
-async fn ensure_registry(ctx: &ControllerContext<CatalogSourceState>, catalog: &CatalogSource, image: &str, service: &str) -> Result<Option<Time>> {
+async fn ensure_registry(
+    ctx: &ControllerContext<CatalogSourceState>,
+    catalog: &CatalogSource,
+    image: &str,
+    service: &str,
+) -> Result<Option<Time>> {
     let namespace = catalog.namespace().unwrap_or_default();
     let name = catalog.name_any();
     let manager = ctx.field_manager();
@@ -70,25 +75,39 @@ async fn ensure_registry(ctx: &ControllerContext<CatalogSourceState>, catalog: &
     }]);
     let sa_api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &namespace);
     let pull_secrets: Vec<_> = catalog.spec.secrets.iter().flatten().map(|s| json!({"name": s})).collect();
-    apply(&sa_api, &name, &manager, &json!({
-        "apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": name, "namespace": namespace, "ownerReferences": owner},
-        "imagePullSecrets": pull_secrets,
-    }))
+    apply(
+        &sa_api,
+        &name,
+        &manager,
+        &json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owner},
+            "imagePullSecrets": pull_secrets,
+        }),
+    )
     .await?;
     let svc_api: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    let applied = apply(&svc_api, service, &manager, &json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": service, "namespace": namespace, "ownerReferences": owner,
-                     "labels": {keys::CATALOG_SOURCE_LABEL: name}},
-        "spec": {"ports": [{"name": "grpc", "port": REGISTRY_PORT, "targetPort": REGISTRY_PORT, "protocol": "TCP"}],
-                 "selector": {keys::CATALOG_SOURCE_LABEL: name}},
-    }))
+    let applied = apply(
+        &svc_api,
+        service,
+        &manager,
+        &json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": service, "namespace": namespace, "ownerReferences": owner,
+                         "labels": {keys::CATALOG_SOURCE_LABEL: name}},
+            "spec": {"ports": [{"name": "grpc", "port": REGISTRY_PORT, "targetPort": REGISTRY_PORT, "protocol": "TCP"}],
+                     "selector": {keys::CATALOG_SOURCE_LABEL: name}},
+        }),
+    )
     .await?;
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let pod_name = format!("{service}-registry");
     // The pod spec is immutable: an image change replaces the pod.
-    match pod_api.get_opt(&pod_name).await.map_err(|err| Error::api(format!("get Pod {namespace}/{pod_name}"), err))? {
+    match pod_api
+        .get_opt(&pod_name)
+        .await
+        .map_err(|err| Error::api(format!("get Pod {namespace}/{pod_name}"), err))?
+    {
         Some(pod) => {
             let current = pod.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone());
             if current.as_deref() != Some(image) {
@@ -168,7 +187,11 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
         }
         Source::ConfigMap(name) => {
             let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-            match api.get_opt(name).await.map_err(|err| Error::api(format!("get ConfigMap {namespace}/{name}"), err))? {
+            match api
+                .get_opt(name)
+                .await
+                .map_err(|err| Error::api(format!("get ConfigMap {namespace}/{name}"), err))?
+            {
                 Some(cm) => {
                     let version = cm.resource_version().unwrap_or_default();
                     inputs.configmap = Some((name.clone(), cm.uid().unwrap_or_default(), version.clone()));
@@ -190,8 +213,15 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
             (Some(location), _) => registry_client::fetch(location, key.clone(), priority_of(&catalog))
                 .await
                 .map_err(|err| (err.to_string(), err.category())),
-            (None, Some(data)) => configmap::content(key.clone(), priority_of(&catalog), data)
-                .map_err(|message| (format!("ConfigMap {namespace}/{}: {message}", catalog.spec.config_map.clone().unwrap_or_default()), "InvalidCatalogContent")),
+            (None, Some(data)) => configmap::content(key.clone(), priority_of(&catalog), data).map_err(|message| {
+                (
+                    format!(
+                        "ConfigMap {namespace}/{}: {message}",
+                        catalog.spec.config_map.clone().unwrap_or_default()
+                    ),
+                    "InvalidCatalogContent",
+                )
+            }),
             (None, None) => Err(("no source".to_owned(), "SpecInvalid")),
         };
         let finished = Timestamp::now();
@@ -217,7 +247,10 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
                     connection: ConnectionState::TransientFailure,
                     // Keep the last good content when only the connection failed; a changed
                     // source makes the old content meaningless.
-                    content: previous.as_ref().filter(|p| p.fingerprint == fingerprint).and_then(|p| p.content.clone()),
+                    content: previous
+                        .as_ref()
+                        .filter(|p| p.fingerprint == fingerprint)
+                        .and_then(|p| p.content.clone()),
                     last_error: Some(message),
                     last_error_category: Some(category),
                     last_connect: previous.as_ref().and_then(|p| p.last_connect),
@@ -232,11 +265,28 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
         let reference = catalog.object_ref(&());
         if became_ready {
             ctx.events
-                .publish(&reference, &EventNote::normal("CatalogSourceReady", "Connect", format!("catalog content read from {}", inputs.address.clone().unwrap_or_else(|| "its ConfigMap".into()))))
+                .publish(
+                    &reference,
+                    &EventNote::normal(
+                        "CatalogSourceReady",
+                        "Connect",
+                        format!(
+                            "catalog content read from {}",
+                            inputs.address.clone().unwrap_or_else(|| "its ConfigMap".into())
+                        ),
+                    ),
+                )
                 .await;
         } else if became_unhealthy {
             ctx.events
-                .publish(&reference, &EventNote::warning(next.last_error_category.unwrap_or("CatalogUnreachable"), "Connect", next.last_error.clone().unwrap_or_default()))
+                .publish(
+                    &reference,
+                    &EventNote::warning(
+                        next.last_error_category.unwrap_or("CatalogUnreachable"),
+                        "Connect",
+                        next.last_error.clone().unwrap_or_default(),
+                    ),
+                )
                 .await;
         }
         state.content.set(key.clone(), next.clone());
@@ -244,7 +294,9 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     }
     inputs.state = current.clone();
     observe_counts(&ctx);
-    ctx.metrics.catalog.set_ready(&namespace, &key.name, current.as_ref().is_some_and(CatalogState::healthy));
+    ctx.metrics
+        .catalog
+        .set_ready(&namespace, &key.name, current.as_ref().is_some_and(CatalogState::healthy));
     ctx.status.apply(catalog.as_ref(), &decide::status(&catalog, &inputs, now)).await?;
 
     let mut requeue = decide::next_fetch(current.as_ref(), &fingerprint, interval, Timestamp::now());
@@ -256,7 +308,10 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
 
 fn observe_counts(ctx: &ControllerContext<CatalogSourceState>) {
     let count = ctx.state.catalogs.store().len();
-    ctx.metrics.catalog.catalog_source_count.set(i64::try_from(count).unwrap_or(i64::MAX));
+    ctx.metrics
+        .catalog
+        .catalog_source_count
+        .set(i64::try_from(count).unwrap_or(i64::MAX));
 }
 
 /// Build the CatalogSource controller (subscribes now; call before the caches start) and run it

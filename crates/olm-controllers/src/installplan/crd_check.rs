@@ -40,9 +40,10 @@ fn walk(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
         }
     }
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
-        && !allowed.contains(value) {
-            out.push(format!("{path}: {value} is not one of {}", Value::Array(allowed.clone())));
-        }
+        && !allowed.contains(value)
+    {
+        out.push(format!("{path}: {value} is not one of {}", Value::Array(allowed.clone())));
+    }
     if let Some(s) = value.as_str() {
         let len = s.chars().count() as u64;
         if schema.get("maxLength").and_then(Value::as_u64).is_some_and(|m| len > m) {
@@ -61,7 +62,13 @@ fn walk(value: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
         }
     }
     if let Some(map) = value.as_object() {
-        for key in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        for key in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
             if !map.contains_key(key) {
                 out.push(format!("{path}.{key}: required"));
             }
@@ -133,10 +140,22 @@ mod tests {
         let object = json!({"spec": {"version": "9.9", "pod": {"extra": 1, "labels": {"a": 1}}, "members": [1]}});
         let problems = validate(&object, &schema());
         assert!(problems.contains(&"spec.size: required".to_owned()), "{problems:?}");
-        assert!(problems.iter().any(|p| p.starts_with("spec.version: \"9.9\" is not one of")), "{problems:?}");
-        assert!(problems.contains(&"spec.pod.extra: not allowed by the schema".to_owned()), "{problems:?}");
-        assert!(problems.contains(&"spec.pod.labels.a: must be of type string".to_owned()), "{problems:?}");
-        assert!(problems.contains(&"spec.members[0]: must be of type string".to_owned()), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.starts_with("spec.version: \"9.9\" is not one of")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.contains(&"spec.pod.extra: not allowed by the schema".to_owned()),
+            "{problems:?}"
+        );
+        assert!(
+            problems.contains(&"spec.pod.labels.a: must be of type string".to_owned()),
+            "{problems:?}"
+        );
+        assert!(
+            problems.contains(&"spec.members[0]: must be of type string".to_owned()),
+            "{problems:?}"
+        );
         let object = json!({"spec": {"size": 0}});
         assert_eq!(validate(&object, &schema()), vec!["spec.size: 0 is below the minimum"]);
     }

@@ -70,7 +70,12 @@ pub struct Pass {
     pub waiting_for_api: bool,
 }
 
-fn installed_condition(status: ConditionStatus, reason: Option<InstallPlanConditionReason>, message: Option<String>, now: Timestamp) -> InstallPlanCondition {
+fn installed_condition(
+    status: ConditionStatus,
+    reason: Option<InstallPlanConditionReason>,
+    message: Option<String>,
+    now: Timestamp,
+) -> InstallPlanCondition {
     InstallPlanCondition {
         type_: Some(InstallPlanConditionType::Installed),
         status: Some(status),
@@ -133,7 +138,15 @@ pub fn after_pass(previous: &InstallPlanStatus, pass: Pass, now: Timestamp) -> (
             status.phase = InstallPlanPhase::Complete;
             status.message = None;
             status.conditions = Some(vec![installed_condition(ConditionStatus::True, None, None, now)]);
-            (status, None, Some(EventNote::normal("InstallSucceeded", "Install", "every step of the plan was applied")))
+            (
+                status,
+                None,
+                Some(EventNote::normal(
+                    "InstallSucceeded",
+                    "Install",
+                    "every step of the plan was applied",
+                )),
+            )
         }
     }
 }
@@ -144,14 +157,17 @@ mod tests {
     use olm_api::v1alpha1::install_plan::{Approval, InstallPlanSpec, StepResource, StepStatus};
 
     fn plan(approved: bool, phase: Option<InstallPlanPhase>, with_steps: bool) -> InstallPlan {
-        let mut ip = InstallPlan::new("install-abc", InstallPlanSpec {
-            source: None,
-            source_namespace: None,
-            cluster_service_version_names: vec!["etcdoperator.v0.9.0".into()],
-            approval: if approved { Approval::Automatic } else { Approval::Manual },
-            approved,
-            generation: Some(1),
-        });
+        let mut ip = InstallPlan::new(
+            "install-abc",
+            InstallPlanSpec {
+                source: None,
+                source_namespace: None,
+                cluster_service_version_names: vec!["etcdoperator.v0.9.0".into()],
+                approval: if approved { Approval::Automatic } else { Approval::Manual },
+                approved,
+                generation: Some(1),
+            },
+        );
         ip.status = phase.map(|phase| InstallPlanStatus {
             phase,
             plan: with_steps.then(Vec::new),
@@ -164,10 +180,19 @@ mod tests {
     fn phases_follow_approval() {
         assert_eq!(next(&plan(true, None, false)), Next::Wait, "no status yet");
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::None), false)), Next::Wait, "no plan yet");
-        assert_eq!(next(&plan(true, Some(InstallPlanPhase::None), true)), Next::Enter(InstallPlanPhase::Installing));
-        assert_eq!(next(&plan(false, Some(InstallPlanPhase::None), true)), Next::Enter(InstallPlanPhase::RequiresApproval));
+        assert_eq!(
+            next(&plan(true, Some(InstallPlanPhase::None), true)),
+            Next::Enter(InstallPlanPhase::Installing)
+        );
+        assert_eq!(
+            next(&plan(false, Some(InstallPlanPhase::None), true)),
+            Next::Enter(InstallPlanPhase::RequiresApproval)
+        );
         assert_eq!(next(&plan(false, Some(InstallPlanPhase::RequiresApproval), true)), Next::Wait);
-        assert_eq!(next(&plan(true, Some(InstallPlanPhase::RequiresApproval), true)), Next::Enter(InstallPlanPhase::Installing));
+        assert_eq!(
+            next(&plan(true, Some(InstallPlanPhase::RequiresApproval), true)),
+            Next::Enter(InstallPlanPhase::Installing)
+        );
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::Installing), true)), Next::Execute);
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::Complete), true)), Next::Wait);
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::Failed), true)), Next::Wait);
@@ -176,7 +201,11 @@ mod tests {
     fn step(status: StepStatus) -> Step {
         Step {
             resolving: "x".into(),
-            resource: StepResource { kind: "ConfigMap".into(), name: "c".into(), ..Default::default() },
+            resource: StepResource {
+                kind: "ConfigMap".into(),
+                name: "c".into(),
+                ..Default::default()
+            },
             optional: None,
             status,
         }
@@ -185,18 +214,37 @@ mod tests {
     #[test]
     fn passes_complete_retry_or_fail() {
         let t0 = Timestamp::from_second(1000).expect("time");
-        let start = InstallPlanStatus { phase: InstallPlanPhase::Installing, start_time: Some(Time(t0)), ..Default::default() };
-        let ok = Pass { steps: vec![step(StepStatus::Created)], error: None, waiting_for_api: false };
+        let start = InstallPlanStatus {
+            phase: InstallPlanPhase::Installing,
+            start_time: Some(Time(t0)),
+            ..Default::default()
+        };
+        let ok = Pass {
+            steps: vec![step(StepStatus::Created)],
+            error: None,
+            waiting_for_api: false,
+        };
         let (s, requeue, event) = after_pass(&start, ok, t0);
         assert_eq!(s.phase, InstallPlanPhase::Complete);
         assert!(requeue.is_none());
         assert_eq!(event.map(|e| e.reason), Some("InstallSucceeded".into()));
 
-        let transient = StepError { message: "apply ConfigMap ns/c: connection reset".into(), retryable: true };
-        let pass = Pass { steps: vec![step(StepStatus::Unknown)], error: Some(transient.clone()), waiting_for_api: false };
+        let transient = StepError {
+            message: "apply ConfigMap ns/c: connection reset".into(),
+            retryable: true,
+        };
+        let pass = Pass {
+            steps: vec![step(StepStatus::Unknown)],
+            error: Some(transient.clone()),
+            waiting_for_api: false,
+        };
         let (s, requeue, _) = after_pass(&start, pass.clone(), t0);
         assert_eq!(s.phase, InstallPlanPhase::Installing);
-        assert!(s.message.unwrap_or_default().starts_with("retrying execution due to error: apply ConfigMap ns/c"));
+        assert!(
+            s.message
+                .unwrap_or_default()
+                .starts_with("retrying execution due to error: apply ConfigMap ns/c")
+        );
         assert!(requeue.is_some_and(|d| d >= Duration::from_secs(1)));
 
         let later = Timestamp::from_second(1000 + 61).expect("time");
@@ -204,8 +252,19 @@ mod tests {
         assert_eq!(s.phase, InstallPlanPhase::Failed);
         assert!(event.is_some());
 
-        let fatal = StepError { message: "apply Role ns/r: forbidden".into(), retryable: false };
-        let (s, _, _) = after_pass(&start, Pass { steps: vec![], error: Some(fatal), waiting_for_api: false }, t0);
+        let fatal = StepError {
+            message: "apply Role ns/r: forbidden".into(),
+            retryable: false,
+        };
+        let (s, _, _) = after_pass(
+            &start,
+            Pass {
+                steps: vec![],
+                error: Some(fatal),
+                waiting_for_api: false,
+            },
+            t0,
+        );
         assert_eq!(s.phase, InstallPlanPhase::Failed);
         let condition = s.conditions.unwrap_or_default().remove(0);
         assert_eq!(condition.reason, Some(InstallPlanConditionReason::InstallComponentFailed));

@@ -99,7 +99,10 @@ async fn existing_objects_valid(client: &kube::Client, existing: &Value, desired
         .filter_map(|v| v.get("name").and_then(Value::as_str))
         .collect();
     for version in versions {
-        let (Some(schema), Some(_)) = (crd_check::served_schema(desired, version), crd_check::served_schema(existing, version)) else {
+        let (Some(schema), Some(_)) = (
+            crd_check::served_schema(desired, version),
+            crd_check::served_schema(existing, version),
+        ) else {
             continue;
         };
         let resource = ApiResource {
@@ -110,10 +113,16 @@ async fn existing_objects_valid(client: &kube::Client, existing: &Value, desired
             plural: plural.to_owned(),
         };
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let list = api.list(&kube::api::ListParams::default().limit(500)).await.map_err(|err| StepError {
-            message: format!("cannot list existing {kind} objects to check them against the new CustomResourceDefinition {name}: {}", api_error_message(&err)),
-            retryable: true,
-        })?;
+        let list = api
+            .list(&kube::api::ListParams::default().limit(500))
+            .await
+            .map_err(|err| StepError {
+                message: format!(
+                    "cannot list existing {kind} objects to check them against the new CustomResourceDefinition {name}: {}",
+                    api_error_message(&err)
+                ),
+                retryable: true,
+            })?;
         for object in list.items {
             let value = serde_json::to_value(&object).unwrap_or(Value::Null);
             let problems = crd_check::validate(&value, schema);
@@ -180,7 +189,10 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             Err(err) => {
                 return Pass {
                     steps: out,
-                    error: Some(StepError { message: format!("the manifest of step {} is not valid JSON: {err}", describe(&step, &namespace)), retryable: false }),
+                    error: Some(StepError {
+                        message: format!("the manifest of step {} is not valid JSON: {err}", describe(&step, &namespace)),
+                        retryable: false,
+                    }),
                     waiting_for_api,
                 };
             }
@@ -188,7 +200,11 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
         let api_resource = ApiResource {
             group: r.group.clone(),
             version: r.version.clone(),
-            api_version: if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) },
+            api_version: if r.group.is_empty() {
+                r.version.clone()
+            } else {
+                format!("{}/{}", r.group, r.version)
+            },
             kind: r.kind.clone(),
             plural: plural.to_owned(),
         };
@@ -199,32 +215,46 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
         };
         if namespaced {
             manifest["metadata"]["namespace"] = json!(namespace);
-            if r.kind != "ClusterServiceVersion" && r.kind != "Subscription" {
-                if let Some(uid) = csv_uids.get(&step.resolving) {
-                    manifest["metadata"]["ownerReferences"] = json!([{
-                        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-                        "name": step.resolving, "uid": uid, "controller": false, "blockOwnerDeletion": false,
-                    }]);
-                }
+            if r.kind != "ClusterServiceVersion"
+                && r.kind != "Subscription"
+                && let Some(uid) = csv_uids.get(&step.resolving)
+            {
+                manifest["metadata"]["ownerReferences"] = json!([{
+                    "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+                    "name": step.resolving, "uid": uid, "controller": false, "blockOwnerDeletion": false,
+                }]);
             }
         }
         let existing = match api.get_opt(&r.name).await {
             Ok(existing) => existing,
-            Err(err) => return Pass { steps: out, error: Some(step_error(&step, &namespace, &err)), waiting_for_api },
+            Err(err) => {
+                return Pass {
+                    steps: out,
+                    error: Some(step_error(&step, &namespace, &err)),
+                    waiting_for_api,
+                };
+            }
         };
-        if r.kind == "CustomResourceDefinition" {
-            if let Some(existing) = &existing {
-                let existing = serde_json::to_value(existing).unwrap_or(Value::Null);
-                if let Err(message) = stored_versions_kept(&existing, &manifest) {
-                    return Pass {
-                        steps: out,
-                        error: Some(StepError { message: format!("cannot update CustomResourceDefinition {}: {message}", r.name), retryable: false }),
-                        waiting_for_api,
-                    };
-                }
-                if let Err(error) = existing_objects_valid(&ctx.client, &existing, &manifest).await {
-                    return Pass { steps: out, error: Some(error), waiting_for_api };
-                }
+        if r.kind == "CustomResourceDefinition"
+            && let Some(existing) = &existing
+        {
+            let existing = serde_json::to_value(existing).unwrap_or(Value::Null);
+            if let Err(message) = stored_versions_kept(&existing, &manifest) {
+                return Pass {
+                    steps: out,
+                    error: Some(StepError {
+                        message: format!("cannot update CustomResourceDefinition {}: {message}", r.name),
+                        retryable: false,
+                    }),
+                    waiting_for_api,
+                };
+            }
+            if let Err(error) = existing_objects_valid(&ctx.client, &existing, &manifest).await {
+                return Pass {
+                    steps: out,
+                    error: Some(error),
+                    waiting_for_api,
+                };
             }
         }
         let applied = match api.patch(&r.name, &params, &Patch::Apply(&manifest)).await {
@@ -233,15 +263,23 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
                 if is_not_found(&err) {
                     tracing::info!(step = %describe(&step, &namespace), "API not served yet");
                 }
-                return Pass { steps: out, error: Some(step_error(&step, &namespace, &err)), waiting_for_api };
+                return Pass {
+                    steps: out,
+                    error: Some(step_error(&step, &namespace, &err)),
+                    waiting_for_api,
+                };
             }
         };
-        if r.kind == "ClusterServiceVersion" {
-            if let Some(uid) = applied.uid() {
-                csv_uids.insert(r.name.clone(), uid);
-            }
+        if r.kind == "ClusterServiceVersion"
+            && let Some(uid) = applied.uid()
+        {
+            csv_uids.insert(r.name.clone(), uid);
         }
-        let mut status = if existing.is_some() { StepStatus::Present } else { StepStatus::Created };
+        let mut status = if existing.is_some() {
+            StepStatus::Present
+        } else {
+            StepStatus::Created
+        };
         if r.kind == "CustomResourceDefinition" {
             let value = serde_json::to_value(&applied).unwrap_or(Value::Null);
             if !established(&value) {
@@ -251,7 +289,11 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
         }
         out[i].status = status;
     }
-    Pass { steps: out, error: None, waiting_for_api }
+    Pass {
+        steps: out,
+        error: None,
+        waiting_for_api,
+    }
 }
 
 #[instrument(skip_all, fields(kind = "InstallPlan", namespace = %plan.namespace().unwrap_or_default(), name = %plan.name_any()))]
@@ -275,7 +317,11 @@ async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<ControllerContext<InstallPla
             let pass = execute(&ctx, &plan, &steps).await;
             let (status, requeue, event) = decide::after_pass(&previous, pass, Timestamp::now());
             if status.phase != previous.phase {
-                tracing::info!(phase = status.phase.as_str(), message = status.message.as_deref().unwrap_or_default(), "InstallPlan phase");
+                tracing::info!(
+                    phase = status.phase.as_str(),
+                    message = status.message.as_deref().unwrap_or_default(),
+                    "InstallPlan phase"
+                );
             }
             ctx.status.apply(plan.as_ref(), &status).await?;
             if let Some(note) = event {

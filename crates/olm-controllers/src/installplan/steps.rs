@@ -60,7 +60,11 @@ fn split_api_version(api_version: &str) -> (String, String) {
 fn step(resolving: &str, source: &StepSource, object: &Value) -> Step {
     let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let (group, version) = split_api_version(api_version);
     let status = if resource_of(&group, &kind).is_some() {
         StepStatus::Unknown
@@ -137,8 +141,8 @@ pub fn bundle_steps(bundle: &BundleContent, source: &StepSource, namespace: &str
     let mut crd_steps = Vec::new();
     let mut other_steps = Vec::new();
     for (i, text) in bundle.objects.iter().enumerate() {
-        let mut object: Value = serde_json::from_str(text)
-            .map_err(|err| format!("object {} of bundle {} is not valid JSON: {err}", i + 1, bundle.name))?;
+        let mut object: Value =
+            serde_json::from_str(text).map_err(|err| format!("object {} of bundle {} is not valid JSON: {err}", i + 1, bundle.name))?;
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
         if kind == "ClusterServiceVersion" {
             continue;
@@ -164,7 +168,9 @@ pub fn bundle_steps(bundle: &BundleContent, source: &StepSource, namespace: &str
         for permission in strategy.get(list).and_then(Value::as_array).into_iter().flatten() {
             let sa = permission.get("serviceAccountName").and_then(Value::as_str).unwrap_or_default();
             if sa.is_empty() {
-                return Err(format!("spec.install.spec.{list} of {csv_name} has an entry without serviceAccountName"));
+                return Err(format!(
+                    "spec.install.spec.{list} of {csv_name} has an entry without serviceAccountName"
+                ));
             }
             if sa != "default" && !service_accounts.iter().any(|s| s == sa) {
                 service_accounts.push(sa.to_owned());
@@ -173,36 +179,56 @@ pub fn bundle_steps(bundle: &BundleContent, source: &StepSource, namespace: &str
             let labels = owner_labels(&csv_name, namespace);
             if cluster {
                 let name = generated_name(&csv_name, &json!([csv_name, namespace, permission]));
-                rbac_steps.push(step(&csv_name, source, &json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                    "metadata": {"name": name, "labels": labels}, "rules": rules,
-                })));
-                rbac_steps.push(step(&csv_name, source, &json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                    "metadata": {"name": name, "labels": labels},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-                    "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
-                })));
+                rbac_steps.push(step(
+                    &csv_name,
+                    source,
+                    &json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                        "metadata": {"name": name, "labels": labels}, "rules": rules,
+                    }),
+                ));
+                rbac_steps.push(step(
+                    &csv_name,
+                    source,
+                    &json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                        "metadata": {"name": name, "labels": labels},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
+                    }),
+                ));
             } else {
                 let name = generated_name(&format!("{csv_name}-{sa}"), &json!([csv_name, permission]));
-                rbac_steps.push(step(&csv_name, source, &json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                    "metadata": {"name": name, "namespace": namespace, "labels": labels}, "rules": rules,
-                })));
-                rbac_steps.push(step(&csv_name, source, &json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                    "metadata": {"name": name, "namespace": namespace, "labels": labels},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-                    "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
-                })));
+                rbac_steps.push(step(
+                    &csv_name,
+                    source,
+                    &json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                        "metadata": {"name": name, "namespace": namespace, "labels": labels}, "rules": rules,
+                    }),
+                ));
+                rbac_steps.push(step(
+                    &csv_name,
+                    source,
+                    &json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}],
+                    }),
+                ));
             }
         }
     }
     let sa_steps = service_accounts.iter().map(|sa| {
-        step(&csv_name, source, &json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": sa, "namespace": namespace, "labels": owner_labels(&csv_name, namespace)},
-        }))
+        step(
+            &csv_name,
+            source,
+            &json!({
+                "apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": sa, "namespace": namespace, "labels": owner_labels(&csv_name, namespace)},
+            }),
+        )
     });
     csv_steps.extend(crd_steps);
     csv_steps.extend(sa_steps);
@@ -252,25 +278,48 @@ mod tests {
 
     #[test]
     fn a_bundle_becomes_csv_crd_rbac_and_object_steps() {
-        let source = StepSource { catalog: "community".into(), catalog_namespace: "olm".into() };
+        let source = StepSource {
+            catalog: "community".into(),
+            catalog_namespace: "olm".into(),
+        };
         let steps = bundle_steps(&bundle(), &source, "team-a").expect("steps");
         let kinds: Vec<_> = steps.iter().map(|s| s.resource.kind.as_str()).collect();
         assert_eq!(
             kinds,
-            ["ClusterServiceVersion", "CustomResourceDefinition", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Deployment"]
+            [
+                "ClusterServiceVersion",
+                "CustomResourceDefinition",
+                "ServiceAccount",
+                "Role",
+                "RoleBinding",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Deployment"
+            ]
         );
         let csv: Value = serde_json::from_str(steps[0].resource.manifest.as_deref().unwrap_or_default()).expect("json");
         assert_eq!(csv.pointer("/metadata/namespace"), Some(&json!("team-a")));
-        let props = csv.pointer("/metadata/annotations/operatorframework.io~1properties").and_then(Value::as_str).unwrap_or_default();
+        let props = csv
+            .pointer("/metadata/annotations/operatorframework.io~1properties")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         assert!(props.contains("olm.package"), "{props}");
         assert_eq!(steps[0].resource.group, "operators.coreos.com");
         assert_eq!(steps[0].resource.source_name, "community");
         let role = &steps[3];
-        assert!(role.resource.name.starts_with("etcdoperator.v0.9.4-etcd-operator-"), "{}", role.resource.name);
+        assert!(
+            role.resource.name.starts_with("etcdoperator.v0.9.4-etcd-operator-"),
+            "{}",
+            role.resource.name
+        );
         assert!(role.resource.name.len() <= 63);
         assert_eq!(steps[4].resource.name, role.resource.name, "binding named like its role");
         assert!(steps[5].resource.name.starts_with("etcdoperator.v0.9.4-"));
-        assert_eq!(steps[7].status, StepStatus::UnsupportedResource, "a Deployment in a bundle is not installable");
+        assert_eq!(
+            steps[7].status,
+            StepStatus::UnsupportedResource,
+            "a Deployment in a bundle is not installable"
+        );
         assert!(steps[..7].iter().all(|s| s.status == StepStatus::Unknown));
     }
 
@@ -287,7 +336,10 @@ mod tests {
     fn a_broken_csv_is_reported_with_the_bundle_name() {
         let mut b = bundle();
         b.csv_json = "{not json".into();
-        let source = StepSource { catalog: "c".into(), catalog_namespace: "n".into() };
+        let source = StepSource {
+            catalog: "c".into(),
+            catalog_namespace: "n".into(),
+        };
         let err = bundle_steps(&b, &source, "ns").unwrap_err();
         assert!(err.contains("etcdoperator.v0.9.4"), "{err}");
     }

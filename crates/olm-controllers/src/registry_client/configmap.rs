@@ -93,7 +93,9 @@ pub fn documents(data: &BTreeMap<String, String>) -> Result<Vec<olm_catalog::Doc
                     break;
                 };
                 if members.insert(csv_name.clone(), csv).is_some() && entries.iter().any(|e: &Value| e["name"] == csv_name.as_str()) {
-                    return Err(format!("package {name} channel {channel_name}: spec.replaces of {csv_name} forms a cycle"));
+                    return Err(format!(
+                        "package {name} channel {channel_name}: spec.replaces of {csv_name} forms a cycle"
+                    ));
                 }
                 let mut entry = json!({"name": csv_name});
                 let replaces = csv.pointer("/spec/replaces").and_then(Value::as_str).filter(|r| !r.is_empty());
@@ -115,7 +117,12 @@ pub fn documents(data: &BTreeMap<String, String>) -> Result<Vec<olm_catalog::Doc
             let version = csv.pointer("/spec/version").and_then(Value::as_str).unwrap_or("0.0.0");
             let mut properties = vec![json!({"type": "olm.package", "value": {"packageName": name, "version": version}})];
             let mut objects = vec![encode(csv)];
-            for desc in csv.pointer("/spec/customresourcedefinitions/owned").and_then(Value::as_array).into_iter().flatten() {
+            for desc in csv
+                .pointer("/spec/customresourcedefinitions/owned")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 if let Some(g) = gvk_of(desc) {
                     properties.push(json!({"type": "olm.gvk", "value": g}));
                 }
@@ -126,7 +133,12 @@ pub fn documents(data: &BTreeMap<String, String>) -> Result<Vec<olm_catalog::Doc
                     }
                 }
             }
-            for desc in csv.pointer("/spec/customresourcedefinitions/required").and_then(Value::as_array).into_iter().flatten() {
+            for desc in csv
+                .pointer("/spec/customresourcedefinitions/required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 if let Some(g) = gvk_of(desc) {
                     properties.push(json!({"type": "olm.gvk.required", "value": g}));
                 }
@@ -192,7 +204,13 @@ mod tests {
         let content = content(CatalogKey::new("legacy", "ns"), 0, &data()).expect("valid");
         let package = content.catalog.package("demo").expect("package");
         assert_eq!(package.default_channel, "stable");
-        let names: Vec<_> = package.channel("stable").expect("channel").entries().iter().map(|e| e.name.clone()).collect();
+        let names: Vec<_> = package
+            .channel("stable")
+            .expect("channel")
+            .entries()
+            .iter()
+            .map(|e| e.name.clone())
+            .collect();
         assert_eq!(names, vec!["demo.v2", "demo.v1"]);
         let bundle = package.bundle("demo.v2").expect("bundle");
         assert_eq!(bundle.objects.len(), 2, "the CSV and its owned CRD");

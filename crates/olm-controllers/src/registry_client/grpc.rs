@@ -9,7 +9,7 @@ use olm_resolver::CatalogKey;
 use serde_json::{Value, json};
 use tonic::transport::{Channel, Endpoint};
 
-use super::{CONNECT_TIMEOUT, CatalogContent, ClientError, FETCH_TIMEOUT, SourceLocation};
+use super::{CONNECT_TIMEOUT, CatalogContent, ClientError, FETCH_TIMEOUT, InlineManifests, SourceLocation};
 
 /// Messages bigger than this are refused (a CSV with a big icon is a few MB at most).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -84,11 +84,12 @@ pub(super) async fn list(address: &str, key: CatalogKey, priority: i32) -> Resul
         bundles.push(bundle);
     }
     let (documents, inline) = documents(&packages, bundles);
-    CatalogContent::from_documents(key, priority, documents, Some(SourceLocation::Grpc(address.to_owned())), inline)
-        .map_err(|message| ClientError::Invalid {
+    CatalogContent::from_documents(key, priority, documents, Some(SourceLocation::Grpc(address.to_owned())), inline).map_err(|message| {
+        ClientError::Invalid {
             address: address.to_owned(),
             message,
-        })
+        }
+    })
 }
 
 /// One bundle with its CSV and objects.
@@ -118,7 +119,7 @@ fn parse_value(text: &str) -> Value {
 pub(super) fn documents(
     packages: &[pb::Package],
     bundles: Vec<pb::Bundle>,
-) -> (Vec<olm_catalog::Document>, HashMap<String, (String, Vec<String>)>) {
+) -> (Vec<olm_catalog::Document>, InlineManifests) {
     let mut docs = Vec::new();
     let mut inline = HashMap::new();
     let mut deprecations: BTreeMap<String, Vec<Value>> = BTreeMap::new();

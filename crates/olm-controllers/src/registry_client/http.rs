@@ -18,7 +18,8 @@ pub(super) async fn list(url: &str, key: CatalogKey, priority: i32) -> Result<Ca
     if all.starts_with("https://") {
         return Err(ClientError::Invalid {
             address: url.to_owned(),
-            message: "https catalog URLs are not supported yet; use http:// (for example the catalog server on the node) or a gRPC address".into(),
+            message: "https catalog URLs are not supported yet; use http:// (for example the catalog server on the node) or a gRPC address"
+                .into(),
         });
     }
     let uri: hyper::Uri = all.parse().map_err(|err| ClientError::Invalid {
@@ -58,9 +59,10 @@ pub(super) async fn list(url: &str, key: CatalogKey, priority: i32) -> Result<Ca
         .into_iter()
         .map(|value| olm_catalog::Document { value, source: None })
         .collect();
-    CatalogContent::from_documents(key, priority, documents, Some(SourceLocation::Http(url.to_owned())), HashMap::new())
-        .map_err(|message| ClientError::Invalid {
+    CatalogContent::from_documents(key, priority, documents, Some(SourceLocation::Http(url.to_owned())), HashMap::new()).map_err(
+        |message| ClientError::Invalid {
             address: url.to_owned(),
             message,
-        })
+        },
+    )
 }

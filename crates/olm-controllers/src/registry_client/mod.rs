@@ -128,6 +128,9 @@ impl SourceLocation {
     }
 }
 
+/// Manifests that came with a listing: bundle name → (CSV JSON, every object as JSON).
+pub type InlineManifests = HashMap<String, (String, Vec<String>)>;
+
 /// The manifests of one bundle, as an InstallPlan needs them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BundleContent {
@@ -159,7 +162,7 @@ pub struct CatalogContent {
     /// Where bundles without inlined manifests are fetched from (gRPC GetBundle).
     pub location: Option<SourceLocation>,
     /// Manifests that came with the listing (CSV JSON and objects), by bundle name.
-    pub inline: HashMap<String, (String, Vec<String>)>,
+    pub inline: InlineManifests,
     /// Problems found while building the catalog that did not stop it.
     pub problems: Vec<String>,
 }
@@ -171,7 +174,7 @@ impl CatalogContent {
         priority: i32,
         documents: Vec<olm_catalog::Document>,
         location: Option<SourceLocation>,
-        inline: HashMap<String, (String, Vec<String>)>,
+        inline: InlineManifests,
     ) -> Result<CatalogContent, String> {
         let (catalog, problems) = Catalog::build(documents);
         if catalog.packages().is_empty() && !problems.is_empty() {

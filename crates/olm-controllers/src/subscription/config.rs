@@ -139,7 +139,10 @@ mod tests {
         let value = serde_json::to_value(&d).expect("json");
         let pod = &value["spec"]["template"]["spec"];
         let c = &pod["containers"][0];
-        assert_eq!(c["env"], json!([{"name": "A", "value": "1"}, {"name": "B", "value": "20"}, {"name": "C", "value": "3"}]));
+        assert_eq!(
+            c["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "20"}, {"name": "C", "value": "3"}])
+        );
         assert_eq!(c["envFrom"], json!([{"configMapRef": {"name": "proxy"}}]));
         assert_eq!(c["volumeMounts"], json!([{"name": "certs", "mountPath": "/certs"}]));
         assert_eq!(c["resources"], json!({"requests": {"memory": "64Mi"}}));

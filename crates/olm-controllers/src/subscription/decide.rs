@@ -206,10 +206,19 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
             .collect(),
     );
     let wanted = target(o.sub);
-    let others_unhealthy: Vec<String> = o.catalogs.iter().filter(|c| !c.healthy && c.key != wanted).map(|c| c.key.to_string()).collect();
+    let others_unhealthy: Vec<String> = o
+        .catalogs
+        .iter()
+        .filter(|c| !c.healthy && c.key != wanted)
+        .map(|c| c.key.to_string())
+        .collect();
     match o.catalogs.iter().find(|c| c.key == wanted) {
         None => {
-            let reason = if o.catalogs.is_empty() { reasons::NO_CATALOG_SOURCES_FOUND } else { reasons::UNHEALTHY_CATALOG_SOURCE_FOUND };
+            let reason = if o.catalogs.is_empty() {
+                reasons::NO_CATALOG_SOURCES_FOUND
+            } else {
+                reasons::UNHEALTHY_CATALOG_SOURCE_FOUND
+            };
             set_condition(
                 &mut conditions,
                 SubscriptionConditionType::CatalogSourcesUnhealthy,
@@ -224,14 +233,21 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
             SubscriptionConditionType::CatalogSourcesUnhealthy,
             ConditionStatus::True,
             Some(reasons::UNHEALTHY_CATALOG_SOURCE_FOUND),
-            Some(format!("targeted catalogsource {} unhealthy: {}", c.key, c.error.clone().unwrap_or_else(|| "not read yet".into()))),
+            Some(format!(
+                "targeted catalogsource {} unhealthy: {}",
+                c.key,
+                c.error.clone().unwrap_or_else(|| "not read yet".into())
+            )),
             now,
         ),
         Some(_) => {
             let message = if others_unhealthy.is_empty() {
                 "all available catalogsources are healthy".to_owned()
             } else {
-                format!("the targeted catalogsource is healthy (unhealthy but not used by this subscription: {})", others_unhealthy.join(", "))
+                format!(
+                    "the targeted catalogsource is healthy (unhealthy but not used by this subscription: {})",
+                    others_unhealthy.join(", ")
+                )
             };
             set_condition(
                 &mut conditions,
@@ -298,7 +314,11 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
         Some(InstallPlanPhase::Failed) => SubscriptionState::UpgradeFailed,
         Some(InstallPlanPhase::Complete) | None if current_exists || o.adopted.is_some() => SubscriptionState::AtLatestKnown,
         Some(_) => SubscriptionState::UpgradePending,
-        None => st.state.clone().filter(|s| *s != SubscriptionState::AtLatestKnown).unwrap_or(SubscriptionState::None),
+        None => st
+            .state
+            .clone()
+            .filter(|s| *s != SubscriptionState::AtLatestKnown)
+            .unwrap_or(SubscriptionState::None),
     });
 
     // Plan conditions.
@@ -316,7 +336,14 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
                 InstallPlanPhase::Failed => {
                     remove_condition(&mut conditions, &pending);
                     let reason = p.failed_reason.clone().unwrap_or_else(|| reasons::INSTALL_PLAN_FAILED.to_owned());
-                    set_condition(&mut conditions, failed, ConditionStatus::True, Some(&reason), p.message.clone(), now);
+                    set_condition(
+                        &mut conditions,
+                        failed,
+                        ConditionStatus::True,
+                        Some(&reason),
+                        p.message.clone(),
+                        now,
+                    );
                 }
                 phase => {
                     remove_condition(&mut conditions, &failed);
@@ -383,7 +410,14 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
     if rollup.is_empty() {
         remove_condition(&mut conditions, &SubscriptionConditionType::Deprecated);
     } else {
-        set_condition(&mut conditions, SubscriptionConditionType::Deprecated, ConditionStatus::True, Some("Deprecated"), Some(rollup.join("; ")), now);
+        set_condition(
+            &mut conditions,
+            SubscriptionConditionType::Deprecated,
+            ConditionStatus::True,
+            Some("Deprecated"),
+            Some(rollup.join("; ")),
+            now,
+        );
     }
 
     st.conditions = Some(conditions);
@@ -396,13 +430,16 @@ mod tests {
     use olm_api::v1alpha1::subscription::SubscriptionSpec;
 
     fn sub() -> Subscription {
-        let mut s = Subscription::new("etcd", SubscriptionSpec {
-            source: "community".into(),
-            source_namespace: "olm".into(),
-            name: "etcd".into(),
-            channel: Some("singlenamespace-alpha".into()),
-            ..Default::default()
-        });
+        let mut s = Subscription::new(
+            "etcd",
+            SubscriptionSpec {
+                source: "community".into(),
+                source_namespace: "olm".into(),
+                name: "etcd".into(),
+                channel: Some("singlenamespace-alpha".into()),
+                ..Default::default()
+            },
+        );
         s.metadata.namespace = Some("team-a".into());
         s
     }
@@ -434,7 +471,14 @@ mod tests {
     }
 
     fn plan(phase: InstallPlanPhase) -> PlanView {
-        PlanView { name: "install-x".into(), uid: "u1".into(), generation: Some(1), phase, failed_reason: None, message: None }
+        PlanView {
+            name: "install-x".into(),
+            uid: "u1".into(),
+            generation: Some(1),
+            phase,
+            failed_reason: None,
+            message: None,
+        }
     }
 
     #[test]
@@ -462,7 +506,13 @@ mod tests {
     #[test]
     fn a_new_plan_makes_the_subscription_upgrade_pending() {
         let s = sub();
-        let o = observed(&s, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.0".into() });
+        let o = observed(
+            &s,
+            Resolved::NewPlan {
+                plan: plan(InstallPlanPhase::Installing),
+                current_csv: "etcdoperator.v0.9.0".into(),
+            },
+        );
         let st = status(&o, Timestamp::UNIX_EPOCH);
         assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
         assert_eq!(st.current_csv.as_deref(), Some("etcdoperator.v0.9.0"));
@@ -476,10 +526,16 @@ mod tests {
     #[test]
     fn a_completed_plan_with_its_csv_is_at_latest_known() {
         let mut s = sub();
-        s.status = Some(SubscriptionStatus { current_csv: Some("etcdoperator.v0.9.0".into()), ..Default::default() });
+        s.status = Some(SubscriptionStatus {
+            current_csv: Some("etcdoperator.v0.9.0".into()),
+            ..Default::default()
+        });
         let mut o = observed(&s, Resolved::UpToDate);
         o.plan = Some(plan(InstallPlanPhase::Complete));
-        o.current = Some(CsvView { name: "etcdoperator.v0.9.0".into(), phase: Some(CsvPhase::Succeeded) });
+        o.current = Some(CsvView {
+            name: "etcdoperator.v0.9.0".into(),
+            phase: Some(CsvPhase::Succeeded),
+        });
         let st = status(&o, Timestamp::UNIX_EPOCH);
         assert_eq!(st.state, Some(SubscriptionState::AtLatestKnown));
         assert_eq!(st.installed_csv.as_deref(), Some("etcdoperator.v0.9.0"));
@@ -510,7 +566,13 @@ mod tests {
     fn resolution_failures_are_set_and_cleared() {
         let s = sub();
         let st = status(
-            &observed(&s, Resolved::Failed { reason: reasons::CONSTRAINTS_NOT_SATISFIABLE, message: "no package nope; packages: etcd".into() }),
+            &observed(
+                &s,
+                Resolved::Failed {
+                    reason: reasons::CONSTRAINTS_NOT_SATISFIABLE,
+                    message: "no package nope; packages: etcd".into(),
+                },
+            ),
             Timestamp::UNIX_EPOCH,
         );
         let c = condition(&st, SubscriptionConditionType::ResolutionFailed).expect("failed");
@@ -526,7 +588,11 @@ mod tests {
     fn deprecations_roll_up() {
         let s = sub();
         let mut o = observed(&s, Resolved::UpToDate);
-        o.deprecations = Deprecations { package: Some("use etcd-v2".into()), channel: None, bundle: None };
+        o.deprecations = Deprecations {
+            package: Some("use etcd-v2".into()),
+            channel: None,
+            bundle: None,
+        };
         let st = status(&o, Timestamp::UNIX_EPOCH);
         let c = condition(&st, SubscriptionConditionType::PackageDeprecated).expect("package");
         assert_eq!(c.message.as_deref(), Some("olm.package/etcd: use etcd-v2"));
@@ -536,14 +602,35 @@ mod tests {
 
     #[test]
     fn the_gate_waits_for_plans_and_unfinished_csvs() {
-        let succeeded = CsvView { name: "a".into(), phase: Some(CsvPhase::Succeeded) };
-        let installing = CsvView { name: "a".into(), phase: Some(CsvPhase::Installing) };
+        let succeeded = CsvView {
+            name: "a".into(),
+            phase: Some(CsvPhase::Succeeded),
+        };
+        let installing = CsvView {
+            name: "a".into(),
+            phase: Some(CsvPhase::Installing),
+        };
         assert_eq!(gate(None, false, None, false), Gate::Resolve);
-        assert!(matches!(gate(Some(&plan(InstallPlanPhase::Installing)), false, None, true), Gate::Wait(_)));
-        assert!(matches!(gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true), Gate::Wait(_)));
-        assert!(matches!(gate(Some(&plan(InstallPlanPhase::Complete)), false, None, true), Gate::Wait(_)));
-        assert_eq!(gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&succeeded), true), Gate::Resolve);
-        assert!(matches!(gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&installing), true), Gate::Wait(_)));
+        assert!(matches!(
+            gate(Some(&plan(InstallPlanPhase::Installing)), false, None, true),
+            Gate::Wait(_)
+        ));
+        assert!(matches!(
+            gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true),
+            Gate::Wait(_)
+        ));
+        assert!(matches!(
+            gate(Some(&plan(InstallPlanPhase::Complete)), false, None, true),
+            Gate::Wait(_)
+        ));
+        assert_eq!(
+            gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&succeeded), true),
+            Gate::Resolve
+        );
+        assert!(matches!(
+            gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&installing), true),
+            Gate::Wait(_)
+        ));
         assert_eq!(gate(None, true, None, true), Gate::Resolve, "a vanished plan is replanned");
     }
 }

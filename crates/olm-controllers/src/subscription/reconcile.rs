@@ -20,8 +20,8 @@ use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::{
-    Approval, BundleLookup, InstallPlan, InstallPlanConditionType, InstallPlanPhase, InstallPlanSpec, InstallPlanStatus, Step, StepResource,
-    StepStatus,
+    Approval, BundleLookup, InstallPlan, InstallPlanConditionType, InstallPlanPhase, InstallPlanSpec, InstallPlanStatus, Step,
+    StepResource, StepStatus,
 };
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, reasons};
 use olm_resolver::{CatalogKey, Catalogs, Installed, Reason, Request, Selected};
@@ -158,8 +158,14 @@ fn build_request(
         let owning = owner.get(&name).and_then(|s| subs.iter().find(|sub| &sub.name_any() == s));
         let package = package_of(csv).or_else(|| owning.map(|s| s.spec.name.clone())).unwrap_or_default();
         let catalog = owning.map(|s| decide::target(s));
-        let version = csv.spec.version.as_deref().and_then(|v| olm_catalog::version::parse_version(v).ok());
-        request.installed.push(Installed::from_catalogs(catalogs, &name, &package, catalog.as_ref(), version));
+        let version = csv
+            .spec
+            .version
+            .as_deref()
+            .and_then(|v| olm_catalog::version::parse_version(v).ok());
+        request
+            .installed
+            .push(Installed::from_catalogs(catalogs, &name, &package, catalog.as_ref(), version));
     }
     for sub in subs {
         request.subscriptions.push(olm_resolver::Subscription {
@@ -193,7 +199,10 @@ fn catalog_unavailable(target: &CatalogKey, views: &[CatalogView]) -> String {
 }
 
 fn dependency_subscription_step(bundle: &Selected, namespace: &str) -> Step {
-    let name = format!("{}-{}-{}-{}", bundle.package, bundle.channel, bundle.catalog.name, bundle.catalog.namespace);
+    let name = format!(
+        "{}-{}-{}-{}",
+        bundle.package, bundle.channel, bundle.catalog.name, bundle.catalog.namespace
+    );
     let manifest = json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
         "metadata": {"name": name, "namespace": namespace},
@@ -235,11 +244,19 @@ async fn create_plan(
     let mut catalogs_used = BTreeSet::new();
     for bundle in bundles {
         let Some(content) = contents.get(&bundle.catalog) else {
-            return Ok(Err(format!("catalog {} of bundle {} is not available", bundle.catalog, bundle.name)));
+            return Ok(Err(format!(
+                "catalog {} of bundle {} is not available",
+                bundle.catalog, bundle.name
+            )));
         };
         let fetched = match content.bundle(&bundle.package, &bundle.channel, &bundle.name).await {
             Ok(fetched) => fetched,
-            Err(err) => return Ok(Err(format!("cannot read bundle {} from catalog {}: {err}", bundle.name, bundle.catalog))),
+            Err(err) => {
+                return Ok(Err(format!(
+                    "cannot read bundle {} from catalog {}: {err}",
+                    bundle.name, bundle.catalog
+                )));
+            }
         };
         let source = StepSource {
             catalog: bundle.catalog.name.clone(),
@@ -247,7 +264,12 @@ async fn create_plan(
         };
         match bundle_steps(&fetched, &source, &namespace) {
             Ok(more) => steps.extend(more),
-            Err(message) => return Ok(Err(format!("bundle {} from catalog {} cannot be installed: {message}", bundle.name, bundle.catalog))),
+            Err(message) => {
+                return Ok(Err(format!(
+                    "bundle {} from catalog {} cannot be installed: {message}",
+                    bundle.name, bundle.catalog
+                )));
+            }
         }
         if bundle.reason == Reason::Dependency && !subs.iter().any(|s| s.spec.name == bundle.package) {
             steps.push(dependency_subscription_step(bundle, &namespace));
@@ -298,7 +320,7 @@ async fn create_plan(
             source: None,
             source_namespace: None,
             cluster_service_version_names: bundles.iter().map(|b| b.name.clone()).collect(),
-            approval: approval.clone(),
+            approval,
             approved,
             generation: Some(generation),
         },
@@ -320,10 +342,19 @@ async fn create_plan(
             }
             existing
         }
-        Err(err) => return Err(Error::api(format!("create InstallPlan in {namespace} for Subscription {}", sub.name_any()), err)),
+        Err(err) => {
+            return Err(Error::api(
+                format!("create InstallPlan in {namespace} for Subscription {}", sub.name_any()),
+                err,
+            ));
+        }
     };
     let status = InstallPlanStatus {
-        phase: if approved { InstallPlanPhase::Installing } else { InstallPlanPhase::RequiresApproval },
+        phase: if approved {
+            InstallPlanPhase::Installing
+        } else {
+            InstallPlanPhase::RequiresApproval
+        },
         catalog_sources: catalogs_used.into_iter().collect(),
         plan: Some(steps),
         bundle_lookups: Some(lookups),
@@ -342,7 +373,12 @@ async fn create_plan(
             &EventNote::normal(
                 "InstallPlanCreated",
                 "Resolve",
-                format!("InstallPlan {} installs {} ({})", created.name_any(), created.spec.cluster_service_version_names.join(", "), approval.as_str()),
+                format!(
+                    "InstallPlan {} installs {} ({})",
+                    created.name_any(),
+                    created.spec.cluster_service_version_names.join(", "),
+                    approval.as_str()
+                ),
             ),
         )
         .await;
@@ -362,7 +398,11 @@ pub fn plan_name(sub: &Subscription, bundles: &[&Selected]) -> String {
     let digest = Sha256::digest(text.as_bytes());
     // Lowercase alphanumerics, like the suffix of a generated name.
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let suffix: String = digest.iter().take(5).map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char).collect();
+    let suffix: String = digest
+        .iter()
+        .take(5)
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect();
     format!("install-{suffix}")
 }
 
@@ -410,11 +450,12 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     let previous = sub.status.clone().unwrap_or_default();
 
     // Catalogs visible from the namespace.
-    let exclude_global = state
-        .groups
-        .list_in(&namespace)
-        .iter()
-        .any(|g| g.annotations().get(keys::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION).map(String::as_str) == Some("true"));
+    let exclude_global = state.groups.list_in(&namespace).iter().any(|g| {
+        g.annotations()
+            .get(keys::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION)
+            .map(String::as_str)
+            == Some("true")
+    });
     let mut views = Vec::new();
     let mut contents: HashMap<CatalogKey, Arc<CatalogContent>> = HashMap::new();
     for catalog in state.catalogs.list() {
@@ -496,14 +537,19 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
             }
             let resolution = olm_resolver::resolve(&catalogs, &request);
             let mine_failed = resolution.errors.iter().find(|e| e.subscription == name);
-            ctx.metrics.catalog.resolution(mine_failed.is_none(), started.elapsed().as_secs_f64());
+            ctx.metrics
+                .catalog
+                .resolution(mine_failed.is_none(), started.elapsed().as_secs_f64());
             if let Some(error) = mine_failed {
                 let changed = previous
                     .condition(&SubscriptionConditionType::ResolutionFailed)
                     .is_none_or(|c| c.message.as_deref() != Some(error.message.as_str()));
                 if changed {
                     ctx.events
-                        .publish(&sub.object_ref(&()), &EventNote::warning("ResolutionFailed", "Resolve", format!("{}: {}", error.category, error.message)))
+                        .publish(
+                            &sub.object_ref(&()),
+                            &EventNote::warning("ResolutionFailed", "Resolve", format!("{}: {}", error.category, error.message)),
+                        )
                         .await;
                 }
                 resolved = Resolved::Failed {
@@ -596,13 +642,17 @@ pub fn run(
                 .map(|o| ObjectRef::new(&o.name).within(&namespace))
                 .collect::<Vec<_>>()
         })
-        .watches_shared_stream(state.csvs.subscribe(), move |csv: Arc<ClusterServiceVersion>| subs_in(&s1, csv.namespace().as_deref()))
+        .watches_shared_stream(state.csvs.subscribe(), move |csv: Arc<ClusterServiceVersion>| {
+            subs_in(&s1, csv.namespace().as_deref())
+        })
         .watches_shared_stream(state.catalogs.subscribe(), move |catalog: Arc<CatalogSource>| {
             let namespace = catalog.namespace().unwrap_or_default();
             let scope = (namespace != g2).then_some(namespace);
             subs_in(&s2, scope.as_deref())
         })
-        .watches_shared_stream(state.groups.subscribe(), move |group: Arc<OperatorGroup>| subs_in(&s3, group.namespace().as_deref()))
+        .watches_shared_stream(state.groups.subscribe(), move |group: Arc<OperatorGroup>| {
+            subs_in(&s3, group.namespace().as_deref())
+        })
         .reconcile_on(catalog_changes)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
@@ -638,21 +688,31 @@ mod tests {
     }
 
     fn sub(name: &str, package: &str, current: Option<&str>) -> Arc<Subscription> {
-        let mut s = Subscription::new(name, SubscriptionSpec {
-            source: "community".into(),
-            source_namespace: "olm".into(),
-            name: package.into(),
+        let mut s = Subscription::new(
+            name,
+            SubscriptionSpec {
+                source: "community".into(),
+                source_namespace: "olm".into(),
+                name: package.into(),
+                ..Default::default()
+            },
+        );
+        s.metadata.namespace = Some("ns".into());
+        s.status = current.map(|c| SubscriptionStatus {
+            current_csv: Some(c.into()),
             ..Default::default()
         });
-        s.metadata.namespace = Some("ns".into());
-        s.status = current.map(|c| SubscriptionStatus { current_csv: Some(c.into()), ..Default::default() });
         Arc::new(s)
     }
 
     #[test]
     fn installed_operators_are_owned_by_their_subscriptions_or_adopted() {
         let catalogs = Catalogs::new(Vec::new());
-        let csvs = vec![csv("etcd.v1", "etcd", None), csv("etcd.v2", "etcd", Some("etcd.v1")), csv("other.v1", "other", None)];
+        let csvs = vec![
+            csv("etcd.v1", "etcd", None),
+            csv("etcd.v2", "etcd", Some("etcd.v1")),
+            csv("other.v1", "other", None),
+        ];
         let subs = vec![sub("etcd", "etcd", Some("etcd.v2")), sub("other", "other", None)];
         let (request, owned) = build_request("ns", "olm", &subs, &csvs, &catalogs);
         let names: Vec<_> = request.installed.iter().map(|i| i.entry.name.clone()).collect();
@@ -665,7 +725,12 @@ mod tests {
 
     #[test]
     fn a_missing_catalog_message_lists_what_exists() {
-        let views = vec![CatalogView { key: CatalogKey::new("community", "olm"), uid: None, healthy: true, error: None }];
+        let views = vec![CatalogView {
+            key: CatalogKey::new("community", "olm"),
+            uid: None,
+            healthy: true,
+            error: None,
+        }];
         let message = catalog_unavailable(&CatalogKey::new("nope", "ns"), &views);
         assert!(message.contains("ns/nope") && message.contains("olm/community"), "{message}");
     }
