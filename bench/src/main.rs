@@ -3,10 +3,12 @@
 //!
 //! Options: `--out FILE` (default: BENCHMARKS.md at the workspace root), `--fbc DIR` (the
 //! real catalog; default /work/shared/real-catalogs/community-operators-prod-fbc-v4.21/catalog,
-//! or OLM_BENCH_FBC), `--quick` (fewer requests, shorter timings: for trying the harness).
+//! or OLM_BENCH_FBC), `--quick` (fewer requests, shorter timings: for trying the harness),
+//! `--no-e2e` (skip the end-to-end part, which starts a private control plane).
 
 mod catalogs;
 mod compare;
+mod e2e;
 mod report;
 mod resolve;
 mod serve;
@@ -25,26 +27,29 @@ pub struct Options {
     pub out: PathBuf,
     pub fbc: PathBuf,
     pub quick: bool,
+    pub e2e: bool,
 }
 
 fn options(workspace: &Path) -> anyhow::Result<Options> {
     let mut out = workspace.join("BENCHMARKS.md");
     let mut fbc = std::env::var_os("OLM_BENCH_FBC").map_or_else(|| PathBuf::from(catalogs::DEFAULT_REAL_FBC), PathBuf::from);
     let mut quick = false;
+    let mut e2e = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--out" => out = PathBuf::from(args.next().context("--out needs a file")?),
             "--fbc" => fbc = PathBuf::from(args.next().context("--fbc needs a directory")?),
             "--quick" => quick = true,
+            "--no-e2e" => e2e = false,
             "-h" | "--help" => {
-                println!("usage: olm-bench [--out FILE] [--fbc DIR] [--quick]");
+                println!("usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e]");
                 std::process::exit(0);
             }
-            other => bail!("unknown argument {other:?}; usage: olm-bench [--out FILE] [--fbc DIR] [--quick]"),
+            other => bail!("unknown argument {other:?}; usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e]"),
         }
     }
-    Ok(Options { out, fbc, quick })
+    Ok(Options { out, fbc, quick, e2e })
 }
 
 /// One server's figures on one catalog.
@@ -182,8 +187,15 @@ fn main() -> anyhow::Result<()> {
     for c in [real, synthetic] {
         runs.push(runtime.block_on(bench_catalog(&tools, c, &work, &opts))?);
     }
+    drop(runtime);
+    let end_to_end = if opts.e2e {
+        eprintln!("end to end on a private control plane");
+        Some(e2e::run(&tools, &work).map_err(|e| format!("{e:#}")))
+    } else {
+        None
+    };
     let elapsed = started.elapsed();
-    let text = report::render(&tools, &runs, &notes, &opts, elapsed)?;
+    let text = report::render(&tools, &runs, end_to_end.as_ref(), &notes, &opts, elapsed)?;
     std::fs::write(&opts.out, &text).with_context(|| format!("writing {}", opts.out.display()))?;
     println!("{text}");
     eprintln!("wrote {} in {:.0} s", opts.out.display(), elapsed.as_secs_f64());

@@ -46,8 +46,17 @@ pub struct Running {
 }
 
 impl Running {
+    /// SIGTERM (opm removes its temporary cache on a graceful exit), then SIGKILL after 10 s.
     pub fn stop(mut self) {
-        // Our own child: kill it by its handle and reap it.
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -70,6 +79,10 @@ pub fn prebuild_opm_cache(tools: &Tools, dir: &Path, cache_dir: &Path, log: &Pat
         .arg("--cache-dir")
         .arg(cache_dir)
         .arg("--cache-only")
+        .arg("--pprof-addr")
+        .arg(format!("127.0.0.1:{}", free_port()?))
+        .arg("-t")
+        .arg(log.with_extension("termination.log"))
         .stdout(File::create(log)?)
         .stderr(File::create(log.with_extension("err"))?)
         .status()
@@ -93,7 +106,10 @@ pub async fn start(tools: &Tools, which: Server, dir: &Path, work: &Path, tag: &
         }
         Server::Opm | Server::OpmPrebuiltCache => {
             let mut c = Command::new(&tools.opm);
-            c.arg("serve").arg(dir).args(["-p", &port.to_string()]);
+            // Its start-up profiling endpoint gets a free port (the default 6060 may be taken) and
+            // its termination log a file of ours (the default is /dev/termination-log).
+            let pprof = format!("127.0.0.1:{}", free_port()?);
+            c.arg("serve").arg(dir).args(["-p", &port.to_string(), "--pprof-addr", &pprof, "-t"]).arg(work.join(format!("{tag}.termination.log")));
             if which == Server::OpmPrebuiltCache {
                 c.arg("--cache-dir").arg(work.join(format!("{tag}-cache")));
             }
