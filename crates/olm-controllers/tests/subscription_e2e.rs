@@ -660,16 +660,17 @@ async fn a_crd_update_that_breaks_existing_objects_fails_the_plan_naming_them() 
             "customResourceDefinitions": yaml_list(vec![widget_crd(true, &random)]),
         }
     });
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
-    cms.create(&PostParams::default(), &serde_json::from_value(configmap.clone())?)
-        .await?;
-    apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n").await?;
     // v1 of the catalog ships the permissive CRD: install it from there first.
-    let mut v1_data = configmap["data"].clone();
-    v1_data["customResourceDefinitions"] = json!(yaml_list(vec![widget_crd(false, &random)]));
-    v1_data["packages"] = json!("- packageName: widget\n  channels:\n  - name: stable\n    currentCSV: widget.v1.0.0\n");
-    cms.patch("widgets", &PatchParams::default(), &Patch::Merge(json!({"data": v1_data})))
-        .await?;
+    let mut v1 = configmap.clone();
+    v1["data"]["customResourceDefinitions"] = json!(yaml_list(vec![widget_crd(false, &random)]));
+    v1["data"]["packages"] = json!("- packageName: widget\n  channels:\n  - name: stable\n    currentCSV: widget.v1.0.0\n");
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
+    cms.create(&PostParams::default(), &serde_json::from_value(v1)?).await?;
+    apply_yaml(
+        &ns,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n",
+    )
+    .await?;
     subscription(&ns, "widget", "widget", "widgets", "stable", None, "Manual").await?;
     approve_next(&ns, "widget.v1.0.0").await?;
 
