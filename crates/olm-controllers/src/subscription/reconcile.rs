@@ -387,6 +387,32 @@ async fn create_plan(
     Ok(Ok(view))
 }
 
+/// Keep the namespace's InstallPlans bounded (best effort: a failed delete is retried with
+/// the next plan).
+async fn collect_old_plans(ctx: &ControllerContext<SubscriptionControllerState>, namespace: &str, subs: &[Arc<Subscription>]) {
+    let plans: Vec<(String, i64, InstallPlanPhase)> = ctx
+        .state
+        .plans
+        .list_in(namespace)
+        .iter()
+        .map(|p| {
+            let phase = p.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::None);
+            (p.name_any(), p.spec.generation.unwrap_or(0), phase)
+        })
+        .collect();
+    let referenced: Vec<String> = subs
+        .iter()
+        .filter_map(|s| s.status.as_ref()?.install_plan_ref.as_ref()?.name.clone())
+        .collect();
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in crate::installplan::decide::plans_to_collect(&plans, &referenced) {
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(plan = %name, "deleted an old InstallPlan"),
+            Err(err) => tracing::warn!(plan = %name, %err, "cannot delete an old InstallPlan"),
+        }
+    }
+}
+
 /// The name of the plan that installs `bundles` for `sub`: `install-` and a hash of the
 /// Subscription's uid and the bundles, so that two OLM replicas, or a retry, agree on one plan
 /// instead of creating two.
@@ -572,6 +598,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
                         Ok(plan) => {
                             resolved = Resolved::NewPlan { plan, current_csv };
                             adopted = None;
+                            collect_old_plans(&ctx, &namespace, &subs).await;
                         }
                         Err(message) => {
                             resolved = Resolved::Failed {
