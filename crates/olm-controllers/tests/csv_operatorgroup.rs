@@ -10,7 +10,9 @@ use common::{admin_get, create_csv, grant_permissions, load_csv, phase_of, setup
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use olm_api::Verbatim;
+use olm_api::v1alpha1::cluster_service_version::StrategyDeploymentPermissions;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -252,8 +254,21 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
     let name = ns.name().to_owned();
     let groups: Api<OperatorGroup> = ns.api();
     groups.create(&PostParams::default(), &operator_group("global", None)).await?;
-    let csv = load_csv(ETCD_CLUSTERWIDE, &name)?;
-    grant_permissions(&client, &csv, &name, true).await?;
+    let mut csv = load_csv(ETCD_CLUSTERWIDE, &name)?;
+    // The clusterwide bundle only has clusterPermissions; add a namespaced permission so that
+    // its Role (created as the InstallPlan would) must be lifted to a ClusterRole.
+    if let Some(strategy) = csv.spec.install.spec.as_mut() {
+        strategy.permissions = Some(vec![StrategyDeploymentPermissions {
+            service_account_name: "etcd-operator".into(),
+            rules: vec![Verbatim::new(PolicyRule {
+                verbs: vec!["get".into(), "list".into()],
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["configmaps".into()]),
+                ..Default::default()
+            })],
+        }]);
+    }
+    grant_permissions(&client, &csv, &name, false).await?;
     create_csv(&ns, &csv).await?;
     let csv_name = csv.name_any();
     wait_phase(&ns, &csv_name, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
@@ -267,6 +282,20 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
         .and_then(|m| m.annotations)
         .unwrap_or_default();
     assert_eq!(template_annotations.get(keys::TARGET_NAMESPACES_ANNOTATION).map(String::as_str), Some(""));
+
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let lifted_name = format!("{csv_name}-0");
+    let lifted = ns
+        .wait_for("the operator's Role lifted to a ClusterRole", TIMEOUT, &[], || {
+            let cluster_roles = cluster_roles.clone();
+            let lifted_name = lifted_name.clone();
+            async move { cluster_roles.get_opt(&lifted_name).await.map_err(|e| e.to_string()) }
+        })
+        .await?;
+    let rules = lifted.rules.unwrap_or_default();
+    assert!(rules.iter().any(|r| r.resources == Some(vec!["namespaces".to_owned()])), "{rules:?}");
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
+    assert!(bindings.get_opt(&lifted_name).await?.is_some(), "lifted ClusterRoleBinding");
 
     let copies: Api<ClusterServiceVersion> = other.api();
     let copy = other
@@ -306,6 +335,17 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
             }
         })
         .await?;
+    ns.wait_for("the lifted ClusterRole to be removed with the CSV", TIMEOUT, &[], || {
+        let cluster_roles = cluster_roles.clone();
+        let lifted_name = lifted_name.clone();
+        async move {
+            match cluster_roles.get_opt(&lifted_name).await.map_err(|e| e.to_string())? {
+                None => Ok(Some(())),
+                Some(_) => Err("still present".to_owned()),
+            }
+        }
+    })
+    .await?;
     ns.cleanup().await?;
     other.cleanup().await?;
     Ok(())

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
@@ -56,14 +56,29 @@ pub struct Observed<'a> {
     pub peers: Vec<&'a ClusterServiceVersion>,
     /// Existing copies of this CSV in other namespaces.
     pub copies: Vec<&'a ClusterServiceVersion>,
+    /// Namespaces holding a CSV of the same name that is not our copy (an operator installed
+    /// there, or another namespace's copy): never overwritten with a copy.
+    pub taken_namespaces: BTreeSet<String>,
     /// CRD uids by name (owners of the per-API ClusterRoles).
     pub crd_uids: &'a BTreeMap<String, String>,
     /// Existing OLM-managed ClusterRoles by name.
     pub cluster_roles: &'a BTreeMap<String, ClusterRole>,
+    /// Roles and RoleBindings in the CSV's namespace labelled as owned by it (created by the
+    /// InstallPlan); read only when the group targets other namespaces.
+    pub owned_rbac: &'a OwnedRbac,
     /// Namespaces that exist and are not terminating.
     pub active_namespaces: &'a [String],
     /// OLMConfig `spec.features.disableCopiedCSVs`.
     pub copied_csvs_disabled: bool,
+}
+
+/// The operator's own namespaced RBAC, as created for it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OwnedRbac {
+    /// Roles labelled with the CSV as owner.
+    pub roles: Vec<Role>,
+    /// RoleBindings labelled with the CSV as owner.
+    pub bindings: Vec<RoleBinding>,
 }
 
 /// Effects of a CSV decision.
@@ -75,8 +90,15 @@ pub enum CsvAction {
     ApplyDeployment(Box<Deployment>),
     /// Delete a Deployment this CSV owns that its strategy no longer lists.
     DeleteDeployment(String),
-    /// Create or update a per-API ClusterRole (`<crd>-<version>-admin|edit|view|crdview`).
+    /// Create or update a ClusterRole: a per-API role (`<crd>-<version>-admin|edit|view|crdview`)
+    /// or a Role lifted for an all-namespaces group.
     ApplyClusterRole(Box<ClusterRole>),
+    /// Create or update a ClusterRoleBinding lifted from a RoleBinding (all-namespaces group).
+    ApplyClusterRoleBinding(Box<ClusterRoleBinding>),
+    /// Create or update a Role copied into a target namespace (owned by the copied CSV there).
+    ApplyRole(Box<Role>),
+    /// Create or update a RoleBinding copied into a target namespace.
+    ApplyRoleBinding(Box<RoleBinding>),
     /// Delete the CSV itself (phase Deleting, or a copy whose original is gone).
     DeleteSelf,
     /// Create or update a copy in another namespace (object and status).
@@ -428,6 +450,101 @@ pub fn copy_of(csv: &ClusterServiceVersion, namespace: &str, status: &ClusterSer
     }
 }
 
+/// For an all-namespaces group the operator's Roles and RoleBindings become ClusterRoles and
+/// ClusterRoleBindings of the same names (plus read access to namespaces), as upstream does.
+/// Lifted roles carry `olm.managed=true` and the CSV's owner labels (they are deleted with it).
+fn lift_rbac(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDecision {
+    let owner = super::deployment::owner_labels(observed.csv);
+    for role in &observed.owned_rbac.roles {
+        let mut labels = role.labels().clone();
+        labels.extend(owner.clone());
+        labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
+        let mut rules = role.rules.clone().unwrap_or_default();
+        rules.push(PolicyRule {
+            verbs: vec!["get".into(), "list".into(), "watch".into()],
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["namespaces".into()]),
+            ..Default::default()
+        });
+        let lifted = ClusterRole {
+            metadata: ObjectMeta {
+                name: Some(role.name_any()),
+                labels: Some(labels),
+                ..Default::default()
+            },
+            rules: Some(rules),
+            aggregation_rule: None,
+        };
+        let current = observed
+            .cluster_roles
+            .get(&role.name_any())
+            .is_some_and(|existing| crate::rbac::role_is_current(existing, &lifted));
+        if current {
+            continue;
+        }
+        decision = decision.act(CsvAction::ApplyClusterRole(Box::new(lifted)));
+        for binding in observed.owned_rbac.bindings.iter().filter(|b| b.role_ref.name == role.name_any()) {
+            let mut labels = binding.labels().clone();
+            labels.extend(owner.clone());
+            labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
+            decision = decision.act(CsvAction::ApplyClusterRoleBinding(Box::new(ClusterRoleBinding {
+                metadata: ObjectMeta {
+                    name: Some(binding.name_any()),
+                    labels: Some(labels),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    kind: "ClusterRole".into(),
+                    name: binding.role_ref.name.clone(),
+                },
+                subjects: binding.subjects.clone(),
+            })));
+        }
+    }
+    decision
+}
+
+/// The operator's Roles and RoleBindings copied into a target namespace, owned by the copied
+/// CSV there (so they go with it) and labelled `olm.copiedFrom`.
+pub fn tenant_rbac(original: &ClusterServiceVersion, owned: &OwnedRbac, copy: &ClusterServiceVersion) -> Vec<CsvAction> {
+    let own = original.namespace().unwrap_or_default();
+    let target = copy.namespace().unwrap_or_default();
+    let mut labels = super::deployment::owner_labels(copy);
+    labels.insert(keys::COPIED_FROM_LABEL.to_owned(), own);
+    let owner = copy.uid().map(|uid| {
+        vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "operators.coreos.com/v1alpha1".into(),
+            kind: "ClusterServiceVersion".into(),
+            name: copy.name_any(),
+            uid,
+            controller: Some(false),
+            block_owner_deletion: Some(false),
+        }]
+    });
+    let meta = |name: String| ObjectMeta {
+        name: Some(name),
+        namespace: Some(target.clone()),
+        labels: Some(labels.clone()),
+        owner_references: owner.clone(),
+        ..Default::default()
+    };
+    let roles = owned.roles.iter().map(|role| {
+        CsvAction::ApplyRole(Box::new(Role {
+            metadata: meta(role.name_any()),
+            rules: role.rules.clone(),
+        }))
+    });
+    let bindings = owned.bindings.iter().map(|binding| {
+        CsvAction::ApplyRoleBinding(Box::new(RoleBinding {
+            metadata: meta(binding.name_any()),
+            role_ref: binding.role_ref.clone(),
+            subjects: binding.subjects.clone(),
+        }))
+    });
+    roles.chain(bindings).collect()
+}
+
 /// Whether an existing copy already matches the wanted one.
 fn copy_is_current(existing: &ClusterServiceVersion, wanted: &ClusterServiceVersion) -> bool {
     let same_status = |a: Option<&ClusterServiceVersionStatus>, b: Option<&ClusterServiceVersionStatus>| {
@@ -476,11 +593,14 @@ fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>, mut decisi
         .iter()
         .map(|c| (c.namespace().unwrap_or_default(), *c))
         .collect();
-    for ns in &wanted {
+    for ns in wanted.iter().filter(|ns| !observed.taken_namespaces.contains(*ns)) {
         let copy = copy_of(csv, ns, &status);
         if existing.get(ns).is_none_or(|current| !copy_is_current(current, &copy)) {
             decision = decision.act(CsvAction::ApplyCopy(Box::new(copy)));
         }
+    }
+    if copiable && targets.is_some_and(|t| t == [String::new()]) {
+        decision = lift_rbac(observed, decision);
     }
     for ns in existing.keys() {
         if !wanted.contains(ns) {
@@ -838,17 +958,30 @@ fn decide_phase(
 }
 
 /// Decide for a copied CSV: it is deleted once its original is gone; the original keeps it
-/// up to date and removes it from namespaces that are no longer targets.
-pub fn decide_copy(copy: &ClusterServiceVersion, original_exists: bool) -> CsvDecision {
-    let decision = CsvDecision {
+/// up to date and removes it from namespaces that are no longer targets. In a namespace that an
+/// explicit target list names, the copy carries the operator's Roles and RoleBindings, so the
+/// operator may act there (upstream's tenant RBAC).
+pub fn decide_copy(copy: &ClusterServiceVersion, original: Option<&ClusterServiceVersion>, owned: &OwnedRbac) -> CsvDecision {
+    let mut decision = CsvDecision {
         actions: Vec::new(),
         status: None,
         events: Vec::new(),
         requeue_after: Some(REQUEUE_RESYNC),
     };
-    if original_exists || copy.metadata.deletion_timestamp.is_some() {
-        decision
-    } else {
-        decision.act(CsvAction::DeleteSelf)
+    if copy.metadata.deletion_timestamp.is_some() {
+        return decision;
     }
+    let Some(original) = original else {
+        return decision.act(CsvAction::DeleteSelf);
+    };
+    let explicit_targets = original
+        .annotations()
+        .get(keys::TARGET_NAMESPACES_ANNOTATION)
+        .is_some_and(|t| !t.is_empty());
+    if explicit_targets {
+        for action in tenant_rbac(original, owned, copy) {
+            decision = decision.act(action);
+        }
+    }
+    decision
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -23,7 +23,7 @@ use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase
 use serde_json::json;
 use tracing::instrument;
 
-use super::decide::{CsvAction, CsvDecision, Observed, decide, decide_copy, needs_permission_check, set_phase};
+use super::decide::{CsvAction, CsvDecision, Observed, OwnedRbac, decide, decide_copy, needs_permission_check, set_phase};
 use super::requirements::{CrdState, PermissionCheck, declared_rules, declared_service_accounts};
 use crate::runtime::controller::action_for;
 use crate::runtime::error::is_not_found;
@@ -148,7 +148,6 @@ async fn check_permissions(
     client: &kube::Client,
     csv: &ClusterServiceVersion,
     existing_service_accounts: &BTreeSet<String>,
-    all_namespaces: bool,
 ) -> Result<Vec<PermissionCheck>> {
     let own = csv.namespace().unwrap_or_default();
     let mut checks = Vec::new();
@@ -156,8 +155,9 @@ async fn check_permissions(
         if !existing_service_accounts.contains(&sa) {
             continue;
         }
-        // Cluster rules and, for all-namespaces groups, namespaced rules are checked cluster-wide.
-        let namespace = if cluster || all_namespaces { None } else { Some(own.as_str()) };
+        // As upstream: namespaced rules in the operator's namespace (for all-namespaces groups
+        // the Roles are then lifted to ClusterRoles), cluster rules cluster-wide.
+        let namespace = if cluster { None } else { Some(own.as_str()) };
         let satisfied = rule_allowed(client, &own, &sa, namespace, &rule).await?;
         checks.push(PermissionCheck {
             service_account: sa,
@@ -169,6 +169,32 @@ async fn check_permissions(
     Ok(checks)
 }
 
+/// The label selector of what is labelled as owned by `csv`.
+fn owner_selector(csv: &ClusterServiceVersion) -> String {
+    super::deployment::owner_labels(csv)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The Roles and RoleBindings in the CSV's namespace labelled as owned by it.
+async fn owned_rbac(client: &kube::Client, csv: &ClusterServiceVersion) -> Result<OwnedRbac> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let params = kube::api::ListParams::default().labels(&owner_selector(csv));
+    let roles = Api::<Role>::namespaced(client.clone(), &namespace)
+        .list(&params)
+        .await
+        .map_err(|err| Error::api(format!("list the Roles of {namespace}/{}", csv.name_any()), err))?
+        .items;
+    let bindings = Api::<RoleBinding>::namespaced(client.clone(), &namespace)
+        .list(&params)
+        .await
+        .map_err(|err| Error::api(format!("list the RoleBindings of {namespace}/{}", csv.name_any()), err))?
+        .items;
+    Ok(OwnedRbac { roles, bindings })
+}
+
 #[instrument(skip_all, fields(kind = "ClusterServiceVersion", namespace = %csv.namespace().unwrap_or_default(), name = %csv.name_any()))]
 async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<CsvState>>) -> Result<Action> {
     let state = &ctx.state;
@@ -178,11 +204,16 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
 
     if csv.is_copied() {
         let origin = csv.labels().get(keys::COPIED_FROM_LABEL).cloned().unwrap_or_default();
-        let original_exists = state
-            .csvs
-            .get(Some(&origin), &name)
-            .is_some_and(|original| !original.is_copied());
-        let decision = decide_copy(&csv, original_exists);
+        let original = state.csvs.get(Some(&origin), &name).filter(|original| !original.is_copied());
+        let explicit_targets = original
+            .as_ref()
+            .and_then(|o| o.annotations().get(keys::TARGET_NAMESPACES_ANNOTATION).cloned())
+            .is_some_and(|t| !t.is_empty());
+        let rbac = match &original {
+            Some(original) if explicit_targets => owned_rbac(&ctx.client, original).await?,
+            _ => OwnedRbac::default(),
+        };
+        let decision = decide_copy(&csv, original.as_deref(), &rbac);
         act(&ctx, &csv, &decision).await?;
         return Ok(action_for(decision.requeue_after));
     }
@@ -202,7 +233,8 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
             crd_uids.insert(crd.name.clone(), found.uid().unwrap_or_default());
         }
     }
-    let cluster_roles: BTreeMap<String, ClusterRole> = csv
+    let owner = super::deployment::owner_labels(&csv);
+    let mut cluster_roles: BTreeMap<String, ClusterRole> = csv
         .spec
         .owned_crds()
         .iter()
@@ -211,15 +243,22 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         })
         .filter_map(|name| state.cluster_roles.get(None, &name).map(|role| (name, (*role).clone())))
         .collect();
+    // Roles lifted for an all-namespaces group carry the CSV's owner labels.
+    for role in state
+        .cluster_roles
+        .store()
+        .state_filter(|r| owner.iter().all(|(k, v)| r.labels().get(k) == Some(v)))
+    {
+        cluster_roles.insert(role.name_any(), (*role).clone());
+    }
     let declared = declared_service_accounts(&csv);
     let service_accounts: BTreeSet<String> = declared
         .iter()
         .filter(|sa| state.service_accounts.get(Some(&namespace), sa).is_some())
         .cloned()
         .collect();
-    let all_namespaces = csv.annotations().get(keys::TARGET_NAMESPACES_ANNOTATION).is_some_and(String::is_empty);
     let permissions = if needs_permission_check(&csv) {
-        Some(check_permissions(&ctx.client, &csv, &service_accounts, all_namespaces).await?)
+        Some(check_permissions(&ctx.client, &csv, &service_accounts).await?)
     } else {
         None
     };
@@ -252,6 +291,15 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
                 && c.labels().get(keys::COPIED_FROM_LABEL) == Some(&namespace)
         })
         .collect();
+    let taken_namespaces: BTreeSet<String> = all_csvs
+        .iter()
+        .filter(|c| {
+            c.name_any() == name
+                && c.namespace().as_deref() != Some(namespace.as_str())
+                && c.labels().get(keys::COPIED_FROM_LABEL) != Some(&namespace)
+        })
+        .filter_map(|c| c.namespace())
+        .collect();
     let active_namespaces: Vec<String> = state
         .namespaces
         .list()
@@ -262,6 +310,12 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         })
         .map(|ns| ns.name_any())
         .collect();
+    let all_namespaces = csv.annotations().get(keys::TARGET_NAMESPACES_ANNOTATION).is_some_and(String::is_empty);
+    let rbac = if all_namespaces && csv.phase() == Some(&CsvPhase::Succeeded) {
+        owned_rbac(&ctx.client, &csv).await?
+    } else {
+        OwnedRbac::default()
+    };
     let copied_csvs_disabled = state
         .olm_configs
         .get(None, OLM_CONFIG_NAME)
@@ -280,8 +334,10 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         deployments: &deployments,
         peers,
         copies,
+        taken_namespaces,
         crd_uids: &crd_uids,
         cluster_roles: &cluster_roles,
+        owned_rbac: &rbac,
         active_namespaces: &active_namespaces,
         copied_csvs_disabled,
     };
@@ -382,6 +438,29 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                     .await
                     .map_err(|err| Error::api(format!("apply ClusterRole {role_name}"), err))?;
             }
+            CsvAction::ApplyClusterRoleBinding(binding) => {
+                let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
+                let binding_name = binding.name_any();
+                api.patch(&binding_name, &apply, &Patch::Apply(binding.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply ClusterRoleBinding {binding_name}"), err))?;
+            }
+            CsvAction::ApplyRole(role) => {
+                let target = role.namespace().unwrap_or_default();
+                let api: Api<Role> = Api::namespaced(ctx.client.clone(), &target);
+                let role_name = role.name_any();
+                api.patch(&role_name, &apply, &Patch::Apply(role.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply Role {target}/{role_name}"), err))?;
+            }
+            CsvAction::ApplyRoleBinding(binding) => {
+                let target = binding.namespace().unwrap_or_default();
+                let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &target);
+                let binding_name = binding.name_any();
+                api.patch(&binding_name, &apply, &Patch::Apply(binding.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply RoleBinding {target}/{binding_name}"), err))?;
+            }
             CsvAction::DeleteSelf => {
                 let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
                 match api.delete(&name, &DeleteParams::background()).await {
@@ -431,6 +510,31 @@ async fn apply_copy(ctx: &ControllerContext<CsvState>, copy: &ClusterServiceVers
         ctx.status.apply(&applied, &status).await?;
     }
     Ok(())
+}
+
+/// Lifted ClusterRoles and ClusterRoleBindings cannot carry an ownerReference to a namespaced
+/// CSV: when a (non-copied) CSV disappears from the cache they are deleted by its owner labels.
+fn delete_cluster_rbac_of_deleted_csvs(ctx: Arc<ControllerContext<CsvState>>) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let events = ctx.state.csvs.subscribe();
+    async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(csv) = events.next().await {
+            if csv.is_copied()
+                || ctx.state.csvs.store().get(&ObjectRef::from_obj(csv.as_ref())).is_some()
+                || !ctx.leadership.is_leader()
+            {
+                continue;
+            }
+            let params = kube::api::ListParams::default().labels(&owner_selector(&csv));
+            let roles: Api<ClusterRole> = Api::all(ctx.client.clone());
+            let bindings: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
+            let deleted_roles = roles.delete_collection(&DeleteParams::default(), &params).await;
+            let deleted_bindings = bindings.delete_collection(&DeleteParams::default(), &params).await;
+            if let Err(err) = deleted_roles.map(|_| ()).and(deleted_bindings.map(|_| ())) {
+                tracing::warn!(%err, csv = %csv.name_any(), "cannot delete the cluster RBAC of a deleted CSV");
+            }
+        }
+    }
 }
 
 /// Build the CSV controller; it subscribes to the caches now (call this before the caches
@@ -524,6 +628,7 @@ pub fn run(
         .watches_shared_stream(state.olm_configs.subscribe(), move |_c: Arc<OLMConfig>| for_config())
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
+    let cleanup = delete_cluster_rbac_of_deleted_csvs(ctx.clone());
     async move {
         state.csvs.synced().await;
         state.groups.synced().await;
@@ -532,9 +637,14 @@ pub fn run(
         state.deployments.synced().await;
         state.namespaces.synced().await;
         state.olm_configs.synced().await;
-        controller
+        state.cluster_roles.synced().await;
+        let controller = controller
             .run(|csv, ctx| guarded(csv, ctx, reconcile), error_policy, ctx)
-            .for_each(|_| futures::future::ready(()))
-            .await;
+            .for_each(|_| futures::future::ready(()));
+        // The cleanup loop only ends with the cache; the controller ends on shutdown.
+        tokio::select! {
+            _ = controller => {}
+            _ = cleanup => {}
+        }
     }
 }

@@ -91,6 +91,8 @@ struct World {
     copies_disabled: bool,
     crd_uids: BTreeMap<String, String>,
     cluster_roles: BTreeMap<String, k8s_openapi::api::rbac::v1::ClusterRole>,
+    owned_rbac: super::decide::OwnedRbac,
+    taken: BTreeSet<String>,
 }
 
 impl World {
@@ -139,6 +141,8 @@ impl World {
             copies_disabled: false,
             crd_uids: BTreeMap::new(),
             cluster_roles: BTreeMap::new(),
+            owned_rbac: super::decide::OwnedRbac::default(),
+            taken: BTreeSet::new(),
         }
     }
 
@@ -160,8 +164,10 @@ impl World {
             deployments: &self.deployments,
             peers: self.peers.iter().collect(),
             copies: self.copies.iter().collect(),
+            taken_namespaces: self.taken.clone(),
             crd_uids: &self.crd_uids,
             cluster_roles: &self.cluster_roles,
+            owned_rbac: &self.owned_rbac,
             active_namespaces: &self.namespaces,
             copied_csvs_disabled: self.copies_disabled,
         };
@@ -507,6 +513,31 @@ fn all_namespaces_csv_is_copied_unless_disabled() {
     let decision = world.decide();
     assert_eq!(decision.actions, vec![CsvAction::DeleteCopy { namespace: "gone".into() }]);
 
+    // A namespace where a CSV of that name is installed for real is never overwritten.
+    world.copies.clear();
+    world.taken.insert("other".into());
+    let decision = world.decide();
+    assert!(decision.actions.iter().all(|a| !matches!(a, CsvAction::ApplyCopy(c) if c.namespace().as_deref() == Some("other"))));
+    world.taken.clear();
+    world.copies = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyCopy(copy) => Some((**copy).clone()),
+            _ => None,
+        })
+        .collect();
+    world.copies.push({
+        let mut other = world.copies[0].clone();
+        other.metadata.namespace = Some("other".into());
+        other
+    });
+    world.copies.push({
+        let mut gone = world.copies[0].clone();
+        gone.metadata.namespace = Some("gone".into());
+        gone
+    });
+
     world.copies_disabled = true;
     let decision = world.decide();
     assert!(decision.actions.iter().all(|a| matches!(a, CsvAction::DeleteCopy { .. })));
@@ -523,8 +554,10 @@ fn own_namespace_csv_is_not_copied() {
 fn a_copy_without_its_original_deletes_itself() {
     let mut copy = etcd();
     copy.metadata.labels.get_or_insert_with(BTreeMap::new).insert(keys::COPIED_FROM_LABEL.into(), "operators".into());
-    assert_eq!(decide_copy(&copy, false).actions, vec![CsvAction::DeleteSelf]);
-    assert!(decide_copy(&copy, true).actions.is_empty());
+    let no_rbac = super::decide::OwnedRbac::default();
+    assert_eq!(decide_copy(&copy, None, &no_rbac).actions, vec![CsvAction::DeleteSelf]);
+    let original = etcd();
+    assert!(decide_copy(&copy, Some(&original), &no_rbac).actions.is_empty());
 }
 
 #[test]
@@ -622,4 +655,68 @@ fn fail_forward_lets_a_failed_csv_be_replaced() {
     assert_eq!(phase_reason(&world.decide()), (CsvPhase::Pending, CsvReason::NeedsReinstall));
     world.groups[0].spec.upgrade_strategy = Some(olm_api::v1::operator_group::UpgradeStrategy::TechPreviewUnsafeFailForward);
     assert_eq!(phase_reason(&world.decide()), (CsvPhase::Replacing, CsvReason::BeingReplaced));
+}
+
+fn operator_rbac() -> super::decide::OwnedRbac {
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+    let meta = |name: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(NS.into()),
+        ..Default::default()
+    };
+    super::decide::OwnedRbac {
+        roles: vec![Role {
+            metadata: meta("etcd-role"),
+            rules: Some(vec![PolicyRule { verbs: vec!["*".into()], api_groups: Some(vec!["".into()]), resources: Some(vec!["pods".into()]), ..Default::default() }]),
+        }],
+        bindings: vec![RoleBinding {
+            metadata: meta("etcd-binding"),
+            role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "Role".into(), name: "etcd-role".into() },
+            subjects: Some(vec![Subject { kind: "ServiceAccount".into(), name: "etcd-operator".into(), namespace: Some(NS.into()), api_group: None }]),
+        }],
+    }
+}
+
+#[test]
+fn all_namespaces_operator_rbac_is_lifted_to_cluster_roles() {
+    let og = group("global", &[""]);
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded)));
+    world.csv = annotate_for(with_phase(load(ETCD_CLUSTERWIDE_CSV), CsvPhase::Succeeded, CsvReason::InstallSucceeded), &og);
+    world.groups = vec![og];
+    world.namespaces = vec![NS.into()];
+    world.owned_rbac = operator_rbac();
+    world = world.with_installed_deployments();
+    let decision = world.decide();
+    let role = decision.actions.iter().find_map(|a| match a {
+        CsvAction::ApplyClusterRole(role) if role.name_any() == "etcd-role" => Some(role.clone()),
+        _ => None,
+    });
+    let role = role.expect("the Role is lifted");
+    let rules = role.rules.clone().unwrap_or_default();
+    assert!(rules.iter().any(|r| r.resources == Some(vec!["namespaces".to_owned()])), "{rules:?}");
+    assert_eq!(role.labels().get(keys::OWNER_LABEL).map(String::as_str), Some("etcdoperator.v0.9.4-clusterwide"));
+    let binding = decision.actions.iter().find_map(|a| match a {
+        CsvAction::ApplyClusterRoleBinding(b) => Some(b.clone()),
+        _ => None,
+    });
+    let binding = binding.expect("the RoleBinding is lifted");
+    assert_eq!((binding.role_ref.kind.as_str(), binding.role_ref.name.as_str()), ("ClusterRole", "etcd-role"));
+}
+
+#[test]
+fn a_copy_in_an_explicit_target_carries_the_operator_rbac() {
+    let mut original = etcd();
+    original.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(keys::TARGET_NAMESPACES_ANNOTATION.into(), "team-a,team-b".into());
+    let mut copy = etcd();
+    copy.metadata.namespace = Some("team-a".into());
+    copy.metadata.uid = Some("copy-uid".into());
+    copy.metadata.labels.get_or_insert_with(BTreeMap::new).insert(keys::COPIED_FROM_LABEL.into(), NS.into());
+    let decision = decide_copy(&copy, Some(&original), &operator_rbac());
+    let [CsvAction::ApplyRole(role), CsvAction::ApplyRoleBinding(binding)] = decision.actions.as_slice() else {
+        panic!("expected a Role and a RoleBinding: {:?}", decision.actions);
+    };
+    assert_eq!(role.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(role.owner_references()[0].uid, "copy-uid");
+    assert_eq!(role.labels().get(keys::COPIED_FROM_LABEL).map(String::as_str), Some(NS));
+    assert_eq!(binding.role_ref.name, "etcd-role");
 }

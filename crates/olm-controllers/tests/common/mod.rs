@@ -151,12 +151,14 @@ pub fn load_csv(relative: &str, namespace: &str) -> anyhow::Result<ClusterServic
 
 pub async fn create_csv(ns: &TestNamespace, csv: &ClusterServiceVersion) -> anyhow::Result<ClusterServiceVersion> {
     let api: Api<ClusterServiceVersion> = ns.api();
-    api.create(&PostParams::default(), csv).await.with_context(|| format!("create CSV {}", csv.name_any()))
+    api.create(&PostParams::default(), csv)
+        .await
+        .with_context(|| format!("create CSV {}", csv.name_any()))
 }
 
 /// What the InstallPlan would create: the CSV's ServiceAccounts, a Role/RoleBinding with its
-/// namespaced rules (a ClusterRole/Binding when `cluster_wide`, as for AllNamespaces groups),
-/// and a ClusterRole/Binding with its cluster rules.
+/// namespaced rules (a ClusterRole/Binding when `cluster_wide`), and a ClusterRole/Binding with
+/// its cluster rules; all labelled with the CSV as owner, as the InstallPlan does.
 pub async fn grant_permissions(client: &Client, csv: &ClusterServiceVersion, namespace: &str, cluster_wide: bool) -> anyhow::Result<()> {
     let strategy = csv.spec.install.spec.clone().context("CSV has an install strategy")?;
     let params = PatchParams::apply(SETUP_MANAGER).force();
@@ -172,10 +174,17 @@ pub async fn grant_permissions(client: &Client, csv: &ClusterServiceVersion, nam
     accounts.dedup();
     for sa in &accounts {
         let account = ServiceAccount {
-            metadata: ObjectMeta { name: Some(sa.clone()), namespace: Some(namespace.to_owned()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(sa.clone()),
+                namespace: Some(namespace.to_owned()),
+                ..Default::default()
+            },
             ..Default::default()
         };
-        sa_api.patch(sa, &params, &Patch::Apply(&account)).await.with_context(|| format!("apply SA {sa}"))?;
+        sa_api
+            .patch(sa, &params, &Patch::Apply(&account))
+            .await
+            .with_context(|| format!("apply SA {sa}"))?;
     }
     let subject = |sa: &str| Subject {
         kind: "ServiceAccount".into(),
@@ -183,52 +192,105 @@ pub async fn grant_permissions(client: &Client, csv: &ClusterServiceVersion, nam
         namespace: Some(namespace.to_owned()),
         api_group: None,
     };
+    let owner = Some(std::collections::BTreeMap::from([
+        (olm_api::keys::OWNER_LABEL.to_owned(), csv.name_any()),
+        (olm_api::keys::OWNER_NAMESPACE_LABEL.to_owned(), namespace.to_owned()),
+        (olm_api::keys::OWNER_KIND_LABEL.to_owned(), "ClusterServiceVersion".to_owned()),
+    ]));
     let rules_of = |p: &olm_api::v1alpha1::cluster_service_version::StrategyDeploymentPermissions| -> Vec<PolicyRule> {
         p.rules.iter().map(|r| (**r).clone()).collect()
     };
     for (index, perm) in strategy.permissions.iter().flatten().enumerate() {
         let name = format!("{}-{index}", csv.name_any());
         if cluster_wide {
-            cluster_grant(client, &format!("{namespace}-{name}"), rules_of(perm), subject(&perm.service_account_name)).await?;
+            cluster_grant(
+                client,
+                &format!("{namespace}-{name}"),
+                rules_of(perm),
+                subject(&perm.service_account_name),
+                owner.clone(),
+            )
+            .await?;
         } else {
             let role_api: Api<Role> = Api::namespaced(client.clone(), namespace);
             let role = Role {
-                metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(namespace.to_owned()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(namespace.to_owned()),
+                    labels: owner.clone(),
+                    ..Default::default()
+                },
                 rules: Some(rules_of(perm)),
             };
             role_api.patch(&name, &params, &Patch::Apply(&role)).await.context("apply Role")?;
             let binding_api: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
             let binding = RoleBinding {
-                metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(namespace.to_owned()), ..Default::default() },
-                role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "Role".into(), name: name.clone() },
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(namespace.to_owned()),
+                    labels: owner.clone(),
+                    ..Default::default()
+                },
+                role_ref: RoleRef {
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    kind: "Role".into(),
+                    name: name.clone(),
+                },
                 subjects: Some(vec![subject(&perm.service_account_name)]),
             };
-            binding_api.patch(&name, &params, &Patch::Apply(&binding)).await.context("apply RoleBinding")?;
+            binding_api
+                .patch(&name, &params, &Patch::Apply(&binding))
+                .await
+                .context("apply RoleBinding")?;
         }
     }
     for (index, perm) in strategy.cluster_permissions.iter().flatten().enumerate() {
         let name = format!("{namespace}-{}-cluster-{index}", csv.name_any());
-        cluster_grant(client, &name, rules_of(perm), subject(&perm.service_account_name)).await?;
+        cluster_grant(client, &name, rules_of(perm), subject(&perm.service_account_name), owner.clone()).await?;
     }
     Ok(())
 }
 
-async fn cluster_grant(client: &Client, name: &str, rules: Vec<PolicyRule>, subject: Subject) -> anyhow::Result<()> {
+async fn cluster_grant(
+    client: &Client,
+    name: &str,
+    rules: Vec<PolicyRule>,
+    subject: Subject,
+    labels: Option<std::collections::BTreeMap<String, String>>,
+) -> anyhow::Result<()> {
     let params = PatchParams::apply(SETUP_MANAGER).force();
     let role_api: Api<ClusterRole> = Api::all(client.clone());
     let role = ClusterRole {
-        metadata: ObjectMeta { name: Some(name.to_owned()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: labels.clone(),
+            ..Default::default()
+        },
         rules: Some(rules),
         aggregation_rule: None,
     };
-    role_api.patch(name, &params, &Patch::Apply(&role)).await.context("apply ClusterRole")?;
+    role_api
+        .patch(name, &params, &Patch::Apply(&role))
+        .await
+        .context("apply ClusterRole")?;
     let binding_api: Api<ClusterRoleBinding> = Api::all(client.clone());
     let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some(name.to_owned()), ..Default::default() },
-        role_ref: RoleRef { api_group: Some("rbac.authorization.k8s.io".into()), kind: "ClusterRole".into(), name: name.to_owned() },
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels,
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "ClusterRole".into(),
+            name: name.to_owned(),
+        },
         subjects: Some(vec![subject]),
     };
-    binding_api.patch(name, &params, &Patch::Apply(&binding)).await.context("apply ClusterRoleBinding")?;
+    binding_api
+        .patch(name, &params, &Patch::Apply(&binding))
+        .await
+        .context("apply ClusterRoleBinding")?;
     Ok(())
 }
 
