@@ -465,7 +465,8 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
         }
     });
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
-    cms.create(&PostParams::default(), &serde_json::from_value(configmap)?).await?;
+    cms.create(&PostParams::default(), &serde_json::from_value(configmap.clone())?)
+        .await?;
     apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: legacy\nspec:\n  sourceType: configmap\n  configMap: legacy\n").await?;
     apply_yaml(
         &ns,
@@ -517,6 +518,34 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     assert_eq!(image.as_deref(), Some("quay.io/operatorhubio/catalog:latest"));
     let services: Api<k8s_openapi::api::core::v1::Service> = ns.api();
     assert!(services.get_opt("from-image").await?.is_some());
+    // A ConfigMap catalog whose ConfigMap does not exist yet says so, and recovers by itself.
+    apply_yaml(
+        &ns,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: late\nspec:\n  sourceType: configmap\n  configMap: late\n",
+    )
+    .await?;
+    let late = ns
+        .wait_for("CatalogSource late reports ConfigMapError", TIMEOUT, OBJECTS, || {
+            let api = api.clone();
+            async move {
+                let c = api.get("late").await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(c.status.filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("ConfigMapError")))
+            }
+        })
+        .await?;
+    assert!(late.message.unwrap_or_default().contains("does not exist"));
+    let mut late_cm = configmap.clone();
+    late_cm["metadata"]["name"] = json!("late");
+    cms.create(&PostParams::default(), &serde_json::from_value(late_cm)?).await?;
+    ns.wait_for("CatalogSource late READY", TIMEOUT, OBJECTS, || {
+        let api = api.clone();
+        async move {
+            let c = api.get("late").await.map_err(|e| e.to_string())?;
+            let state = c.status.and_then(|s| s.connection_state).map(|s| s.last_observed_state);
+            Ok::<_, String>((state.as_deref() == Some("READY")).then_some(()))
+        }
+    })
+    .await?;
     let legacy = api.get("legacy").await?;
     assert!(
         legacy

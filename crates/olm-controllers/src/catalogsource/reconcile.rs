@@ -208,7 +208,7 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
 
     let wait = decide::next_fetch(previous.as_ref(), &fingerprint, interval, now);
     let mut current = previous.clone();
-    if wait.is_zero() && inputs.configmap_error.is_none() {
+    if wait.is_zero() {
         let result = match (&location, &configmap_data) {
             (Some(location), _) => registry_client::fetch(location, key.clone(), priority_of(&catalog))
                 .await
@@ -222,7 +222,13 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
                     "InvalidCatalogContent",
                 )
             }),
-            (None, None) => Err(("no source".to_owned(), "SpecInvalid")),
+            (None, None) => Err((
+                inputs
+                    .configmap_error
+                    .clone()
+                    .unwrap_or_else(|| "the spec names no source".to_owned()),
+                "ConfigMapError",
+            )),
         };
         let finished = Timestamp::now();
         let next = match result {
@@ -300,7 +306,10 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     ctx.status.apply(catalog.as_ref(), &decide::status(&catalog, &inputs, now)).await?;
 
     let mut requeue = decide::next_fetch(current.as_ref(), &fingerprint, interval, Timestamp::now());
-    if matches!(source, Source::ConfigMap(_)) {
+    if inputs.configmap_error.is_some() {
+        // Nothing to read until the ConfigMap appears: look again later, not at once.
+        requeue = decide::CONFIGMAP_RECHECK;
+    } else if matches!(source, Source::ConfigMap(_)) {
         requeue = requeue.min(decide::CONFIGMAP_RECHECK);
     }
     Ok(Action::requeue(requeue.max(Duration::from_millis(200))))
