@@ -97,10 +97,19 @@ async fn etcd_own_namespace_install_is_kept_as_declared() -> anyhow::Result<()> 
     // No ServiceAccount yet: Pending, and the requirement status names it.
     wait_phase(&ns, "etcdoperator.v0.9.4", "Pending", Some("RequirementsNotMet"), TIMEOUT).await?;
     let csvs: Api<ClusterServiceVersion> = ns.api();
-    let pending = csvs.get("etcdoperator.v0.9.4").await?;
-    let requirements = pending.status.and_then(|s| s.requirement_status).unwrap_or_default();
-    let sa = requirements.iter().find(|r| r.kind == "ServiceAccount").expect("a ServiceAccount requirement");
-    assert_eq!((sa.name.as_str(), &sa.status), ("etcd-operator", &StatusReason::NotPresent));
+    let requirements = ns
+        .wait_for("requirementStatus to name the missing ServiceAccount", TIMEOUT, &["clusterserviceversions"], || {
+            let csvs = csvs.clone();
+            async move {
+                let csv = csvs.get("etcdoperator.v0.9.4").await.map_err(|e| e.to_string())?;
+                let requirements = csv.status.and_then(|s| s.requirement_status).unwrap_or_default();
+                let missing = requirements
+                    .iter()
+                    .any(|r| r.kind == "ServiceAccount" && r.name == "etcd-operator" && r.status == StatusReason::NotPresent);
+                if missing { Ok(Some(requirements)) } else { Err(format!("requirementStatus {requirements:?}")) }
+            }
+        })
+        .await?;
     assert!(
         requirements
             .iter()
@@ -182,9 +191,15 @@ async fn etcd_own_namespace_install_is_kept_as_declared() -> anyhow::Result<()> 
     }
 
     // Metrics and readiness.
-    let metrics = admin_get(admin, "/metrics").await?;
     let series = format!(r#"csv_succeeded{{namespace="{name}",name="etcdoperator.v0.9.4",version="0.9.4"}} 1"#);
-    assert!(metrics.contains(&series), "missing {series}");
+    ns.wait_for(&format!("/metrics to show {series}"), TIMEOUT, &[], || {
+        let series = series.clone();
+        async move {
+            let metrics = admin_get(admin, "/metrics").await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(metrics.contains(&series).then_some(()))
+        }
+    })
+    .await?;
     assert!(admin_get(admin, "/readyz").await?.starts_with("HTTP/1.1 200"));
 
     // A hand edit of the Deployment is reverted.
