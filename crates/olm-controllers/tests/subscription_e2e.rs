@@ -617,6 +617,21 @@ async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::
         assert!(text.contains(needle), "/metrics lacks {needle}");
     }
 
+    let out = cluster
+        .kubectl(&[
+            "get",
+            "clusterrolebindings",
+            "-l",
+            &format!("olm.owner=etcdoperator.v0.9.4-clusterwide,olm.owner.namespace={}", ns.name()),
+            "-o",
+            "name",
+        ])
+        .await?;
+    assert!(
+        out.stdout.contains("etcdoperator.v0.9.4-clusterwide-"),
+        "cluster permissions were granted: {}",
+        out.stdout
+    );
     // Removing the operator keeps its CRDs and the user's EtcdCluster.
     ns.kubectl(&["delete", "subscription", "etcd"]).await?;
     ns.kubectl(&["delete", "clusterserviceversion", "etcdoperator.v0.9.4-clusterwide"])
@@ -627,6 +642,23 @@ async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::
         async move {
             let left = deployments.list(&Default::default()).await.map_err(|e| e.to_string())?.items.len();
             Ok::<_, String>((left == 0).then_some(()))
+        }
+    })
+    .await?;
+    // Its cluster-scoped RBAC (owner labels only) goes with the CSV (the CSV controller cleans it up).
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(cluster.client());
+    let selector = format!("olm.owner=etcdoperator.v0.9.4-clusterwide,olm.owner.namespace={}", ns.name());
+    ns.wait_for("the CSV's ClusterRoleBindings to go", Duration::from_secs(150), OBJECTS, || {
+        let bindings = bindings.clone();
+        let selector = selector.clone();
+        async move {
+            let left = bindings
+                .list(&kube::api::ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .len();
+            if left == 0 { Ok(Some(())) } else { Err(format!("{left} left")) }
         }
     })
     .await?;
