@@ -216,7 +216,7 @@ fn upstream(tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &
     kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
     let grpc_port = free_port()?;
     let kubeconfig = layout.kubeconfig();
-    let bin = tools.opm.parent().and_then(Path::parent).context("bin dir")?.join(format!("olm-{}", tools.olm_upstream_version));
+    let bin = &tools.upstream_operators;
     let mut procs = vec![
         Proc::spawn(
             "opm serve",

@@ -1,4 +1,4 @@
-//! `cargo run --release -p olm-bench` — side-by-side benchmarks against upstream (opm serve,
+//! `bench/run.sh` — side-by-side benchmarks against upstream (opm serve,
 //! OLM's resolver) on the same machine, inputs and run; writes BENCHMARKS.md.
 //!
 //! Options: `--out FILE` (default: BENCHMARKS.md at the workspace root), `--fbc DIR` (the

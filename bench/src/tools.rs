@@ -20,6 +20,8 @@ pub struct Tools {
     /// operator-lifecycle-manager version the driver is built against (from its go.mod).
     pub olm_upstream_version: String,
     pub go_version: String,
+    /// Directory with upstream's `olm` and `catalog` binaries.
+    pub upstream_operators: PathBuf,
 }
 
 fn cache_root() -> anyhow::Result<PathBuf> {
@@ -113,20 +115,52 @@ fn build_resolver_driver(cache: &Path, workspace: &Path) -> anyhow::Result<(Path
     Ok((bin, version))
 }
 
-fn build_olm(workspace: &Path) -> anyhow::Result<PathBuf> {
-    eprintln!("building olm (release)");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(workspace)
-        .args(["build", "--release", "-p", "olm"])
-        .status()
-        .context("running cargo build --release -p olm")?;
-    if !status.success() {
-        bail!("cargo build --release -p olm failed");
+/// Build upstream's `olm` and `catalog` operators (cmd/olm, cmd/catalog of the OLM module, the
+/// version the resolver driver uses) once, through a consumer module for the same reason as opm.
+fn build_upstream_operators(cache: &Path, version: &str) -> anyhow::Result<PathBuf> {
+    let bin_dir = cache.join(format!("bin/olm-{version}"));
+    if bin_dir.join(".ok").exists() && bin_dir.join("olm").exists() && bin_dir.join("catalog").exists() {
+        return Ok(bin_dir);
     }
-    let bin = workspace.join("target/release/olm");
+    eprintln!("building upstream olm and catalog operators {version} (first run only)");
+    let src = cache.join(format!("src/olm-{version}"));
+    std::fs::create_dir_all(&src)?;
+    std::fs::create_dir_all(&bin_dir)?;
+    if !src.join("go.mod").exists() {
+        run(go(cache).current_dir(&src).args(["mod", "init", "local.invalid/olm-bins"]), "go mod init")?;
+    }
+    run(
+        go(cache)
+            .current_dir(&src)
+            .args(["mod", "edit", &format!("-require=github.com/operator-framework/operator-lifecycle-manager@{version}")]),
+        "go mod edit",
+    )?;
+    let mut dir_arg = bin_dir.clone().into_os_string();
+    dir_arg.push("/");
+    run(
+        go(cache)
+            .current_dir(&src)
+            .env("CGO_ENABLED", "0")
+            .args(["build", "-trimpath", "-ldflags", "-s -w", "-o"])
+            .arg(dir_arg)
+            .args([
+                "github.com/operator-framework/operator-lifecycle-manager/cmd/olm",
+                "github.com/operator-framework/operator-lifecycle-manager/cmd/catalog",
+            ]),
+        "building upstream olm and catalog",
+    )?;
+    std::fs::write(bin_dir.join(".ok"), "")?;
+    Ok(bin_dir)
+}
+
+/// Our `olm` binary in release mode. bench/run.sh builds it before starting this program;
+/// building it from here is not possible under `cargo run`, which holds cargo's build lock
+/// for as long as the program runs.
+fn find_olm(workspace: &Path) -> anyhow::Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), PathBuf::from);
+    let bin = target.join("release/olm");
     if !bin.exists() {
-        bail!("{} missing after the build (is CARGO_TARGET_DIR set elsewhere?)", bin.display());
+        bail!("{} is missing: run bench/run.sh (it builds olm and olm-bench in release mode first)", bin.display());
     }
     Ok(bin)
 }
@@ -137,7 +171,8 @@ pub fn prepare(workspace: &Path) -> anyhow::Result<Tools> {
     let opm_version = std::env::var("OLM_BENCH_OPM_VERSION").unwrap_or_else(|_| DEFAULT_OPM_VERSION.to_string());
     let opm = build_opm(&cache, &opm_version)?;
     let (resolver_driver, olm_upstream_version) = build_resolver_driver(&cache, workspace)?;
-    let olm = build_olm(workspace)?;
+    let upstream_operators = build_upstream_operators(&cache, &olm_upstream_version)?;
+    let olm = find_olm(workspace)?;
     Ok(Tools {
         workspace: workspace.to_path_buf(),
         olm,
@@ -146,5 +181,6 @@ pub fn prepare(workspace: &Path) -> anyhow::Result<Tools> {
         resolver_driver,
         olm_upstream_version,
         go_version,
+        upstream_operators,
     })
 }
