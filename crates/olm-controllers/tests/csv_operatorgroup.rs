@@ -17,6 +17,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use olm_api::keys;
+use olm_api::v1::olm_config::OLMConfig;
 use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, StatusReason};
 
@@ -335,6 +336,42 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
         status.message.as_deref(),
         Some(format!("The operator is running in {name} but is managing this namespace").as_str())
     );
+
+    // OLMConfig can switch copies off (and back on) for all-namespaces operators.
+    let configs: Api<OLMConfig> = Api::all(client.clone());
+    let set_disabled = |disabled: bool| {
+        let configs = configs.clone();
+        async move {
+            let config = serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig",
+                "metadata": {"name": "cluster"},
+                "spec": {"features": {"disableCopiedCSVs": disabled}}
+            });
+            configs.patch("cluster", &PatchParams::apply("olm-controllers-tests").force(), &Patch::Apply(&config)).await
+        }
+    };
+    set_disabled(true).await?;
+    let copy_gone = other
+        .wait_for("the copy to be removed while copies are disabled", TIMEOUT, &["clusterserviceversions"], || {
+            let copies = copies.clone();
+            let csv_name = csv_name.clone();
+            async move {
+                match copies.get_opt(&csv_name).await.map_err(|e| e.to_string())? {
+                    None => Ok(Some(())),
+                    Some(_) => Err("copy still present".to_owned()),
+                }
+            }
+        })
+        .await;
+    set_disabled(false).await?;
+    copy_gone?;
+    other
+        .wait_for("the copy to come back once copies are enabled again", TIMEOUT, &["clusterserviceversions"], || {
+            let copies = copies.clone();
+            let csv_name = csv_name.clone();
+            async move { copies.get_opt(&csv_name).await.map_err(|e| e.to_string()) }
+        })
+        .await?;
 
     let csvs: Api<ClusterServiceVersion> = ns.api();
     csvs.delete(&csv_name, &DeleteParams::default()).await?;

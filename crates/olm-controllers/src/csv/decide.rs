@@ -602,10 +602,23 @@ fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>, mut decisi
     if copiable && targets.is_some_and(|t| t == [String::new()]) {
         decision = lift_rbac(observed, decision);
     }
+    let mut removed = 0usize;
     for ns in existing.keys() {
         if !wanted.contains(ns) {
             decision = decision.act(CsvAction::DeleteCopy { namespace: ns.clone() });
+            removed += 1;
         }
+    }
+    let disabled_for_all = copiable && observed.copied_csvs_disabled && targets.is_some_and(|t| t == [String::new()]);
+    if disabled_for_all && removed > 0 {
+        decision = decision.event(EventNote::warning(
+            "DisabledCopiedCSVs",
+            "DeleteCopies",
+            format!(
+                "Copied CSVs are disabled by OLMConfig {}: removing {removed} copies of this all-namespaces operator",
+                olm_api::v1::olm_config::OLM_CONFIG_NAME
+            ),
+        ));
     }
     decision
 }

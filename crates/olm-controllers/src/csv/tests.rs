@@ -540,6 +540,7 @@ fn all_namespaces_csv_is_copied_unless_disabled() {
 
     world.copies_disabled = true;
     let decision = world.decide();
+    assert_eq!(decision.events.iter().map(|e| e.reason.as_str()).collect::<Vec<_>>(), vec!["DisabledCopiedCSVs"]);
     assert!(decision.actions.iter().all(|a| matches!(a, CsvAction::DeleteCopy { .. })));
     assert_eq!(decision.actions.len(), 3);
 }
