@@ -32,6 +32,11 @@ fn measure(catalogs: &Catalogs, req: &Request) -> (Duration, Duration, usize, us
     (median, p90, first.bundles.len(), first.errors.len())
 }
 
+/// `resolve_bench [FILTER]`: only rows whose name contains FILTER (for profiling).
+fn wanted(name: &str) -> bool {
+    std::env::args().nth(1).is_none_or(|f| name.contains(&f))
+}
+
 fn row(name: &str, subs: usize, m: (Duration, Duration, usize, usize)) {
     let (median, p90, bundles, errors) = m;
     println!(
@@ -145,7 +150,9 @@ fn synthetic() -> Catalogs {
 }
 
 fn main() {
-    real_fbc();
+    if wanted("real FBC") {
+        real_fbc();
+    }
     println!();
     let t = Instant::now();
     let catalogs = synthetic();
@@ -158,7 +165,9 @@ fn main() {
             let p = 499 - i * (500 / n.max(1)).min(4);
             req.subscriptions.push(Subscription::new(format!("pkg{p:03}"), CatalogKey::new("synthetic", "olm")));
         }
-        row("synthetic 10k, deep deps", n, measure(&catalogs, &req));
+        if wanted("synthetic 10k, deep deps") {
+            row("synthetic 10k, deep deps", n, measure(&catalogs, &req));
+        }
     }
     for n in [1usize, 10, 100] {
         let mut req = Request::new("operators");
@@ -166,6 +175,8 @@ fn main() {
             let p = i * 5 % 500;
             req.subscriptions.push(Subscription::new(format!("pkg{p:03}"), CatalogKey::new("synthetic", "olm")));
         }
-        row("synthetic 10k, shallow", n, measure(&catalogs, &req));
+        if wanted("synthetic 10k, shallow") {
+            row("synthetic 10k, shallow", n, measure(&catalogs, &req));
+        }
     }
 }

@@ -13,6 +13,40 @@
 //! others, and every failure is explained in words (see [`crate::explain`]).
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+/// A fast non-cryptographic hasher for the resolver's small keys (the inputs are
+/// catalog content, not attacker-chosen at request rate).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 use crate::index::{Catalogs, matches};
 use crate::model::{Entry, Gvk, Requirement};
@@ -81,10 +115,11 @@ pub(crate) struct Problem<'a> {
     /// Indices of the catalogs visible from the namespace.
     pub visible: Vec<u32>,
     pub vars: Vec<Var>,
-    var_of: HashMap<Src, VarId>,
-    pkg_ids: HashMap<String, u32>,
-    gvk_ids: HashMap<Gvk, u32>,
-    dep_cache: HashMap<(Option<u32>, Requirement), Result<Vec<Src>, String>>,
+    var_of: FxMap<Src, VarId>,
+    pkg_ids: FxMap<String, u32>,
+    gvk_ids: FxMap<Gvk, u32>,
+    /// Dependency candidates per dependent catalog (`None`: installed) and requirement.
+    dep_cache: FxMap<Option<u32>, FxMap<Requirement, Result<Arc<[Src]>, String>>>,
     /// Packages of failed Subscriptions (package → Subscription index).
     pub blocked: HashMap<String, usize>,
 }
@@ -103,10 +138,10 @@ impl<'a> Problem<'a> {
             req,
             visible,
             vars: Vec::new(),
-            var_of: HashMap::new(),
-            pkg_ids: HashMap::new(),
-            gvk_ids: HashMap::new(),
-            dep_cache: HashMap::new(),
+            var_of: FxMap::default(),
+            pkg_ids: FxMap::default(),
+            gvk_ids: FxMap::default(),
+            dep_cache: FxMap::default(),
             blocked: HashMap::new(),
         }
     }
@@ -131,12 +166,18 @@ impl<'a> Problem<'a> {
             None
         } else {
             let n = self.pkg_ids.len() as u32;
-            Some(*self.pkg_ids.entry(e.package.clone()).or_insert(n))
+            Some(match self.pkg_ids.get(&e.package) {
+                Some(&id) => id,
+                None => *self.pkg_ids.entry(e.package.clone()).or_insert(n),
+            })
         };
         let mut gvks = Vec::with_capacity(e.provided_gvks.len());
         for g in &e.provided_gvks {
             let n = self.gvk_ids.len() as u32;
-            let id = *self.gvk_ids.entry(g.clone()).or_insert(n);
+            let id = match self.gvk_ids.get(g) {
+                Some(&id) => id,
+                None => *self.gvk_ids.entry(g.clone()).or_insert(n),
+            };
             if !gvks.contains(&id) {
                 gvks.push(id);
             }
@@ -199,13 +240,12 @@ impl<'a> Problem<'a> {
     /// installed operators, then catalogs in preference order; within a catalog the
     /// default channels first, then package and channel name, then channel order.
     /// Entries that are skipped in their channel are never candidates.
-    pub fn dep_candidates(&mut self, from: Option<u32>, req: &Requirement) -> Result<Vec<Src>, String> {
-        let key = (from, req.clone());
-        if let Some(hit) = self.dep_cache.get(&key) {
+    pub fn dep_candidates(&mut self, from: Option<u32>, req: &Requirement) -> Result<Arc<[Src]>, String> {
+        if let Some(hit) = self.dep_cache.get(&from).and_then(|m| m.get(req)) {
             return hit.clone();
         }
-        let result = self.compute_dep_candidates(from, req);
-        self.dep_cache.insert(key, result.clone());
+        let result = self.compute_dep_candidates(from, req).map(Arc::from);
+        self.dep_cache.entry(from).or_default().insert(req.clone(), result.clone());
         result
     }
 
@@ -273,7 +313,7 @@ impl<'a> Problem<'a> {
                     .dep_candidates(from, &dep.requirement)
                     .map_err(|m| format!("bundle {} needs {}, but {m}", e.name, dep.requirement))?;
                 let mut cands = Vec::with_capacity(srcs.len());
-                for s in srcs {
+                for &s in srcs.iter() {
                     let c = self.var(s);
                     if !cands.contains(&c) {
                         cands.push(c);
