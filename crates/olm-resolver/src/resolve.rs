@@ -48,6 +48,9 @@ impl Hasher for FxHasher {
 
 pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
+/// Candidates of one requirement, best first, or why they cannot be ordered.
+type DepCandidates = Result<Arc<[Src]>, String>;
+
 use crate::index::{Catalogs, matches};
 use crate::model::{Entry, Gvk, Requirement};
 use crate::request::{Reason, Request, Resolution, Selected, Subscription, SubscriptionError};
@@ -119,7 +122,7 @@ pub(crate) struct Problem<'a> {
     pkg_ids: FxMap<String, u32>,
     gvk_ids: FxMap<Gvk, u32>,
     /// Dependency candidates per dependent catalog (`None`: installed) and requirement.
-    dep_cache: FxMap<Option<u32>, FxMap<Requirement, Result<Arc<[Src]>, String>>>,
+    dep_cache: FxMap<Option<u32>, FxMap<Requirement, DepCandidates>>,
     /// Packages of failed Subscriptions (package → Subscription index).
     pub blocked: HashMap<String, usize>,
 }
