@@ -189,6 +189,10 @@ impl Manager {
                 namespaces: namespaces.clone(),
                 cluster_roles: cluster_roles.clone(),
                 olm_configs: caches.watch(Api::<OLMConfig>::all(client.clone()), watcher::Config::default()),
+                operator_conditions: caches.watch(
+                    Api::<olm_api::v2::OperatorCondition>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
             };
             let ctx = Arc::new(ControllerContext::new(csv::NAME, client.clone(), metrics.clone(), leadership.clone(), state));
             tasks.push(tokio::spawn(csv::run(ctx, shutdown.signal())));

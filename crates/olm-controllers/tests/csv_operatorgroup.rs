@@ -151,6 +151,13 @@ async fn etcd_own_namespace_install_is_kept_as_declared() -> anyhow::Result<()> 
         Some("EtcdBackup.v1beta2.etcd.database.coreos.com,EtcdCluster.v1beta2.etcd.database.coreos.com,EtcdRestore.v1beta2.etcd.database.coreos.com")
     );
 
+    // The OperatorCondition the operator reports through (OPERATOR_CONDITION_NAME).
+    let conditions: Api<olm_api::v2::OperatorCondition> = ns.api();
+    let condition = conditions.get("etcdoperator.v0.9.4").await?;
+    assert_eq!(condition.spec.deployments, Some(vec!["etcd-operator".to_owned()]));
+    assert_eq!(condition.spec.service_accounts, Some(vec!["etcd-operator".to_owned()]));
+    assert_eq!(condition.owner_references()[0].name, "etcdoperator.v0.9.4");
+
     // Generated ClusterRoles: per-API roles owned by the CRD, and the group's aggregated roles.
     let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
     let admin_role = ns

@@ -14,6 +14,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use olm_api::keys;
 use olm_api::v1::operator_group::{OperatorGroup, UpgradeStrategy};
+use olm_api::v2::{OperatorCondition, OperatorConditionSpec};
 use olm_api::v1alpha1::cluster_service_version::{
     CONDITIONS_LENGTH_LIMIT, ClusterServiceVersion, ClusterServiceVersionCondition, ClusterServiceVersionStatus,
     CsvPhase, CsvReason, INSTALL_STRATEGY_DEPLOYMENT, InstallModeType,
@@ -66,6 +67,10 @@ pub struct Observed<'a> {
     /// Roles and RoleBindings in the CSV's namespace labelled as owned by it (created by the
     /// InstallPlan); read only when the group targets other namespaces.
     pub owned_rbac: &'a OwnedRbac,
+    /// The CSV's OperatorCondition, if it exists.
+    pub operator_condition: Option<&'a OperatorCondition>,
+    /// The OperatorCondition of the CSV this one replaces, if any.
+    pub replaced_condition: Option<&'a OperatorCondition>,
     /// Namespaces that exist and are not terminating.
     pub active_namespaces: &'a [String],
     /// OLMConfig `spec.features.disableCopiedCSVs`.
@@ -90,6 +95,8 @@ pub enum CsvAction {
     ApplyDeployment(Box<Deployment>),
     /// Delete a Deployment this CSV owns that its strategy no longer lists.
     DeleteDeployment(String),
+    /// Create or update the CSV's OperatorCondition (its deployments and service accounts).
+    ApplyOperatorCondition(Box<OperatorCondition>),
     /// Create or update a ClusterRole: a per-API role (`<crd>-<version>-admin|edit|view|crdview`)
     /// or a Role lifted for an all-namespaces group.
     ApplyClusterRole(Box<ClusterRole>),
@@ -545,6 +552,38 @@ pub fn tenant_rbac(original: &ClusterServiceVersion, owned: &OwnedRbac, copy: &C
     roles.chain(bindings).collect()
 }
 
+/// The OperatorCondition OLM keeps for a CSV: named after it, owned by it, listing its
+/// Deployments and ServiceAccounts (`default` when it declares none), as upstream does.
+pub fn desired_operator_condition(csv: &ClusterServiceVersion) -> OperatorCondition {
+    let deployments: Vec<String> = csv
+        .spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|s| s.deployments.iter().map(|d| d.name.clone()))
+        .collect();
+    let mut accounts: Vec<String> = super::requirements::declared_service_accounts(csv).into_iter().collect();
+    if accounts.is_empty() {
+        accounts.push("default".into());
+    }
+    OperatorCondition {
+        metadata: ObjectMeta {
+            name: Some(csv.name_any()),
+            namespace: csv.namespace(),
+            owner_references: Some(vec![super::deployment::owner_reference(csv)]),
+            ..Default::default()
+        },
+        // Only the fields OLM owns are applied; conditions and overrides belong to others.
+        spec: OperatorConditionSpec {
+            deployments: Some(deployments),
+            service_accounts: Some(accounts),
+            conditions: None,
+            overrides: None,
+        },
+        status: None,
+    }
+}
+
 /// Whether an existing copy already matches the wanted one.
 fn copy_is_current(existing: &ClusterServiceVersion, wanted: &ClusterServiceVersion) -> bool {
     let same_status = |a: Option<&ClusterServiceVersionStatus>, b: Option<&ClusterServiceVersionStatus>| {
@@ -711,7 +750,16 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
     }
 
     let fail_forward = group.spec.upgrade_strategy() == UpgradeStrategy::TechPreviewUnsafeFailForward;
-    let decision = decide_phase(observed, &previous, phase, fail_forward, now);
+    let mut decision = decide_phase(observed, &previous, phase.clone(), fail_forward, now);
+    if !matches!(phase, CsvPhase::Deleting | CsvPhase::Replacing) {
+        let wanted = desired_operator_condition(csv);
+        let current = observed.operator_condition.is_some_and(|c| {
+            c.spec.deployments == wanted.spec.deployments && c.spec.service_accounts == wanted.spec.service_accounts
+        });
+        if !current {
+            decision.actions.insert(0, CsvAction::ApplyOperatorCondition(Box::new(wanted)));
+        }
+    }
     decide_copies(observed, Some(&targets), decision)
 }
 
@@ -743,6 +791,17 @@ fn decide_phase(
             transition(previous, CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", now)
         }
         CsvPhase::Pending => {
+            // The operator being replaced can veto its upgrade through its OperatorCondition.
+            if let Some((olm_api::ConditionStatus::False, message)) = observed.replaced_condition.and_then(|c| c.upgradeable()) {
+                return transition(
+                    previous,
+                    CsvPhase::Pending,
+                    CsvReason::OperatorConditionNotUpgradeable,
+                    format!("The operator is not upgradeable: {message}"),
+                    now,
+                )
+                .requeue(REQUEUE_REQUIREMENTS);
+            }
             if let Some(problem) = invalid_strategy(csv) {
                 return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
             }

@@ -20,6 +20,7 @@ use olm_api::keys;
 use olm_api::v1::olm_config::{OLM_CONFIG_NAME, OLMConfig};
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, CsvReason};
+use olm_api::v2::OperatorCondition;
 use serde_json::json;
 use tracing::instrument;
 
@@ -49,6 +50,8 @@ pub struct CsvState {
     pub namespaces: Cache<Namespace>,
     /// ClusterRoles labelled `olm.managed=true`.
     pub cluster_roles: Cache<ClusterRole>,
+    /// Every OperatorCondition (v2).
+    pub operator_conditions: Cache<OperatorCondition>,
     /// The OLMConfig singleton.
     pub olm_configs: Cache<OLMConfig>,
 }
@@ -316,6 +319,12 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     } else {
         OwnedRbac::default()
     };
+    let operator_condition = state.operator_conditions.get(Some(&namespace), &name);
+    let replaced_condition = csv
+        .spec
+        .replaces
+        .as_deref()
+        .and_then(|old| state.operator_conditions.get(Some(&namespace), old));
     let copied_csvs_disabled = state
         .olm_configs
         .get(None, OLM_CONFIG_NAME)
@@ -338,6 +347,8 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         crd_uids: &crd_uids,
         cluster_roles: &cluster_roles,
         owned_rbac: &rbac,
+        operator_condition: operator_condition.as_deref(),
+        replaced_condition: replaced_condition.as_deref(),
         active_namespaces: &active_namespaces,
         copied_csvs_disabled,
     };
@@ -437,6 +448,12 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                 api.patch(&role_name, &apply, &Patch::Apply(role.as_ref()))
                     .await
                     .map_err(|err| Error::api(format!("apply ClusterRole {role_name}"), err))?;
+            }
+            CsvAction::ApplyOperatorCondition(condition) => {
+                let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
+                api.patch(&name, &apply, &Patch::Apply(condition.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply OperatorCondition {namespace}/{name}"), err))?;
             }
             CsvAction::ApplyClusterRoleBinding(binding) => {
                 let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
@@ -618,7 +635,19 @@ pub fn run(
     };
     let for_config = all_namespace_csvs.clone();
 
+    let condition_store = store.clone();
+    let by_condition = move |condition: Arc<OperatorCondition>| {
+        let ns = condition.namespace();
+        let owner = condition.name_any();
+        condition_store
+            .state()
+            .iter()
+            .filter(|c| c.namespace() == ns && c.spec.replaces.as_deref() == Some(owner.as_str()))
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    };
     let controller = Controller::for_shared_stream(state.csvs.subscribe(), store)
+        .watches_shared_stream(state.operator_conditions.subscribe(), by_condition)
         .watches_shared_stream(state.csvs.subscribe(), related)
         .owns_shared_stream(state.deployments.subscribe())
         .watches_shared_stream(state.groups.subscribe(), by_group)
@@ -638,6 +667,7 @@ pub fn run(
         state.namespaces.synced().await;
         state.olm_configs.synced().await;
         state.cluster_roles.synced().await;
+        state.operator_conditions.synced().await;
         let controller = controller
             .run(|csv, ctx| guarded(csv, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()));

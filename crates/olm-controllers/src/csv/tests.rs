@@ -93,6 +93,8 @@ struct World {
     cluster_roles: BTreeMap<String, k8s_openapi::api::rbac::v1::ClusterRole>,
     owned_rbac: super::decide::OwnedRbac,
     taken: BTreeSet<String>,
+    condition: Option<olm_api::v2::OperatorCondition>,
+    replaced_condition: Option<olm_api::v2::OperatorCondition>,
 }
 
 impl World {
@@ -127,6 +129,7 @@ impl World {
                 satisfied: true,
             })
             .collect();
+        let csv_for_condition = csv.clone();
         World {
             csv,
             groups: vec![og],
@@ -143,6 +146,9 @@ impl World {
             cluster_roles: BTreeMap::new(),
             owned_rbac: super::decide::OwnedRbac::default(),
             taken: BTreeSet::new(),
+            // The OperatorCondition already exists unless a test says otherwise.
+            condition: Some(super::decide::desired_operator_condition(&csv_for_condition)),
+            replaced_condition: None,
         }
     }
 
@@ -168,6 +174,8 @@ impl World {
             crd_uids: &self.crd_uids,
             cluster_roles: &self.cluster_roles,
             owned_rbac: &self.owned_rbac,
+            operator_condition: self.condition.as_ref(),
+            replaced_condition: self.replaced_condition.as_ref(),
             active_namespaces: &self.namespaces,
             copied_csvs_disabled: self.copies_disabled,
         };
@@ -720,4 +728,33 @@ fn a_copy_in_an_explicit_target_carries_the_operator_rbac() {
     assert_eq!(role.owner_references()[0].uid, "copy-uid");
     assert_eq!(role.labels().get(keys::COPIED_FROM_LABEL).map(String::as_str), Some(NS));
     assert_eq!(binding.role_ref.name, "etcd-role");
+}
+
+#[test]
+fn the_operator_condition_is_kept_and_can_veto_an_upgrade() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.condition = None;
+    let decision = world.decide();
+    let Some(CsvAction::ApplyOperatorCondition(condition)) = decision.actions.first() else {
+        panic!("expected the OperatorCondition first: {:?}", decision.actions);
+    };
+    assert_eq!(condition.metadata.name.as_deref(), Some("etcdoperator.v0.9.4"));
+    assert_eq!(condition.spec.deployments, Some(vec!["etcd-operator".to_owned()]));
+    assert_eq!(condition.spec.service_accounts, Some(vec!["etcd-operator".to_owned()]));
+    world.condition = Some((**condition).clone());
+    assert!(!world.decide().actions.iter().any(|a| matches!(a, CsvAction::ApplyOperatorCondition(_))));
+
+    let mut veto = olm_api::v2::OperatorCondition::new("etcdoperator.v0.9.2", Default::default());
+    veto.spec.conditions = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: "Upgradeable".into(),
+        status: "False".into(),
+        reason: "Migrating".into(),
+        message: "a data migration is running".into(),
+        last_transition_time: Time(now()),
+        observed_generation: None,
+    }]);
+    world.replaced_condition = Some(veto);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::OperatorConditionNotUpgradeable));
+    assert!(decision.status.and_then(|s| s.message).unwrap_or_default().contains("a data migration is running"));
 }
