@@ -16,7 +16,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use base64::Engine as _;
-use olm_api::packages::v1::{API_VERSION, GROUP, PLURAL, PackageManifest, PackageManifestList, VERSION};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use olm_api::packages::v1::{API_VERSION, GROUP, PLURAL, PackageManifest, PackageManifestSpec, PackageManifestStatus, VERSION};
 use serde_json::{Value, json};
 
 use crate::selector::{parse_field_selector, parse_label_selector};
@@ -125,7 +126,7 @@ fn status_error(code: StatusCode, reason: &str, message: String, details: Option
     json_response(code, &body, &[])
 }
 
-fn json_response(code: StatusCode, body: &Value, warnings: &[String]) -> Response {
+fn json_response(code: StatusCode, body: &impl serde::Serialize, warnings: &[String]) -> Response {
     let text = serde_json::to_vec(body).unwrap_or_default();
     let mut response = (code, text).into_response();
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -313,19 +314,51 @@ fn created(manifest: &PackageManifest) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms))
 }
 
-fn table(version: &str, items: &[PackageManifest], include_object: &str) -> Value {
+/// A PackageManifest as shown in a namespace, serialized without copying its status.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ManifestView<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    metadata: ObjectMeta,
+    spec: &'a PackageManifestSpec,
+    status: &'a PackageManifestStatus,
+}
+
+impl<'a> ManifestView<'a> {
+    fn new(m: &'a PackageManifest, namespace: &str) -> ManifestView<'a> {
+        let mut metadata = m.metadata.clone();
+        metadata.namespace = Some(namespace.to_owned());
+        ManifestView { api_version: &m.api_version, kind: &m.kind, metadata, spec: &m.spec, status: &m.status }
+    }
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListView<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Value,
+    items: Vec<ManifestView<'a>>,
+}
+
+fn table(version: &str, items: &[(&PackageManifest, &str)], include_object: &str) -> Value {
     let now = SystemTime::now();
     let rows: Vec<Value> = items
         .iter()
-        .map(|m| {
+        .map(|&(m, namespace)| {
             let object = match include_object {
                 "None" => Value::Null,
-                "Object" => serde_json::to_value(m).unwrap_or(Value::Null),
-                _ => json!({
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": format!("meta.k8s.io/{version}"),
-                    "metadata": serde_json::to_value(&m.metadata).unwrap_or(Value::Null),
-                }),
+                "Object" => serde_json::to_value(ManifestView::new(m, namespace)).unwrap_or(Value::Null),
+                _ => {
+                    let mut metadata = m.metadata.clone();
+                    metadata.namespace = Some(namespace.to_owned());
+                    json!({
+                        "kind": "PartialObjectMetadata",
+                        "apiVersion": format!("meta.k8s.io/{version}"),
+                        "metadata": serde_json::to_value(&metadata).unwrap_or(Value::Null),
+                    })
+                }
             };
             json!({
                 "cells": [m.metadata.name.clone().unwrap_or_default(), m.status.catalog_source_display_name, age(created(m), now)],
@@ -397,13 +430,22 @@ async fn list(state: AppState, namespace: Option<String>, query: HashMap<String,
     for w in &listing.warnings {
         tracing::debug!(warning = %w, "partial packagemanifest list");
     }
-    let body = match wanted(&caller.0) {
+    match wanted(&caller.0) {
         Wanted::Table(version) => {
-            table(version, &listing.items, query.get("includeObject").map(String::as_str).unwrap_or("Metadata"))
+            let rows: Vec<(&PackageManifest, &str)> = listing.items.iter().map(|i| (i.stored(), i.namespace.as_str())).collect();
+            let body = table(version, &rows, query.get("includeObject").map(String::as_str).unwrap_or("Metadata"));
+            json_response(StatusCode::OK, &body, &listing.warnings)
         }
-        Wanted::Object => serde_json::to_value(PackageManifestList::new(listing.items)).unwrap_or(Value::Null),
-    };
-    json_response(StatusCode::OK, &body, &listing.warnings)
+        Wanted::Object => {
+            let body = ListView {
+                api_version: API_VERSION,
+                kind: "PackageManifestList",
+                metadata: json!({"resourceVersion": ""}),
+                items: listing.items.iter().map(|i| ManifestView::new(i.stored(), &i.namespace)).collect(),
+            };
+            json_response(StatusCode::OK, &body, &listing.warnings)
+        }
+    }
 }
 
 fn not_found_package(name: &str, namespace: &str, warnings: &[String]) -> Response {
@@ -440,7 +482,10 @@ async fn get_one(
     // lists stay small; the icon subresource gives the image itself.
     let manifest = if query_flag(&query, "icons") { served.with_icons() } else { served.manifest };
     let body = match wanted(&caller.0) {
-        Wanted::Table(version) => table(version, std::slice::from_ref(&manifest), query.get("includeObject").map(String::as_str).unwrap_or("Metadata")),
+        Wanted::Table(version) => {
+            let namespace = manifest.metadata.namespace.clone().unwrap_or_default();
+            table(version, &[(&manifest, namespace.as_str())], query.get("includeObject").map(String::as_str).unwrap_or("Metadata"))
+        }
         Wanted::Object => serde_json::to_value(&manifest).unwrap_or(Value::Null),
     };
     json_response(StatusCode::OK, &body, &[])

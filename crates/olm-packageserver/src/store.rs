@@ -22,12 +22,36 @@ pub struct CatalogEntry {
     pub read_at: Option<SystemTime>,
 }
 
+/// One listed package: shared with the store (no copy of the large status), shown in
+/// `namespace` (the catalog's own, or the listed namespace for a global catalog).
+#[derive(Clone, Debug)]
+pub struct Item {
+    catalog: Arc<Vec<Served>>,
+    index: usize,
+    /// The namespace the object is shown in.
+    pub namespace: String,
+}
+
+impl Item {
+    /// The stored object (its `metadata.namespace` is the catalog's; use [`Item::namespace`]).
+    pub fn stored(&self) -> &PackageManifest {
+        &self.catalog[self.index].manifest
+    }
+
+    /// A copy of the object as shown (namespace rewritten).
+    pub fn to_manifest(&self) -> PackageManifest {
+        let mut manifest = self.stored().clone();
+        manifest.metadata.namespace = Some(self.namespace.clone());
+        manifest
+    }
+}
+
 /// The visible result of a list: the objects and the warnings about catalogs that could not
 /// be read (sent as `Warning` headers, which kubectl prints).
 #[derive(Debug, Default)]
 pub struct Listing {
-    /// The objects, namespace rewritten where the catalog is global.
-    pub items: Vec<PackageManifest>,
+    /// The objects, in name then catalog order.
+    pub items: Vec<Item>,
     /// One line per catalog that is failing or not read yet.
     pub warnings: Vec<String>,
 }
@@ -143,17 +167,15 @@ impl Store {
             if let Some(warning) = warning(&entry) {
                 listing.warnings.push(warning);
             }
-            for served in entry.packages.iter() {
-                if !keep(&served.manifest) {
-                    continue;
+            for (index, served) in entry.packages.iter().enumerate() {
+                if keep(&served.manifest) {
+                    listing.items.push(Item { catalog: entry.packages.clone(), index, namespace: shown_in.clone() });
                 }
-                let mut manifest = served.manifest.clone();
-                manifest.metadata.namespace = Some(shown_in.clone());
-                listing.items.push(manifest);
             }
         }
         // Name, then catalog: a stable order that groups a package's catalogs.
         listing.items.sort_by(|a, b| {
+            let (a, b) = (a.stored(), b.stored());
             (&a.metadata.name, &a.status.catalog_source_namespace, &a.status.catalog_source).cmp(&(
                 &b.metadata.name,
                 &b.status.catalog_source_namespace,
@@ -224,14 +246,14 @@ mod tests {
         store.set_packages(info("other", "team-b"), vec![served("theirs", "other", "team-b")]);
 
         let a = store.list(Some("team-a"), |_| true);
-        let names: Vec<_> = a.items.iter().map(|m| m.metadata.name.clone().unwrap_or_default()).collect();
+        let names: Vec<_> = a.items.iter().map(|m| m.stored().metadata.name.clone().unwrap_or_default()).collect();
         assert_eq!(names, ["etcd", "mine"]);
-        assert!(a.items.iter().all(|m| m.metadata.namespace.as_deref() == Some("team-a")));
-        assert_eq!(a.items[0].status.catalog_source_namespace, "olm", "status keeps the real namespace");
+        assert!(a.items.iter().all(|m| m.to_manifest().metadata.namespace.as_deref() == Some("team-a")));
+        assert_eq!(a.items[0].stored().status.catalog_source_namespace, "olm", "status keeps the real namespace");
 
         let all = store.list(None, |_| true);
         assert_eq!(all.items.len(), 3);
-        assert_eq!(all.items[0].metadata.namespace.as_deref(), Some("olm"));
+        assert_eq!(all.items[0].namespace, "olm");
 
         let (got, _) = store.get("team-b", "etcd");
         assert_eq!(got.expect("global package visible").manifest.metadata.namespace.as_deref(), Some("team-b"));
