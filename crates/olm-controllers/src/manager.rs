@@ -155,6 +155,7 @@ impl Manager {
         let csvs = caches.watch(Api::<ClusterServiceVersion>::all(client.clone()), watcher::Config::default());
         let groups = caches.watch(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
         let namespaces = caches.watch(Api::<Namespace>::all(client.clone()), watcher::Config::default());
+        let service_accounts = caches.watch(Api::<ServiceAccount>::all(client.clone()), watcher::Config::default());
         let cluster_roles = caches.watch(
             Api::<ClusterRole>::all(client.clone()),
             watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),
@@ -166,6 +167,7 @@ impl Manager {
                 csvs: csvs.clone(),
                 namespaces: namespaces.clone(),
                 cluster_roles: cluster_roles.clone(),
+                service_accounts: service_accounts.clone(),
             };
             let ctx = Arc::new(ControllerContext::new(
                 operatorgroup::NAME,
@@ -181,7 +183,7 @@ impl Manager {
                 csvs: csvs.clone(),
                 groups: groups.clone(),
                 crds: caches.watch(Api::<CustomResourceDefinition>::all(client.clone()), watcher::Config::default()),
-                service_accounts: caches.watch(Api::<ServiceAccount>::all(client.clone()), watcher::Config::default()),
+                service_accounts: service_accounts.clone(),
                 deployments: caches.watch(
                     Api::<Deployment>::all(client.clone()),
                     watcher::Config::default().labels(&csv::reconcile::deployment_selector()),

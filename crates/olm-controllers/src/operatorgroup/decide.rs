@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use olm_api::keys;
 use olm_api::v1::operator_group::{
     MULTIPLE_OPERATOR_GROUP_CONDITION, MULTIPLE_OPERATOR_GROUPS_FOUND_REASON, OperatorGroup, OperatorGroupStatus,
+    SERVICE_ACCOUNT_CONDITION, SERVICE_ACCOUNT_NOT_FOUND_REASON,
 };
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, CsvReason};
 
@@ -41,6 +42,8 @@ pub struct Observed<'a> {
     pub csvs: Vec<&'a ClusterServiceVersion>,
     /// The ClusterRoles labelled as owned by this group.
     pub cluster_roles: Vec<&'a ClusterRole>,
+    /// Whether `spec.serviceAccountName` exists in the group's namespace (None: not set).
+    pub service_account_exists: Option<bool>,
 }
 
 /// Effects the OperatorGroup controller performs.
@@ -197,8 +200,38 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
         .clone()
         .unwrap_or_default()
         .into_iter()
-        .filter(|c| c.type_ != MULTIPLE_OPERATOR_GROUP_CONDITION)
+        .filter(|c| c.type_ != MULTIPLE_OPERATOR_GROUP_CONDITION && c.type_ != SERVICE_ACCOUNT_CONDITION)
         .collect();
+    // spec.serviceAccountName: referenced when it exists, reported when it does not.
+    status.service_account_ref = None;
+    if let (Some(sa), Some(exists)) = (group.spec.service_account_name.as_ref(), observed.service_account_exists) {
+        let namespace = group.namespace().unwrap_or_default();
+        if exists {
+            status.service_account_ref = Some(k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("ServiceAccount".into()),
+                name: Some(sa.clone()),
+                namespace: Some(namespace),
+                ..Default::default()
+            });
+        } else {
+            let transition = previous
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == SERVICE_ACCOUNT_CONDITION && c.status == "True")
+                .map(|c| c.last_transition_time.clone())
+                .unwrap_or(Time(now));
+            conditions.push(Condition {
+                type_: SERVICE_ACCOUNT_CONDITION.to_owned(),
+                status: "True".to_owned(),
+                reason: SERVICE_ACCOUNT_NOT_FOUND_REASON.to_owned(),
+                message: format!("ServiceAccount {sa:?} not found in namespace {namespace:?}: create it or fix spec.serviceAccountName"),
+                last_transition_time: transition,
+                observed_generation: group.metadata.generation,
+            });
+        }
+    }
     if observed.groups_in_namespace > 1 {
         let transition = previous
             .conditions

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
@@ -34,6 +34,8 @@ pub struct OgState {
     pub namespaces: Cache<Namespace>,
     /// ClusterRoles labelled `olm.managed=true`.
     pub cluster_roles: Cache<ClusterRole>,
+    /// Every ServiceAccount (for `spec.serviceAccountName`).
+    pub service_accounts: Cache<ServiceAccount>,
 }
 
 /// Namespaces as plain views.
@@ -66,6 +68,11 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
         namespaces: &namespaces,
         csvs: csvs.iter().map(Arc::as_ref).collect(),
         cluster_roles: roles.iter().map(Arc::as_ref).collect(),
+        service_account_exists: group
+            .spec
+            .service_account_name
+            .as_ref()
+            .map(|sa| state.service_accounts.get(Some(&namespace), sa).is_some()),
     };
     let decision = decide(&observed, Timestamp::now());
 
@@ -153,6 +160,7 @@ pub fn run(
     let by_namespace_store = groups_store.clone();
     let all_store = groups_store.clone();
     let peers_store = groups_store.clone();
+    let sa_store = groups_store.clone();
     let in_namespace = move |store: &kube::runtime::reflector::Store<OperatorGroup>, ns: Option<String>| {
         store
             .state()
@@ -170,6 +178,16 @@ pub fn run(
         .watches_shared_stream(state.csvs.subscribe(), move |csv: Arc<ClusterServiceVersion>| {
             in_namespace(&by_namespace_store, csv.namespace())
         })
+        // The group's service account appearing or going away.
+        .watches_shared_stream(state.service_accounts.subscribe(), move |sa: Arc<ServiceAccount>| {
+            let name = sa.name_any();
+            sa_store
+                .state()
+                .iter()
+                .filter(|g| g.namespace() == sa.namespace() && g.spec.service_account_name.as_deref() == Some(name.as_str()))
+                .map(|g| ObjectRef::from_obj(g.as_ref()))
+                .collect::<Vec<_>>()
+        })
         // Namespaces joining or leaving change selector-based targets.
         .watches_shared_stream(state.namespaces.subscribe(), move |_ns: Arc<Namespace>| {
             all_store.state().iter().map(|g| ObjectRef::from_obj(g.as_ref())).collect::<Vec<_>>()
@@ -182,6 +200,7 @@ pub fn run(
         state.csvs.synced().await;
         state.namespaces.synced().await;
         state.cluster_roles.synced().await;
+        state.service_accounts.synced().await;
         let controller = controller
             .run(|group, ctx| guarded(group, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()));

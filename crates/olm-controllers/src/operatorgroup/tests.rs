@@ -58,14 +58,14 @@ fn status_annotations_provided_apis_and_namespace_labels() {
     let ns = namespaces();
     let og = group(OperatorGroupSpec { target_namespaces: Some(vec!["ops".into()]), ..Default::default() });
     let unchecked = etcd();
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&unchecked], cluster_roles: vec![] };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&unchecked], cluster_roles: vec![], service_account_exists: None };
     assert!(
         decide(&observed, now()).actions.contains(&OgAction::SetProvidedApis { value: String::new() }),
         "a CSV that has not passed the group checks provides nothing yet"
     );
     let mut csv = etcd();
     csv.status = Some(ClusterServiceVersionStatus { phase: Some(CsvPhase::Pending), ..Default::default() });
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![] };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![], service_account_exists: None };
     let decision = decide(&observed, now());
     let status = decision.status.clone().expect("status");
     assert_eq!(status.namespaces, Some(vec!["ops".to_owned()]));
@@ -92,7 +92,7 @@ fn an_unchanged_group_keeps_its_last_updated_time() {
     let mut og = group(OperatorGroupSpec::default());
     let earlier = Time(Timestamp::from_second(1_700_000_000).expect("valid timestamp"));
     og.status = Some(OperatorGroupStatus { namespaces: Some(vec![String::new()]), last_updated: Some(earlier.clone()), ..Default::default() });
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![] };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
     let decision = decide(&observed, now());
     assert_eq!(decision.status.and_then(|s| s.last_updated), Some(earlier));
     assert!(
@@ -107,7 +107,7 @@ fn a_second_group_sets_multiple_operator_group_and_stops_annotating() {
     let ns = namespaces();
     let og = group(OperatorGroupSpec::default());
     let csv = etcd();
-    let observed = Observed { group: &og, groups_in_namespace: 2, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![] };
+    let observed = Observed { group: &og, groups_in_namespace: 2, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![], service_account_exists: None };
     let decision = decide(&observed, now());
     let conditions = decision.status.clone().and_then(|s| s.conditions).unwrap_or_default();
     assert_eq!(conditions.len(), 1);
@@ -125,7 +125,7 @@ fn aggregated_roles_are_created_once_and_follow_the_provided_apis() {
         keys::PROVIDED_APIS_ANNOTATION.to_owned(),
         "EtcdCluster.v1beta2.etcd.database.coreos.com".to_owned(),
     )]));
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![] };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
     let decision = decide(&observed, now());
     let roles: Vec<k8s_openapi::api::rbac::v1::ClusterRole> = decision
         .actions
@@ -142,6 +142,21 @@ fn aggregated_roles_are_created_once_and_follow_the_provided_apis() {
     let label = crate::rbac::aggregation_label("EtcdCluster.v1beta2.etcd.database.coreos.com", "view");
     assert_eq!(selectors[0].match_labels.clone().unwrap_or_default().get(&label).map(String::as_str), Some("true"));
     // Once they exist unchanged, nothing more is applied.
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: roles.iter().collect() };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: roles.iter().collect(), service_account_exists: None };
     assert!(!decide(&observed, now()).actions.iter().any(|a| matches!(a, OgAction::ApplyClusterRole(_))));
+}
+
+#[test]
+fn the_service_account_of_a_scoped_group_is_referenced_or_reported_missing() {
+    let ns = namespaces();
+    let og = group(OperatorGroupSpec { service_account_name: Some("scoped".into()), ..Default::default() });
+    let missing = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: Some(false) };
+    let status = decide(&missing, now()).status.expect("status");
+    let condition = status.conditions.unwrap_or_default().into_iter().find(|c| c.type_ == "OperatorGroupServiceAccount").expect("condition");
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("True", "ServiceAccountNotFound"));
+    assert!(condition.message.contains("scoped"));
+    let found = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: Some(true) };
+    let status = decide(&found, now()).status.expect("status");
+    assert_eq!(status.service_account_ref.and_then(|r| r.name).as_deref(), Some("scoped"));
+    assert_eq!(status.conditions, None);
 }
