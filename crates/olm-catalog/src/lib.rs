@@ -3,6 +3,17 @@
 //! directories), opm's validation rules, and rendering to FBC.
 //!
 //! No Kubernetes dependency: the resolver and the catalog server build on this.
+//!
+//! Entry points:
+//! * [`load::load_fbc`] – a File-Based Catalog directory → `(Catalog, Vec<Problem>)`
+//!   (streaming, parallel; what the server uses);
+//! * [`load_catalog`] / [`load_catalog_lenient`] – any source (format auto-detected,
+//!   see [`source`]);
+//! * [`validate`] – opm's rules over any source, every problem collected;
+//! * [`source::render_documents`] + [`source::render_to_string`] – `olm catalog render`;
+//! * [`Catalog`] – the immutable indexed snapshot (packages → channels/bundles,
+//!   bundles by name, providers of a GVK, raw blobs for catalogd endpoints);
+//! * [`VersionRange`] – blang/semver ranges (`skipRange`, `olm.package.required`).
 
 pub mod canonical;
 pub mod error;
