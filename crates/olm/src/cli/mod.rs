@@ -34,7 +34,7 @@ enum Command {
     PackageServer(packageserver::PackageServerArgs),
     /// Resolve Subscriptions against catalogs from a request file (no cluster needed).
     Resolve(resolve::ResolveArgs),
-    /// Run the OLM controllers (ClusterServiceVersion, OperatorGroup) until SIGTERM/SIGINT.
+    /// Run the OLM controllers (OperatorGroup, ClusterServiceVersion, CatalogSource, Subscription, InstallPlan) until SIGTERM/SIGINT.
     Run(run::RunArgs),
     /// Print the version of this binary and the Kubernetes API it targets.
     Version,
