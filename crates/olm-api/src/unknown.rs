@@ -36,30 +36,70 @@ use serde_json::{Map, Value};
 pub type ExtraFields = BTreeMap<String, Value>;
 
 /// Deserialises `map` with `typed` (a `remote = "Self"` derive) while tracking the path of
-/// any error, and returns the typed value plus the keys it did not consume.
+/// any error, and returns the typed value plus the keys that are not among `known_fields`.
 #[doc(hidden)]
 pub fn split_known<T, E>(
     map: Map<String, Value>,
-    typed: impl FnOnce(serde_path_to_error::Deserializer<'_, '_, Value>) -> Result<T, serde_json::Error>,
-    serialize: impl FnOnce(&T) -> Result<Value, serde_json::Error>,
+    known_fields: &[&str],
+    typed: impl FnOnce(serde_path_to_error::Deserializer<'_, '_, &Value>) -> Result<T, serde_json::Error>,
 ) -> Result<(T, ExtraFields), E>
 where
     E: serde::de::Error,
 {
+    let object = Value::Object(map);
     let mut track = serde_path_to_error::Track::new();
-    let value = match typed(serde_path_to_error::Deserializer::new(Value::Object(map.clone()), &mut track)) {
+    let value = match typed(serde_path_to_error::Deserializer::new(&object, &mut track)) {
         Ok(value) => value,
         Err(err) => return Err(E::custom(with_path(&track.path(), &err))),
     };
-    let known = serialize(&value).map_err(E::custom)?;
-    let known_keys = match &known {
-        Value::Object(known) => known,
-        _ => return Ok((value, ExtraFields::new())),
+    let Value::Object(map) = object else {
+        return Ok((value, ExtraFields::new()));
     };
     // An explicit `null` is the same as an absent key in Kubernetes (and server-side apply
     // rejects `null` for typed fields), so it is not kept.
-    let extra = map.into_iter().filter(|(key, value)| !value.is_null() && !known_keys.contains_key(key)).collect();
+    let extra = map
+        .into_iter()
+        .filter(|(key, value)| !value.is_null() && !known_fields.contains(&key.as_str()))
+        .collect();
     Ok((value, extra))
+}
+
+/// The wire names of a struct's fields, as its derived `Deserialize` declares them.
+///
+/// Found by handing the derive a deserializer that records the field list it is asked for
+/// and then stops; computed once per type.
+#[doc(hidden)]
+pub fn struct_fields<T>(deserialize: impl FnOnce(FieldProbe<'_>) -> Result<T, serde::de::value::Error>) -> &'static [&'static str] {
+    let seen = std::cell::Cell::new(None);
+    let _ = deserialize(FieldProbe(&seen));
+    seen.get().unwrap_or_default()
+}
+
+/// See [`struct_fields`].
+#[doc(hidden)]
+pub struct FieldProbe<'a>(&'a std::cell::Cell<Option<&'static [&'static str]>>);
+
+impl<'de> Deserializer<'de> for FieldProbe<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(Self::Error::custom("field probe"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.set(Some(fields));
+        Err(Self::Error::custom("field probe"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
 }
 
 /// Serialises the known fields with `known`, then appends the unknown ones that the known
@@ -100,12 +140,10 @@ macro_rules! keep_unknown_fields {
     ($ty:ty) => {
         impl<'de> ::serde::Deserialize<'de> for $ty {
             fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                static FIELDS: ::std::sync::OnceLock<&'static [&'static str]> = ::std::sync::OnceLock::new();
+                let fields = FIELDS.get_or_init(|| $crate::unknown::struct_fields(|probe| <$ty>::deserialize(probe)));
                 let map = <::serde_json::Map<String, ::serde_json::Value> as ::serde::Deserialize>::deserialize(deserializer)?;
-                let (mut value, extra) = $crate::unknown::split_known::<$ty, D::Error>(
-                    map,
-                    |de| <$ty>::deserialize(de),
-                    |value| <$ty>::serialize(value, ::serde_json::value::Serializer),
-                )?;
+                let (mut value, extra) = $crate::unknown::split_known::<$ty, D::Error>(map, fields, |de| <$ty>::deserialize(de))?;
                 value.extra = extra;
                 Ok(value)
             }

@@ -133,6 +133,10 @@ fn csv_fields_are_typed_not_just_carried() {
     let permissions = strategy.permissions.as_deref().expect("permissions");
     assert_eq!(permissions[0].service_account_name, "etcd-operator");
     assert!(permissions[0].rules.iter().any(|r| r.api_groups.as_deref() == Some(&["etcd.database.coreos.com".to_owned()][..])));
+    // Known keys are typed, not carried as extras.
+    assert!(csv.spec.extra.is_empty(), "{:?}", csv.spec.extra.keys().collect::<Vec<_>>());
+    assert!(csv.spec.install.extra.is_empty() && strategy.extra.is_empty() && deployment.extra.is_empty());
+    assert!(csv.spec.owned_crds().iter().all(|c| c.extra.is_empty()));
     let semver = csv.spec.semver().expect("has a version").expect("valid semver");
     assert_eq!((semver.major, semver.minor, semver.patch), (0, 9, 4));
 }
