@@ -197,6 +197,8 @@ async fn api_resource_list() -> Response {
 }
 
 /// Identity of the request, or the response refusing it.
+// The error is the HTTP response itself, built once per refused request.
+#[allow(clippy::result_large_err)]
 fn identity(state: &AppState, request_headers: &HeaderMap, front_proxy: Option<FrontProxy>) -> Result<Identity, Response> {
     let trusted = match state.authentication {
         Authentication::TrustHeaders => true,

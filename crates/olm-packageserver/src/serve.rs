@@ -131,7 +131,7 @@ impl HttpsServer {
                 };
                 let front_proxy = match (allowed_names.as_ref(), tls.get_ref().1.peer_certificates()) {
                     (Some(names), Some([leaf, ..])) => {
-                        names.is_empty() || common_name(leaf).is_some_and(|cn| names.iter().any(|n| *n == cn))
+                        names.is_empty() || common_name(leaf).is_some_and(|cn| names.contains(&cn))
                     }
                     _ => false,
                 };
