@@ -11,6 +11,8 @@ FROM docker.io/library/rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
+# bench is a workspace member: cargo needs its manifest to load the workspace.
+COPY bench ./bench
 # Cache the registry and target dir between builds (BuildKit); copy the binary out of the cache.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
