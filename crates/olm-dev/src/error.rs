@@ -14,6 +14,10 @@ pub enum DevError {
         variable: &'static str,
     },
 
+    /// A port-base variable is not a number in the accepted range.
+    #[error("{variable}={value:?} is not a usable port base: use a number from 1024 to 64000 (ports base+247 .. base+581 are used)")]
+    BadPortBase { variable: &'static str, value: String },
+
     /// A filesystem operation failed.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
@@ -126,6 +130,7 @@ impl DevError {
     pub fn category(&self) -> &'static str {
         match self {
             DevError::NoHomeDirectory { .. } => "NoHomeDirectory",
+            DevError::BadPortBase { .. } => "BadPortBase",
             DevError::Io { .. } => "IoError",
             DevError::Spawn { .. } => "SpawnFailed",
             DevError::GoMissing { .. } => "GoMissing",
@@ -156,6 +161,7 @@ impl DevError {
                 std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
             ),
             DevError::NoHomeDirectory { .. }
+            | DevError::BadPortBase { .. }
             | DevError::GoMissing { .. }
             | DevError::WrongVersion { .. }
             | DevError::UnexpectedOutput { .. }

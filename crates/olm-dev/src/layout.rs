@@ -38,29 +38,87 @@ pub fn minor_of(kubernetes_version: &str) -> Option<&str> {
     kubernetes_version.strip_prefix("v1.")?.split('.').next()
 }
 
-/// Fixed loopback ports. An uncommon 28xxx range so a developer's own cluster (6443, 2379,
-/// 10257, 10259) keeps working next to ours; the last three digits mirror the usual ports.
+/// Default port base of the developer's control plane: an uncommon 28xxx range so a
+/// developer's own cluster (6443, 2379, 10257, 10259) keeps working next to ours.
+pub const DEFAULT_PORT_BASE: u16 = 28000;
+/// Largest accepted port base: the highest offset (581) must stay a valid port.
+pub const MAX_PORT_BASE: u16 = 64000;
+
+/// Loopback ports, all derived from one base (`OLM_DEV_PORT_BASE`, default 28000) so several
+/// environments (the developer's, the tests', a throwaway one) can run side by side. The last
+/// three digits mirror the usual ports: etcd base+379/380, API server base+443, controller-manager
+/// base+257, scheduler base+259, kwok base+247; the `olm dev up` host processes use catalog gRPC
+/// base+550, catalog HTTP base+580, controllers admin base+581, package server base+543.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ports {
+    pub base: u16,
     pub etcd_client: u16,
     pub etcd_peer: u16,
     pub apiserver: u16,
     pub controller_manager: u16,
     pub scheduler: u16,
     pub kwok: u16,
+    /// `olm catalog serve` gRPC (the address of CatalogSource olm/community).
+    pub catalog_grpc: u16,
+    /// `olm catalog serve` HTTP.
+    pub catalog_http: u16,
+    /// `olm run` admin server (/metrics, /healthz, /readyz).
+    pub controllers_admin: u16,
+    /// `olm packageserver` (HTTPS, behind the APIService).
+    pub packageserver: u16,
+}
+
+impl Ports {
+    /// The ports for one base; `None` when the base is above [`MAX_PORT_BASE`].
+    pub fn from_base(base: u16) -> Option<Self> {
+        if base > MAX_PORT_BASE {
+            return None;
+        }
+        Some(Ports {
+            base,
+            etcd_client: base + 379,
+            etcd_peer: base + 380,
+            apiserver: base + 443,
+            controller_manager: base + 257,
+            scheduler: base + 259,
+            kwok: base + 247,
+            catalog_grpc: base + 550,
+            catalog_http: base + 580,
+            controllers_admin: base + 581,
+            packageserver: base + 543,
+        })
+    }
 }
 
 impl Default for Ports {
     fn default() -> Self {
         Ports {
-            etcd_client: 28379,
-            etcd_peer: 28380,
-            apiserver: 28443,
-            controller_manager: 28257,
-            scheduler: 28259,
-            kwok: 28247,
+            base: DEFAULT_PORT_BASE,
+            etcd_client: DEFAULT_PORT_BASE + 379,
+            etcd_peer: DEFAULT_PORT_BASE + 380,
+            apiserver: DEFAULT_PORT_BASE + 443,
+            controller_manager: DEFAULT_PORT_BASE + 257,
+            scheduler: DEFAULT_PORT_BASE + 259,
+            kwok: DEFAULT_PORT_BASE + 247,
+            catalog_grpc: DEFAULT_PORT_BASE + 550,
+            catalog_http: DEFAULT_PORT_BASE + 580,
+            controllers_admin: DEFAULT_PORT_BASE + 581,
+            packageserver: DEFAULT_PORT_BASE + 543,
         }
     }
+}
+
+/// Parses a port base from an environment variable's value, naming the variable on failure.
+pub fn parse_port_base(variable: &'static str, value: &str) -> Result<u16> {
+    value
+        .trim()
+        .parse::<u16>()
+        .ok()
+        .filter(|b| *b <= MAX_PORT_BASE && *b >= 1024)
+        .ok_or_else(|| DevError::BadPortBase {
+            variable,
+            value: value.to_owned(),
+        })
 }
 
 /// Cache (binaries, Go caches, consumer modules) and state (certificates, etcd data, logs, pids,
@@ -75,7 +133,8 @@ pub struct Layout {
 impl Layout {
     /// Reads the directories from the environment:
     /// cache: `OLM_DEV_CACHE_DIR`, else `${XDG_CACHE_HOME:-~/.cache}/olm-dev`;
-    /// state: `OLM_DEV_STATE_DIR`, else `${XDG_STATE_HOME:-~/.local/state}/olm-dev`.
+    /// state: `OLM_DEV_STATE_DIR`, else `${XDG_STATE_HOME:-~/.local/state}/olm-dev`;
+    /// ports: from `OLM_DEV_PORT_BASE` (default 28000), see [`Ports`].
     pub fn from_env() -> Result<Self> {
         let env = |name: &str| std::env::var_os(name).map(PathBuf::from);
         Self::from_vars(&env)
@@ -110,10 +169,17 @@ impl Layout {
                     })?,
             },
         };
+        let ports = match env("OLM_DEV_PORT_BASE") {
+            Some(value) if !value.as_os_str().is_empty() => {
+                let base = parse_port_base("OLM_DEV_PORT_BASE", &value.to_string_lossy())?;
+                Ports::from_base(base).unwrap_or_default()
+            }
+            _ => Ports::default(),
+        };
         Ok(Layout {
             cache_dir,
             state_dir,
-            ports: Ports::default(),
+            ports,
         })
     }
 
@@ -259,5 +325,32 @@ mod tests {
 
         let err = layout(&[]).unwrap_err();
         assert_eq!(err.category(), "NoHomeDirectory");
+    }
+
+    #[test]
+    fn ports_derive_from_one_base() {
+        let l = layout(&[("HOME", "/home/u")]).unwrap();
+        assert_eq!(l.ports.apiserver, 28443);
+        assert_eq!(l.ports.etcd_client, 28379);
+        assert_eq!(l.ports.etcd_peer, 28380);
+        assert_eq!(l.ports.controller_manager, 28257);
+        assert_eq!(l.ports.scheduler, 28259);
+        assert_eq!(l.ports.kwok, 28247);
+        assert_eq!(l.ports.catalog_grpc, 28550);
+        assert_eq!(l.ports.catalog_http, 28580);
+        assert_eq!(l.ports.controllers_admin, 28581);
+        assert_eq!(l.ports.packageserver, 28543);
+        assert_eq!(l.apiserver_url(), "https://127.0.0.1:28443");
+
+        let l = layout(&[("HOME", "/home/u"), ("OLM_DEV_PORT_BASE", "30000")]).unwrap();
+        assert_eq!(l.ports.apiserver, 30443);
+        assert_eq!(l.ports.packageserver, 30543);
+        assert_eq!(l.ports.etcd_peer, 30380);
+
+        let err = layout(&[("HOME", "/home/u"), ("OLM_DEV_PORT_BASE", "65000")]).unwrap_err();
+        assert_eq!(err.category(), "BadPortBase");
+        assert!(err.to_string().contains("OLM_DEV_PORT_BASE"), "{err}");
+        let err = layout(&[("HOME", "/home/u"), ("OLM_DEV_PORT_BASE", "abc")]).unwrap_err();
+        assert_eq!(err.category(), "BadPortBase");
     }
 }

@@ -9,8 +9,8 @@ use olm_dev::{Component, Layout, Ports, ProcessState, Progress};
 /// they collide neither with the shared cluster nor with other tools on fixed ports).
 fn layout_with(state: &Path) -> Layout {
     let shared = Layout::from_env().expect("cache location");
-    // Hold all six listeners at once so the kernel hands out six distinct ports.
-    let listeners: Vec<std::net::TcpListener> = (0..6)
+    // Hold all listeners at once so the kernel hands out distinct ports.
+    let listeners: Vec<std::net::TcpListener> = (0..10)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("free port"))
         .collect();
     let port = |i: usize| listeners[i].local_addr().expect("port").port();
@@ -18,12 +18,18 @@ fn layout_with(state: &Path) -> Layout {
         cache_dir: shared.cache_dir,
         state_dir: state.to_path_buf(),
         ports: Ports {
+            // Not a base: every port below is picked by the kernel.
+            base: 0,
             etcd_client: port(0),
             etcd_peer: port(1),
             apiserver: port(2),
             controller_manager: port(3),
             scheduler: port(4),
             kwok: port(5),
+            catalog_grpc: port(6),
+            catalog_http: port(7),
+            controllers_admin: port(8),
+            packageserver: port(9),
         },
     }
 }

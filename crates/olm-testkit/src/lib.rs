@@ -93,6 +93,44 @@ impl TestkitError {
 
 pub type Result<T, E = TestkitError> = std::result::Result<T, E>;
 
+/// Port base of the tests' own control plane (override: `OLM_TEST_PORT_BASE`); apart from the
+/// developer's `olm dev` environment (28000) so tests never share a cluster with a host `olm run`.
+pub const TEST_PORT_BASE: u16 = 29000;
+
+/// The layout of the tests' own control plane: the binary cache of `olm dev` (built once, shared),
+/// but its own state directory, `OLM_TEST_STATE_DIR` or `${XDG_STATE_HOME:-~/.local/state}/olm-dev-test`,
+/// and its own ports, from `OLM_TEST_PORT_BASE` (default [`TEST_PORT_BASE`]).
+pub fn test_layout() -> Result<Layout> {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    test_layout_from(&env)
+}
+
+fn test_layout_from(env: &dyn Fn(&str) -> Option<PathBuf>) -> Result<Layout> {
+    let absolute = |name: &str| env(name).filter(|p| p.is_absolute());
+    let mut layout = Layout::from_env().map_err(|e| TestkitError::ControlPlane(e.to_string()))?;
+    layout.state_dir = match absolute("OLM_TEST_STATE_DIR") {
+        Some(dir) => dir,
+        None => match (absolute("XDG_STATE_HOME"), absolute("HOME")) {
+            (Some(state), _) => state.join("olm-dev-test"),
+            (None, Some(home)) => home.join(".local/state/olm-dev-test"),
+            (None, None) => {
+                return Err(TestkitError::ControlPlane(
+                    "cannot decide where the test state directory is: set OLM_TEST_STATE_DIR or HOME".into(),
+                ));
+            }
+        },
+    };
+    let base = match env("OLM_TEST_PORT_BASE") {
+        Some(value) => olm_dev::parse_port_base("OLM_TEST_PORT_BASE", &value.to_string_lossy())
+            .map_err(|e| TestkitError::ControlPlane(e.to_string()))?,
+        None => TEST_PORT_BASE,
+    };
+    layout.ports = olm_dev::Ports::from_base(base).ok_or_else(|| {
+        TestkitError::ControlPlane(format!("OLM_TEST_PORT_BASE={base} is out of range"))
+    })?;
+    Ok(layout)
+}
+
 /// Outcome of `ensure_up`, shared by all tests of one test binary.
 static CONTROL_PLANE: OnceLock<std::result::Result<Layout, String>> = OnceLock::new();
 
@@ -100,7 +138,7 @@ static CONTROL_PLANE: OnceLock<std::result::Result<Layout, String>> = OnceLock::
 fn ensure_up_blocking() -> std::result::Result<Layout, String> {
     CONTROL_PLANE
         .get_or_init(|| {
-            let layout = Layout::from_env().map_err(|e| e.to_string())?;
+            let layout = test_layout().map_err(|e| e.to_string())?;
             let progress = Progress::new();
             olm_dev::up(&layout, &progress).map_err(|e| e.to_string())?;
             Ok(layout)
@@ -217,6 +255,16 @@ impl TestCluster {
 
     pub fn kubeconfig(&self) -> PathBuf {
         self.layout.kubeconfig()
+    }
+
+    /// Environment for a child `olm` process so that it talks to this (the tests') cluster and
+    /// never to the developer's: KUBECONFIG, OLM_DEV_STATE_DIR, OLM_DEV_PORT_BASE.
+    pub fn child_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("KUBECONFIG", self.layout.kubeconfig().display().to_string()),
+            ("OLM_DEV_STATE_DIR", self.layout.state_dir.display().to_string()),
+            ("OLM_DEV_PORT_BASE", self.layout.ports.base.to_string()),
+        ]
     }
 
     /// Path of the kubectl built for this control plane.
@@ -543,6 +591,37 @@ mod tests {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         );
         assert!(random_name("--").starts_with("test-"));
+    }
+
+    #[test]
+    fn test_layout_is_apart_from_the_developers() {
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| PathBuf::from(v))
+            }
+        };
+        let l = test_layout_from(&vars(&[("HOME", "/home/u")])).unwrap();
+        assert_eq!(l.state_dir, PathBuf::from("/home/u/.local/state/olm-dev-test"));
+        assert_eq!(l.ports.apiserver, 29443);
+        assert_eq!(l.ports.etcd_client, 29379);
+        assert_eq!(l.cache_dir, Layout::from_env().unwrap().cache_dir);
+
+        let l = test_layout_from(&vars(&[("HOME", "/home/u"), ("XDG_STATE_HOME", "/x")])).unwrap();
+        assert_eq!(l.state_dir, PathBuf::from("/x/olm-dev-test"));
+
+        let l = test_layout_from(&vars(&[
+            ("OLM_TEST_STATE_DIR", "/t"),
+            ("OLM_TEST_PORT_BASE", "31000"),
+        ]))
+        .unwrap();
+        assert_eq!(l.state_dir, PathBuf::from("/t"));
+        assert_eq!(l.ports.apiserver, 31443);
+
+        let err = test_layout_from(&vars(&[("HOME", "/h"), ("OLM_TEST_PORT_BASE", "x")])).unwrap_err();
+        assert!(err.to_string().contains("OLM_TEST_PORT_BASE"), "{err}");
     }
 
     #[tokio::test]

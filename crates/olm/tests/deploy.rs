@@ -112,9 +112,17 @@ fn every_deployment_command_line_is_accepted_by_olm() {
     assert_eq!(deployments, 3, "catalog server, controllers and package server");
 }
 
+/// `olm` pointed at the tests' own control plane (olm-testkit's layout), never the developer's.
+fn olm_on_test_cluster() -> Command {
+    let layout = olm_testkit::test_layout().expect("test layout");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_olm"));
+    cmd.env("OLM_DEV_STATE_DIR", &layout.state_dir).env("OLM_DEV_PORT_BASE", layout.ports.base.to_string()).env_remove("KUBECONFIG");
+    cmd
+}
+
 /// `olm dev cluster env` as (KUBECONFIG, PATH).
 fn dev_env() -> Option<(String, String)> {
-    let out = Command::new(env!("CARGO_BIN_EXE_olm")).args(["dev", "env"]).output().ok()?;
+    let out = olm_on_test_cluster().args(["dev", "env"]).output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut kubeconfig = None;
     let mut path = None;
@@ -150,7 +158,7 @@ fn kubectl(env: &(String, String), args: &[&str], stdin: Option<&str>) -> std::p
 
 #[test]
 fn manifests_apply_server_side_dry_run_against_the_local_cluster() {
-    let status = Command::new(env!("CARGO_BIN_EXE_olm")).args(["dev", "cluster", "up"]).output().expect("olm runs");
+    let status = olm_on_test_cluster().args(["dev", "cluster", "up"]).output().expect("olm runs");
     assert!(status.status.success(), "olm dev cluster up: {}", String::from_utf8_lossy(&status.stderr));
     let env = dev_env().expect("olm dev env prints KUBECONFIG and PATH");
     // The CRDs (manifests/crds/, applied first) and the namespaces must exist for a dry run of

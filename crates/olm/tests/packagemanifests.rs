@@ -2,29 +2,37 @@
 //! partial results and a warning for a broken catalog, selectors, all namespaces, explain,
 //! authorization, and the icon subresource.
 
-use std::process::{Command, Output};
+//!
+//! On a throwaway `olm dev` environment (temporary state, free port base from 31000), stopped
+//! and purged at the end: `olm dev up` starts host OLM processes, which must not act on the
+//! cluster other tests share.
+
+mod support;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn olm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_olm")).args(args).output().expect("olm runs")
-}
+use support::DevEnvironment;
 
 struct Shell {
     kubeconfig: String,
     path: String,
+    // Last field: dropped after everything that still uses the cluster.
+    _env: DevEnvironment,
 }
 
 impl Shell {
     fn new() -> Shell {
+        let dev = DevEnvironment::new(31000);
+        let olm = |args: &[&str]| dev.olm(args);
         let up = olm(&["dev", "up"]);
         assert!(up.status.success(), "olm dev up: {}", String::from_utf8_lossy(&up.stderr));
-        let env = String::from_utf8_lossy(&olm(&["dev", "env"]).stdout).into_owned();
-        let value = |name: &str| env.lines().find_map(|l| l.strip_prefix(&format!("export {name}="))).expect("olm dev env").to_owned();
+        let env_text = String::from_utf8_lossy(&olm(&["dev", "env"]).stdout).into_owned();
+        let value = |name: &str| env_text.lines().find_map(|l| l.strip_prefix(&format!("export {name}="))).expect("olm dev env").to_owned();
         let bin = value("PATH").split(':').next().unwrap_or_default().trim_matches('\'').to_owned();
-        Shell {
-            kubeconfig: value("KUBECONFIG").trim_matches('\'').to_owned(),
-            path: format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
-        }
+        let kubeconfig = value("KUBECONFIG").trim_matches('\'').to_owned();
+        let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+        Shell { kubeconfig, path, _env: dev }
     }
 
     fn run(&self, args: &[&str]) -> (bool, String, String) {

@@ -7,17 +7,19 @@
 //!   kubectl apply -f - (an OperatorGroup and a Subscription for etcd)
 //!   kubectl get csv -n <ns> -w   (until Succeeded)
 //!
-//! plus: stopping the package server leaves `kubectl get pods -A` working, and `olm dev up`
-//! brings it back. (`olm dev down` is not run here: it would stop the control plane other
-//! tests share.)
+//! plus: stopping the package server leaves `kubectl get pods -A` working, `olm dev up`
+//! brings it back, and `olm dev down --purge` stops every process `olm dev up` started.
+//!
+//! All of it on a throwaway environment (temporary OLM_DEV_STATE_DIR, a free OLM_DEV_PORT_BASE
+//! from 30000), so neither the developer's `olm dev` cluster nor the tests' shared one is touched.
+
+mod support;
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn olm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_olm")).args(args).output().expect("olm runs")
-}
+use support::{DevEnvironment, process_alive};
 
 /// What `eval "$(olm dev env)"` sets.
 struct Shell {
@@ -25,7 +27,8 @@ struct Shell {
     path: String,
 }
 
-fn eval_dev_env() -> Shell {
+fn eval_dev_env(env: &DevEnvironment) -> Shell {
+    let olm = |args: &[&str]| env.olm(args);
     let out = olm(&["dev", "env"]);
     assert!(out.status.success(), "olm dev env: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -77,6 +80,9 @@ impl Drop for NamespaceGuard<'_> {
 
 #[test]
 fn readme_quick_start_works_verbatim() {
+    // Dropped on any exit, a failed assertion included: `olm dev down --purge`.
+    let mut env = DevEnvironment::new(30000);
+    let olm = |args: &[&str]| env.olm(args);
     let up = olm(&["dev", "up"]);
     assert!(
         up.status.success(),
@@ -84,7 +90,7 @@ fn readme_quick_start_works_verbatim() {
         String::from_utf8_lossy(&up.stdout),
         String::from_utf8_lossy(&up.stderr)
     );
-    let shell = eval_dev_env();
+    let shell = eval_dev_env(&env);
 
     let started = Instant::now();
     let table = shell.ok(&["get", "packagemanifests", "-n", "olm"]);
@@ -158,13 +164,7 @@ spec:
     eprintln!("CSV: {last}");
 
     // Stopping the package server must not break kubectl for anything else.
-    let state = std::env::var("OLM_DEV_STATE_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| {
-        let base = std::env::var("XDG_STATE_HOME")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|_| std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".local/state"));
-        base.join("olm-dev")
-    });
-    let pid_file = state.join("pids/olm-packageserver.pid");
+    let pid_file = env.state_dir().join("pids/olm-packageserver.pid");
     let pid = std::fs::read_to_string(&pid_file).expect("olm dev up records the package server pid");
     let killed = Command::new("kill").arg(pid.trim()).status().expect("kill runs");
     assert!(killed.success());
@@ -183,4 +183,32 @@ spec:
     let status = olm(&["dev", "status"]);
     assert!(status.status.success(), "olm dev status after up:\n{}", String::from_utf8_lossy(&status.stdout));
     shell.ok(&["get", "packagemanifest", "etcd", "-n", &ns]);
+    drop(_guard);
+
+    // `olm dev down --purge` stops everything `olm dev up` started: the OLM host processes and
+    // the control plane, each by its recorded pid.
+    let started: Vec<(String, u32)> = env.recorded_pids();
+    let names: Vec<&str> = started.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in ["olm-catalog", "olm-controllers", "olm-packageserver", "etcd", "kube-apiserver"] {
+        assert!(names.iter().any(|n| n.starts_with(expected)), "olm dev up records a pid for {expected}: {names:?}");
+    }
+    let down = env.down();
+    assert!(
+        down.status.success(),
+        "olm dev down --purge failed:\n{}\n{}",
+        String::from_utf8_lossy(&down.stdout),
+        String::from_utf8_lossy(&down.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive: Vec<&(String, u32)> = started.iter().filter(|(_, pid)| process_alive(*pid)).collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still running after olm dev down: {alive:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!env.state_dir().join("kubeconfig").exists(), "--purge deletes the kubeconfig");
+    let status = env.olm(&["dev", "status"]);
+    assert!(!status.status.success(), "olm dev status after down reports nothing healthy");
 }

@@ -6,7 +6,19 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use olm_dev::{format_duration, Layout, Progress};
 
+/// Where `olm dev` keeps things and which ports it uses; shown under `olm dev --help`.
+const ENVIRONMENT_HELP: &str = "\
+Environment:
+  OLM_DEV_CACHE_DIR   built binaries (default ${XDG_CACHE_HOME:-~/.cache}/olm-dev)
+  OLM_DEV_STATE_DIR   kubeconfig, pki/, etcd/, logs/, pids/ (default ${XDG_STATE_HOME:-~/.local/state}/olm-dev)
+  OLM_DEV_PORT_BASE   port base (default 28000); every port is base + offset on 127.0.0.1:
+                      etcd +379/+380, API server +443, controller-manager +257, scheduler +259,
+                      kwok +247; `olm dev up` adds catalog gRPC +550, catalog HTTP +580,
+                      controllers admin +581, package server +543.
+                      The test suite uses its own environment (olm-dev-test, base 29000).";
+
 #[derive(Debug, Args)]
+#[command(after_long_help = ENVIRONMENT_HELP)]
 pub struct DevArgs {
     #[command(subcommand)]
     command: DevCommand,
@@ -40,14 +52,18 @@ enum DevCommand {
     ///
     /// Binaries: ${XDG_CACHE_HOME:-~/.cache}/olm-dev (or $OLM_DEV_CACHE_DIR).
     /// State (kubeconfig, pki/, etcd/, logs/, pids/): ${XDG_STATE_HOME:-~/.local/state}/olm-dev
-    /// (or $OLM_DEV_STATE_DIR). Ports: API server 28443, etcd 28379/28380,
-    /// controller-manager 28257, scheduler 28259, kwok 28247 (all 127.0.0.1).
-    #[command(subcommand)]
+    /// (or $OLM_DEV_STATE_DIR). Ports (127.0.0.1) from $OLM_DEV_PORT_BASE (default 28000):
+    /// API server base+443 (28443), etcd base+379/380, controller-manager base+257,
+    /// scheduler base+259, kwok base+247.
+    #[command(subcommand, after_long_help = ENVIRONMENT_HELP)]
     Cluster(ClusterCommand),
 }
 
 #[derive(Debug, Subcommand)]
 enum ClusterCommand {
+    /// Build the binaries into the cache if they are missing and verify their versions, showing
+    /// progress; starts nothing. Run it before `cargo test` so no test waits on a Go build.
+    Build,
     /// Build the binaries if needed (once), then start the control plane and wait until it is
     /// ready. Does nothing if it already runs and is healthy.
     Up,
@@ -73,6 +89,26 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     };
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
     match command {
+        ClusterCommand::Build => {
+            let progress = Progress::new();
+            let started = std::time::Instant::now();
+            let was_built = olm_dev::is_built(&layout);
+            olm_dev::ensure_built(&layout, &progress).context("olm dev cluster build")?;
+            if was_built {
+                println!(
+                    "binaries already built and verified under {} (checked in {})",
+                    layout.cache_dir.display(),
+                    format_duration(started.elapsed())
+                );
+            } else {
+                println!(
+                    "binaries built under {} in {}",
+                    layout.cache_dir.display(),
+                    format_duration(started.elapsed())
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         ClusterCommand::Up => {
             let progress = Progress::new();
             let report = olm_dev::up(&layout, &progress).context("olm dev cluster up")?;

@@ -13,15 +13,8 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use olm_dev::{Layout, Progress, format_duration};
 
-/// Host port of the catalog server's gRPC API (the CatalogSource's address).
-pub const CATALOG_GRPC_PORT: u16 = 28550;
-/// Host port of the catalog server's HTTP API.
-pub const CATALOG_HTTP_PORT: u16 = 28580;
-/// Host port of the controllers' admin server (/metrics, /healthz, /readyz).
-pub const CONTROLLERS_ADMIN_PORT: u16 = 28581;
-/// Host port of the package server (HTTPS, behind the APIService).
-pub const PACKAGESERVER_PORT: u16 = 28543;
-/// The APIService of the PackageManifest API.
+// Host ports (catalog gRPC/HTTP, controllers admin, package server) come from the layout's
+// port base (`OLM_DEV_PORT_BASE`), next to the control plane's.
 pub const APISERVICE: &str = "v1.packages.operators.coreos.com";
 /// The CatalogSource `olm dev up` creates.
 pub const CATALOG_NAME: &str = "community";
@@ -122,7 +115,9 @@ fn packageserver_cert(layout: &Layout) -> anyhow::Result<(String, PathBuf, PathB
 /// What `olm dev up` applies besides the CRDs: the local counterpart of manifests/. Applied
 /// with kubectl's default field manager, so that `kubectl apply --server-side -f manifests/`
 /// on the same cluster takes the fields over instead of conflicting.
-fn local_manifests(ca_pem: &str) -> String {
+fn local_manifests(layout: &Layout, ca_pem: &str) -> String {
+    let catalog_grpc_port = layout.ports.catalog_grpc;
+    let packageserver_port = layout.ports.packageserver;
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
         r#"apiVersion: v1
@@ -157,7 +152,7 @@ metadata:
   namespace: olm
 spec:
   sourceType: grpc
-  address: 127.0.0.1:{CATALOG_GRPC_PORT}
+  address: 127.0.0.1:{catalog_grpc_port}
   displayName: Community Operators
   publisher: OLM (local)
   updateStrategy:
@@ -186,7 +181,7 @@ spec:
   service:
     namespace: olm
     name: packageserver
-    port: {PACKAGESERVER_PORT}
+    port: {packageserver_port}
 "#
     )
 }
@@ -231,20 +226,20 @@ fn process_args(layout: &Layout, process: HostProcess, catalog: &Path, cert: &Pa
             "catalog".into(),
             "serve".into(),
             format!("--catalog={CATALOG_NAME}={}", catalog.display()),
-            format!("--http-addr=127.0.0.1:{CATALOG_HTTP_PORT}"),
-            format!("--grpc-addr=127.0.0.1:{CATALOG_GRPC_PORT}"),
+            format!("--http-addr=127.0.0.1:{}", layout.ports.catalog_http),
+            format!("--grpc-addr=127.0.0.1:{}", layout.ports.catalog_grpc),
         ],
         HostProcess::Controllers => vec![
             "run".into(),
             format!("--kubeconfig={kubeconfig}"),
-            format!("--metrics-addr=127.0.0.1:{CONTROLLERS_ADMIN_PORT}"),
+            format!("--metrics-addr=127.0.0.1:{}", layout.ports.controllers_admin),
             // One replica here, but the same Lease path as in a cluster.
             "--leader-elect".into(),
         ],
         HostProcess::PackageServer => vec![
             "packageserver".into(),
             format!("--kubeconfig={kubeconfig}"),
-            format!("--bind=127.0.0.1:{PACKAGESERVER_PORT}"),
+            format!("--bind=127.0.0.1:{}", layout.ports.packageserver),
             format!("--tls-cert-file={}", cert.display()),
             format!("--tls-private-key-file={}", key.display()),
             "--refresh=1m".into(),
@@ -342,9 +337,9 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
 
     let (ca, cert, key) = packageserver_cert(&layout)?;
     progress.say("applying namespaces olm and operators, OperatorGroups, the CatalogSource and the APIService");
-    kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&local_manifests(&ca)))?;
+    kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&local_manifests(&layout, &ca)))?;
 
-    let ports = [CATALOG_GRPC_PORT, CONTROLLERS_ADMIN_PORT, PACKAGESERVER_PORT];
+    let ports = [layout.ports.catalog_grpc, layout.ports.controllers_admin, layout.ports.packageserver];
     for (process, port) in HostProcess::ALL.into_iter().zip(ports) {
         let args = process_args(&layout, process, &catalog, &cert, &key);
         ensure_running(&layout, process, &args, &progress, port)?;
@@ -359,7 +354,7 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
         Ok(!out.trim().is_empty())
     })?;
     println!("OLM is running on the local control plane ({}).", format_duration(progress.elapsed()));
-    println!("  catalog:   CatalogSource olm/{CATALOG_NAME} -> olm catalog serve on 127.0.0.1:{CATALOG_GRPC_PORT} ({})", catalog.display());
+    println!("  catalog:   CatalogSource olm/{CATALOG_NAME} -> olm catalog serve on 127.0.0.1:{} ({})", layout.ports.catalog_grpc, catalog.display());
     println!("  logs:      {}", layout.logs_dir().display());
     println!("use it with: eval \"$(olm dev env)\"   then e.g.: kubectl get packagemanifests -n olm");
     Ok(ExitCode::SUCCESS)
