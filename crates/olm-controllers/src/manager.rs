@@ -195,6 +195,10 @@ impl Manager {
                     Api::<olm_api::v2::OperatorCondition>::all(client.clone()),
                     watcher::Config::default(),
                 ),
+                subscriptions: caches.watch(
+                    Api::<olm_api::v1alpha1::subscription::Subscription>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
             };
             let ctx = Arc::new(ControllerContext::new(csv::NAME, client.clone(), metrics.clone(), leadership.clone(), state));
             tasks.push(tokio::spawn(csv::run(ctx, shutdown.signal())));

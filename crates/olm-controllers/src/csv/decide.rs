@@ -15,6 +15,7 @@ use kube::ResourceExt;
 use olm_api::keys;
 use olm_api::v1::operator_group::{OperatorGroup, UpgradeStrategy};
 use olm_api::v2::{OperatorCondition, OperatorConditionSpec};
+use olm_api::v1alpha1::subscription::SubscriptionConfig;
 use olm_api::v1alpha1::cluster_service_version::{
     CONDITIONS_LENGTH_LIMIT, ClusterServiceVersion, ClusterServiceVersionCondition, ClusterServiceVersionStatus,
     CsvPhase, CsvReason, INSTALL_STRATEGY_DEPLOYMENT, InstallModeType,
@@ -75,6 +76,8 @@ pub struct Observed<'a> {
     pub active_namespaces: &'a [String],
     /// OLMConfig `spec.features.disableCopiedCSVs`.
     pub copied_csvs_disabled: bool,
+    /// `spec.config` of the Subscription that installed this CSV, applied to its Deployments.
+    pub subscription_config: Option<&'a SubscriptionConfig>,
 }
 
 /// The operator's own namespaced RBAC, as created for it.
@@ -333,14 +336,14 @@ fn invalid_strategy(csv: &ClusterServiceVersion) -> Option<String> {
     None
 }
 
-/// The Deployments the strategy asks for.
-pub fn desired_deployments(csv: &ClusterServiceVersion) -> Vec<Deployment> {
+/// The Deployments the strategy asks for, with the Subscription's `spec.config` applied.
+pub fn desired_deployments(csv: &ClusterServiceVersion, config: Option<&SubscriptionConfig>) -> Vec<Deployment> {
     csv.spec
         .install
         .spec
         .iter()
         .flat_map(|details| details.deployments.iter())
-        .map(|entry| desired_deployment(csv, entry))
+        .map(|entry| desired_deployment(csv, entry, config))
         .collect()
 }
 
@@ -847,7 +850,7 @@ fn decide_phase(
             if let Some(problem) = invalid_strategy(csv) {
                 return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
             }
-            let desired = desired_deployments(csv);
+            let desired = desired_deployments(csv, observed.subscription_config);
             let wanted_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
             let mut d = transition(
                 previous,
@@ -867,7 +870,7 @@ fn decide_phase(
             d.requeue(REQUEUE_WAITING)
         }
         CsvPhase::Installing => {
-            let desired = desired_deployments(csv);
+            let desired = desired_deployments(csv, observed.subscription_config);
             match strategy_problem(observed, &desired) {
                 None => with_api_roles(
                     observed,
@@ -926,7 +929,7 @@ fn decide_phase(
                 }
                 return d;
             }
-            let desired = desired_deployments(csv);
+            let desired = desired_deployments(csv, observed.subscription_config);
             match strategy_problem(observed, &desired) {
                 None => with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(REQUEUE_RESYNC),
                 Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
@@ -987,7 +990,7 @@ fn decide_phase(
             if previous.reason == Some(CsvReason::OwnerConflict) && crd_owner_conflict(observed).is_some() {
                 return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
             }
-            let desired = desired_deployments(csv);
+            let desired = desired_deployments(csv, observed.subscription_config);
             match strategy_problem(observed, &desired) {
                 None => transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now)
                     .requeue(REQUEUE_RESYNC),

@@ -9,8 +9,29 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 use olm_api::keys;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, StrategyDeploymentSpec};
+use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConfig, SubscriptionStatus};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+use crate::subscription::config::apply_config;
+
+/// The Subscription whose config applies to `csv`: in its namespace, the one whose
+/// `status.installedCSV` names it, else the one whose `status.currentCSV` does.
+pub fn subscription_for<'a>(
+    csv: &ClusterServiceVersion,
+    subscriptions: &[&'a Subscription],
+) -> Option<&'a Subscription> {
+    let name = csv.name_any();
+    let namespace = csv.namespace();
+    let naming = |pick: fn(&SubscriptionStatus) -> Option<&String>| {
+        subscriptions
+            .iter()
+            .copied()
+            .filter(|s| s.namespace() == namespace)
+            .find(|s| s.status.as_ref().and_then(pick).is_some_and(|n| *n == name))
+    };
+    naming(|st| st.installed_csv.as_ref()).or_else(|| naming(|st| st.current_csv.as_ref()))
+}
 
 /// Annotations never copied onto pod templates: client-side apply bookkeeping can be larger
 /// than what an annotation on a Deployment may hold, and means nothing to the operator.
@@ -49,8 +70,14 @@ pub fn hash_json(value: &Value) -> String {
     hex::encode(&digest[..10])
 }
 
-/// The Deployment OLM applies for one strategy entry of `csv`.
-pub fn desired_deployment(csv: &ClusterServiceVersion, entry: &StrategyDeploymentSpec) -> Deployment {
+/// The Deployment OLM applies for one strategy entry of `csv`, with the `spec.config` of the
+/// Subscription that installed it (if any) applied before the spec hash is taken, so a config
+/// change rolls the Deployment.
+pub fn desired_deployment(
+    csv: &ClusterServiceVersion,
+    entry: &StrategyDeploymentSpec,
+    config: Option<&SubscriptionConfig>,
+) -> Deployment {
     let mut spec = (*entry.spec).clone();
     spec.revision_history_limit = Some(1);
 
@@ -76,6 +103,19 @@ pub fn desired_deployment(csv: &ClusterServiceVersion, entry: &StrategyDeploymen
         }
     }
 
+    // Config annotations land on the Deployment and its pod template; apply it on a scratch
+    // Deployment to reuse the Subscription rules, then keep what it changed.
+    let mut config_annotations = None;
+    if let Some(config) = config {
+        let mut scratch = Deployment {
+            spec: Some(spec),
+            ..Default::default()
+        };
+        apply_config(&mut scratch, config);
+        config_annotations = scratch.metadata.annotations;
+        spec = scratch.spec.unwrap_or_default();
+    }
+
     let mut labels = entry.label.clone().unwrap_or_default();
     labels.extend(owner_labels(csv));
     labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
@@ -87,6 +127,7 @@ pub fn desired_deployment(csv: &ClusterServiceVersion, entry: &StrategyDeploymen
             name: Some(entry.name.clone()),
             namespace: csv.namespace(),
             labels: Some(labels),
+            annotations: config_annotations,
             owner_references: Some(vec![owner_reference(csv)]),
             ..Default::default()
         },

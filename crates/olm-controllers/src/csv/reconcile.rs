@@ -20,6 +20,7 @@ use olm_api::keys;
 use olm_api::v1::olm_config::{OLM_CONFIG_NAME, OLMConfig};
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, CsvReason};
+use olm_api::v1alpha1::subscription::Subscription;
 use olm_api::v2::OperatorCondition;
 use serde_json::json;
 use tracing::instrument;
@@ -54,6 +55,8 @@ pub struct CsvState {
     pub operator_conditions: Cache<OperatorCondition>,
     /// The OLMConfig singleton.
     pub olm_configs: Cache<OLMConfig>,
+    /// Every Subscription (their `spec.config` shapes the operator Deployments).
+    pub subscriptions: Cache<Subscription>,
 }
 
 /// The label selector of the Deployment cache.
@@ -329,7 +332,11 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         .olm_configs
         .get(None, OLM_CONFIG_NAME)
         .is_some_and(|config| config.copied_csvs_disabled());
+    let subscriptions = state.subscriptions.list_in(&namespace);
+    let subscription_refs: Vec<&Subscription> = subscriptions.iter().map(Arc::as_ref).collect();
+    let subscription = super::deployment::subscription_for(&csv, &subscription_refs);
     let observed = Observed {
+        subscription_config: subscription.and_then(|s| s.spec.config.as_ref()),
         csv: &csv,
         groups: groups.iter().map(Arc::as_ref).collect(),
         other_groups: all_groups
@@ -646,7 +653,24 @@ pub fn run(
             .map(|c| ObjectRef::from_obj(c.as_ref()))
             .collect::<Vec<_>>()
     };
+    let subscription_store = store.clone();
+    let by_subscription = move |subscription: Arc<Subscription>| {
+        let ns = subscription.namespace();
+        let status = subscription.status.as_ref();
+        let named: BTreeSet<&str> = status
+            .into_iter()
+            .flat_map(|s| [s.installed_csv.as_deref(), s.current_csv.as_deref()])
+            .flatten()
+            .collect();
+        subscription_store
+            .state()
+            .iter()
+            .filter(|c| c.namespace() == ns && !c.is_copied() && named.contains(c.name_any().as_str()))
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    };
     let controller = Controller::for_shared_stream(state.csvs.subscribe(), store)
+        .watches_shared_stream(state.subscriptions.subscribe(), by_subscription)
         .watches_shared_stream(state.operator_conditions.subscribe(), by_condition)
         .watches_shared_stream(state.csvs.subscribe(), related)
         .owns_shared_stream(state.deployments.subscribe())
@@ -668,6 +692,7 @@ pub fn run(
         state.olm_configs.synced().await;
         state.cluster_roles.synced().await;
         state.operator_conditions.synced().await;
+        state.subscriptions.synced().await;
         let controller = controller
             .run(|csv, ctx| guarded(csv, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()));

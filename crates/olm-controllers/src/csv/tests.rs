@@ -95,6 +95,7 @@ struct World {
     taken: BTreeSet<String>,
     condition: Option<olm_api::v2::OperatorCondition>,
     replaced_condition: Option<olm_api::v2::OperatorCondition>,
+    subscription_config: Option<olm_api::v1alpha1::subscription::SubscriptionConfig>,
 }
 
 impl World {
@@ -149,11 +150,12 @@ impl World {
             // The OperatorCondition already exists unless a test says otherwise.
             condition: Some(super::decide::desired_operator_condition(&csv_for_condition)),
             replaced_condition: None,
+            subscription_config: None,
         }
     }
 
     fn with_installed_deployments(mut self) -> World {
-        for deployment in desired_deployments(&self.csv) {
+        for deployment in desired_deployments(&self.csv, self.subscription_config.as_ref()) {
             self.deployments.insert(deployment.name_any(), available(deployment));
         }
         self
@@ -178,6 +180,7 @@ impl World {
             replaced_condition: self.replaced_condition.as_ref(),
             active_namespaces: &self.namespaces,
             copied_csvs_disabled: self.copies_disabled,
+            subscription_config: self.subscription_config.as_ref(),
         };
         decide(&observed, now())
     }
@@ -757,4 +760,92 @@ fn the_operator_condition_is_kept_and_can_veto_an_upgrade() {
     let decision = world.decide();
     assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::OperatorConditionNotUpgradeable));
     assert!(decision.status.and_then(|s| s.message).unwrap_or_default().contains("a data migration is running"));
+}
+
+fn subscription_config(json: serde_json::Value) -> olm_api::v1alpha1::subscription::SubscriptionConfig {
+    serde_json::from_value(json).expect("config parses")
+}
+
+fn pod_of(deployment: &Deployment) -> serde_json::Value {
+    serde_json::to_value(deployment.spec.as_ref().map(|s| &s.template)).expect("json")
+}
+
+#[test]
+fn subscription_config_shapes_the_deployment_and_its_hash() {
+    let mut world = World::etcd_ready(Some((CsvPhase::InstallReady, CsvReason::AllRequirementsMet)));
+    let plain = desired_deployments(&world.csv, None);
+    world.subscription_config = Some(subscription_config(serde_json::json!({
+        "env": [{"name": "FOO", "value": "bar"}],
+        "nodeSelector": {"disk": "ssd"},
+        "annotations": {"team": "storage"},
+    })));
+    let decision = world.decide();
+    let applied: Vec<&Deployment> = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyDeployment(d) => Some(d.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applied.len(), 1);
+    let template = pod_of(applied[0]);
+    let env = &template["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array().is_some_and(|e| e.contains(&serde_json::json!({"name": "FOO", "value": "bar"}))),
+        "{env}"
+    );
+    assert_eq!(template["spec"]["nodeSelector"], serde_json::json!({"disk": "ssd"}));
+    assert_eq!(template["metadata"]["annotations"]["team"], serde_json::json!("storage"));
+    // The OLM annotations are still there next to the config's.
+    assert_eq!(template["metadata"]["annotations"][keys::TARGET_NAMESPACES_ANNOTATION], serde_json::json!(NS));
+    assert_eq!(applied[0].annotations().get("team").map(String::as_str), Some("storage"));
+    let hash = |d: &Deployment| d.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL).cloned();
+    assert_ne!(hash(applied[0]), hash(&plain[0]), "the config is part of the spec hash");
+}
+
+#[test]
+fn a_subscription_config_change_rolls_a_succeeded_operator() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded)));
+    world.subscription_config = Some(subscription_config(serde_json::json!({"env": [{"name": "FOO", "value": "bar"}]})));
+    let world = world.with_installed_deployments();
+    assert_eq!(world.decide().actions, Vec::new(), "installed as configured: nothing to do");
+
+    let mut changed = world;
+    changed.subscription_config = Some(subscription_config(serde_json::json!({"env": [{"name": "FOO", "value": "baz"}]})));
+    let decision = changed.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::ComponentUnhealthy));
+    assert!(
+        decision.status.as_ref().and_then(|s| s.message.as_deref()).unwrap_or_default().contains("outdated spec hash"),
+        "{:?}",
+        decision.status
+    );
+}
+
+#[test]
+fn the_config_comes_from_the_subscription_that_installed_the_csv() {
+    use olm_api::v1alpha1::subscription::{Subscription, SubscriptionStatus};
+    let csv = etcd();
+    let subscription = |name: &str, ns: &str, installed: Option<&str>, current: Option<&str>| {
+        let mut s: Subscription = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"name": "etcd", "source": "cat", "sourceNamespace": "olm"},
+        }))
+        .expect("subscription");
+        s.status = Some(SubscriptionStatus {
+            installed_csv: installed.map(str::to_owned),
+            current_csv: current.map(str::to_owned),
+            ..Default::default()
+        });
+        s
+    };
+    let elsewhere = subscription("elsewhere", "other", Some("etcdoperator.v0.9.4"), None);
+    let upgrading = subscription("upgrading", NS, None, Some("etcdoperator.v0.9.4"));
+    let installed = subscription("installed", NS, Some("etcdoperator.v0.9.4"), Some("etcdoperator.v0.9.5"));
+    let unrelated = subscription("unrelated", NS, Some("other.v1"), None);
+    let pick = |subs: &[&Subscription]| super::deployment::subscription_for(&csv, subs).map(|s| s.name_any());
+    assert_eq!(pick(&[&elsewhere, &upgrading, &installed, &unrelated]).as_deref(), Some("installed"));
+    assert_eq!(pick(&[&elsewhere, &upgrading, &unrelated]).as_deref(), Some("upgrading"));
+    assert_eq!(pick(&[&elsewhere, &unrelated]), None);
 }
