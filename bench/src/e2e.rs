@@ -75,14 +75,7 @@ fn layout(work: &Path) -> anyhow::Result<olm_dev::Layout> {
     let mut layout = olm_dev::Layout::from_env().context("olm-dev layout")?;
     layout.state_dir = work.join("cluster");
     // Another range than `olm dev up` (28xxx), so both clusters can run at once.
-    layout.ports = olm_dev::Ports {
-        etcd_client: 29379,
-        etcd_peer: 29380,
-        apiserver: 29443,
-        controller_manager: 29257,
-        scheduler: 29259,
-        kwok: 29247,
-    };
+    layout.ports = olm_dev::Ports::from_base(29000).context("port base 29000 out of range")?;
     Ok(layout)
 }
 
@@ -209,6 +202,25 @@ fn delete_etcd_crds(layout: &olm_dev::Layout) {
     }
 }
 
+/// Delete the namespace while the controllers still run (they remove their own finalizers, e.g.
+/// upstream's csv-cleanup), then stop them, then drop whatever finalizers are left so the CRDs
+/// can go.
+fn cleanup(layout: &olm_dev::Layout, ns: &str, procs: Vec<Proc>) {
+    let _ = kubectl(layout, &["delete", "namespace", ns, "--wait=true", "--timeout=60s"], None);
+    let _ = kubectl(layout, &["delete", "catalogsource", "--all", "-n", GLOBAL_NAMESPACE, "--timeout=30s"], None);
+    drop(procs);
+    for kind in ["csv", "subscription", "installplan", "operatorgroup", "operatorcondition"] {
+        if let Ok(names) = kubectl(layout, &["get", kind, "-A", "-o", "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}"], None) {
+            for item in names.lines().filter(|l| !l.is_empty()) {
+                if let Some((n, name)) = item.split_once('/') {
+                    let _ = kubectl(layout, &["patch", kind, name, "-n", n, "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#], None);
+                }
+            }
+        }
+    }
+    delete_etcd_crds(layout);
+}
+
 fn upstream(tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &Path) -> anyhow::Result<Side> {
     let olm_dir = upstream_module_dir(tools)?;
     apply_dir(layout, &olm_dir.join("deploy/chart/crds"))?;
@@ -255,10 +267,7 @@ fn upstream(tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &
     let install = time_install(layout, ns, &mut procs, Duration::from_secs(300))?;
     std::thread::sleep(Duration::from_secs(2));
     let rss = procs.iter().map(|p| (p.label.clone(), p.rss())).collect();
-    drop(procs);
-    let _ = kubectl(layout, &["delete", "namespace", ns, "--wait=true", "--timeout=120s"], None);
-    let _ = kubectl(layout, &["delete", "catalogsource", "--all", "-n", GLOBAL_NAMESPACE], None);
-    delete_etcd_crds(layout);
+    cleanup(layout, ns, procs);
     Ok(Side { label: "upstream (olm + catalog operators, opm serve)", install, rss })
 }
 
@@ -295,10 +304,7 @@ fn ours(tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &Path
     let install = time_install(layout, ns, &mut procs, Duration::from_secs(300))?;
     std::thread::sleep(Duration::from_secs(2));
     let rss = procs.iter().map(|p| (p.label.clone(), p.rss())).collect();
-    drop(procs);
-    let _ = kubectl(layout, &["delete", "namespace", ns, "--wait=true", "--timeout=120s"], None);
-    let _ = kubectl(layout, &["delete", "catalogsource", "--all", "-n", GLOBAL_NAMESPACE], None);
-    delete_etcd_crds(layout);
+    cleanup(layout, ns, procs);
     Ok(Side { label: "ours (olm run, olm catalog serve)", install, rss })
 }
 

@@ -428,7 +428,8 @@ cannot be installed both per namespace and AllNamespaces at once (both provide E
 conflict), so the AllNamespaces operator needs a second image-less package first. The goal \"controller memory per namespace ≤ \
 1/10 of upstream's\" is therefore unmeasured, neither met nor missed.";
 
-/// What the loss lines usually mean; printed only when there are losses.
-pub const LOSS_CONTEXT: &str = "Reading the losses: loopback latencies of a few tens of microseconds are dominated by the HTTP/2 and \
-protobuf stacks on both sides, and on a 2-core machine the load generator competes with the server for the same cores, so \
-small per-request differences there are within noise of a single run; start-up and memory figures are not.";
+/// How to read the loss lines; printed only when there are losses.
+pub const LOSS_CONTEXT: &str = "How to read these: the load generator runs on the same cores as the server (nproc above), so \
+latency and throughput figures include contention with it, equally for both servers; a single run has no error bars, so \
+differences of a few percent can flip between runs, while differences of several times do not. The first resolution \
+includes getting the catalog: ours parses the FBC from disk, upstream reads opm's pre-parsed cache over gRPC.";
