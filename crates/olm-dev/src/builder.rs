@@ -798,6 +798,7 @@ replace k8s.io/sample-controller => ./staging/src/k8s.io/sample-controller
             cache_dir: dir.path().to_path_buf(),
             state_dir: dir.path().join("state"),
             ports: Default::default(),
+            host_ports: Default::default(),
         };
         assert!(!stamp_matches(&layout, &Etcd));
         std::fs::create_dir_all(layout.etcd().parent().unwrap()).unwrap();

@@ -1024,6 +1024,7 @@ mod tests {
             cache_dir: dir.join("cache"),
             state_dir: dir.join("state"),
             ports: Default::default(),
+            host_ports: Default::default(),
         }
     }
 

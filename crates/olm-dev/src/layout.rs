@@ -44,20 +44,54 @@ pub const DEFAULT_PORT_BASE: u16 = 28000;
 /// Largest accepted port base: the highest offset (581) must stay a valid port.
 pub const MAX_PORT_BASE: u16 = 64000;
 
-/// Loopback ports, all derived from one base (`OLM_DEV_PORT_BASE`, default 28000) so several
-/// environments (the developer's, the tests', a throwaway one) can run side by side. The last
-/// three digits mirror the usual ports: etcd base+379/380, API server base+443, controller-manager
-/// base+257, scheduler base+259, kwok base+247; the `olm dev up` host processes use catalog gRPC
-/// base+550, catalog HTTP base+580, controllers admin base+581, package server base+543.
+/// Loopback ports of the control plane, derived from one base (`OLM_DEV_PORT_BASE`, default
+/// 28000) so several environments (the developer's, the tests', a throwaway one) can run side by
+/// side. The last three digits mirror the usual ports: etcd base+379/380, API server base+443,
+/// controller-manager base+257, scheduler base+259, kwok base+247.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ports {
-    pub base: u16,
     pub etcd_client: u16,
     pub etcd_peer: u16,
     pub apiserver: u16,
     pub controller_manager: u16,
     pub scheduler: u16,
     pub kwok: u16,
+}
+
+impl Ports {
+    /// The ports for one base; `None` when the base is above [`MAX_PORT_BASE`].
+    pub fn from_base(base: u16) -> Option<Self> {
+        (base <= MAX_PORT_BASE).then_some(Ports {
+            etcd_client: base + 379,
+            etcd_peer: base + 380,
+            apiserver: base + 443,
+            controller_manager: base + 257,
+            scheduler: base + 259,
+            kwok: base + 247,
+        })
+    }
+}
+
+impl Default for Ports {
+    fn default() -> Self {
+        Ports {
+            etcd_client: DEFAULT_PORT_BASE + 379,
+            etcd_peer: DEFAULT_PORT_BASE + 380,
+            apiserver: DEFAULT_PORT_BASE + 443,
+            controller_manager: DEFAULT_PORT_BASE + 257,
+            scheduler: DEFAULT_PORT_BASE + 259,
+            kwok: DEFAULT_PORT_BASE + 247,
+        }
+    }
+}
+
+/// Loopback ports of the OLM host processes `olm dev up` starts, from the same base as
+/// [`Ports`]: catalog gRPC base+550, catalog HTTP base+580, controllers admin base+581,
+/// package server base+543.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostPorts {
+    /// The base everything was derived from (what `OLM_DEV_PORT_BASE` says).
+    pub base: u16,
     /// `olm catalog serve` gRPC (the address of CatalogSource olm/community).
     pub catalog_grpc: u16,
     /// `olm catalog serve` HTTP.
@@ -68,20 +102,11 @@ pub struct Ports {
     pub packageserver: u16,
 }
 
-impl Ports {
+impl HostPorts {
     /// The ports for one base; `None` when the base is above [`MAX_PORT_BASE`].
     pub fn from_base(base: u16) -> Option<Self> {
-        if base > MAX_PORT_BASE {
-            return None;
-        }
-        Some(Ports {
+        (base <= MAX_PORT_BASE).then_some(HostPorts {
             base,
-            etcd_client: base + 379,
-            etcd_peer: base + 380,
-            apiserver: base + 443,
-            controller_manager: base + 257,
-            scheduler: base + 259,
-            kwok: base + 247,
             catalog_grpc: base + 550,
             catalog_http: base + 580,
             controllers_admin: base + 581,
@@ -90,16 +115,10 @@ impl Ports {
     }
 }
 
-impl Default for Ports {
+impl Default for HostPorts {
     fn default() -> Self {
-        Ports {
+        HostPorts {
             base: DEFAULT_PORT_BASE,
-            etcd_client: DEFAULT_PORT_BASE + 379,
-            etcd_peer: DEFAULT_PORT_BASE + 380,
-            apiserver: DEFAULT_PORT_BASE + 443,
-            controller_manager: DEFAULT_PORT_BASE + 257,
-            scheduler: DEFAULT_PORT_BASE + 259,
-            kwok: DEFAULT_PORT_BASE + 247,
             catalog_grpc: DEFAULT_PORT_BASE + 550,
             catalog_http: DEFAULT_PORT_BASE + 580,
             controllers_admin: DEFAULT_PORT_BASE + 581,
@@ -128,6 +147,7 @@ pub struct Layout {
     pub cache_dir: PathBuf,
     pub state_dir: PathBuf,
     pub ports: Ports,
+    pub host_ports: HostPorts,
 }
 
 impl Layout {
@@ -169,18 +189,31 @@ impl Layout {
                     })?,
             },
         };
-        let ports = match env("OLM_DEV_PORT_BASE") {
+        let base = match env("OLM_DEV_PORT_BASE") {
             Some(value) if !value.as_os_str().is_empty() => {
-                let base = parse_port_base("OLM_DEV_PORT_BASE", &value.to_string_lossy())?;
-                Ports::from_base(base).unwrap_or_default()
+                parse_port_base("OLM_DEV_PORT_BASE", &value.to_string_lossy())?
             }
-            _ => Ports::default(),
+            _ => DEFAULT_PORT_BASE,
         };
-        Ok(Layout {
+        let mut layout = Layout {
             cache_dir,
             state_dir,
-            ports,
-        })
+            ports: Ports::default(),
+            host_ports: HostPorts::default(),
+        };
+        layout.set_port_base(base)?;
+        Ok(layout)
+    }
+
+    /// Derives every port (control plane and host processes) from `base`.
+    pub fn set_port_base(&mut self, base: u16) -> Result<()> {
+        let bad = || DevError::BadPortBase {
+            variable: "port base",
+            value: base.to_string(),
+        };
+        self.ports = Ports::from_base(base).ok_or_else(bad)?;
+        self.host_ports = HostPorts::from_base(base).ok_or_else(bad)?;
+        Ok(())
     }
 
     pub fn go_mod_cache(&self) -> PathBuf {
@@ -336,15 +369,15 @@ mod tests {
         assert_eq!(l.ports.controller_manager, 28257);
         assert_eq!(l.ports.scheduler, 28259);
         assert_eq!(l.ports.kwok, 28247);
-        assert_eq!(l.ports.catalog_grpc, 28550);
-        assert_eq!(l.ports.catalog_http, 28580);
-        assert_eq!(l.ports.controllers_admin, 28581);
-        assert_eq!(l.ports.packageserver, 28543);
+        assert_eq!(l.host_ports.catalog_grpc, 28550);
+        assert_eq!(l.host_ports.catalog_http, 28580);
+        assert_eq!(l.host_ports.controllers_admin, 28581);
+        assert_eq!(l.host_ports.packageserver, 28543);
         assert_eq!(l.apiserver_url(), "https://127.0.0.1:28443");
 
         let l = layout(&[("HOME", "/home/u"), ("OLM_DEV_PORT_BASE", "30000")]).unwrap();
         assert_eq!(l.ports.apiserver, 30443);
-        assert_eq!(l.ports.packageserver, 30543);
+        assert_eq!(l.host_ports.packageserver, 30543);
         assert_eq!(l.ports.etcd_peer, 30380);
 
         let err = layout(&[("HOME", "/home/u"), ("OLM_DEV_PORT_BASE", "65000")]).unwrap_err();

@@ -19,7 +19,7 @@ pub use cluster::{
 };
 pub use error::{DevError, Result};
 pub use layout::{
-    DEFAULT_PORT_BASE, ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
+    DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
     POD_CIDR, Ports, SERVICE_CIDR, parse_port_base,
 };
 pub use run::{Progress, format_duration};

@@ -329,6 +329,7 @@ mod tests {
             cache_dir: dir.path().join("cache"),
             state_dir: dir.path().join("state"),
             ports: Default::default(),
+            host_ports: Default::default(),
         };
         assert!(ensure_pki(&layout).unwrap());
         let first = std::fs::read_to_string(layout.pki_file("ca.crt")).unwrap();

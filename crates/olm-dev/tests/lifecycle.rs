@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use olm_dev::{Component, Layout, Ports, ProcessState, Progress};
+use olm_dev::{Component, HostPorts, Layout, Ports, ProcessState, Progress};
 
 /// A layout with its own state directory and free loopback ports (asked from the kernel, so
 /// they collide neither with the shared cluster nor with other tools on fixed ports).
@@ -18,14 +18,16 @@ fn layout_with(state: &Path) -> Layout {
         cache_dir: shared.cache_dir,
         state_dir: state.to_path_buf(),
         ports: Ports {
-            // Not a base: every port below is picked by the kernel.
-            base: 0,
             etcd_client: port(0),
             etcd_peer: port(1),
             apiserver: port(2),
             controller_manager: port(3),
             scheduler: port(4),
             kwok: port(5),
+        },
+        host_ports: HostPorts {
+            // Not a base: every port here is picked by the kernel.
+            base: 0,
             catalog_grpc: port(6),
             catalog_http: port(7),
             controllers_admin: port(8),

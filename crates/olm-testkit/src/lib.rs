@@ -125,9 +125,9 @@ fn test_layout_from(env: &dyn Fn(&str) -> Option<PathBuf>) -> Result<Layout> {
             .map_err(|e| TestkitError::ControlPlane(e.to_string()))?,
         None => TEST_PORT_BASE,
     };
-    layout.ports = olm_dev::Ports::from_base(base).ok_or_else(|| {
-        TestkitError::ControlPlane(format!("OLM_TEST_PORT_BASE={base} is out of range"))
-    })?;
+    layout
+        .set_port_base(base)
+        .map_err(|e| TestkitError::ControlPlane(e.to_string()))?;
     Ok(layout)
 }
 
@@ -263,7 +263,7 @@ impl TestCluster {
         vec![
             ("KUBECONFIG", self.layout.kubeconfig().display().to_string()),
             ("OLM_DEV_STATE_DIR", self.layout.state_dir.display().to_string()),
-            ("OLM_DEV_PORT_BASE", self.layout.ports.base.to_string()),
+            ("OLM_DEV_PORT_BASE", self.layout.host_ports.base.to_string()),
         ]
     }
 

@@ -116,7 +116,7 @@ fn every_deployment_command_line_is_accepted_by_olm() {
 fn olm_on_test_cluster() -> Command {
     let layout = olm_testkit::test_layout().expect("test layout");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_olm"));
-    cmd.env("OLM_DEV_STATE_DIR", &layout.state_dir).env("OLM_DEV_PORT_BASE", layout.ports.base.to_string()).env_remove("KUBECONFIG");
+    cmd.env("OLM_DEV_STATE_DIR", &layout.state_dir).env("OLM_DEV_PORT_BASE", layout.host_ports.base.to_string()).env_remove("KUBECONFIG");
     cmd
 }
 

@@ -116,8 +116,8 @@ fn packageserver_cert(layout: &Layout) -> anyhow::Result<(String, PathBuf, PathB
 /// with kubectl's default field manager, so that `kubectl apply --server-side -f manifests/`
 /// on the same cluster takes the fields over instead of conflicting.
 fn local_manifests(layout: &Layout, ca_pem: &str) -> String {
-    let catalog_grpc_port = layout.ports.catalog_grpc;
-    let packageserver_port = layout.ports.packageserver;
+    let catalog_grpc_port = layout.host_ports.catalog_grpc;
+    let packageserver_port = layout.host_ports.packageserver;
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
         r#"apiVersion: v1
@@ -226,20 +226,20 @@ fn process_args(layout: &Layout, process: HostProcess, catalog: &Path, cert: &Pa
             "catalog".into(),
             "serve".into(),
             format!("--catalog={CATALOG_NAME}={}", catalog.display()),
-            format!("--http-addr=127.0.0.1:{}", layout.ports.catalog_http),
-            format!("--grpc-addr=127.0.0.1:{}", layout.ports.catalog_grpc),
+            format!("--http-addr=127.0.0.1:{}", layout.host_ports.catalog_http),
+            format!("--grpc-addr=127.0.0.1:{}", layout.host_ports.catalog_grpc),
         ],
         HostProcess::Controllers => vec![
             "run".into(),
             format!("--kubeconfig={kubeconfig}"),
-            format!("--metrics-addr=127.0.0.1:{}", layout.ports.controllers_admin),
+            format!("--metrics-addr=127.0.0.1:{}", layout.host_ports.controllers_admin),
             // One replica here, but the same Lease path as in a cluster.
             "--leader-elect".into(),
         ],
         HostProcess::PackageServer => vec![
             "packageserver".into(),
             format!("--kubeconfig={kubeconfig}"),
-            format!("--bind=127.0.0.1:{}", layout.ports.packageserver),
+            format!("--bind=127.0.0.1:{}", layout.host_ports.packageserver),
             format!("--tls-cert-file={}", cert.display()),
             format!("--tls-private-key-file={}", key.display()),
             "--refresh=1m".into(),
@@ -339,7 +339,7 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
     progress.say("applying namespaces olm and operators, OperatorGroups, the CatalogSource and the APIService");
     kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&local_manifests(&layout, &ca)))?;
 
-    let ports = [layout.ports.catalog_grpc, layout.ports.controllers_admin, layout.ports.packageserver];
+    let ports = [layout.host_ports.catalog_grpc, layout.host_ports.controllers_admin, layout.host_ports.packageserver];
     for (process, port) in HostProcess::ALL.into_iter().zip(ports) {
         let args = process_args(&layout, process, &catalog, &cert, &key);
         ensure_running(&layout, process, &args, &progress, port)?;
@@ -354,7 +354,7 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
         Ok(!out.trim().is_empty())
     })?;
     println!("OLM is running on the local control plane ({}).", format_duration(progress.elapsed()));
-    println!("  catalog:   CatalogSource olm/{CATALOG_NAME} -> olm catalog serve on 127.0.0.1:{} ({})", layout.ports.catalog_grpc, catalog.display());
+    println!("  catalog:   CatalogSource olm/{CATALOG_NAME} -> olm catalog serve on 127.0.0.1:{} ({})", layout.host_ports.catalog_grpc, catalog.display());
     println!("  logs:      {}", layout.logs_dir().display());
     println!("use it with: eval \"$(olm dev env)\"   then e.g.: kubectl get packagemanifests -n olm");
     Ok(ExitCode::SUCCESS)
