@@ -402,6 +402,7 @@ pub fn render(
             writeln!(o, "- {l}")?;
         }
         writeln!(o, "\n{}\n", crate::report::LOSS_CONTEXT)?;
+        writeln!(o, "{}\n", crate::report::KNOWN_CAUSES)?;
     }
 
     writeln!(o, "## How to rerun\n")?;
@@ -433,3 +434,14 @@ pub const LOSS_CONTEXT: &str = "How to read these: the load generator runs on th
 latency and throughput figures include contention with it, equally for both servers; a single run has no error bars, so \
 differences of a few percent can flip between runs, while differences of several times do not. The first resolution \
 includes getting the catalog: ours parses the FBC from disk, upstream reads opm's pre-parsed cache over gRPC.";
+
+/// Causes behind the losses, from reading our code (not measurements); printed with the losses.
+pub const KNOWN_CAUSES: &str = "Known causes (from reading the code, not measured): **GetBundleForChannel** — the real catalog's \
+bundles carry `olm.csv.metadata` and no `olm.bundle.object`, so both servers synthesize the channel head's CSV; ours rebuilds that \
+CSV JSON and the object list on every call (crates/olm-registry `convert::api_bundle` → `csv_json_and_objects`) instead of once per \
+snapshot, and it writes `\"creationTimestamp\": null` into the CSV metadata, which opm omits: that key is exactly the csvJson/object \
+difference listed under \"Same answers?\". **Catalog server memory** — ours keeps its whole indexed snapshot in memory; it is about a \
+third of opm's RSS here but above the ≤ 1/3 goal. **First resolution** — ours parses and indexes the FBC from disk, upstream receives \
+opm's pre-parsed bundles over gRPC; a running controller pays this once per catalog change, not per resolution. **Resolution \
+answers** — same bundles, but for bundles listed in several channels the channel attributed by olm-resolver differs from upstream's \
+(see the differences in §2): an olm-resolver issue to fix.";
