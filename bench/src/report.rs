@@ -440,8 +440,8 @@ pub const KNOWN_CAUSES: &str = "Known causes (from reading the code, not measure
 bundles carry `olm.csv.metadata` and no `olm.bundle.object`, so both servers synthesize the channel head's CSV; ours rebuilds that \
 CSV JSON and the object list on every call (crates/olm-registry `convert::api_bundle` → `csv_json_and_objects`) instead of once per \
 snapshot, and it writes `\"creationTimestamp\": null` into the CSV metadata, which opm omits: that key is exactly the csvJson/object \
-difference listed under \"Same answers?\". **Catalog server memory** — ours keeps its whole indexed snapshot in memory; it is about a \
-third of opm's RSS here but above the ≤ 1/3 goal. **First resolution** — ours parses and indexes the FBC from disk, upstream receives \
+difference listed under \"Same answers?\". **Catalog server memory** — ours keeps its whole indexed snapshot in memory, while opm serves \
+bundle content from its cache directory on disk. **First resolution** — ours parses and indexes the FBC from disk, upstream receives \
 opm's pre-parsed bundles over gRPC; a running controller pays this once per catalog change, not per resolution. **Resolution \
 answers** — same bundles, but for bundles listed in several channels the channel attributed by olm-resolver differs from upstream's \
 (see the differences in §2): an olm-resolver issue to fix.";
