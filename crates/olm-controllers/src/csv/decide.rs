@@ -111,6 +111,22 @@ pub enum CsvAction {
     ApplyRoleBinding(Box<RoleBinding>),
     /// Delete the CSV itself (phase Deleting, or a copy whose original is gone).
     DeleteSelf,
+    /// Add the `operators.coreos.com/csv-cleanup` finalizer; `current` is the finalizer list
+    /// observed (the patch tests it, so a concurrent change is never overwritten).
+    AddFinalizer {
+        /// `metadata.finalizers` as observed.
+        current: Option<Vec<String>>,
+        /// `metadata.resourceVersion` as observed (tested when there is no list yet).
+        resource_version: Option<String>,
+    },
+    /// Delete the cluster-scoped objects labelled with the CSV as owner (ClusterRoles and
+    /// ClusterRoleBindings: the InstallPlan's and the ones lifted for an all-namespaces group).
+    DeleteOwnedClusterObjects,
+    /// Remove the cleanup finalizer at `index` (tested to still be there).
+    RemoveFinalizer {
+        /// Position in `metadata.finalizers`.
+        index: usize,
+    },
     /// Create or update a copy in another namespace (object and status).
     ApplyCopy(Box<ClusterServiceVersion>),
     /// Delete the copy in a namespace that is no longer a target.
@@ -665,19 +681,54 @@ fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>, mut decisi
     decision
 }
 
+/// The decision for a non-copied CSV being deleted (`None` when it is not): namespaced
+/// children go with their ownerReferences and copies notice their original is gone; what is
+/// cluster-scoped is deleted by owner labels before the cleanup finalizer is released, so it
+/// goes even when OLM was down when the CSV was deleted. CRDs and custom resources are never
+/// touched.
+pub fn decide_deletion(csv: &ClusterServiceVersion) -> Option<CsvDecision> {
+    csv.metadata.deletion_timestamp.as_ref()?;
+    let mut decision = CsvDecision {
+        actions: Vec::new(),
+        status: None,
+        events: Vec::new(),
+        requeue_after: None,
+    };
+    let index = csv
+        .finalizers()
+        .iter()
+        .position(|f| f == keys::CSV_CLEANUP_FINALIZER);
+    if let Some(index) = index {
+        decision = decision
+            .act(CsvAction::DeleteOwnedClusterObjects)
+            .act(CsvAction::RemoveFinalizer { index });
+    }
+    Some(decision)
+}
+
 /// Decide one pass over a non-copied CSV.
 pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
     let csv = observed.csv;
-    let previous = csv.status.clone().unwrap_or_default();
-    if csv.metadata.deletion_timestamp.is_some() {
-        // Namespaced children go with the ownerReferences; copies notice their original is gone.
-        return CsvDecision {
-            actions: Vec::new(),
-            status: None,
-            events: Vec::new(),
-            requeue_after: None,
-        };
+    if let Some(decision) = decide_deletion(csv) {
+        return decision;
     }
+    let mut decision = decide_live(observed, now);
+    if !csv.finalizers().iter().any(|f| f == keys::CSV_CLEANUP_FINALIZER) {
+        // First, so it is in place before anything cluster-scoped is created.
+        decision.actions.insert(
+            0,
+            CsvAction::AddFinalizer {
+                current: csv.metadata.finalizers.clone(),
+                resource_version: csv.resource_version(),
+            },
+        );
+    }
+    decision
+}
+
+fn decide_live(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
+    let csv = observed.csv;
+    let previous = csv.status.clone().unwrap_or_default();
     if previous.reason == Some(CsvReason::InstallComponentFailedNoRetry) {
         return CsvDecision::status(previous);
     }

@@ -224,6 +224,12 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         return Ok(action_for(decision.requeue_after));
     }
 
+    if let Some(decision) = super::decide::decide_deletion(&csv) {
+        // Nothing else to observe on the way out.
+        act(&ctx, &csv, &decision).await?;
+        return Ok(action_for(decision.requeue_after));
+    }
+
     // Observe.
     let all_groups = state.groups.list();
     let groups: Vec<Arc<OperatorGroup>> = all_groups
@@ -485,6 +491,32 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                     .await
                     .map_err(|err| Error::api(format!("apply RoleBinding {target}/{binding_name}"), err))?;
             }
+            CsvAction::AddFinalizer { current, resource_version } => {
+                let finalizer = keys::CSV_CLEANUP_FINALIZER;
+                let ops = match current {
+                    Some(list) if !list.is_empty() => json!([
+                        {"op": "test", "path": "/metadata/finalizers", "value": list},
+                        {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+                    ]),
+                    _ => json!([
+                        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+                        {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
+                    ]),
+                };
+                patch_finalizers(ctx, &namespace, &name, ops, "add the cleanup finalizer to").await?;
+            }
+            CsvAction::DeleteOwnedClusterObjects => {
+                delete_owned_cluster_objects(&ctx.client, csv).await?;
+            }
+            CsvAction::RemoveFinalizer { index } => {
+                let path = format!("/metadata/finalizers/{index}");
+                let ops = json!([
+                    {"op": "test", "path": path, "value": keys::CSV_CLEANUP_FINALIZER},
+                    {"op": "remove", "path": path},
+                ]);
+                patch_finalizers(ctx, &namespace, &name, ops, "remove the cleanup finalizer from").await?;
+                tracing::info!("cluster-scoped objects deleted; cleanup finalizer removed");
+            }
             CsvAction::DeleteSelf => {
                 let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
                 match api.delete(&name, &DeleteParams::background()).await {
@@ -516,6 +548,49 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
     if let Some(err) = copy_error {
         tracing::warn!(%err, error.category = err.category(), "some copies failed; retrying on the next pass");
     }
+    Ok(())
+}
+
+/// Apply a JSON patch to the CSV's finalizers. A failed `test` (422: the object changed since
+/// it was observed) is not an error: the change triggers another pass with the new object.
+async fn patch_finalizers(
+    ctx: &ControllerContext<CsvState>,
+    namespace: &str,
+    name: &str,
+    ops: serde_json::Value,
+    what: &str,
+) -> Result<()> {
+    let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|source| Error::Serialize {
+        what: format!("finalizer patch of ClusterServiceVersion {namespace}/{name}"),
+        source,
+    })?;
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+    match api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch)).await {
+        Ok(_) => Ok(()),
+        Err(err) if is_not_found(&err) => Ok(()),
+        Err(err) if crate::runtime::error::api_status_code(&err) == Some(422) => {
+            tracing::debug!(%err, "the CSV changed since it was observed; finalizer patch skipped until the next pass");
+            Ok(())
+        }
+        Err(err) => Err(Error::api(format!("{what} ClusterServiceVersion {namespace}/{name}"), err)),
+    }
+}
+
+/// Delete the ClusterRoles and ClusterRoleBindings labelled with `csv` as owner.
+async fn delete_owned_cluster_objects(client: &kube::Client, csv: &ClusterServiceVersion) -> Result<()> {
+    let params = kube::api::ListParams::default().labels(&owner_selector(csv));
+    let namespace = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    roles
+        .delete_collection(&DeleteParams::default(), &params)
+        .await
+        .map_err(|err| Error::api(format!("delete the ClusterRoles of ClusterServiceVersion {namespace}/{name}"), err))?;
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    bindings
+        .delete_collection(&DeleteParams::default(), &params)
+        .await
+        .map_err(|err| Error::api(format!("delete the ClusterRoleBindings of ClusterServiceVersion {namespace}/{name}"), err))?;
     Ok(())
 }
 

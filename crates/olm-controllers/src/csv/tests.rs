@@ -27,6 +27,9 @@ fn load(text: &str) -> ClusterServiceVersion {
     let mut csv: ClusterServiceVersion = olm_api::yaml::from_str(text, "testdata").expect("fixture parses");
     csv.metadata.namespace = Some(NS.into());
     csv.metadata.uid = Some("uid-1".into());
+    csv.metadata.resource_version = Some("1".into());
+    // As after the first pass; the finalizer tests start without it.
+    csv.metadata.finalizers = Some(vec![keys::CSV_CLEANUP_FINALIZER.to_owned()]);
     csv
 }
 
@@ -848,4 +851,45 @@ fn the_config_comes_from_the_subscription_that_installed_the_csv() {
     assert_eq!(pick(&[&elsewhere, &upgrading, &installed, &unrelated]).as_deref(), Some("installed"));
     assert_eq!(pick(&[&elsewhere, &upgrading, &unrelated]).as_deref(), Some("upgrading"));
     assert_eq!(pick(&[&elsewhere, &unrelated]), None);
+}
+
+#[test]
+fn the_cleanup_finalizer_is_added_first_and_keeps_other_finalizers() {
+    let mut world = World::etcd_ready(None);
+    world.csv.metadata.finalizers = None;
+    let decision = world.decide();
+    assert_eq!(
+        decision.actions.first(),
+        Some(&CsvAction::AddFinalizer {
+            current: None,
+            resource_version: Some("1".into())
+        })
+    );
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsUnknown), "the pass goes on");
+
+    world.csv.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+    assert_eq!(
+        world.decide().actions.first(),
+        Some(&CsvAction::AddFinalizer {
+            current: Some(vec!["example.com/keep".into()]),
+            resource_version: Some("1".into())
+        })
+    );
+}
+
+#[test]
+fn a_deleted_csv_cleans_cluster_objects_then_releases_its_finalizer() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.csv.metadata.deletion_timestamp = Some(Time(now()));
+    world.csv.metadata.finalizers = Some(vec!["example.com/other".into(), keys::CSV_CLEANUP_FINALIZER.into()]);
+    let decision = world.decide();
+    assert_eq!(
+        decision.actions,
+        vec![CsvAction::DeleteOwnedClusterObjects, CsvAction::RemoveFinalizer { index: 1 }]
+    );
+    assert_eq!(decision.status, None, "no status write on the way out");
+
+    // Already released (or never added): nothing to do, never a re-add.
+    world.csv.metadata.finalizers = Some(vec!["example.com/other".into()]);
+    assert_eq!(world.decide().actions, Vec::new());
 }
