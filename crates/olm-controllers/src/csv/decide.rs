@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use olm_api::keys;
@@ -18,9 +18,10 @@ use olm_api::v2::{OperatorCondition, OperatorConditionSpec};
 use olm_api::v1alpha1::subscription::SubscriptionConfig;
 use olm_api::v1alpha1::cluster_service_version::{
     CONDITIONS_LENGTH_LIMIT, ClusterServiceVersion, ClusterServiceVersionCondition, ClusterServiceVersionStatus,
-    CsvPhase, CsvReason, INSTALL_STRATEGY_DEPLOYMENT, InstallModeType,
+    CsvPhase, CsvReason, INSTALL_STRATEGY_DEPLOYMENT, InstallModeType, WebhookAdmissionType,
 };
 
+use super::certs::{self, ServingCert, WebhookConfig, cert_deployments};
 use super::deployment::{DeploymentProblem, check_drift, check_health, desired_deployment, owned_by};
 use super::requirements::{self, CrdState, PermissionCheck};
 use crate::operatorgroup::decide::member_annotations;
@@ -78,6 +79,33 @@ pub struct Observed<'a> {
     pub copied_csvs_disabled: bool,
     /// `spec.config` of the Subscription that installed this CSV, applied to its Deployments.
     pub subscription_config: Option<&'a SubscriptionConfig>,
+    /// Serving certificates by Deployment name, for the Deployments behind owned APIServices
+    /// and webhooks: the stored ones, or fresh ones when missing or due for rotation.
+    pub serving_certs: &'a BTreeMap<String, ServingCert>,
+    /// Owned APIServices that exist, by name: whether they are Available, and their caBundle.
+    pub api_services: &'a BTreeMap<String, ExistingApiService>,
+    /// Webhook configurations labelled with this CSV as owner, by description generateName.
+    pub webhooks: &'a BTreeMap<String, ExistingWebhook>,
+}
+
+/// An owned APIService as found on the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExistingApiService {
+    /// Its `Available` condition is True.
+    pub available: bool,
+    /// `spec.caBundle`.
+    pub ca_bundle: Option<Vec<u8>>,
+}
+
+/// A webhook configuration generated for one description, as found on the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExistingWebhook {
+    /// `ValidatingWebhookConfiguration` or `MutatingWebhookConfiguration`.
+    pub kind: String,
+    /// Its generated name.
+    pub name: String,
+    /// The caBundle of its first webhook.
+    pub ca_bundle: Option<Vec<u8>>,
 }
 
 /// The operator's own namespaced RBAC, as created for it.
@@ -126,6 +154,19 @@ pub enum CsvAction {
     RemoveFinalizer {
         /// Position in `metadata.finalizers`.
         index: usize,
+    },
+    /// Server-side apply the TLS Secret of a Deployment's serving certificate.
+    ApplySecret(Box<k8s_openapi::api::core::v1::Secret>),
+    /// Server-side apply the Service in front of a Deployment that serves an APIService or a webhook.
+    ApplyService(Box<k8s_openapi::api::core::v1::Service>),
+    /// Server-side apply an owned APIService.
+    ApplyApiService(Box<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>),
+    /// Create (generateName) or update (`existing`) a webhook configuration.
+    ApplyWebhook {
+        /// The name of the configuration generated for this description before, if any.
+        existing: Option<String>,
+        /// The configuration.
+        config: Box<WebhookConfig>,
     },
     /// Create or update a copy in another namespace (object and status).
     ApplyCopy(Box<ClusterServiceVersion>),
@@ -352,15 +393,120 @@ fn invalid_strategy(csv: &ClusterServiceVersion) -> Option<String> {
     None
 }
 
-/// The Deployments the strategy asks for, with the Subscription's `spec.config` applied.
-pub fn desired_deployments(csv: &ClusterServiceVersion, config: Option<&SubscriptionConfig>) -> Vec<Deployment> {
+/// The Deployments the strategy asks for, with the Subscription's `spec.config` applied and
+/// the serving certificates mounted.
+pub fn desired_deployments(
+    csv: &ClusterServiceVersion,
+    config: Option<&SubscriptionConfig>,
+    certs: &BTreeMap<String, ServingCert>,
+) -> Vec<Deployment> {
+    let uses = cert_deployments(csv);
     csv.spec
         .install
         .spec
         .iter()
         .flat_map(|details| details.deployments.iter())
-        .map(|entry| desired_deployment(csv, entry, config))
+        .map(|entry| {
+            let mount = uses.get(&entry.name).copied().zip(certs.get(&entry.name));
+            desired_deployment(csv, entry, config, mount)
+        })
         .collect()
+}
+
+/// The objects that expose the operator's APIServices and webhooks, in apply order: Secrets
+/// and Services first (the Deployments mount and sit behind them), then APIServices and
+/// webhook configurations (which send traffic to them).
+fn exposure_actions(
+    observed: &Observed<'_>,
+    namespace_selector: Option<&LabelSelector>,
+) -> (Vec<CsvAction>, Vec<CsvAction>) {
+    let csv = observed.csv;
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    let deployments: BTreeMap<&str, &k8s_openapi::api::apps::v1::DeploymentSpec> = csv
+        .spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|s| s.deployments.iter().map(|d| (d.name.as_str(), &*d.spec)))
+        .collect();
+    for name in cert_deployments(csv).keys() {
+        let (Some(cert), Some(spec)) = (observed.serving_certs.get(name), deployments.get(name.as_str())) else {
+            continue;
+        };
+        before.push(CsvAction::ApplySecret(Box::new(certs::render_secret(csv, name, cert))));
+        before.push(CsvAction::ApplyService(Box::new(certs::render_service(csv, name, spec))));
+    }
+    let annotations = observed.subscription_config.and_then(|c| c.annotations.as_ref());
+    for api in csv.spec.owned_api_services() {
+        let Some(cert) = api.deployment_name.as_ref().and_then(|d| observed.serving_certs.get(d)) else {
+            continue;
+        };
+        after.push(CsvAction::ApplyApiService(Box::new(certs::render_api_service(csv, api, cert, annotations))));
+    }
+    for hook in csv.spec.webhooks() {
+        let Some(cert) = hook.deployment_name.as_ref().and_then(|d| observed.serving_certs.get(d)) else {
+            continue;
+        };
+        if let Some(config) = certs::render_webhook(csv, hook, cert, namespace_selector.cloned()) {
+            let existing = observed
+                .webhooks
+                .get(&hook.generate_name)
+                .filter(|w| w.kind == config.kind())
+                .map(|w| w.name.clone());
+            after.push(CsvAction::ApplyWebhook {
+                existing,
+                config: Box::new(config),
+            });
+        }
+    }
+    (before, after)
+}
+
+/// The first problem with the owned APIServices and webhooks: missing or with a stale CA
+/// (re-apply), or an APIService not Available yet (wait).
+fn exposure_problem(observed: &Observed<'_>) -> Option<DeploymentProblem> {
+    let csv = observed.csv;
+    let ca_of = |deployment: Option<&String>| {
+        deployment
+            .and_then(|d| observed.serving_certs.get(d))
+            .map(|c| c.ca_pem.as_bytes().to_vec())
+    };
+    let mut waiting = None;
+    for api in csv.spec.owned_api_services() {
+        let name = api.api_service_name();
+        match observed.api_services.get(&name) {
+            None => return Some(DeploymentProblem::Updated(format!("APIService {name} not found"))),
+            Some(found) if found.ca_bundle != ca_of(api.deployment_name.as_ref()) => {
+                return Some(DeploymentProblem::Updated(format!("APIService {name} has a stale caBundle")));
+            }
+            Some(found) if !found.available => {
+                waiting.get_or_insert(DeploymentProblem::Waiting(format!("waiting for APIService {name} to become Available")));
+            }
+            Some(_) => {}
+        }
+    }
+    for hook in csv.spec.webhooks() {
+        if hook.type_ == WebhookAdmissionType::ConversionWebhook {
+            continue;
+        }
+        match observed.webhooks.get(&hook.generate_name) {
+            None => {
+                return Some(DeploymentProblem::Updated(format!(
+                    "webhook configuration for {} not found",
+                    hook.generate_name
+                )));
+            }
+            Some(found) if found.ca_bundle != ca_of(hook.deployment_name.as_ref()) => {
+                return Some(DeploymentProblem::Updated(format!(
+                    "webhook configuration {} has a stale caBundle",
+                    found.name
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    waiting
 }
 
 /// The first problem of the installed strategy: drift before health.
@@ -371,10 +517,15 @@ fn strategy_problem(observed: &Observed<'_>, desired: &[Deployment]) -> Option<D
     if drift.is_some() {
         return drift;
     }
-    desired
+    let health = desired
         .iter()
         .filter_map(|want| observed.deployments.get(&want.name_any()))
-        .find_map(|actual| check_health(actual).err())
+        .find_map(|actual| check_health(actual).err());
+    match (health, exposure_problem(observed)) {
+        (_, Some(problem)) if problem.needs_apply() => Some(problem),
+        (Some(problem), _) => Some(problem),
+        (None, other) => other,
+    }
 }
 
 /// The CSV that `csv.spec.replaces` names, if it exists in the namespace.
@@ -804,7 +955,8 @@ fn decide_live(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
     }
 
     let fail_forward = group.spec.upgrade_strategy() == UpgradeStrategy::TechPreviewUnsafeFailForward;
-    let mut decision = decide_phase(observed, &previous, phase.clone(), fail_forward, now);
+    let selector = certs::namespace_selector(group, &targets);
+    let mut decision = decide_phase(observed, &previous, phase.clone(), fail_forward, selector.as_ref(), now);
     if !matches!(phase, CsvPhase::Deleting | CsvPhase::Replacing) {
         let wanted = desired_operator_condition(csv);
         let current = observed.operator_condition.is_some_and(|c| {
@@ -837,6 +989,7 @@ fn decide_phase(
     previous: &ClusterServiceVersionStatus,
     phase: CsvPhase,
     fail_forward: bool,
+    namespace_selector: Option<&LabelSelector>,
     now: Timestamp,
 ) -> CsvDecision {
     let csv = observed.csv;
@@ -901,7 +1054,10 @@ fn decide_phase(
             if let Some(problem) = invalid_strategy(csv) {
                 return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
             }
-            let desired = desired_deployments(csv, observed.subscription_config);
+            if let Some(problem) = certs::invalid_descriptions(csv) {
+                return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
+            }
+            let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);
             let wanted_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
             let mut d = transition(
                 previous,
@@ -910,8 +1066,21 @@ fn decide_phase(
                 "waiting for install components to report healthy",
                 now,
             );
+            if observed.serving_certs.values().any(|c| c.fresh)
+                && let Some(status) = d.status.as_mut()
+            {
+                status.certs_last_updated = Some(Time(now));
+                status.certs_rotate_at = Some(Time(certs::rotate_at(now)));
+            }
+            let (before, after) = exposure_actions(observed, namespace_selector);
+            for action in before {
+                d = d.act(action);
+            }
             for deployment in desired {
                 d = d.act(CsvAction::ApplyDeployment(Box::new(deployment)));
+            }
+            for action in after {
+                d = d.act(action);
             }
             for (name, deployment) in observed.deployments {
                 if !wanted_names.contains(name) && owned_by(deployment.labels(), csv) {
@@ -921,7 +1090,7 @@ fn decide_phase(
             d.requeue(REQUEUE_WAITING)
         }
         CsvPhase::Installing => {
-            let desired = desired_deployments(csv, observed.subscription_config);
+            let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);
             match strategy_problem(observed, &desired) {
                 None => with_api_roles(
                     observed,
@@ -966,6 +1135,16 @@ fn decide_phase(
                     now,
                 );
             }
+            let rotation_due = previous.certs_rotate_at.as_ref().is_some_and(|at| at.0 <= now);
+            if rotation_due && !cert_deployments(csv).is_empty() {
+                return transition(
+                    previous,
+                    CsvPhase::InstallReady,
+                    CsvReason::NeedsCertRotation,
+                    "CSV owns resources that require a cert refresh",
+                    now,
+                );
+            }
             let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, None);
             if !met {
                 let mut d = transition(
@@ -980,7 +1159,7 @@ fn decide_phase(
                 }
                 return d;
             }
-            let desired = desired_deployments(csv, observed.subscription_config);
+            let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);
             match strategy_problem(observed, &desired) {
                 None => with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(REQUEUE_RESYNC),
                 Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
@@ -1041,7 +1220,7 @@ fn decide_phase(
             if previous.reason == Some(CsvReason::OwnerConflict) && crd_owner_conflict(observed).is_some() {
                 return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
             }
-            let desired = desired_deployments(csv, observed.subscription_config);
+            let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);
             match strategy_problem(observed, &desired) {
                 None => transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now)
                     .requeue(REQUEUE_RESYNC),

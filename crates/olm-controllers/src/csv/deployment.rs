@@ -77,6 +77,7 @@ pub fn desired_deployment(
     csv: &ClusterServiceVersion,
     entry: &StrategyDeploymentSpec,
     config: Option<&SubscriptionConfig>,
+    certs: Option<(super::certs::CertUses, &super::certs::ServingCert)>,
 ) -> Deployment {
     let mut spec = (*entry.spec).clone();
     spec.revision_history_limit = Some(1);
@@ -114,6 +115,10 @@ pub fn desired_deployment(
         apply_config(&mut scratch, config);
         config_annotations = scratch.metadata.annotations;
         spec = scratch.spec.unwrap_or_default();
+    }
+
+    if let Some((uses, cert)) = certs {
+        super::certs::mount_certs(&mut spec, &entry.name, uses, cert);
     }
 
     let mut labels = entry.label.clone().unwrap_or_default();

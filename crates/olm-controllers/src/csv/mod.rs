@@ -1,6 +1,7 @@
 //! The ClusterServiceVersion controller: requirement checks, the `deployment` install strategy,
 //! health, upgrades through `spec.replaces`, and copies into target namespaces.
 
+pub mod certs;
 pub mod decide;
 pub mod deployment;
 pub mod reconcile;

@@ -8,7 +8,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference, ServiceAccount};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Secret, Service, ServiceAccount};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
@@ -25,7 +27,8 @@ use olm_api::v2::OperatorCondition;
 use serde_json::json;
 use tracing::instrument;
 
-use super::decide::{CsvAction, CsvDecision, Observed, OwnedRbac, decide, decide_copy, needs_permission_check, set_phase};
+use super::certs::{self, ServingCert, WebhookConfig};
+use super::decide::{CsvAction, CsvDecision, ExistingApiService, ExistingWebhook, Observed, OwnedRbac, decide, decide_copy, needs_permission_check, set_phase};
 use super::requirements::{CrdState, PermissionCheck, declared_rules, declared_service_accounts};
 use crate::runtime::controller::action_for;
 use crate::runtime::error::is_not_found;
@@ -341,7 +344,12 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     let subscriptions = state.subscriptions.list_in(&namespace);
     let subscription_refs: Vec<&Subscription> = subscriptions.iter().map(Arc::as_ref).collect();
     let subscription = super::deployment::subscription_for(&csv, &subscription_refs);
+    let now = Timestamp::now();
+    let exposure = observe_exposure(&ctx.client, &csv, now).await?;
     let observed = Observed {
+        serving_certs: &exposure.certs,
+        api_services: &exposure.api_services,
+        webhooks: &exposure.webhooks,
         subscription_config: subscription.and_then(|s| s.spec.config.as_ref()),
         csv: &csv,
         groups: groups.iter().map(Arc::as_ref).collect(),
@@ -367,7 +375,6 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     };
 
     // Decide.
-    let now = Timestamp::now();
     let mut decision = decide(&observed, now);
 
     // Act.
@@ -517,6 +524,30 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                 patch_finalizers(ctx, &namespace, &name, ops, "remove the cleanup finalizer from").await?;
                 tracing::info!("cluster-scoped objects deleted; cleanup finalizer removed");
             }
+            CsvAction::ApplySecret(secret) => {
+                let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+                let secret_name = secret.name_any();
+                api.patch(&secret_name, &apply, &Patch::Apply(secret.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply Secret {namespace}/{secret_name}"), err))?;
+            }
+            CsvAction::ApplyService(service) => {
+                let api: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+                let service_name = service.name_any();
+                api.patch(&service_name, &apply, &Patch::Apply(service.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply Service {namespace}/{service_name}"), err))?;
+            }
+            CsvAction::ApplyApiService(api_service) => {
+                let api: Api<APIService> = Api::all(ctx.client.clone());
+                let api_name = api_service.name_any();
+                api.patch(&api_name, &apply, &Patch::Apply(api_service.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply APIService {api_name}"), err))?;
+            }
+            CsvAction::ApplyWebhook { existing, config } => {
+                apply_webhook(ctx, existing.as_deref(), config).await?;
+            }
             CsvAction::DeleteSelf => {
                 let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
                 match api.delete(&name, &DeleteParams::background()).await {
@@ -551,6 +582,149 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
     Ok(())
 }
 
+/// What the CSV's APIServices and webhooks look like on the cluster, and the serving
+/// certificates to use (stored, or fresh when missing or due for rotation).
+#[derive(Default)]
+struct Exposure {
+    certs: BTreeMap<String, ServingCert>,
+    api_services: BTreeMap<String, ExistingApiService>,
+    webhooks: BTreeMap<String, ExistingWebhook>,
+}
+
+async fn observe_exposure(client: &kube::Client, csv: &ClusterServiceVersion, now: Timestamp) -> Result<Exposure> {
+    let mut exposure = Exposure::default();
+    let uses = certs::cert_deployments(csv);
+    if uses.is_empty() {
+        return Ok(exposure);
+    }
+    let namespace = csv.namespace().unwrap_or_default();
+    let rotate_at = csv.status.as_ref().and_then(|s| s.certs_rotate_at.as_ref()).map(|t| t.0);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    for deployment in uses.keys() {
+        let secret_name = certs::secret_name(deployment);
+        let stored = secrets
+            .get_opt(&secret_name)
+            .await
+            .map_err(|err| Error::api(format!("read Secret {namespace}/{secret_name}"), err))?
+            .as_ref()
+            .and_then(certs::from_secret);
+        let cert = match stored {
+            Some(stored) if !certs::needs_rotation(Some(&stored), rotate_at, now) => stored,
+            _ => certs::generate(&certs::service_name(deployment), &namespace, now).map_err(|err| Error::InvalidObject {
+                kind: "ClusterServiceVersion",
+                name: format!("{namespace}/{}", csv.name_any()),
+                message: err.to_string(),
+            })?,
+        };
+        exposure.certs.insert(deployment.clone(), cert);
+    }
+    let api_services: Api<APIService> = Api::all(client.clone());
+    for owned in csv.spec.owned_api_services() {
+        let name = owned.api_service_name();
+        let found = api_services
+            .get_opt(&name)
+            .await
+            .map_err(|err| Error::api(format!("read APIService {name}"), err))?;
+        // One owned by another CSV is not ours to judge (nor to overwrite silently).
+        if let Some(found) = found.filter(|f| super::deployment::owned_by(f.labels(), csv)) {
+            let available = found
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+            let ca_bundle = found.spec.as_ref().and_then(|s| s.ca_bundle.as_ref()).map(|b| b.0.clone());
+            exposure.api_services.insert(name, ExistingApiService { available, ca_bundle });
+        }
+    }
+    if !csv.spec.webhooks().is_empty() {
+        let params = kube::api::ListParams::default().labels(&owner_selector(csv));
+        let generated = |labels: &BTreeMap<String, String>| labels.get(keys::WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL).cloned();
+        let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .list(&params)
+            .await
+            .map_err(|err| Error::api("list ValidatingWebhookConfigurations", err))?;
+        for config in validating.items {
+            if let Some(generate_name) = generated(config.labels()) {
+                let ca_bundle = config
+                    .webhooks
+                    .as_ref()
+                    .and_then(|w| w.first())
+                    .and_then(|w| w.client_config.ca_bundle.as_ref())
+                    .map(|b| b.0.clone());
+                exposure.webhooks.insert(generate_name, ExistingWebhook {
+                    kind: "ValidatingWebhookConfiguration".into(),
+                    name: config.name_any(),
+                    ca_bundle,
+                });
+            }
+        }
+        let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .list(&params)
+            .await
+            .map_err(|err| Error::api("list MutatingWebhookConfigurations", err))?;
+        for config in mutating.items {
+            if let Some(generate_name) = generated(config.labels()) {
+                let ca_bundle = config
+                    .webhooks
+                    .as_ref()
+                    .and_then(|w| w.first())
+                    .and_then(|w| w.client_config.ca_bundle.as_ref())
+                    .map(|b| b.0.clone());
+                exposure.webhooks.insert(generate_name, ExistingWebhook {
+                    kind: "MutatingWebhookConfiguration".into(),
+                    name: config.name_any(),
+                    ca_bundle,
+                });
+            }
+        }
+    }
+    Ok(exposure)
+}
+
+/// Update the configuration generated for a description before, or create it (generateName).
+async fn apply_webhook(ctx: &ControllerContext<CsvState>, existing: Option<&str>, config: &WebhookConfig) -> Result<()> {
+    let apply = PatchParams::apply(&ctx.field_manager()).force();
+    match config {
+        WebhookConfig::Validating(object) => {
+            let api: Api<ValidatingWebhookConfiguration> = Api::all(ctx.client.clone());
+            match existing {
+                Some(name) => {
+                    let mut object = object.as_ref().clone();
+                    object.metadata.name = Some(name.to_owned());
+                    object.metadata.generate_name = None;
+                    api.patch(name, &apply, &Patch::Apply(&object))
+                        .await
+                        .map_err(|err| Error::api(format!("apply ValidatingWebhookConfiguration {name}"), err))?;
+                }
+                None => {
+                    api.create(&PostParams::default(), object)
+                        .await
+                        .map_err(|err| Error::api(format!("create ValidatingWebhookConfiguration for {}", config.generate_name()), err))?;
+                }
+            }
+        }
+        WebhookConfig::Mutating(object) => {
+            let api: Api<MutatingWebhookConfiguration> = Api::all(ctx.client.clone());
+            match existing {
+                Some(name) => {
+                    let mut object = object.as_ref().clone();
+                    object.metadata.name = Some(name.to_owned());
+                    object.metadata.generate_name = None;
+                    api.patch(name, &apply, &Patch::Apply(&object))
+                        .await
+                        .map_err(|err| Error::api(format!("apply MutatingWebhookConfiguration {name}"), err))?;
+                }
+                None => {
+                    api.create(&PostParams::default(), object)
+                        .await
+                        .map_err(|err| Error::api(format!("create MutatingWebhookConfiguration for {}", config.generate_name()), err))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Apply a JSON patch to the CSV's finalizers. A failed `test` (422: the object changed since
 /// it was observed) is not an error: the change triggers another pass with the new object.
 async fn patch_finalizers(
@@ -576,7 +750,8 @@ async fn patch_finalizers(
     }
 }
 
-/// Delete the ClusterRoles and ClusterRoleBindings labelled with `csv` as owner.
+/// Delete the ClusterRoles, ClusterRoleBindings, APIServices and webhook configurations
+/// labelled with `csv` as owner.
 async fn delete_owned_cluster_objects(client: &kube::Client, csv: &ClusterServiceVersion) -> Result<()> {
     let params = kube::api::ListParams::default().labels(&owner_selector(csv));
     let namespace = csv.namespace().unwrap_or_default();
@@ -591,6 +766,22 @@ async fn delete_owned_cluster_objects(client: &kube::Client, csv: &ClusterServic
         .delete_collection(&DeleteParams::default(), &params)
         .await
         .map_err(|err| Error::api(format!("delete the ClusterRoleBindings of ClusterServiceVersion {namespace}/{name}"), err))?;
+    if !csv.spec.owned_api_services().is_empty() {
+        Api::<APIService>::all(client.clone())
+            .delete_collection(&DeleteParams::default(), &params)
+            .await
+            .map_err(|err| Error::api(format!("delete the APIServices of ClusterServiceVersion {namespace}/{name}"), err))?;
+    }
+    if !csv.spec.webhooks().is_empty() {
+        Api::<ValidatingWebhookConfiguration>::all(client.clone())
+            .delete_collection(&DeleteParams::default(), &params)
+            .await
+            .map_err(|err| Error::api(format!("delete the ValidatingWebhookConfigurations of ClusterServiceVersion {namespace}/{name}"), err))?;
+        Api::<MutatingWebhookConfiguration>::all(client.clone())
+            .delete_collection(&DeleteParams::default(), &params)
+            .await
+            .map_err(|err| Error::api(format!("delete the MutatingWebhookConfigurations of ClusterServiceVersion {namespace}/{name}"), err))?;
+    }
     Ok(())
 }
 

@@ -99,6 +99,9 @@ struct World {
     condition: Option<olm_api::v2::OperatorCondition>,
     replaced_condition: Option<olm_api::v2::OperatorCondition>,
     subscription_config: Option<olm_api::v1alpha1::subscription::SubscriptionConfig>,
+    serving_certs: BTreeMap<String, super::certs::ServingCert>,
+    api_services: BTreeMap<String, super::decide::ExistingApiService>,
+    webhooks: BTreeMap<String, super::decide::ExistingWebhook>,
 }
 
 impl World {
@@ -154,11 +157,14 @@ impl World {
             condition: Some(super::decide::desired_operator_condition(&csv_for_condition)),
             replaced_condition: None,
             subscription_config: None,
+            serving_certs: BTreeMap::new(),
+            api_services: BTreeMap::new(),
+            webhooks: BTreeMap::new(),
         }
     }
 
     fn with_installed_deployments(mut self) -> World {
-        for deployment in desired_deployments(&self.csv, self.subscription_config.as_ref()) {
+        for deployment in desired_deployments(&self.csv, self.subscription_config.as_ref(), &self.serving_certs) {
             self.deployments.insert(deployment.name_any(), available(deployment));
         }
         self
@@ -184,6 +190,9 @@ impl World {
             active_namespaces: &self.namespaces,
             copied_csvs_disabled: self.copies_disabled,
             subscription_config: self.subscription_config.as_ref(),
+            serving_certs: &self.serving_certs,
+            api_services: &self.api_services,
+            webhooks: &self.webhooks,
         };
         decide(&observed, now())
     }
@@ -776,7 +785,7 @@ fn pod_of(deployment: &Deployment) -> serde_json::Value {
 #[test]
 fn subscription_config_shapes_the_deployment_and_its_hash() {
     let mut world = World::etcd_ready(Some((CsvPhase::InstallReady, CsvReason::AllRequirementsMet)));
-    let plain = desired_deployments(&world.csv, None);
+    let plain = desired_deployments(&world.csv, None, &BTreeMap::new());
     world.subscription_config = Some(subscription_config(serde_json::json!({
         "env": [{"name": "FOO", "value": "bar"}],
         "nodeSelector": {"disk": "ssd"},

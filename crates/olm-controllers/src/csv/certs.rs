@@ -1,0 +1,517 @@
+//! Owned APIServices and admission webhooks: serving certificates and the objects that expose
+//! the operator (Secret, Service, APIService, Validating/MutatingWebhookConfiguration), and the
+//! certificate mounts of its Deployments. Rendering is pure; [`generate`] draws fresh keys.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhook, MutatingWebhookConfiguration, ServiceReference as WebhookServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::apps::v1::DeploymentSpec;
+use k8s_openapi::api::core::v1::{
+    KeyToPath, Secret, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::{SignedDuration, Timestamp, tz::TimeZone};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
+    APIService, APIServiceSpec, ServiceReference as ApiServiceReference,
+};
+use kube::ResourceExt;
+use olm_api::keys;
+use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::{
+    ApiServiceDescription, ClusterServiceVersion, WebhookAdmissionType, WebhookDescription,
+};
+use sha2::{Digest, Sha256};
+
+use super::deployment::{owner_labels, owner_reference};
+
+/// Secret key holding the CA certificate (upstream's name).
+pub const CA_KEY: &str = "olmCAKey";
+/// Pod-template annotation with the CA hash: pods roll when the certificates change.
+pub const CA_HASH_ANNOTATION: &str = "olmcahash";
+/// How long generated certificates are valid (upstream: two years).
+pub const CERT_VALIDITY: Duration = Duration::from_secs(730 * 24 * 3600);
+/// Certificates are rotated this long before they expire.
+pub const ROTATE_BEFORE: Duration = Duration::from_secs(24 * 3600);
+/// Where APIService servers read their pair (files apiserver.crt / apiserver.key).
+pub const APISERVICE_CERT_DIR: &str = "/apiserver.local.config/certificates";
+/// Where controller-runtime webhook servers read their pair (tls.crt / tls.key).
+pub const WEBHOOK_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+const APISERVICE_VOLUME: &str = "apiservice-cert";
+const WEBHOOK_VOLUME: &str = "webhook-cert";
+
+/// What a Deployment serves, hence which certificate mounts it gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CertUses {
+    /// It backs an owned APIService.
+    pub api_service: bool,
+    /// It backs an admission webhook.
+    pub webhook: bool,
+}
+
+/// A CA and the serving pair it signed, PEM encoded.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServingCert {
+    /// The CA certificate (the `caBundle`).
+    pub ca_pem: String,
+    /// The serving certificate.
+    pub cert_pem: String,
+    /// The serving private key.
+    pub key_pem: String,
+    /// Generated in this pass (not yet stored in the Secret).
+    pub fresh: bool,
+}
+
+impl std::fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingCert")
+            .field("ca_hash", &self.ca_hash())
+            .field("fresh", &self.fresh)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServingCert {
+    /// A short hash of the CA certificate.
+    pub fn ca_hash(&self) -> String {
+        hex::encode(Sha256::digest(self.ca_pem.as_bytes()))
+    }
+}
+
+/// Certificate generation failed (rcgen refused the parameters).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot generate the serving certificate for Service {service}: {reason}")]
+pub struct CertError {
+    /// The Service the certificate is for.
+    pub service: String,
+    /// What rcgen said.
+    pub reason: String,
+}
+
+/// The Service name for a Deployment (dots become dashes, as upstream).
+pub fn service_name(deployment: &str) -> String {
+    format!("{}-service", deployment.replace('.', "-"))
+}
+
+/// The Secret holding the serving pair of a Deployment's Service.
+pub fn secret_name(deployment: &str) -> String {
+    format!("{}-cert", service_name(deployment))
+}
+
+/// The Deployments that need serving certificates, by name.
+pub fn cert_deployments(csv: &ClusterServiceVersion) -> BTreeMap<String, CertUses> {
+    let mut uses: BTreeMap<String, CertUses> = BTreeMap::new();
+    for api in csv.spec.owned_api_services() {
+        if let Some(name) = api.deployment_name.as_deref().filter(|n| !n.is_empty()) {
+            uses.entry(name.to_owned()).or_default().api_service = true;
+        }
+    }
+    for hook in csv.spec.webhooks() {
+        if hook.type_ == WebhookAdmissionType::ConversionWebhook {
+            continue;
+        }
+        if let Some(name) = hook.deployment_name.as_deref().filter(|n| !n.is_empty()) {
+            uses.entry(name.to_owned()).or_default().webhook = true;
+        }
+    }
+    uses
+}
+
+/// Problems with the APIService and webhook descriptions that no retry fixes.
+pub fn invalid_descriptions(csv: &ClusterServiceVersion) -> Option<String> {
+    let deployments: BTreeSet<&str> = csv
+        .spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|s| s.deployments.iter().map(|d| d.name.as_str()))
+        .collect();
+    for (index, api) in csv.spec.owned_api_services().iter().enumerate() {
+        match api.deployment_name.as_deref() {
+            Some(name) if deployments.contains(name) => {}
+            other => {
+                return Some(format!(
+                    "spec.apiservicedefinitions.owned[{index}] ({}) names deployment {other:?}, which spec.install.spec.deployments does not list",
+                    api.api_service_name()
+                ));
+            }
+        }
+    }
+    for (index, hook) in csv.spec.webhooks().iter().enumerate() {
+        if hook.generate_name.is_empty() {
+            return Some(format!("spec.webhookdefinitions[{index}].generateName is empty"));
+        }
+        match hook.deployment_name.as_deref() {
+            Some(name) if deployments.contains(name) => {}
+            other => {
+                return Some(format!(
+                    "spec.webhookdefinitions[{index}] ({}) names deployment {other:?}, which spec.install.spec.deployments does not list",
+                    hook.generate_name
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Whether stored certificates must be replaced: missing, or due for rotation at `now`.
+pub fn needs_rotation(stored: Option<&ServingCert>, rotate_at: Option<Timestamp>, now: Timestamp) -> bool {
+    stored.is_none() || rotate_at.is_none_or(|at| at <= now)
+}
+
+/// The rotation time of certificates generated at `generated`.
+pub fn rotate_at(generated: Timestamp) -> Timestamp {
+    let validity = SignedDuration::try_from(CERT_VALIDITY.saturating_sub(ROTATE_BEFORE)).unwrap_or(SignedDuration::ZERO);
+    generated.saturating_add(validity).unwrap_or(generated)
+}
+
+/// Generate a CA and a serving pair for `service` in `namespace`, valid from a day before `now`
+/// for [`CERT_VALIDITY`], for the Service's in-cluster host names.
+pub fn generate(service: &str, namespace: &str, now: Timestamp) -> Result<ServingCert, CertError> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    let err = |e: rcgen::Error| CertError {
+        service: format!("{namespace}/{service}"),
+        reason: e.to_string(),
+    };
+    let rcgen_date = |ts: Timestamp| {
+        let date = ts.to_zoned(TimeZone::UTC).date();
+        rcgen::date_time_ymd(i32::from(date.year()), date.month().unsigned_abs(), date.day().unsigned_abs())
+    };
+    let day = SignedDuration::from_hours(24);
+    let not_before = rcgen_date(now.saturating_sub(day).unwrap_or(now));
+    let validity = SignedDuration::try_from(CERT_VALIDITY).unwrap_or(SignedDuration::ZERO);
+    let not_after = rcgen_date(now.saturating_add(validity).unwrap_or(now));
+
+    let mut ca_params = CertificateParams::default();
+    ca_params.distinguished_name.push(DnType::CommonName, format!("olm-selfsigned-{service}"));
+    ca_params.distinguished_name.push(DnType::OrganizationName, "Red Hat, Inc.");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca_params.not_before = not_before;
+    ca_params.not_after = not_after;
+    let ca_key = KeyPair::generate().map_err(err)?;
+    let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let hosts = vec![
+        service.to_owned(),
+        format!("{service}.{namespace}"),
+        format!("{service}.{namespace}.svc"),
+        format!("{service}.{namespace}.svc.cluster.local"),
+    ];
+    let mut params = CertificateParams::new(hosts.clone()).map_err(err)?;
+    params.distinguished_name.push(DnType::CommonName, hosts[2].clone());
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.not_before = not_before;
+    params.not_after = not_after;
+    let key = KeyPair::generate().map_err(err)?;
+    let cert = params.signed_by(&key, &issuer).map_err(err)?;
+    Ok(ServingCert {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        fresh: true,
+    })
+}
+
+/// The pair stored in a Secret rendered by [`render_secret`], if complete.
+pub fn from_secret(secret: &Secret) -> Option<ServingCert> {
+    let data = secret.data.as_ref()?;
+    let text = |key: &str| {
+        data.get(key)
+            .and_then(|v| String::from_utf8(v.0.clone()).ok())
+            .filter(|s| !s.is_empty())
+    };
+    Some(ServingCert {
+        ca_pem: text(CA_KEY)?,
+        cert_pem: text("tls.crt")?,
+        key_pem: text("tls.key")?,
+        fresh: false,
+    })
+}
+
+fn meta(csv: &ClusterServiceVersion, name: &str, namespaced: bool) -> ObjectMeta {
+    let mut labels = owner_labels(csv);
+    labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: if namespaced { csv.namespace() } else { None },
+        labels: Some(labels),
+        // Cluster-scoped objects cannot point at a namespaced owner; they go by owner labels.
+        owner_references: namespaced.then(|| vec![owner_reference(csv)]),
+        ..Default::default()
+    }
+}
+
+/// The TLS Secret `<deployment>-service-cert` (tls.crt, tls.key and the CA under `olmCAKey`).
+pub fn render_secret(csv: &ClusterServiceVersion, deployment: &str, cert: &ServingCert) -> Secret {
+    let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
+    Secret {
+        metadata: meta(csv, &secret_name(deployment), true),
+        type_: Some("kubernetes.io/tls".to_owned()),
+        data: Some(BTreeMap::from([
+            ("tls.crt".to_owned(), bytes(&cert.cert_pem)),
+            ("tls.key".to_owned(), bytes(&cert.key_pem)),
+            (CA_KEY.to_owned(), bytes(&cert.ca_pem)),
+        ])),
+        ..Default::default()
+    }
+}
+
+/// The ports the Deployment's Service exposes: 443 to each APIService's container port, and
+/// each webhook's container port to its target port.
+pub fn service_ports(csv: &ClusterServiceVersion, deployment: &str) -> Vec<ServicePort> {
+    let mut ports: BTreeMap<i32, IntOrString> = BTreeMap::new();
+    for api in csv.spec.owned_api_services() {
+        if api.deployment_name.as_deref() == Some(deployment) {
+            ports.entry(443).or_insert(IntOrString::Int(api.container_port.unwrap_or(443)));
+        }
+    }
+    for hook in csv.spec.webhooks() {
+        if hook.deployment_name.as_deref() == Some(deployment) {
+            let target = hook.target_port.clone().unwrap_or(IntOrString::Int(hook.port()));
+            ports.entry(hook.port()).or_insert(target);
+        }
+    }
+    ports
+        .into_iter()
+        .map(|(port, target)| ServicePort {
+            name: Some(port.to_string()),
+            port,
+            target_port: Some(target),
+            protocol: Some("TCP".to_owned()),
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// The Service `<deployment>-service` selecting the Deployment's pods.
+pub fn render_service(csv: &ClusterServiceVersion, deployment: &str, spec: &DeploymentSpec) -> Service {
+    Service {
+        metadata: meta(csv, &service_name(deployment), true),
+        spec: Some(ServiceSpec {
+            selector: spec.selector.match_labels.clone(),
+            ports: Some(service_ports(csv, deployment)),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Mount the serving pair into every container of a Deployment and annotate the pod template
+/// with the CA hash (so the spec hash, and the pods, change with the certificates).
+pub fn mount_certs(spec: &mut DeploymentSpec, deployment: &str, uses: CertUses, cert: &ServingCert) {
+    let secret = secret_name(deployment);
+    let template_meta = spec.template.metadata.get_or_insert_with(ObjectMeta::default);
+    template_meta
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(CA_HASH_ANNOTATION.to_owned(), cert.ca_hash());
+    let Some(pod) = spec.template.spec.as_mut() else {
+        return;
+    };
+    let item = |key: &str, path: &str| KeyToPath {
+        key: key.to_owned(),
+        path: path.to_owned(),
+        mode: None,
+    };
+    let mut wanted: Vec<(Volume, VolumeMount)> = Vec::new();
+    if uses.api_service {
+        wanted.push((
+            Volume {
+                name: APISERVICE_VOLUME.to_owned(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret.clone()),
+                    items: Some(vec![item("tls.crt", "apiserver.crt"), item("tls.key", "apiserver.key")]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: APISERVICE_VOLUME.to_owned(),
+                mount_path: APISERVICE_CERT_DIR.to_owned(),
+                ..Default::default()
+            },
+        ));
+    }
+    if uses.webhook {
+        wanted.push((
+            Volume {
+                name: WEBHOOK_VOLUME.to_owned(),
+                secret: Some(SecretVolumeSource {
+                    secret_name: Some(secret.clone()),
+                    items: Some(vec![item("tls.crt", "tls.crt"), item("tls.key", "tls.key")]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            VolumeMount {
+                name: WEBHOOK_VOLUME.to_owned(),
+                mount_path: WEBHOOK_CERT_DIR.to_owned(),
+                ..Default::default()
+            },
+        ));
+    }
+    for (volume, mount) in wanted {
+        let volumes = pod.volumes.get_or_insert_with(Vec::new);
+        volumes.retain(|v| v.name != volume.name);
+        volumes.push(volume);
+        for container in &mut pod.containers {
+            let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
+            mounts.retain(|m| m.name != mount.name && m.mount_path != mount.mount_path);
+            mounts.push(mount.clone());
+        }
+    }
+}
+
+/// The APIService `<version>.<group>` served by the Deployment's Service.
+pub fn render_api_service(
+    csv: &ClusterServiceVersion,
+    api: &ApiServiceDescription,
+    cert: &ServingCert,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> APIService {
+    let deployment = api.deployment_name.as_deref().unwrap_or_default();
+    let mut metadata = meta(csv, &api.api_service_name(), false);
+    metadata.annotations = annotations.filter(|a| !a.is_empty()).cloned();
+    APIService {
+        metadata,
+        spec: Some(APIServiceSpec {
+            group: Some(api.group.clone()),
+            version: Some(api.version.clone()),
+            service: Some(ApiServiceReference {
+                namespace: csv.namespace(),
+                name: Some(service_name(deployment)),
+                port: Some(443),
+            }),
+            ca_bundle: Some(ByteString(cert.ca_pem.as_bytes().to_vec())),
+            group_priority_minimum: 2000,
+            version_priority: 15,
+            insecure_skip_tls_verify: None,
+        }),
+        status: None,
+    }
+}
+
+/// The namespaces a webhook of an operator in `group` sees: nothing selected for all
+/// namespaces, else the namespaces the OperatorGroup controller labelled with the group's uid.
+pub fn namespace_selector(group: &OperatorGroup, targets: &[String]) -> Option<LabelSelector> {
+    if targets.iter().any(String::is_empty) {
+        return None;
+    }
+    Some(LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: format!("{}{}", keys::OPERATOR_GROUP_UID_LABEL_PREFIX, group.uid().unwrap_or_default()),
+            operator: "Exists".to_owned(),
+            values: None,
+        }]),
+        match_labels: None,
+    })
+}
+
+/// A webhook configuration rendered from one description.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WebhookConfig {
+    /// `ValidatingAdmissionWebhook`.
+    Validating(Box<ValidatingWebhookConfiguration>),
+    /// `MutatingAdmissionWebhook`.
+    Mutating(Box<MutatingWebhookConfiguration>),
+}
+
+impl WebhookConfig {
+    /// The description's generateName (label `olm.webhook-description-generate-name`).
+    pub fn generate_name(&self) -> &str {
+        let labels = match self {
+            WebhookConfig::Validating(c) => c.labels(),
+            WebhookConfig::Mutating(c) => c.labels(),
+        };
+        labels
+            .get(keys::WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL)
+            .map(String::as_str)
+            .unwrap_or_default()
+    }
+
+    /// The kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WebhookConfig::Validating(_) => "ValidatingWebhookConfiguration",
+            WebhookConfig::Mutating(_) => "MutatingWebhookConfiguration",
+        }
+    }
+}
+
+/// The configuration for one admission webhook description (`None` for conversion webhooks,
+/// which configure CRDs instead). Named by generateName `<generateName>-` and labelled with
+/// the owner and the description's generateName, so the existing one is found again.
+pub fn render_webhook(
+    csv: &ClusterServiceVersion,
+    hook: &WebhookDescription,
+    cert: &ServingCert,
+    namespace_selector: Option<LabelSelector>,
+) -> Option<WebhookConfig> {
+    let deployment = hook.deployment_name.as_deref().unwrap_or_default();
+    let mut metadata = meta(csv, "", false);
+    metadata.name = None;
+    metadata.generate_name = Some(format!("{}-", hook.generate_name));
+    if let Some(labels) = metadata.labels.as_mut() {
+        labels.insert(keys::WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL.to_owned(), hook.generate_name.clone());
+    }
+    let client_config = WebhookClientConfig {
+        ca_bundle: Some(ByteString(cert.ca_pem.as_bytes().to_vec())),
+        service: Some(WebhookServiceReference {
+            namespace: csv.namespace().unwrap_or_default(),
+            name: service_name(deployment),
+            path: hook.webhook_path.clone(),
+            port: Some(hook.port()),
+        }),
+        url: None,
+    };
+    let review_versions = hook.admission_review_versions.clone().unwrap_or_else(|| vec!["v1".to_owned()]);
+    let side_effects = hook.side_effects.clone().unwrap_or_else(|| "None".to_owned());
+    match hook.type_ {
+        WebhookAdmissionType::ValidatingAdmissionWebhook => {
+            Some(WebhookConfig::Validating(Box::new(ValidatingWebhookConfiguration {
+                metadata,
+                webhooks: Some(vec![ValidatingWebhook {
+                    name: hook.generate_name.clone(),
+                    client_config,
+                    rules: hook.rules.clone(),
+                    failure_policy: hook.failure_policy.clone(),
+                    match_policy: hook.match_policy.clone(),
+                    object_selector: hook.object_selector.clone(),
+                    namespace_selector,
+                    side_effects,
+                    timeout_seconds: hook.timeout_seconds,
+                    admission_review_versions: review_versions,
+                    match_conditions: None,
+                }]),
+            })))
+        }
+        WebhookAdmissionType::MutatingAdmissionWebhook => {
+            Some(WebhookConfig::Mutating(Box::new(MutatingWebhookConfiguration {
+                metadata,
+                webhooks: Some(vec![MutatingWebhook {
+                    name: hook.generate_name.clone(),
+                    client_config,
+                    rules: hook.rules.clone(),
+                    failure_policy: hook.failure_policy.clone(),
+                    match_policy: hook.match_policy.clone(),
+                    object_selector: hook.object_selector.clone(),
+                    namespace_selector,
+                    side_effects,
+                    timeout_seconds: hook.timeout_seconds,
+                    admission_review_versions: review_versions,
+                    reinvocation_policy: hook.reinvocation_policy.clone(),
+                    match_conditions: None,
+                }]),
+            })))
+        }
+        _ => None,
+    }
+}
