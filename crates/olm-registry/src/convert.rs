@@ -135,7 +135,6 @@ pub fn synthesized_csv(package: &Package, bundle: &Bundle) -> Option<Value> {
 
     let mut metadata = Map::new();
     metadata.insert("name".into(), Value::String(bundle.name.clone()));
-    metadata.insert("creationTimestamp".into(), Value::Null);
     if let Some(v) = field("labels") {
         metadata.insert("labels".into(), v);
     }
