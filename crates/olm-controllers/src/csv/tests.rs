@@ -902,3 +902,239 @@ fn a_deleted_csv_cleans_cluster_objects_then_releases_its_finalizer() {
     world.csv.metadata.finalizers = Some(vec!["example.com/other".into()]);
     assert_eq!(world.decide().actions, Vec::new());
 }
+
+/// The etcd CSV with an owned APIService and a validating and a mutating webhook, all served
+/// by the etcd-operator Deployment.
+fn etcd_exposing(world: &mut World) {
+    let spec = serde_json::json!({
+        "apiservicedefinitions": {"owned": [{
+            "name": "backups.example.com", "group": "example.com", "version": "v1", "kind": "Backup",
+            "deploymentName": "etcd-operator", "containerPort": 8443,
+        }]},
+        "webhookdefinitions": [
+            {"generateName": "vbackup.example.com", "type": "ValidatingAdmissionWebhook", "deploymentName": "etcd-operator",
+             "containerPort": 9443, "webhookPath": "/validate", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+             "rules": [{"apiGroups": ["example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["backups"]}]},
+            {"generateName": "mbackup.example.com", "type": "MutatingAdmissionWebhook", "deploymentName": "etcd-operator",
+             "containerPort": 9443, "webhookPath": "/mutate", "sideEffects": "None", "admissionReviewVersions": ["v1"]},
+        ],
+    });
+    let mut value = serde_json::to_value(&world.csv).expect("csv json");
+    value["spec"]["apiservicedefinitions"] = spec["apiservicedefinitions"].clone();
+    value["spec"]["webhookdefinitions"] = spec["webhookdefinitions"].clone();
+    world.csv = serde_json::from_value(value).expect("csv with exposure");
+    let cert = super::certs::generate("etcd-operator-service", NS, now()).expect("certificate");
+    world.serving_certs = BTreeMap::from([("etcd-operator".to_owned(), cert)]);
+}
+
+fn exposed_world(phase: (CsvPhase, CsvReason)) -> World {
+    let mut world = World::etcd_ready(Some(phase));
+    etcd_exposing(&mut world);
+    world
+}
+
+/// What the cluster shows once everything was applied with the world's certificates.
+fn with_exposure_installed(mut world: World, available: bool) -> World {
+    let ca = world.serving_certs["etcd-operator"].ca_pem.as_bytes().to_vec();
+    for cert in world.serving_certs.values_mut() {
+        cert.fresh = false;
+    }
+    world.api_services = BTreeMap::from([(
+        "v1.example.com".to_owned(),
+        super::decide::ExistingApiService {
+            available,
+            ca_bundle: Some(ca.clone()),
+        },
+    )]);
+    for (generate_name, kind) in [
+        ("vbackup.example.com", "ValidatingWebhookConfiguration"),
+        ("mbackup.example.com", "MutatingWebhookConfiguration"),
+    ] {
+        world.webhooks.insert(
+            generate_name.to_owned(),
+            super::decide::ExistingWebhook {
+                kind: kind.to_owned(),
+                name: format!("{generate_name}-abcde"),
+                ca_bundle: Some(ca.clone()),
+            },
+        );
+    }
+    world.with_installed_deployments()
+}
+
+#[test]
+fn generated_certificates_name_the_service_and_round_trip_through_the_secret() {
+    let csv = etcd();
+    let cert = super::certs::generate("etcd-operator-service", NS, now()).expect("certificate");
+    assert!(cert.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"), "{}", cert.ca_pem);
+    assert!(cert.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+    assert!(cert.key_pem.contains("PRIVATE KEY"));
+    let other = super::certs::generate("etcd-operator-service", NS, now()).expect("certificate");
+    assert_ne!(cert.ca_hash(), other.ca_hash(), "fresh keys every time");
+
+    let secret = super::certs::render_secret(&csv, "etcd-operator", &cert);
+    assert_eq!(secret.metadata.name.as_deref(), Some("etcd-operator-service-cert"));
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    let keys_present: Vec<&String> = secret.data.as_ref().map(|d| d.keys().collect()).unwrap_or_default();
+    assert_eq!(keys_present, ["olmCAKey", "tls.crt", "tls.key"]);
+    let stored = super::certs::from_secret(&secret).expect("complete secret");
+    assert_eq!((stored.ca_pem.as_str(), stored.fresh), (cert.ca_pem.as_str(), false));
+
+    // Rotation: missing, never stamped, or past certsRotateAt.
+    let rotate = super::certs::rotate_at(now());
+    assert_eq!(rotate.duration_since(now()), SignedDuration::from_hours(729 * 24));
+    assert!(super::certs::needs_rotation(None, Some(rotate), now()));
+    assert!(super::certs::needs_rotation(Some(&stored), None, now()));
+    assert!(!super::certs::needs_rotation(Some(&stored), Some(rotate), now()));
+    assert!(super::certs::needs_rotation(Some(&stored), Some(rotate), rotate));
+}
+
+#[test]
+fn install_ready_exposes_apiservices_and_webhooks_with_the_generated_ca() {
+    let world = exposed_world((CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    let ca = world.serving_certs["etcd-operator"].ca_pem.clone();
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallSucceeded));
+    let status = decision.status.as_ref().expect("status");
+    assert_eq!(status.certs_last_updated, Some(Time(now())));
+    assert_eq!(status.certs_rotate_at, Some(Time(super::certs::rotate_at(now()))));
+
+    let kinds: Vec<&str> = decision
+        .actions
+        .iter()
+        .map(|a| match a {
+            CsvAction::ApplySecret(_) => "Secret",
+            CsvAction::ApplyService(_) => "Service",
+            CsvAction::ApplyDeployment(_) => "Deployment",
+            CsvAction::ApplyApiService(_) => "APIService",
+            CsvAction::ApplyWebhook { .. } => "Webhook",
+            _ => "other",
+        })
+        .filter(|k| *k != "other")
+        .collect();
+    assert_eq!(kinds, ["Secret", "Service", "Deployment", "APIService", "Webhook", "Webhook"], "apply order");
+
+    for action in &decision.actions {
+        match action {
+            CsvAction::ApplyService(service) => {
+                assert_eq!(service.metadata.name.as_deref(), Some("etcd-operator-service"));
+                let ports = service.spec.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default();
+                let pairs: Vec<(i32, serde_json::Value)> = ports
+                    .iter()
+                    .map(|p| (p.port, serde_json::to_value(&p.target_port).expect("json")))
+                    .collect();
+                assert_eq!(pairs, [(443, serde_json::json!(8443)), (9443, serde_json::json!(9443))]);
+                let selector = service.spec.as_ref().and_then(|s| s.selector.clone()).unwrap_or_default();
+                assert_eq!(selector.get("name").map(String::as_str), Some("etcd-operator-alm-owned"));
+            }
+            CsvAction::ApplyDeployment(deployment) => {
+                let template = pod_of(deployment);
+                let mounts = &template["spec"]["containers"][0]["volumeMounts"];
+                let paths: Vec<&str> = mounts.as_array().into_iter().flatten().filter_map(|m| m["mountPath"].as_str()).collect();
+                assert_eq!(paths, ["/apiserver.local.config/certificates", "/tmp/k8s-webhook-server/serving-certs"]);
+                let volumes = &template["spec"]["volumes"];
+                assert_eq!(volumes[0]["secret"]["secretName"], serde_json::json!("etcd-operator-service-cert"));
+                assert_eq!(volumes[0]["secret"]["items"][0], serde_json::json!({"key": "tls.crt", "path": "apiserver.crt"}));
+                assert_eq!(volumes[1]["secret"]["items"][1], serde_json::json!({"key": "tls.key", "path": "tls.key"}));
+                assert!(template["metadata"]["annotations"]["olmcahash"].is_string());
+            }
+            CsvAction::ApplyApiService(api) => {
+                assert_eq!(api.metadata.name.as_deref(), Some("v1.example.com"));
+                assert_eq!(api.labels().get(keys::OWNER_LABEL).map(String::as_str), Some("etcdoperator.v0.9.4"));
+                let spec = api.spec.as_ref().expect("spec");
+                assert_eq!(spec.ca_bundle.as_ref().map(|b| b.0.clone()), Some(ca.as_bytes().to_vec()));
+                assert_eq!((spec.group_priority_minimum, spec.version_priority), (2000, 15));
+                let service = spec.service.as_ref().expect("service");
+                assert_eq!((service.name.as_deref(), service.namespace.as_deref(), service.port), (Some("etcd-operator-service"), Some(NS), Some(443)));
+            }
+            CsvAction::ApplyWebhook { existing, config } => {
+                assert_eq!(existing, &None, "created with generateName");
+                let value = match config.as_ref() {
+                    super::certs::WebhookConfig::Validating(c) => serde_json::to_value(c),
+                    super::certs::WebhookConfig::Mutating(c) => serde_json::to_value(c),
+                }
+                .expect("json");
+                let generate_name = config.generate_name();
+                assert_eq!(value["metadata"]["generateName"], serde_json::json!(format!("{generate_name}-")));
+                assert_eq!(value["metadata"]["labels"][keys::OWNER_KIND_LABEL], serde_json::json!("ClusterServiceVersion"));
+                let hook = &value["webhooks"][0];
+                assert_eq!(hook["clientConfig"]["service"]["name"], serde_json::json!("etcd-operator-service"));
+                assert_eq!(hook["clientConfig"]["service"]["port"], serde_json::json!(9443));
+                let expected_path = if generate_name.starts_with('v') { "/validate" } else { "/mutate" };
+                assert_eq!(hook["clientConfig"]["service"]["path"], serde_json::json!(expected_path));
+                assert_eq!(hook["namespaceSelector"]["matchExpressions"][0]["key"], serde_json::json!("olm.operatorgroup.uid/uid-og"));
+                use base64::Engine as _;
+                let bundle = base64::engine::general_purpose::STANDARD.encode(ca.as_bytes());
+                assert_eq!(hook["clientConfig"]["caBundle"], serde_json::json!(bundle));
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn an_all_namespaces_operator_webhook_selects_every_namespace() {
+    let og = group("og", &[""]);
+    assert_eq!(super::certs::namespace_selector(&og, &[String::new()]), None);
+}
+
+#[test]
+fn installing_waits_for_the_apiservice_and_reapplies_what_is_missing() {
+    // Everything applied, APIService not Available yet: keep waiting.
+    let waiting = with_exposure_installed(exposed_world((CsvPhase::Installing, CsvReason::InstallSucceeded)), false);
+    let decision = waiting.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallWaiting));
+    assert!(
+        decision.status.as_ref().and_then(|s| s.message.as_deref()).unwrap_or_default().contains("APIService v1.example.com"),
+        "{:?}",
+        decision.status
+    );
+
+    // Available: Succeeded.
+    let ready = with_exposure_installed(exposed_world((CsvPhase::Installing, CsvReason::InstallSucceeded)), true);
+    assert_eq!(phase_reason(&ready.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+
+    // A webhook configuration deleted by hand: back to InstallReady, which re-creates it.
+    let mut lost = with_exposure_installed(exposed_world((CsvPhase::Installing, CsvReason::InstallSucceeded)), true);
+    lost.webhooks.remove("mbackup.example.com");
+    assert_eq!(phase_reason(&lost.decide()), (CsvPhase::InstallReady, CsvReason::InstallWaiting));
+
+    // An existing configuration is updated in place, by its generated name.
+    let mut again = with_exposure_installed(exposed_world((CsvPhase::InstallReady, CsvReason::InstallWaiting)), true);
+    again.webhooks.remove("mbackup.example.com");
+    let existing: Vec<Option<String>> = again
+        .decide()
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyWebhook { existing, .. } => Some(existing.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(existing, [Some("vbackup.example.com-abcde".to_owned()), None]);
+}
+
+#[test]
+fn certificates_are_rotated_before_they_expire() {
+    let mut world = with_exposure_installed(exposed_world((CsvPhase::Succeeded, CsvReason::InstallSucceeded)), true);
+    if let Some(status) = world.csv.status.as_mut() {
+        status.certs_rotate_at = Some(Time(now() + SignedDuration::from_hours(1)));
+    }
+    assert_eq!(world.decide().status.as_ref().and_then(|s| s.phase.clone()), Some(CsvPhase::Succeeded));
+    if let Some(status) = world.csv.status.as_mut() {
+        status.certs_rotate_at = Some(Time(now() - SignedDuration::from_secs(1)));
+    }
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::NeedsCertRotation));
+}
+
+#[test]
+fn a_webhook_without_a_listed_deployment_is_an_invalid_strategy() {
+    let mut world = exposed_world((CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    let mut value = serde_json::to_value(&world.csv).expect("json");
+    value["spec"]["webhookdefinitions"][0]["deploymentName"] = serde_json::json!("nope");
+    world.csv = serde_json::from_value(value).expect("csv");
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::InvalidInstallStrategy));
+    let message = decision.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
+    assert!(message.contains("spec.webhookdefinitions[0]") && message.contains("\"nope\""), "{message}");
+}
