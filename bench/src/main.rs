@@ -159,12 +159,17 @@ fn main() -> anyhow::Result<()> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("bench/ sits in the workspace")?.to_path_buf();
     let opts = options(&workspace)?;
     let started = Instant::now();
-    let tools = tools::prepare(&workspace)?;
+    let mut tools = tools::prepare(&workspace)?;
     let work = workspace.join("target/olm-bench");
     if work.exists() {
         std::fs::remove_dir_all(&work).with_context(|| format!("cleaning {}", work.display()))?;
     }
     std::fs::create_dir_all(&work)?;
+    // Run a private copy of `olm`: other cargo builds in the same target directory may replace
+    // target/release/olm while the benchmark runs.
+    let olm_copy = work.join("olm");
+    std::fs::copy(&tools.olm, &olm_copy).with_context(|| format!("copying {}", tools.olm.display()))?;
+    tools.olm = olm_copy;
 
     let mut notes = Vec::new();
     let base = if opts.fbc.is_dir() {
