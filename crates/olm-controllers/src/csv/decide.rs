@@ -37,6 +37,13 @@ pub const REQUEUE_REQUIREMENTS: Duration = Duration::from_secs(15);
 pub const REINSTALL_PAUSE: Duration = Duration::from_secs(30);
 /// Periodic resync of a settled CSV.
 pub const REQUEUE_RESYNC: Duration = Duration::from_secs(300);
+/// Re-check period of a settled CSV with APIServices or webhooks: those cluster-scoped objects
+/// are read on each pass rather than watched, so a deleted one is noticed within this time.
+pub const REQUEUE_EXPOSURE: Duration = Duration::from_secs(30);
+
+fn settled_requeue(csv: &ClusterServiceVersion) -> Duration {
+    if cert_deployments(csv).is_empty() { REQUEUE_RESYNC } else { REQUEUE_EXPOSURE }
+}
 
 /// Everything the CSV controller observed for one (non-copied) CSV.
 #[derive(Debug)]
@@ -1096,7 +1103,7 @@ fn decide_phase(
                     observed,
                     transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now),
                 )
-                .requeue(REQUEUE_RESYNC),
+                .requeue(settled_requeue(csv)),
                 Some(DeploymentProblem::Unrecoverable(message)) => {
                     transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}"), now)
                 }
@@ -1161,7 +1168,7 @@ fn decide_phase(
             }
             let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);
             match strategy_problem(observed, &desired) {
-                None => with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(REQUEUE_RESYNC),
+                None => with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(settled_requeue(csv)),
                 Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
                     previous,
                     CsvPhase::InstallReady,

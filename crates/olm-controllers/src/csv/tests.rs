@@ -1090,9 +1090,11 @@ fn installing_waits_for_the_apiservice_and_reapplies_what_is_missing() {
         decision.status
     );
 
-    // Available: Succeeded.
+    // Available: Succeeded, re-checked often (the exposure objects are not watched).
     let ready = with_exposure_installed(exposed_world((CsvPhase::Installing, CsvReason::InstallSucceeded)), true);
-    assert_eq!(phase_reason(&ready.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+    let decision = ready.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+    assert_eq!(decision.requeue_after, Some(super::decide::REQUEUE_EXPOSURE));
 
     // A webhook configuration deleted by hand: back to InstallReady, which re-creates it.
     let mut lost = with_exposure_installed(exposed_world((CsvPhase::Installing, CsvReason::InstallSucceeded)), true);
