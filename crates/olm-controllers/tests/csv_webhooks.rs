@@ -104,7 +104,9 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
     assert_eq!(found.len(), 1, "{:?}", found.iter().map(|c| c.name_any()).collect::<Vec<_>>());
     let config = &found[0];
     assert!(config.name_any().starts_with(&format!("{generate_name}-")), "{}", config.name_any());
-    let hook = &config.webhooks.as_ref().map(Vec::as_slice).unwrap_or_default()[0];
+    let Some(hook) = config.webhooks.as_deref().and_then(<[_]>::first) else {
+        anyhow::bail!("webhook configuration {} has no webhooks", config.name_any());
+    };
     assert_eq!(hook.client_config.ca_bundle.as_ref().map(|b| b.0.clone()), Some(ca));
     let service_ref = hook.client_config.service.as_ref().expect("service reference");
     assert_eq!((service_ref.name.as_str(), service_ref.namespace.as_str()), ("etcd-operator-service", name.as_str()));
