@@ -14,6 +14,7 @@ use k8s_openapi::api::apps::v1::DeploymentSpec;
 use k8s_openapi::api::core::v1::{
     KeyToPath, Secret, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp, tz::TimeZone};
@@ -514,4 +515,65 @@ pub fn render_webhook(
         }
         _ => None,
     }
+}
+
+/// The RBAC a Deployment serving with OLM certificates gets, as upstream: read access to its
+/// certificate Secret, `system:auth-delegator` (delegated authentication and authorization),
+/// and `extension-apiserver-authentication-reader` in kube-system. The kube-system binding and
+/// the ClusterRoleBinding carry only owner labels (no cross-namespace ownerReference) and are
+/// deleted by those labels with the CSV.
+pub fn render_cert_rbac(
+    csv: &ClusterServiceVersion,
+    deployment: &str,
+    spec: &DeploymentSpec,
+) -> (Role, RoleBinding, ClusterRoleBinding, RoleBinding) {
+    let namespace = csv.namespace().unwrap_or_default();
+    let service_account = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.service_account_name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".to_owned());
+    let subjects = Some(vec![Subject {
+        kind: "ServiceAccount".to_owned(),
+        name: service_account,
+        namespace: Some(namespace),
+        api_group: None,
+    }]);
+    let secret = secret_name(deployment);
+    let service = service_name(deployment);
+    let role_ref = |kind: &str, name: &str| RoleRef {
+        api_group: Some("rbac.authorization.k8s.io".to_owned()),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+    };
+    let role = Role {
+        metadata: meta(csv, &secret, true),
+        rules: Some(vec![PolicyRule {
+            verbs: vec!["get".to_owned()],
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".to_owned()]),
+            resource_names: Some(vec![secret.clone()]),
+            ..Default::default()
+        }]),
+    };
+    let binding = RoleBinding {
+        metadata: meta(csv, &secret, true),
+        role_ref: role_ref("Role", &secret),
+        subjects: subjects.clone(),
+    };
+    let delegator = ClusterRoleBinding {
+        metadata: meta(csv, &format!("{service}-system:auth-delegator"), false),
+        role_ref: role_ref("ClusterRole", "system:auth-delegator"),
+        subjects: subjects.clone(),
+    };
+    let mut reader_meta = meta(csv, &format!("{service}-auth-reader"), false);
+    reader_meta.namespace = Some("kube-system".to_owned());
+    let reader = RoleBinding {
+        metadata: reader_meta,
+        role_ref: role_ref("Role", "extension-apiserver-authentication-reader"),
+        subjects,
+    };
+    (role, binding, delegator, reader)
 }

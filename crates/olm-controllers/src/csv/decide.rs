@@ -175,6 +175,13 @@ pub enum CsvAction {
         /// The configuration.
         config: Box<WebhookConfig>,
     },
+    /// Delete a webhook configuration generated for a description the CSV no longer declares.
+    DeleteWebhook {
+        /// `ValidatingWebhookConfiguration` or `MutatingWebhookConfiguration`.
+        kind: String,
+        /// Its name.
+        name: String,
+    },
     /// Create or update a copy in another namespace (object and status).
     ApplyCopy(Box<ClusterServiceVersion>),
     /// Delete the copy in a namespace that is no longer a target.
@@ -443,6 +450,28 @@ fn exposure_actions(
         };
         before.push(CsvAction::ApplySecret(Box::new(certs::render_secret(csv, name, cert))));
         before.push(CsvAction::ApplyService(Box::new(certs::render_service(csv, name, spec))));
+        let (role, binding, delegator, reader) = certs::render_cert_rbac(csv, name, spec);
+        before.push(CsvAction::ApplyRole(Box::new(role)));
+        before.push(CsvAction::ApplyRoleBinding(Box::new(binding)));
+        before.push(CsvAction::ApplyClusterRoleBinding(Box::new(delegator)));
+        before.push(CsvAction::ApplyRoleBinding(Box::new(reader)));
+    }
+    // Configurations of descriptions the CSV no longer has (or whose type changed) go.
+    for (generate_name, existing) in observed.webhooks {
+        let still_declared = csv.spec.webhooks().iter().any(|hook| {
+            hook.generate_name == *generate_name
+                && match hook.type_ {
+                    WebhookAdmissionType::ValidatingAdmissionWebhook => existing.kind == "ValidatingWebhookConfiguration",
+                    WebhookAdmissionType::MutatingAdmissionWebhook => existing.kind == "MutatingWebhookConfiguration",
+                    _ => false,
+                }
+        });
+        if !still_declared {
+            after.push(CsvAction::DeleteWebhook {
+                kind: existing.kind.clone(),
+                name: existing.name.clone(),
+            });
+        }
     }
     let annotations = observed.subscription_config.and_then(|c| c.annotations.as_ref());
     for api in csv.spec.owned_api_services() {

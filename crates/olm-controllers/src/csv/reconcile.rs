@@ -548,6 +548,24 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
             CsvAction::ApplyWebhook { existing, config } => {
                 apply_webhook(ctx, existing.as_deref(), config).await?;
             }
+            CsvAction::DeleteWebhook { kind, name: config_name } => {
+                let deleted = if kind == "MutatingWebhookConfiguration" {
+                    Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
+                        .delete(config_name, &DeleteParams::default())
+                        .await
+                        .map(|_| ())
+                } else {
+                    Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
+                        .delete(config_name, &DeleteParams::default())
+                        .await
+                        .map(|_| ())
+                };
+                match deleted {
+                    Ok(()) => tracing::info!(%kind, name = %config_name, "deleted webhook configuration no longer declared"),
+                    Err(err) if is_not_found(&err) => {}
+                    Err(err) => return Err(Error::api(format!("delete {kind} {config_name}"), err)),
+                }
+            }
             CsvAction::DeleteSelf => {
                 let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
                 match api.delete(&name, &DeleteParams::background()).await {
@@ -771,6 +789,13 @@ async fn delete_owned_cluster_objects(client: &kube::Client, csv: &ClusterServic
             .delete_collection(&DeleteParams::default(), &params)
             .await
             .map_err(|err| Error::api(format!("delete the APIServices of ClusterServiceVersion {namespace}/{name}"), err))?;
+    }
+    if !certs::cert_deployments(csv).is_empty() {
+        // The auth-reader bindings live in kube-system, out of reach of ownerReferences.
+        Api::<RoleBinding>::namespaced(client.clone(), "kube-system")
+            .delete_collection(&DeleteParams::default(), &params)
+            .await
+            .map_err(|err| Error::api(format!("delete the kube-system RoleBindings of ClusterServiceVersion {namespace}/{name}"), err))?;
     }
     if !csv.spec.webhooks().is_empty() {
         Api::<ValidatingWebhookConfiguration>::all(client.clone())

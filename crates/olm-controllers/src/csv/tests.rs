@@ -1140,3 +1140,72 @@ fn a_webhook_without_a_listed_deployment_is_an_invalid_strategy() {
     let message = decision.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
     assert!(message.contains("spec.webhookdefinitions[0]") && message.contains("\"nope\""), "{message}");
 }
+
+#[test]
+fn a_serving_deployment_gets_secret_access_and_delegated_auth_rbac() {
+    let world = exposed_world((CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    let decision = world.decide();
+    let role = decision.actions.iter().find_map(|a| match a {
+        CsvAction::ApplyRole(r) => Some(r),
+        _ => None,
+    });
+    let role = role.expect("a Role for the certificate Secret");
+    assert_eq!(role.metadata.name.as_deref(), Some("etcd-operator-service-cert"));
+    let rules = role.rules.clone().unwrap_or_default();
+    assert_eq!(rules[0].resource_names, Some(vec!["etcd-operator-service-cert".to_owned()]));
+    let bindings: Vec<(Option<String>, String, String)> = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyRoleBinding(b) => Some((b.metadata.namespace.clone(), b.name_any(), b.role_ref.name.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        bindings,
+        [
+            (Some(NS.to_owned()), "etcd-operator-service-cert".to_owned(), "etcd-operator-service-cert".to_owned()),
+            (
+                Some("kube-system".to_owned()),
+                "etcd-operator-service-auth-reader".to_owned(),
+                "extension-apiserver-authentication-reader".to_owned()
+            ),
+        ]
+    );
+    let delegator = decision.actions.iter().find_map(|a| match a {
+        CsvAction::ApplyClusterRoleBinding(b) => Some(b),
+        _ => None,
+    });
+    let delegator = delegator.expect("auth-delegator binding");
+    assert_eq!(delegator.name_any(), "etcd-operator-service-system:auth-delegator");
+    assert_eq!(delegator.role_ref.name, "system:auth-delegator");
+    let subject = &delegator.subjects.as_deref().unwrap_or_default()[0];
+    assert_eq!((subject.name.as_str(), subject.namespace.as_deref()), ("etcd-operator", Some(NS)));
+    assert!(delegator.labels().contains_key(keys::OWNER_LABEL), "deleted by owner labels with the CSV");
+}
+
+#[test]
+fn configurations_of_removed_webhook_descriptions_are_deleted() {
+    let mut world = with_exposure_installed(exposed_world((CsvPhase::InstallReady, CsvReason::InstallWaiting)), true);
+    world.webhooks.insert(
+        "gone.example.com".to_owned(),
+        super::decide::ExistingWebhook {
+            kind: "ValidatingWebhookConfiguration".into(),
+            name: "gone.example.com-xyz".into(),
+            ca_bundle: None,
+        },
+    );
+    let deleted: Vec<CsvAction> = world
+        .decide()
+        .actions
+        .into_iter()
+        .filter(|a| matches!(a, CsvAction::DeleteWebhook { .. }))
+        .collect();
+    assert_eq!(
+        deleted,
+        [CsvAction::DeleteWebhook {
+            kind: "ValidatingWebhookConfiguration".into(),
+            name: "gone.example.com-xyz".into()
+        }]
+    );
+}
