@@ -12,6 +12,7 @@ use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use olm_api::keys;
@@ -135,6 +136,15 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
     .await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", None, TIMEOUT).await?;
 
+    // Delegated-auth RBAC for the serving Deployment, outside the namespace.
+    let cluster_bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let kube_system_bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "kube-system");
+    let delegator = cluster_bindings.get("etcd-operator-service-system:auth-delegator").await?;
+    assert_eq!(delegator.role_ref.name, "system:auth-delegator");
+    assert_eq!(delegator.labels().get(keys::OWNER_NAMESPACE_LABEL), Some(&name));
+    let reader = kube_system_bindings.get("etcd-operator-service-auth-reader").await?;
+    assert_eq!(reader.role_ref.name, "extension-apiserver-authentication-reader");
+
     // Deleting the CSV removes the (cluster-scoped) configuration.
     csvs.delete(CSV_NAME, &DeleteParams::default()).await?;
     ns.wait_for("the webhook configuration to be deleted with the CSV", TIMEOUT, &["clusterserviceversions"], || {
@@ -146,6 +156,8 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
         }
     })
     .await?;
+    assert!(cluster_bindings.get_opt("etcd-operator-service-system:auth-delegator").await?.is_none());
+    assert!(kube_system_bindings.get_opt("etcd-operator-service-auth-reader").await?.is_none());
     ns.cleanup().await?;
     Ok(())
 }
