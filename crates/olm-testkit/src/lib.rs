@@ -30,6 +30,15 @@ pub use olm_dev::{KUBERNETES_VERSION, NODE_NAME};
 
 /// Label put on every namespace this crate creates, so leftovers are easy to find.
 pub const NAMESPACE_LABEL: &str = "olm.testkit/created-by";
+/// Label naming the test process that created a namespace; namespaces of other (finished)
+/// test binaries are swept when a test binary first connects.
+pub const RUN_LABEL: &str = "olm.testkit/run";
+
+/// This test process's value of [`RUN_LABEL`].
+fn run_id() -> &'static str {
+    static RUN: OnceLock<String> = OnceLock::new();
+    RUN.get_or_init(|| random_name(&format!("run-{}", std::process::id())))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TestkitError {
@@ -169,7 +178,69 @@ pub async fn cluster() -> Result<TestCluster> {
         .map_err(|e| TestkitError::ControlPlane(format!("start task failed: {e}")))?
         .map_err(TestkitError::ControlPlane)?;
     let client = client_for(&layout.kubeconfig()).await?;
+    static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    SWEPT
+        .get_or_init(|| sweep_finished_runs(client.clone()))
+        .await;
     Ok(TestCluster { layout, client })
+}
+
+/// Removes what earlier test binaries left behind. cargo runs test binaries one after another,
+/// so a test namespace from another run belongs to a finished process. Its OLM controllers are
+/// gone with it: the CSV cleanup finalizer would hold the namespace in Terminating forever,
+/// and its operators would still count as API owners (InterOperatorGroupOwnerConflict) for the
+/// next binary. Best effort: waits up to 60 s, never fails the test.
+async fn sweep_finished_runs(client: Client) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let Ok(list) = namespaces
+        .list(&kube::api::ListParams::default().labels(NAMESPACE_LABEL))
+        .await
+    else {
+        return;
+    };
+    let stale: Vec<String> = list
+        .items
+        .into_iter()
+        .filter(|ns| {
+            ns.metadata.labels.as_ref().and_then(|l| l.get(RUN_LABEL)).map(String::as_str) != Some(run_id())
+        })
+        .filter_map(|ns| ns.metadata.name)
+        .collect();
+    if stale.is_empty() {
+        return;
+    }
+    let csv_resource = kube::api::ApiResource {
+        group: "operators.coreos.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "ClusterServiceVersion".into(),
+        plural: "clusterserviceversions".into(),
+    };
+    let unfinalize = kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    for name in &stale {
+        let _ = namespaces.delete(name, &DeleteParams::default()).await;
+        let csvs: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), name, &csv_resource);
+        if let Ok(list) = csvs.list(&Default::default()).await {
+            for csv in list.items {
+                if let Some(csv_name) = csv.metadata.name.as_deref() {
+                    let _ = csvs.patch(csv_name, &kube::api::PatchParams::default(), &unfinalize).await;
+                }
+            }
+        }
+    }
+    let _ = wait_for("namespaces of finished test runs to be deleted", Duration::from_secs(60), || {
+        let namespaces = namespaces.clone();
+        let stale = stale.clone();
+        async move {
+            for name in &stale {
+                if namespaces.get_opt(name).await.map_err(|e| e.to_string())?.is_some() {
+                    return Ok::<_, String>(None);
+                }
+            }
+            Ok(Some(()))
+        }
+    })
+    .await;
 }
 
 async fn client_for(path: &Path) -> Result<Client> {
@@ -301,7 +372,13 @@ impl TestCluster {
         let namespace = Namespace {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                labels: Some([(NAMESPACE_LABEL.to_string(), "olm-testkit".to_string())].into()),
+                labels: Some(
+                    [
+                        (NAMESPACE_LABEL.to_string(), "olm-testkit".to_string()),
+                        (RUN_LABEL.to_string(), run_id().to_string()),
+                    ]
+                    .into(),
+                ),
                 ..Default::default()
             },
             ..Default::default()

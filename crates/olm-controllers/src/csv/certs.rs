@@ -447,8 +447,16 @@ impl WebhookConfig {
     }
 }
 
+/// `<generateName>-<hash of the CSV's namespace and name>`, at most 253 characters.
+pub fn webhook_config_name(csv: &ClusterServiceVersion, generate_name: &str) -> String {
+    let owner = format!("{}/{}", csv.namespace().unwrap_or_default(), csv.name_any());
+    let digest = hex::encode(Sha256::digest(owner.as_bytes()));
+    let base: String = generate_name.chars().take(253 - 11).collect();
+    format!("{base}-{}", &digest[..10])
+}
+
 /// The configuration for one admission webhook description (`None` for conversion webhooks,
-/// which configure CRDs instead). Named by generateName `<generateName>-` and labelled with
+/// which configure CRDs instead). Named by [`webhook_config_name`] and labelled with
 /// the owner and the description's generateName, so the existing one is found again.
 pub fn render_webhook(
     csv: &ClusterServiceVersion,
@@ -458,8 +466,10 @@ pub fn render_webhook(
 ) -> Option<WebhookConfig> {
     let deployment = hook.deployment_name.as_deref().unwrap_or_default();
     let mut metadata = meta(csv, "", false);
-    metadata.name = None;
-    metadata.generate_name = Some(format!("{}-", hook.generate_name));
+    // A fixed name (upstream uses generateName) makes creation idempotent: a pass that runs
+    // before the previous one's object is listed cannot create a second configuration.
+    metadata.name = Some(webhook_config_name(csv, &hook.generate_name));
+    metadata.generate_name = None;
     if let Some(labels) = metadata.labels.as_mut() {
         labels.insert(keys::WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL.to_owned(), hook.generate_name.clone());
     }

@@ -715,9 +715,10 @@ async fn apply_webhook(ctx: &ControllerContext<CsvState>, existing: Option<&str>
                         .map_err(|err| Error::api(format!("apply ValidatingWebhookConfiguration {name}"), err))?;
                 }
                 None => {
-                    api.create(&PostParams::default(), object)
+                    let name = object.metadata.name.clone().unwrap_or_default();
+                    api.patch(&name, &apply, &Patch::Apply(object.as_ref()))
                         .await
-                        .map_err(|err| Error::api(format!("create ValidatingWebhookConfiguration for {}", config.generate_name()), err))?;
+                        .map_err(|err| Error::api(format!("apply ValidatingWebhookConfiguration {name}"), err))?;
                 }
             }
         }
@@ -733,9 +734,10 @@ async fn apply_webhook(ctx: &ControllerContext<CsvState>, existing: Option<&str>
                         .map_err(|err| Error::api(format!("apply MutatingWebhookConfiguration {name}"), err))?;
                 }
                 None => {
-                    api.create(&PostParams::default(), object)
+                    let name = object.metadata.name.clone().unwrap_or_default();
+                    api.patch(&name, &apply, &Patch::Apply(object.as_ref()))
                         .await
-                        .map_err(|err| Error::api(format!("create MutatingWebhookConfiguration for {}", config.generate_name()), err))?;
+                        .map_err(|err| Error::api(format!("apply MutatingWebhookConfiguration {name}"), err))?;
                 }
             }
         }

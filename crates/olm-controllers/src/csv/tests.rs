@@ -1048,14 +1048,16 @@ fn install_ready_exposes_apiservices_and_webhooks_with_the_generated_ca() {
                 assert_eq!((service.name.as_deref(), service.namespace.as_deref(), service.port), (Some("etcd-operator-service"), Some(NS), Some(443)));
             }
             CsvAction::ApplyWebhook { existing, config } => {
-                assert_eq!(existing, &None, "created with generateName");
+                assert_eq!(existing, &None, "nothing to update yet");
                 let value = match config.as_ref() {
                     super::certs::WebhookConfig::Validating(c) => serde_json::to_value(c),
                     super::certs::WebhookConfig::Mutating(c) => serde_json::to_value(c),
                 }
                 .expect("json");
                 let generate_name = config.generate_name();
-                assert_eq!(value["metadata"]["generateName"], serde_json::json!(format!("{generate_name}-")));
+                let name = value["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                assert!(name.starts_with(&format!("{generate_name}-")) && name.len() == generate_name.len() + 11, "{name}");
+                assert_eq!(value["metadata"].get("generateName"), None, "a fixed name keeps creation idempotent");
                 assert_eq!(value["metadata"]["labels"][keys::OWNER_KIND_LABEL], serde_json::json!("ClusterServiceVersion"));
                 let hook = &value["webhooks"][0];
                 assert_eq!(hook["clientConfig"]["service"]["name"], serde_json::json!("etcd-operator-service"));
