@@ -121,16 +121,20 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
         .map(|e| e.key.clone());
     assert_eq!(selector_key, Some(format!("olm.operatorgroup.uid/{og_uid}")));
 
-    // Deleted by hand: put back (with a new generated name).
+    // Deleted by hand: put back (same fixed name, a new object).
     configs.delete(&config.name_any(), &DeleteParams::default()).await?;
-    let old_name = config.name_any();
+    let old_uid = config.uid().unwrap_or_default();
     ns.wait_for("the webhook configuration to come back", TIMEOUT, &["clusterserviceversions"], || {
         let configs = configs.clone();
         let owned = owned.clone();
-        let old_name = old_name.clone();
+        let old_uid = old_uid.clone();
         async move {
             let items = configs.list(&owned).await.map_err(|e| e.to_string())?.items;
-            if items.iter().any(|c| c.name_any() != old_name) { Ok(Some(())) } else { Err(format!("{} found", items.len())) }
+            let recreated = items.iter().filter(|c| c.uid().unwrap_or_default() != old_uid).count();
+            match (recreated, items.len()) {
+                (1, 1) => Ok(Some(())),
+                (_, found) => Err(format!("{found} found, {recreated} of them new")),
+            }
         }
     })
     .await?;
