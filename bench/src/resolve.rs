@@ -36,6 +36,11 @@ pub struct SetResult {
     pub samples: usize,
     #[serde(default)]
     pub bundles: Vec<BundleOut>,
+    /// Upstream only: per chosen bundle, every channel it was attributed to over all the set's
+    /// resolutions (upstream gathers a channel-less Subscription's candidates from a Go map, so
+    /// a bundle listed in several channels is attributed to one of them at random).
+    #[serde(default)]
+    pub channels_seen: std::collections::BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub error: Option<String>,
 }
@@ -131,6 +136,7 @@ pub fn ours(dir: &Path, sets: &[(String, Vec<String>)], min_time: Duration) -> a
             p90_ms: samples[samples.len() * 9 / 10].as_secs_f64() * 1e3,
             samples: samples.len(),
             bundles,
+            channels_seen: Default::default(),
             error,
         });
     }
@@ -175,6 +181,19 @@ pub fn upstream(driver: &Path, addr: &str, sets: &[(String, Vec<String>)], work:
     Ok(results)
 }
 
+/// Whether upstream's answer contains `b`, taking a different channel as the same answer when
+/// upstream itself attributed that bundle to `b`'s channel in some of its resolutions.
+fn upstream_has(theirs: &SetResult, b: &BundleOut) -> bool {
+    theirs.bundles.iter().any(|t| {
+        t == b
+            || (t.name == b.name
+                && t.package == b.package
+                && t.catalog == b.catalog
+                && t.replaces == b.replaces
+                && theirs.channels_seen.get(&t.name).is_some_and(|seen| seen.contains(&b.channel)))
+    })
+}
+
 /// Differences between the two answers of one set, as readable lines.
 pub fn differences(ours: &SetResult, theirs: &SetResult) -> Vec<String> {
     let mut lines = Vec::new();
@@ -184,16 +203,31 @@ pub fn differences(ours: &SetResult, theirs: &SetResult) -> Vec<String> {
         _ => {}
     }
     for b in &ours.bundles {
-        if !theirs.bundles.contains(b) {
+        if !upstream_has(theirs, b) {
             lines.push(format!("only ours: {} ({}/{} replaces {:?})", b.name, b.package, b.channel, b.replaces));
         }
     }
-    for b in &theirs.bundles {
-        if !ours.bundles.contains(b) {
-            lines.push(format!("only upstream: {} ({}/{} replaces {:?})", b.name, b.package, b.channel, b.replaces));
+    for t in &theirs.bundles {
+        let matched = ours.bundles.iter().any(|b| b == t || (b.name == t.name && upstream_has(theirs, b)));
+        if !matched {
+            lines.push(format!("only upstream: {} ({}/{} replaces {:?})", t.name, t.package, t.channel, t.replaces));
         }
     }
     lines
+}
+
+/// Bundles both resolvers chose whose channel upstream attributes at random (it named several
+/// channels over the set's resolutions), as readable lines: not differences in the answer.
+pub fn channel_notes(ours: &SetResult, theirs: &SetResult) -> Vec<String> {
+    ours.bundles
+        .iter()
+        .filter_map(|b| {
+            let seen = theirs.channels_seen.get(&b.name)?;
+            (seen.len() > 1 && seen.contains(&b.channel)).then(|| {
+                format!("{}: ours {}, upstream one of {} (varies between its resolutions)", b.name, b.channel, seen.join(", "))
+            })
+        })
+        .collect()
 }
 
 fn truncate(s: &str) -> String {

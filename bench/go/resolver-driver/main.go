@@ -65,7 +65,25 @@ type setOut struct {
 	P90Ms         float64     `json:"p90Ms"`
 	Samples       int         `json:"samples"`
 	Bundles       []bundleOut `json:"bundles"`
-	Error         string      `json:"error,omitempty"`
+	// ChannelsSeen lists, per chosen bundle name, every channel the resolver attributed it to
+	// over all resolutions of the set. A bundle listed in several channels can be attributed
+	// to any of them from one resolution to the next (the candidates of a Subscription without
+	// a channel are gathered from a Go map), so one resolution's channel is not the answer.
+	ChannelsSeen map[string][]string `json:"channelsSeen"`
+	Error        string              `json:"error,omitempty"`
+}
+
+// recordChannels adds the channel of every entry to seen (bundle name -> set of channels).
+func recordChannels(seen map[string]map[string]bool, entries []*resolvercache.Entry) {
+	for _, e := range entries {
+		if e.SourceInfo == nil {
+			continue
+		}
+		if seen[e.Name] == nil {
+			seen[e.Name] = map[string]bool{}
+		}
+		seen[e.Name][e.SourceInfo.Channel] = true
+	}
 }
 
 // clients hands the resolver one gRPC client for the benchmark's CatalogSource.
@@ -161,13 +179,23 @@ func run(address, inputPath string, minTime time.Duration, maxSamples int) error
 			out.Bundles = append(out.Bundles, b)
 		}
 		sort.Slice(out.Bundles, func(i, j int) bool { return out.Bundles[i].Name < out.Bundles[j].Name })
+		seen := map[string]map[string]bool{}
+		recordChannels(seen, entries)
 
 		var samples []time.Duration
 		measureStart := time.Now()
 		for len(samples) < 5 || (time.Since(measureStart) < minTime && len(samples) < maxSamples) {
 			t := time.Now()
-			_, _ = r.Resolve(namespaces, subs)
+			again, _ := r.Resolve(namespaces, subs)
 			samples = append(samples, time.Since(t))
+			recordChannels(seen, again)
+		}
+		out.ChannelsSeen = map[string][]string{}
+		for name, channels := range seen {
+			for channel := range channels {
+				out.ChannelsSeen[name] = append(out.ChannelsSeen[name], channel)
+			}
+			sort.Strings(out.ChannelsSeen[name])
 		}
 		sort.Slice(samples, func(i, j int) bool { return samples[i] < samples[j] })
 		out.Samples = len(samples)
