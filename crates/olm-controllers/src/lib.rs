@@ -6,6 +6,7 @@ pub mod runtime;
 pub mod csv;
 pub mod manager;
 pub mod operatorgroup;
+pub mod olmconfig;
 pub mod selector;
 pub mod registry_client;
 pub mod catalogsource;

@@ -179,6 +179,21 @@ impl Manager {
             tasks.push(tokio::spawn(operatorgroup::run(ctx, shutdown.signal())));
         }
         if kinds.contains(&ControllerKind::Csv) {
+            let olm_configs = caches.watch(Api::<OLMConfig>::all(client.clone()), watcher::Config::default());
+            // The OLMConfig status reports on the copies the CSV controller makes, so it runs with it.
+            let olm_config_state = crate::olmconfig::OlmConfigState {
+                olm_configs: olm_configs.clone(),
+                csvs: csvs.clone(),
+                namespaces: namespaces.clone(),
+            };
+            let olm_config_ctx = Arc::new(ControllerContext::new(
+                crate::olmconfig::NAME,
+                client.clone(),
+                metrics.clone(),
+                leadership.clone(),
+                olm_config_state,
+            ));
+            tasks.push(tokio::spawn(crate::olmconfig::run(olm_config_ctx, shutdown.signal())));
             let state = csv::CsvState {
                 csvs: csvs.clone(),
                 groups: groups.clone(),
@@ -190,7 +205,7 @@ impl Manager {
                 ),
                 namespaces: namespaces.clone(),
                 cluster_roles: cluster_roles.clone(),
-                olm_configs: caches.watch(Api::<OLMConfig>::all(client.clone()), watcher::Config::default()),
+                olm_configs: olm_configs.clone(),
                 operator_conditions: caches.watch(
                     Api::<olm_api::v2::OperatorCondition>::all(client.clone()),
                     watcher::Config::default(),

@@ -357,7 +357,33 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
             configs.patch("cluster", &PatchParams::apply("olm-controllers-tests").force(), &Patch::Apply(&config)).await
         }
     };
+    // The OLMConfig's DisabledCopiedCSVs condition reports how the copies stand.
+    let condition_is = |status: &'static str, reason: &'static str, message: &'static str| {
+        let configs = configs.clone();
+        async move {
+            let config = configs.get_opt("cluster").await.map_err(|e| e.to_string())?;
+            let conditions = config.and_then(|c| c.status).and_then(|s| s.conditions).unwrap_or_default();
+            match conditions.iter().find(|c| c.type_ == "DisabledCopiedCSVs") {
+                Some(c) if c.status == status && c.reason == reason && c.message == message => Ok(Some(())),
+                Some(c) => Err(format!("condition {}/{}: {}", c.status, c.reason, c.message)),
+                None => Err("no DisabledCopiedCSVs condition".to_owned()),
+            }
+        }
+    };
+    set_disabled(false).await?;
+    ns.wait_for("OLMConfig to report the copies present", TIMEOUT, &[], || {
+        condition_is("False", "CopiedCSVsEnabled", "Copied CSVs are enabled and present across the cluster")
+    })
+    .await?;
     set_disabled(true).await?;
+    ns.wait_for("OLMConfig to report copies disabled and none left", TIMEOUT, &[], || {
+        condition_is(
+            "True",
+            "CopiedCSVsDisabled",
+            "Copied CSVs are disabled and no unexpected copied CSVs were found for operators installed in AllNamespace mode",
+        )
+    })
+    .await?;
     let copy_gone = other
         .wait_for("the copy to be removed while copies are disabled", TIMEOUT, &["clusterserviceversions"], || {
             let copies = copies.clone();

@@ -145,6 +145,11 @@ spec:
   targetNamespaces:
   - olm
 ---
+apiVersion: operators.coreos.com/v1
+kind: OLMConfig
+metadata:
+  name: cluster
+---
 apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
 metadata:
