@@ -15,6 +15,10 @@ use k8s_openapi::api::core::v1::{
     KeyToPath, Secret, SecretVolumeSource, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, ServiceReference as CrdServiceReference, WebhookClientConfig as CrdWebhookClientConfig,
+    WebhookConversion,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp, tz::TimeZone};
@@ -25,7 +29,7 @@ use kube::ResourceExt;
 use olm_api::keys;
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::{
-    ApiServiceDescription, ClusterServiceVersion, WebhookAdmissionType, WebhookDescription,
+    ApiServiceDescription, ClusterServiceVersion, InstallModeType, WebhookAdmissionType, WebhookDescription,
 };
 use sha2::{Digest, Sha256};
 
@@ -112,10 +116,8 @@ pub fn cert_deployments(csv: &ClusterServiceVersion) -> BTreeMap<String, CertUse
             uses.entry(name.to_owned()).or_default().api_service = true;
         }
     }
+    // Admission and conversion webhooks alike are served over TLS with the generated pair.
     for hook in csv.spec.webhooks() {
-        if hook.type_ == WebhookAdmissionType::ConversionWebhook {
-            continue;
-        }
         if let Some(name) = hook.deployment_name.as_deref().filter(|n| !n.is_empty()) {
             uses.entry(name.to_owned()).or_default().webhook = true;
         }
@@ -586,4 +588,95 @@ pub fn render_cert_rbac(
         subjects,
     };
     (role, binding, delegator, reader)
+}
+
+/// Upstream's test for operators that may own a conversion webhook: AllNamespaces is not
+/// declared unsupported and no other install mode is declared supported. (A CRD's conversion
+/// is cluster-wide, so only one installation of the operator may serve it.)
+pub fn supports_only_all_namespaces(csv: &ClusterServiceVersion) -> bool {
+    csv.spec.install_modes().iter().all(|mode| {
+        if mode.type_ == InstallModeType::AllNamespaces {
+            mode.supported
+        } else {
+            !mode.supported
+        }
+    })
+}
+
+/// What makes a conversion webhook description impossible to configure, judged from the CSV
+/// alone, with upstream's messages: the install-mode restriction, an empty `conversionCRDs`,
+/// or a listed CRD the CSV does not own.
+pub fn conversion_description_problem(csv: &ClusterServiceVersion) -> Option<String> {
+    for hook in csv.spec.webhooks() {
+        if hook.type_ != WebhookAdmissionType::ConversionWebhook {
+            continue;
+        }
+        if !supports_only_all_namespaces(csv) {
+            return Some(
+                "unable to manage conversion webhook: CSVs with conversion webhooks must support only AllNamespaces".to_owned(),
+            );
+        }
+        let crds = hook.conversion_crds.as_deref().unwrap_or_default();
+        if crds.is_empty() {
+            return Some(format!(
+                "unable to manage conversion webhook: conversion webhook must have at least one CRD specified (spec.webhookdefinitions {} lists no conversionCRDs)",
+                hook.generate_name
+            ));
+        }
+        for crd in crds {
+            if !csv.spec.owned_crds().iter().any(|owned| owned.name == *crd) {
+                return Some(format!(
+                    "csv {} does not own CRD {crd} (listed in the conversionCRDs of spec.webhookdefinitions {})",
+                    csv.name_any(),
+                    hook.generate_name
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The `spec.conversion` a CRD listed by a conversion webhook description gets: strategy
+/// Webhook, calling the Deployment's Service at `webhookPath` (default `/`) on the container
+/// port, trusting the generated CA, with the description's review versions (default `v1`).
+pub fn render_conversion(csv: &ClusterServiceVersion, hook: &WebhookDescription, cert: &ServingCert) -> CustomResourceConversion {
+    let deployment = hook.deployment_name.as_deref().unwrap_or_default();
+    CustomResourceConversion {
+        strategy: "Webhook".to_owned(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(CrdWebhookClientConfig {
+                ca_bundle: Some(ByteString(cert.ca_pem.as_bytes().to_vec())),
+                service: Some(CrdServiceReference {
+                    namespace: csv.namespace().unwrap_or_default(),
+                    name: service_name(deployment),
+                    path: Some(hook.webhook_path.clone().unwrap_or_else(|| "/".to_owned())),
+                    port: Some(hook.port()),
+                }),
+                url: None,
+            }),
+            conversion_review_versions: hook
+                .admission_review_versions
+                .clone()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| vec!["v1".to_owned()]),
+        }),
+    }
+}
+
+/// Whether a CRD's `spec.conversion` is the one [`render_conversion`] produced (fields the API
+/// server defaults are compared with their defaults).
+pub fn conversion_matches(found: Option<&CustomResourceConversion>, want: &CustomResourceConversion) -> bool {
+    let Some(found) = found else {
+        return false;
+    };
+    let client = |c: &CustomResourceConversion| c.webhook.as_ref().and_then(|w| w.client_config.clone());
+    let versions = |c: &CustomResourceConversion| c.webhook.as_ref().map(|w| w.conversion_review_versions.clone());
+    let service = |c: &CustomResourceConversion| {
+        client(c).and_then(|cc| cc.service).map(|s| (s.namespace, s.name, s.path, s.port.unwrap_or(443)))
+    };
+    found.strategy == want.strategy
+        && service(found) == service(want)
+        && client(found).and_then(|c| c.ca_bundle) == client(want).and_then(|c| c.ca_bundle)
+        && client(found).and_then(|c| c.url).is_none()
+        && versions(found) == versions(want)
 }

@@ -175,6 +175,18 @@ pub enum CsvAction {
         /// The configuration.
         config: Box<WebhookConfig>,
     },
+    /// Point a CRD listed by a conversion webhook description at the operator's Service.
+    ApplyCrdConversion {
+        /// The CRD's name.
+        crd: String,
+        /// Its wanted `spec.conversion`.
+        conversion: Box<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion>,
+    },
+    /// Set a CRD's conversion back to strategy None (its webhook's operator is going away).
+    ResetCrdConversion {
+        /// The CRD's name.
+        crd: String,
+    },
     /// Delete a webhook configuration generated for a description the CSV no longer declares.
     DeleteWebhook {
         /// `ValidatingWebhookConfiguration` or `MutatingWebhookConfiguration`.
@@ -484,6 +496,16 @@ fn exposure_actions(
         let Some(cert) = hook.deployment_name.as_ref().and_then(|d| observed.serving_certs.get(d)) else {
             continue;
         };
+        if hook.type_ == WebhookAdmissionType::ConversionWebhook {
+            let conversion = certs::render_conversion(csv, hook, cert);
+            for crd in hook.conversion_crds.iter().flatten() {
+                after.push(CsvAction::ApplyCrdConversion {
+                    crd: crd.clone(),
+                    conversion: Box::new(conversion.clone()),
+                });
+            }
+            continue;
+        }
         if let Some(config) = certs::render_webhook(csv, hook, cert, namespace_selector.cloned()) {
             let existing = observed
                 .webhooks
@@ -497,6 +519,24 @@ fn exposure_actions(
         }
     }
     (before, after)
+}
+
+/// Why the conversion webhooks cannot be configured (upstream's messages), if they cannot: the
+/// description itself, or a listed CRD that preserves unknown fields.
+fn conversion_problem(observed: &Observed<'_>) -> Option<String> {
+    let csv = observed.csv;
+    if let Some(problem) = certs::conversion_description_problem(csv) {
+        return Some(problem);
+    }
+    let conversions = csv.spec.webhooks().iter().filter(|h| h.type_ == WebhookAdmissionType::ConversionWebhook);
+    for crd in conversions.flat_map(|h| h.conversion_crds.iter().flatten()) {
+        if observed.crds.get(crd).is_some_and(|c| c.preserve_unknown_fields) {
+            return Some(format!(
+                "crd.Spec.PreserveUnknownFields must be false to let API Server call webhook to do the conversion (CRD {crd})"
+            ));
+        }
+    }
+    None
 }
 
 /// The first problem with the owned APIServices and webhooks: missing or with a stale CA
@@ -524,6 +564,19 @@ fn exposure_problem(observed: &Observed<'_>) -> Option<DeploymentProblem> {
     }
     for hook in csv.spec.webhooks() {
         if hook.type_ == WebhookAdmissionType::ConversionWebhook {
+            let Some(cert) = hook.deployment_name.as_ref().and_then(|d| observed.serving_certs.get(d)) else {
+                continue;
+            };
+            let want = certs::render_conversion(csv, hook, cert);
+            for crd in hook.conversion_crds.iter().flatten() {
+                let found = observed.crds.get(crd).and_then(|c| c.conversion.as_ref());
+                if !certs::conversion_matches(found, &want) {
+                    return Some(DeploymentProblem::Updated(format!(
+                        "CRD {crd} does not use the conversion webhook of {} with the current CA",
+                        hook.generate_name
+                    )));
+                }
+            }
             continue;
         }
         match observed.webhooks.get(&hook.generate_name) {
@@ -873,7 +926,11 @@ fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>, mut decisi
 /// cluster-scoped is deleted by owner labels before the cleanup finalizer is released, so it
 /// goes even when OLM was down when the CSV was deleted. CRDs and custom resources are never
 /// touched.
-pub fn decide_deletion(csv: &ClusterServiceVersion) -> Option<CsvDecision> {
+///
+/// A CRD whose conversion calls this operator's webhook would refuse every read and write of
+/// its objects once the operator is gone, so unless another CSV replaces this one (and brings
+/// its own webhook), the conversion of the CRDs it lists goes back to None, as upstream does.
+pub fn decide_deletion(csv: &ClusterServiceVersion, replaced_by_peer: bool) -> Option<CsvDecision> {
     csv.metadata.deletion_timestamp.as_ref()?;
     let mut decision = CsvDecision {
         actions: Vec::new(),
@@ -886,9 +943,15 @@ pub fn decide_deletion(csv: &ClusterServiceVersion) -> Option<CsvDecision> {
         .iter()
         .position(|f| f == keys::CSV_CLEANUP_FINALIZER);
     if let Some(index) = index {
-        decision = decision
-            .act(CsvAction::DeleteOwnedClusterObjects)
-            .act(CsvAction::RemoveFinalizer { index });
+        decision = decision.act(CsvAction::DeleteOwnedClusterObjects);
+        if !replaced_by_peer {
+            let conversions = csv.spec.webhooks().iter().filter(|h| h.type_ == WebhookAdmissionType::ConversionWebhook);
+            let crds: BTreeSet<&String> = conversions.flat_map(|h| h.conversion_crds.iter().flatten()).collect();
+            for crd in crds {
+                decision = decision.act(CsvAction::ResetCrdConversion { crd: crd.clone() });
+            }
+        }
+        decision = decision.act(CsvAction::RemoveFinalizer { index });
     }
     Some(decision)
 }
@@ -896,7 +959,8 @@ pub fn decide_deletion(csv: &ClusterServiceVersion) -> Option<CsvDecision> {
 /// Decide one pass over a non-copied CSV.
 pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
     let csv = observed.csv;
-    if let Some(decision) = decide_deletion(csv) {
+    let replaced_by_peer = replacement(observed).is_some();
+    if let Some(decision) = decide_deletion(csv, replaced_by_peer) {
         return decision;
     }
     let mut decision = decide_live(observed, now);
@@ -1093,6 +1157,16 @@ fn decide_phase(
             if let Some(problem) = certs::invalid_descriptions(csv) {
                 return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
             }
+            if let Some(problem) = conversion_problem(observed) {
+                // Upstream finds this while installing: the install fails with the reason below.
+                return transition(
+                    previous,
+                    CsvPhase::Failed,
+                    CsvReason::InstallComponentFailed,
+                    format!("install strategy failed: {problem}"),
+                    now,
+                );
+            }
             let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);
             let wanted_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
             let mut d = transition(
@@ -1242,6 +1316,10 @@ fn decide_phase(
             if invalid_strategy(csv).is_some() {
                 // Nothing to retry until the CSV itself changes.
                 return CsvDecision::status(previous.clone());
+            }
+            if previous.reason == Some(CsvReason::InstallComponentFailed) && conversion_problem(observed).is_some() {
+                // Retrying cannot help until the CSV or the CRD changes (both are watched).
+                return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
             }
             if previous.reason == Some(CsvReason::InstallComponentFailed) {
                 // The API server refused the install; wait before trying again so a CSV that is

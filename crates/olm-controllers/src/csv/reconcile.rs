@@ -74,6 +74,8 @@ fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
         served_versions: crd.spec.versions.iter().filter(|v| v.served).map(|v| v.name.clone()).collect(),
         established: is_true("Established"),
         names_accepted: is_true("NamesAccepted"),
+        preserve_unknown_fields: crd.spec.preserve_unknown_fields.unwrap_or(false),
+        conversion: crd.spec.conversion.clone(),
     }
 }
 
@@ -227,7 +229,12 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         return Ok(action_for(decision.requeue_after));
     }
 
-    if let Some(decision) = super::decide::decide_deletion(&csv) {
+    let replaced_by_peer = state
+        .csvs
+        .list_in(&namespace)
+        .iter()
+        .any(|c| !c.is_copied() && c.spec.replaces.as_deref() == Some(name.as_str()));
+    if let Some(decision) = super::decide::decide_deletion(&csv, replaced_by_peer) {
         // Nothing else to observe on the way out.
         act(&ctx, &csv, &decision).await?;
         return Ok(action_for(decision.requeue_after));
@@ -547,6 +554,41 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
             }
             CsvAction::ApplyWebhook { existing, config } => {
                 apply_webhook(ctx, existing.as_deref(), config).await?;
+            }
+            CsvAction::ApplyCrdConversion { crd, conversion } => {
+                // A merge patch of `spec.conversion` only: the rest of the CRD belongs to
+                // whoever installed it, and `url: null` keeps exactly one client target.
+                let mut wanted = serde_json::to_value(conversion.as_ref()).map_err(|source| Error::Serialize {
+                    what: format!("conversion of CustomResourceDefinition {crd}"),
+                    source,
+                })?;
+                if let Some(client) = wanted.pointer_mut("/webhook/clientConfig").and_then(|c| c.as_object_mut()) {
+                    client.insert("url".to_owned(), serde_json::Value::Null);
+                }
+                let patch = json!({ "spec": { "conversion": wanted } });
+                let params = PatchParams {
+                    field_manager: Some(ctx.field_manager()),
+                    ..PatchParams::default()
+                };
+                Api::<CustomResourceDefinition>::all(ctx.client.clone())
+                    .patch(crd, &params, &Patch::Merge(&patch))
+                    .await
+                    .map_err(|err| Error::api(format!("configure the conversion webhook of CustomResourceDefinition {crd}"), err))?;
+            }
+            CsvAction::ResetCrdConversion { crd } => {
+                let patch = json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } });
+                let params = PatchParams {
+                    field_manager: Some(ctx.field_manager()),
+                    ..PatchParams::default()
+                };
+                match Api::<CustomResourceDefinition>::all(ctx.client.clone())
+                    .patch(crd, &params, &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => tracing::info!(%crd, "conversion webhook removed from the CRD"),
+                    Err(err) if is_not_found(&err) => {}
+                    Err(err) => return Err(Error::api(format!("remove the conversion webhook of CustomResourceDefinition {crd}"), err)),
+                }
             }
             CsvAction::DeleteWebhook { kind, name: config_name } => {
                 let deleted = if kind == "MutatingWebhookConfiguration" {

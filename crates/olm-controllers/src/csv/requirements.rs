@@ -4,12 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion;
 use olm_api::v1alpha1::cluster_service_version::{
     ClusterServiceVersion, DependentStatus, RequirementStatus, StatusReason,
 };
 
 /// What the CRD cache says about one CRD.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct CrdState {
     /// Versions with `served: true`.
     pub served_versions: Vec<String>,
@@ -17,6 +18,10 @@ pub struct CrdState {
     pub established: bool,
     /// `NamesAccepted` condition is True.
     pub names_accepted: bool,
+    /// `spec.preserveUnknownFields` (a conversion webhook needs it false).
+    pub preserve_unknown_fields: bool,
+    /// `spec.conversion`.
+    pub conversion: Option<CustomResourceConversion>,
 }
 
 /// The result of checking one permission rule of one ServiceAccount.
