@@ -15,8 +15,12 @@ use crate::runtime::EventNote;
 /// How long transient errors are retried after `status.startTime` (upstream's
 /// `--install-plan-retry-timeout` default).
 pub const RETRY_TIMEOUT: Duration = Duration::from_secs(60);
-/// How soon to look again while a CRD is not Established yet.
-pub const WAIT_FOR_API: Duration = Duration::from_millis(200);
+/// How soon to look again while a CRD is not Established yet: soon at first (the API server
+/// usually establishes a new CRD within tens of milliseconds, and the install waits on it),
+/// then backing off with the time already waited, up to a bound.
+pub fn wait_for_api_delay(waited: Duration) -> Duration {
+    (waited / 4).clamp(Duration::from_millis(20), Duration::from_secs(2))
+}
 
 /// What to do with a plan now.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,7 +136,7 @@ pub fn after_pass(previous: &InstallPlanStatus, pass: Pass, now: Timestamp) -> (
         None if pass.waiting_for_api => {
             status.phase = InstallPlanPhase::Installing;
             status.message = None;
-            (status, Some(WAIT_FOR_API), None)
+            (status, Some(wait_for_api_delay(elapsed)), None)
         }
         None => {
             status.phase = InstallPlanPhase::Complete;
@@ -249,6 +253,29 @@ mod tests {
             optional: None,
             status,
         }
+    }
+
+    #[test]
+    fn a_crd_not_established_yet_is_looked_at_again_soon_then_less_often() {
+        let t0 = Timestamp::from_second(1000).expect("time");
+        let start = InstallPlanStatus {
+            phase: InstallPlanPhase::Installing,
+            start_time: Some(Time(t0)),
+            ..Default::default()
+        };
+        let waiting = Pass {
+            steps: vec![step(StepStatus::WaitingForApi)],
+            error: None,
+            waiting_for_api: true,
+        };
+        let (s, requeue, event) = after_pass(&start, waiting.clone(), t0);
+        assert_eq!(s.phase, InstallPlanPhase::Installing);
+        assert!(event.is_none());
+        assert_eq!(requeue, Some(Duration::from_millis(20)));
+        let later = Timestamp::from_second(1000 + 4).expect("time");
+        assert_eq!(after_pass(&start, waiting.clone(), later).1, Some(Duration::from_secs(1)));
+        let much_later = Timestamp::from_second(1000 + 600).expect("time");
+        assert_eq!(after_pass(&start, waiting, much_later).1, Some(Duration::from_secs(2)));
     }
 
     #[test]
