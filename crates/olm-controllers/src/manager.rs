@@ -214,6 +214,18 @@ impl Manager {
                     Api::<olm_api::v1alpha1::subscription::Subscription>::all(client.clone()),
                     watcher::Config::default(),
                 ),
+                api_services: caches.watch(
+                    Api::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>::all(client.clone()),
+                    watcher::Config::default(),
+                ),
+                validating_webhooks: caches.watch(
+                    Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(client.clone()),
+                    watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
+                ),
+                mutating_webhooks: caches.watch(
+                    Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(client.clone()),
+                    watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
+                ),
             };
             let ctx = Arc::new(ControllerContext::new(csv::NAME, client.clone(), metrics.clone(), leadership.clone(), state));
             tasks.push(tokio::spawn(csv::run(ctx, shutdown.signal())));

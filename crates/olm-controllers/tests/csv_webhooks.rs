@@ -1,8 +1,8 @@
 //! Webhooks declared by a CSV against the real local control plane: a serving certificate in
 //! `<deployment>-service-cert`, a Service, the certificate mounted into the Deployment, and a
-//! ValidatingWebhookConfiguration trusting the generated CA; all removed with the CSV.
-//! (Owned APIServices are covered by decide tests only: an APIService whose pods never serve
-//! — kwok runs no containers — would break API discovery for every other test.)
+//! ValidatingWebhookConfiguration trusting the generated CA (watched: a deleted one comes back
+//! at once); all removed with the CSV. Owned APIServices: csv_apiservice.rs (briefly, since an
+//! APIService whose pods never serve — kwok runs no containers — disturbs API discovery).
 
 mod common;
 

@@ -35,15 +35,9 @@ pub const REQUEUE_WAITING: Duration = Duration::from_secs(10);
 pub const REQUEUE_REQUIREMENTS: Duration = Duration::from_secs(15);
 /// Minimum time a CSV stays Failed/InstallComponentFailed before it is reinstalled.
 pub const REINSTALL_PAUSE: Duration = Duration::from_secs(30);
-/// Periodic resync of a settled CSV.
+/// Periodic resync of a settled CSV (APIServices, webhook configurations and CRDs are
+/// watched, so their changes do not wait for it).
 pub const REQUEUE_RESYNC: Duration = Duration::from_secs(300);
-/// Re-check period of a settled CSV with APIServices or webhooks: those cluster-scoped objects
-/// are read on each pass rather than watched, so a deleted one is noticed within this time.
-pub const REQUEUE_EXPOSURE: Duration = Duration::from_secs(30);
-
-fn settled_requeue(csv: &ClusterServiceVersion) -> Duration {
-    if cert_deployments(csv).is_empty() { REQUEUE_RESYNC } else { REQUEUE_EXPOSURE }
-}
 
 /// Everything the CSV controller observed for one (non-copied) CSV.
 #[derive(Debug)]
@@ -58,6 +52,9 @@ pub struct Observed<'a> {
     pub crds: &'a BTreeMap<String, CrdState>,
     /// ServiceAccounts that exist in the namespace.
     pub service_accounts: &'a BTreeSet<String>,
+    /// ServiceAccounts owned (ownerReferences) by other ClusterServiceVersions and not by this
+    /// one, with the names of those owners.
+    pub foreign_service_accounts: &'a BTreeMap<String, Vec<String>>,
     /// Permission checks, when they were run (see [`needs_permission_check`]).
     pub permissions: Option<&'a [PermissionCheck]>,
     /// Deployments in the namespace by name (those the strategy names or labelled as ours).
@@ -95,13 +92,45 @@ pub struct Observed<'a> {
     pub webhooks: &'a BTreeMap<String, ExistingWebhook>,
 }
 
-/// An owned APIService as found on the cluster.
+/// An APIService the CSV owns (by its description), as found on the cluster, whoever made it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExistingApiService {
     /// Its `Available` condition is True.
     pub available: bool,
     /// `spec.caBundle`.
     pub ca_bundle: Option<Vec<u8>>,
+    /// Its owner labels (empty strings where absent).
+    pub owner: OwnerLabels,
+}
+
+/// The `olm.owner.kind`, `olm.owner.namespace` and `olm.owner` labels of an object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnerLabels {
+    /// `olm.owner.kind`.
+    pub kind: String,
+    /// `olm.owner.namespace`.
+    pub namespace: String,
+    /// `olm.owner`.
+    pub name: String,
+}
+
+impl OwnerLabels {
+    /// The owner labels of `labels`.
+    pub fn of(labels: &BTreeMap<String, String>) -> OwnerLabels {
+        let get = |key: &str| labels.get(key).cloned().unwrap_or_default();
+        OwnerLabels {
+            kind: get(keys::OWNER_KIND_LABEL),
+            namespace: get(keys::OWNER_NAMESPACE_LABEL),
+            name: get(keys::OWNER_LABEL),
+        }
+    }
+
+    /// Whether they name `csv`.
+    pub fn is(&self, csv: &ClusterServiceVersion) -> bool {
+        self.kind == "ClusterServiceVersion"
+            && csv.namespace().as_deref() == Some(self.namespace.as_str())
+            && self.name == csv.name_any()
+    }
 }
 
 /// A webhook configuration generated for one description, as found on the cluster.
@@ -288,8 +317,33 @@ fn is_operator_group_reason(reason: Option<&CsvReason>) -> bool {
                 | CsvReason::NoTargetNamespaces
                 | CsvReason::InvalidInstallModes
                 | CsvReason::InterOperatorGroupOwnerConflict
+                | CsvReason::CannotModifyStaticOperatorGroupProvidedApis
         )
     )
+}
+
+/// Whether a group with `spec.staticProvidedAPIs` refuses this CSV: upstream fails the CSV
+/// when its APIs would have to be added to the group's fixed `olm.providedAPIs` (not all
+/// listed, no intersecting group provides them) or removed from it (all listed, but an
+/// intersecting group provides some too).
+fn static_group_refuses(observed: &Observed<'_>, group: &OperatorGroup, targets: &[String]) -> bool {
+    if group.spec.static_provided_apis != Some(true) {
+        return false;
+    }
+    let mine = crate::operatorgroup::decide::provided_apis(observed.csv);
+    if mine.is_empty() {
+        return false;
+    }
+    let provided: BTreeSet<&str> = group
+        .annotations()
+        .get(keys::PROVIDED_APIS_ANNOTATION)
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).collect())
+        .unwrap_or_default();
+    let listed = mine.iter().all(|api| provided.contains(api.as_str()));
+    let intersecting = inter_group_conflict(observed, targets).is_some();
+    // (listed, intersecting): (false, false) would add, (true, true) would remove;
+    // (false, true) is an InterOperatorGroupOwnerConflict, (true, false) is fine.
+    listed == intersecting
 }
 
 /// Another OperatorGroup whose targets intersect ours already provides one of our APIs.
@@ -539,6 +593,51 @@ fn conversion_problem(observed: &Observed<'_>) -> Option<String> {
     None
 }
 
+/// An owned APIService that exists but may not be taken over, with what to do about it.
+/// Upstream's rule: only one labelled as owned by a ClusterServiceVersion of this namespace that
+/// is this CSV, the one it replaces, or one being replaced or deleted.
+fn api_service_conflict(observed: &Observed<'_>) -> Option<String> {
+    let csv = observed.csv;
+    let own_ns = csv.namespace().unwrap_or_default();
+    for api in csv.spec.owned_api_services() {
+        let name = api.api_service_name();
+        let Some(found) = observed.api_services.get(&name) else {
+            continue;
+        };
+        let owner = &found.owner;
+        if owner.kind.is_empty() || owner.namespace.is_empty() || owner.name.is_empty() {
+            return Some(format!(
+                "unable to adopt APIService {name}: it exists without OLM owner labels (olm.owner, olm.owner.namespace, olm.owner.kind); delete it, or label it as owned by ClusterServiceVersion {own_ns}/{}",
+                csv.name_any()
+            ));
+        }
+        if owner.kind != "ClusterServiceVersion" {
+            return Some(format!(
+                "unable to adopt APIService {name}: it is owned by {} {}/{}",
+                owner.kind, owner.namespace, owner.name
+            ));
+        }
+        let same_ns = owner.namespace == own_ns;
+        let is_me = same_ns && owner.name == csv.name_any();
+        let replaced_by_me = same_ns
+            && csv.spec.replaces.as_deref() == Some(owner.name.as_str())
+            && observed.peers.iter().any(|p| p.name_any() == owner.name);
+        let leaving = same_ns
+            && observed.peers.iter().any(|p| {
+                p.name_any() == owner.name && matches!(p.phase(), Some(CsvPhase::Replacing | CsvPhase::Deleting))
+            });
+        if !(is_me || replaced_by_me || leaving) {
+            return Some(format!(
+                "unable to adopt APIService {name}: it is owned by ClusterServiceVersion {}/{}, which this CSV ({own_ns}/{}) does not replace",
+                owner.namespace,
+                owner.name,
+                csv.name_any()
+            ));
+        }
+    }
+    None
+}
+
 /// The first problem with the owned APIServices and webhooks: missing or with a stale CA
 /// (re-apply), or an APIService not Available yet (wait).
 fn exposure_problem(observed: &Observed<'_>) -> Option<DeploymentProblem> {
@@ -553,6 +652,13 @@ fn exposure_problem(observed: &Observed<'_>) -> Option<DeploymentProblem> {
         let name = api.api_service_name();
         match observed.api_services.get(&name) {
             None => return Some(DeploymentProblem::Updated(format!("APIService {name} not found"))),
+            Some(found) if !found.owner.is(csv) => {
+                // Adoptable ones are taken over by applying them again; others are a conflict.
+                return Some(match api_service_conflict(observed) {
+                    Some(conflict) => DeploymentProblem::Unrecoverable(conflict),
+                    None => DeploymentProblem::Updated(format!("APIService {name} is to be adopted")),
+                });
+            }
             Some(found) if found.ca_bundle != ca_of(api.deployment_name.as_ref()) => {
                 return Some(DeploymentProblem::Updated(format!("APIService {name} has a stale caBundle")));
             }
@@ -1032,6 +1138,22 @@ fn decide_live(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
         let d = transition(&previous, CsvPhase::Failed, reason, message, now);
         return decide_copies(observed, None, d.requeue(REQUEUE_RESYNC));
     }
+    if static_group_refuses(observed, group, &targets) {
+        let mut d = transition(
+            &previous,
+            CsvPhase::Failed,
+            CsvReason::CannotModifyStaticOperatorGroupProvidedApis,
+            "static provided api operatorgroup cannot be modified by these apis",
+            now,
+        );
+        // As upstream: no operator runs for a CSV its group refuses.
+        for deployment in observed.deployments.values() {
+            if owned_by(deployment.labels(), csv) {
+                d = d.act(CsvAction::DeleteDeployment(deployment.name_any()));
+            }
+        }
+        return decide_copies(observed, None, d.requeue(REQUEUE_RESYNC));
+    }
     if let Some(conflict) = inter_group_conflict(observed, &targets) {
         let mut d = transition(&previous, CsvPhase::Failed, CsvReason::InterOperatorGroupOwnerConflict, conflict, now);
         // Upstream removes the operator of a CSV that lost such a conflict.
@@ -1112,7 +1234,7 @@ fn decide_phase(
             if let Some(problem) = invalid_strategy(csv) {
                 return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
             }
-            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.permissions);
+            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.foreign_service_accounts, observed.permissions);
             if !met {
                 let mut d = transition(
                     previous,
@@ -1128,6 +1250,9 @@ fn decide_phase(
             }
             if let Some(conflict) = crd_owner_conflict(observed) {
                 return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, format!("owner conflict: {conflict}"), now);
+            }
+            if let Some(conflict) = api_service_conflict(observed) {
+                return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, conflict, now);
             }
             if let Some(old) = replaced(observed)
                 && old.phase() != Some(&CsvPhase::Replacing)
@@ -1156,6 +1281,10 @@ fn decide_phase(
             }
             if let Some(problem) = certs::invalid_descriptions(csv) {
                 return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
+            }
+            if let Some(conflict) = api_service_conflict(observed) {
+                // Never overwrite an APIService that belongs to someone else.
+                return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, conflict, now);
             }
             if let Some(problem) = conversion_problem(observed) {
                 // Upstream finds this while installing: the install fails with the reason below.
@@ -1206,7 +1335,7 @@ fn decide_phase(
                     observed,
                     transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now),
                 )
-                .requeue(settled_requeue(csv)),
+                .requeue(REQUEUE_RESYNC),
                 Some(DeploymentProblem::Unrecoverable(message)) => {
                     transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}"), now)
                 }
@@ -1255,7 +1384,7 @@ fn decide_phase(
                     now,
                 );
             }
-            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, None);
+            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.foreign_service_accounts, None);
             if !met {
                 let mut d = transition(
                     previous,
@@ -1271,7 +1400,7 @@ fn decide_phase(
             }
             let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);
             match strategy_problem(observed, &desired) {
-                None => with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(settled_requeue(csv)),
+                None => with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(REQUEUE_RESYNC),
                 Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
                     previous,
                     CsvPhase::InstallReady,
@@ -1299,7 +1428,7 @@ fn decide_phase(
                     now,
                 );
             }
-            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.permissions);
+            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.foreign_service_accounts, observed.permissions);
             if !met {
                 let mut d = transition(
                     previous,
@@ -1331,7 +1460,9 @@ fn decide_phase(
                     return CsvDecision::status(previous.clone()).requeue(left.max(Duration::from_secs(1)));
                 }
             }
-            if previous.reason == Some(CsvReason::OwnerConflict) && crd_owner_conflict(observed).is_some() {
+            if previous.reason == Some(CsvReason::OwnerConflict)
+                && (crd_owner_conflict(observed).is_some() || api_service_conflict(observed).is_some())
+            {
                 return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
             }
             let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);

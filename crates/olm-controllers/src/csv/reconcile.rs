@@ -28,7 +28,10 @@ use serde_json::json;
 use tracing::instrument;
 
 use super::certs::{self, ServingCert, WebhookConfig};
-use super::decide::{CsvAction, CsvDecision, ExistingApiService, ExistingWebhook, Observed, OwnedRbac, decide, decide_copy, needs_permission_check, set_phase};
+use super::decide::{
+    CsvAction, CsvDecision, ExistingApiService, ExistingWebhook, Observed, OwnedRbac, OwnerLabels, decide, decide_copy,
+    needs_permission_check, set_phase,
+};
 use super::requirements::{CrdState, PermissionCheck, declared_rules, declared_service_accounts};
 use crate::runtime::controller::action_for;
 use crate::runtime::error::is_not_found;
@@ -60,9 +63,16 @@ pub struct CsvState {
     pub olm_configs: Cache<OLMConfig>,
     /// Every Subscription (their `spec.config` shapes the operator Deployments).
     pub subscriptions: Cache<Subscription>,
+    /// Every APIService: the owned ones, and ones a CSV would adopt (their owner labels decide).
+    pub api_services: Cache<APIService>,
+    /// ValidatingWebhookConfigurations labelled `olm.owner.kind=ClusterServiceVersion`.
+    pub validating_webhooks: Cache<ValidatingWebhookConfiguration>,
+    /// MutatingWebhookConfigurations labelled `olm.owner.kind=ClusterServiceVersion`.
+    pub mutating_webhooks: Cache<MutatingWebhookConfiguration>,
 }
 
-/// The label selector of the Deployment cache.
+/// The label selector of the Deployment and webhook configuration caches (what OLM generated
+/// for a CSV).
 pub fn deployment_selector() -> String {
     format!("{}=ClusterServiceVersion", keys::OWNER_KIND_LABEL)
 }
@@ -279,6 +289,22 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         .filter(|sa| state.service_accounts.get(Some(&namespace), sa).is_some())
         .cloned()
         .collect();
+    // As upstream: an account with CSV owners none of which is this CSV (by uid) belongs to
+    // another operator.
+    let own_uid = csv.uid().unwrap_or_default();
+    let foreign_service_accounts: BTreeMap<String, Vec<String>> = declared
+        .iter()
+        .filter_map(|sa| {
+            let account = state.service_accounts.get(Some(&namespace), sa)?;
+            let owners: Vec<_> = account
+                .owner_references()
+                .iter()
+                .filter(|o| o.kind == "ClusterServiceVersion")
+                .collect();
+            let foreign = !owners.is_empty() && owners.iter().all(|o| o.uid != own_uid);
+            foreign.then(|| (sa.clone(), owners.iter().map(|o| o.name.clone()).collect()))
+        })
+        .collect();
     let permissions = if needs_permission_check(&csv) {
         Some(check_permissions(&ctx.client, &csv, &service_accounts).await?)
     } else {
@@ -352,7 +378,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     let subscription_refs: Vec<&Subscription> = subscriptions.iter().map(Arc::as_ref).collect();
     let subscription = super::deployment::subscription_for(&csv, &subscription_refs);
     let now = Timestamp::now();
-    let exposure = observe_exposure(&ctx.client, &csv, now).await?;
+    let exposure = observe_exposure(&ctx.client, state, &csv, now).await?;
     let observed = Observed {
         serving_certs: &exposure.certs,
         api_services: &exposure.api_services,
@@ -367,6 +393,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
             .collect(),
         crds: &crds,
         service_accounts: &service_accounts,
+        foreign_service_accounts: &foreign_service_accounts,
         permissions: permissions.as_deref(),
         deployments: &deployments,
         peers,
@@ -437,6 +464,21 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     Ok(action_for(decision.requeue_after))
 }
 
+/// The client for the operator's Deployments: the ServiceAccount named by the namespace's
+/// OperatorGroup (`spec.serviceAccountName`), as upstream does, else OLM's own. Built per call
+/// (Deployments are written rarely); see `crate::scoped_client`.
+fn workload_client(ctx: &ControllerContext<CsvState>, namespace: &str) -> Result<kube::Client> {
+    let groups = ctx.state.groups.list_in(namespace);
+    let groups: Vec<&OperatorGroup> = groups.iter().map(Arc::as_ref).collect();
+    crate::scoped_client::ScopedClients::new(ctx.client.clone())
+        .for_workloads(namespace, &groups)
+        .map_err(|err| Error::InvalidObject {
+            kind: "OperatorGroup",
+            name: namespace.to_owned(),
+            message: err.to_string(),
+        })
+}
+
 /// Apply the decision's actions in order. Copies are best effort (a namespace may be going
 /// away); every other failure stops the pass.
 async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
@@ -454,7 +496,7 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                     .map_err(|err| Error::api(format!("annotate ClusterServiceVersion {namespace}/{name}"), err))?;
             }
             CsvAction::ApplyDeployment(deployment) => {
-                let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+                let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
                 let dep_name = deployment.name_any();
                 api.patch(&dep_name, &apply, &Patch::Apply(deployment.as_ref()))
                     .await
@@ -462,7 +504,7 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                 tracing::info!(deployment = %dep_name, "applied deployment");
             }
             CsvAction::DeleteDeployment(dep_name) => {
-                let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+                let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
                 match api.delete(dep_name, &DeleteParams::background()).await {
                     Ok(_) => tracing::info!(deployment = %dep_name, "deleted deployment no longer in the strategy"),
                     Err(err) if is_not_found(&err) => {}
@@ -651,12 +693,61 @@ struct Exposure {
     webhooks: BTreeMap<String, ExistingWebhook>,
 }
 
-async fn observe_exposure(client: &kube::Client, csv: &ClusterServiceVersion, now: Timestamp) -> Result<Exposure> {
+async fn observe_exposure(client: &kube::Client, state: &CsvState, csv: &ClusterServiceVersion, now: Timestamp) -> Result<Exposure> {
     let mut exposure = Exposure::default();
-    let uses = certs::cert_deployments(csv);
-    if uses.is_empty() {
-        return Ok(exposure);
+    // APIServices and webhook configurations come from the watch caches (their events
+    // requeue the owning CSV, so a deleted one is noticed at once).
+    for owned in csv.spec.owned_api_services() {
+        let name = owned.api_service_name();
+        if let Some(found) = state.api_services.get(None, &name) {
+            let available = found
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+            let ca_bundle = found.spec.as_ref().and_then(|s| s.ca_bundle.as_ref()).map(|b| b.0.clone());
+            let owner = OwnerLabels::of(found.labels());
+            exposure.api_services.insert(name, ExistingApiService { available, ca_bundle, owner });
+        }
     }
+    if !csv.spec.webhooks().is_empty() {
+        let generated = |labels: &BTreeMap<String, String>| {
+            super::deployment::owned_by(labels, csv)
+                .then(|| labels.get(keys::WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL).cloned())
+                .flatten()
+        };
+        for config in state.validating_webhooks.list() {
+            if let Some(generate_name) = generated(config.labels()) {
+                let ca_bundle = config
+                    .webhooks
+                    .as_ref()
+                    .and_then(|w| w.first())
+                    .and_then(|w| w.client_config.ca_bundle.as_ref())
+                    .map(|b| b.0.clone());
+                exposure.webhooks.insert(generate_name, ExistingWebhook {
+                    kind: "ValidatingWebhookConfiguration".into(),
+                    name: config.name_any(),
+                    ca_bundle,
+                });
+            }
+        }
+        for config in state.mutating_webhooks.list() {
+            if let Some(generate_name) = generated(config.labels()) {
+                let ca_bundle = config
+                    .webhooks
+                    .as_ref()
+                    .and_then(|w| w.first())
+                    .and_then(|w| w.client_config.ca_bundle.as_ref())
+                    .map(|b| b.0.clone());
+                exposure.webhooks.insert(generate_name, ExistingWebhook {
+                    kind: "MutatingWebhookConfiguration".into(),
+                    name: config.name_any(),
+                    ca_bundle,
+                });
+            }
+        }
+    }
+    let uses = certs::cert_deployments(csv);
     let namespace = csv.namespace().unwrap_or_default();
     let rotate_at = csv.status.as_ref().and_then(|s| s.certs_rotate_at.as_ref()).map(|t| t.0);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
@@ -677,66 +768,6 @@ async fn observe_exposure(client: &kube::Client, csv: &ClusterServiceVersion, no
             })?,
         };
         exposure.certs.insert(deployment.clone(), cert);
-    }
-    let api_services: Api<APIService> = Api::all(client.clone());
-    for owned in csv.spec.owned_api_services() {
-        let name = owned.api_service_name();
-        let found = api_services
-            .get_opt(&name)
-            .await
-            .map_err(|err| Error::api(format!("read APIService {name}"), err))?;
-        // One owned by another CSV is not ours to judge (nor to overwrite silently).
-        if let Some(found) = found.filter(|f| super::deployment::owned_by(f.labels(), csv)) {
-            let available = found
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
-            let ca_bundle = found.spec.as_ref().and_then(|s| s.ca_bundle.as_ref()).map(|b| b.0.clone());
-            exposure.api_services.insert(name, ExistingApiService { available, ca_bundle });
-        }
-    }
-    if !csv.spec.webhooks().is_empty() {
-        let params = kube::api::ListParams::default().labels(&owner_selector(csv));
-        let generated = |labels: &BTreeMap<String, String>| labels.get(keys::WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL).cloned();
-        let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .list(&params)
-            .await
-            .map_err(|err| Error::api("list ValidatingWebhookConfigurations", err))?;
-        for config in validating.items {
-            if let Some(generate_name) = generated(config.labels()) {
-                let ca_bundle = config
-                    .webhooks
-                    .as_ref()
-                    .and_then(|w| w.first())
-                    .and_then(|w| w.client_config.ca_bundle.as_ref())
-                    .map(|b| b.0.clone());
-                exposure.webhooks.insert(generate_name, ExistingWebhook {
-                    kind: "ValidatingWebhookConfiguration".into(),
-                    name: config.name_any(),
-                    ca_bundle,
-                });
-            }
-        }
-        let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .list(&params)
-            .await
-            .map_err(|err| Error::api("list MutatingWebhookConfigurations", err))?;
-        for config in mutating.items {
-            if let Some(generate_name) = generated(config.labels()) {
-                let ca_bundle = config
-                    .webhooks
-                    .as_ref()
-                    .and_then(|w| w.first())
-                    .and_then(|w| w.client_config.ca_bundle.as_ref())
-                    .map(|b| b.0.clone());
-                exposure.webhooks.insert(generate_name, ExistingWebhook {
-                    kind: "MutatingWebhookConfiguration".into(),
-                    name: config.name_any(),
-                    ca_bundle,
-                });
-            }
-        }
     }
     Ok(exposure)
 }
@@ -987,7 +1018,32 @@ pub fn run(
             .map(|c| ObjectRef::from_obj(c.as_ref()))
             .collect::<Vec<_>>()
     };
+    // Generated cluster-scoped objects lead back to their CSV through the owner labels; an
+    // APIService also to every CSV that declares it (an adoption conflict may have cleared).
+    let by_owner_labels = |labels: &BTreeMap<String, String>| {
+        let owner = OwnerLabels::of(labels);
+        (owner.kind == "ClusterServiceVersion" && !owner.name.is_empty())
+            .then(|| ObjectRef::<ClusterServiceVersion>::new(&owner.name).within(&owner.namespace))
+    };
+    let api_service_store = store.clone();
+    let by_api_service = move |api: Arc<APIService>| {
+        let api_name = api.name_any();
+        let mut refs: Vec<ObjectRef<ClusterServiceVersion>> = api_service_store
+            .state()
+            .iter()
+            .filter(|c| !c.is_copied() && c.spec.owned_api_services().iter().any(|d| d.api_service_name() == api_name))
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect();
+        refs.extend(by_owner_labels(api.labels()));
+        refs.dedup();
+        refs
+    };
+    let by_validating = move |config: Arc<ValidatingWebhookConfiguration>| by_owner_labels(config.labels());
+    let by_mutating = move |config: Arc<MutatingWebhookConfiguration>| by_owner_labels(config.labels());
     let controller = Controller::for_shared_stream(state.csvs.subscribe(), store)
+        .watches_shared_stream(state.api_services.subscribe(), by_api_service)
+        .watches_shared_stream(state.validating_webhooks.subscribe(), by_validating)
+        .watches_shared_stream(state.mutating_webhooks.subscribe(), by_mutating)
         .watches_shared_stream(state.subscriptions.subscribe(), by_subscription)
         .watches_shared_stream(state.operator_conditions.subscribe(), by_condition)
         .watches_shared_stream(state.csvs.subscribe(), related)
@@ -1011,6 +1067,9 @@ pub fn run(
         state.cluster_roles.synced().await;
         state.operator_conditions.synced().await;
         state.subscriptions.synced().await;
+        state.api_services.synced().await;
+        state.validating_webhooks.synced().await;
+        state.mutating_webhooks.synced().await;
         let controller = controller
             .run(|csv, ctx| guarded(csv, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()));

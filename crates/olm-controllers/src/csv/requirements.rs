@@ -60,12 +60,15 @@ pub fn declared_service_accounts(csv: &ClusterServiceVersion) -> BTreeSet<String
 }
 
 /// Check the CSV's requirements. Returns the entries for `status.requirementStatus` and
-/// whether every requirement is met. `permissions` is `None` when they were not checked
-/// (they then count as met, with no dependents listed).
+/// whether every requirement is met. `foreign_service_accounts` are the existing ones other
+/// CSVs own (by name, with those owners): an operator never runs as another operator's
+/// account. `permissions` is `None` when they were not checked (they then count as met, with
+/// no dependents listed).
 pub fn check(
     csv: &ClusterServiceVersion,
     crds: &BTreeMap<String, CrdState>,
     service_accounts: &BTreeSet<String>,
+    foreign_service_accounts: &BTreeMap<String, Vec<String>>,
     permissions: Option<&[PermissionCheck]>,
 ) -> (Vec<RequirementStatus>, bool) {
     let mut entries = Vec::new();
@@ -115,6 +118,27 @@ pub fn check(
                 name: sa,
                 status: StatusReason::NotPresent,
                 message: "Service account does not exist".into(),
+                uuid: None,
+                dependents: None,
+            });
+            continue;
+        }
+        if let Some(owners) = foreign_service_accounts.get(&sa) {
+            met = false;
+            // Upstream's message, then who owns it and who asked.
+            let message = format!(
+                "Service account is owned by another ClusterServiceVersion: {} owned by {}, required by {}",
+                sa,
+                owners.join(", "),
+                kube::ResourceExt::name_any(csv)
+            );
+            entries.push(RequirementStatus {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ServiceAccount".into(),
+                name: sa,
+                status: StatusReason::PresentNotSatisfied,
+                message,
                 uuid: None,
                 dependents: None,
             });

@@ -86,6 +86,7 @@ struct World {
     other_groups: Vec<OperatorGroup>,
     crds: BTreeMap<String, CrdState>,
     service_accounts: BTreeSet<String>,
+    foreign_service_accounts: BTreeMap<String, Vec<String>>,
     permissions: Option<Vec<PermissionCheck>>,
     deployments: BTreeMap<String, Deployment>,
     peers: Vec<ClusterServiceVersion>,
@@ -144,6 +145,7 @@ impl World {
             other_groups: Vec::new(),
             crds,
             service_accounts: BTreeSet::from(["etcd-operator".to_owned()]),
+            foreign_service_accounts: BTreeMap::new(),
             permissions: Some(permissions),
             deployments: BTreeMap::new(),
             peers: Vec::new(),
@@ -178,6 +180,7 @@ impl World {
             other_groups: self.other_groups.iter().collect(),
             crds: &self.crds,
             service_accounts: &self.service_accounts,
+            foreign_service_accounts: &self.foreign_service_accounts,
             permissions: self.permissions.as_deref(),
             deployments: &self.deployments,
             peers: self.peers.iter().collect(),
@@ -946,6 +949,7 @@ fn with_exposure_installed(mut world: World, available: bool) -> World {
         super::decide::ExistingApiService {
             available,
             ca_bundle: Some(ca.clone()),
+            owner: super::decide::OwnerLabels::of(&super::deployment::owner_labels(&world.csv)),
         },
     )]);
     for (generate_name, kind) in [
@@ -1094,11 +1098,11 @@ fn installing_waits_for_the_apiservice_and_reapplies_what_is_missing() {
         decision.status
     );
 
-    // Available: Succeeded, re-checked often (the exposure objects are not watched).
+    // Available: Succeeded, with the ordinary resync (the exposure objects are watched).
     let ready = with_exposure_installed(exposed_world((CsvPhase::Installing, CsvReason::InstallSucceeded)), true);
     let decision = ready.decide();
     assert_eq!(phase_reason(&decision), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
-    assert_eq!(decision.requeue_after, Some(super::decide::REQUEUE_EXPOSURE));
+    assert_eq!(decision.requeue_after, Some(super::decide::REQUEUE_RESYNC));
 
     // A webhook configuration deleted by hand: back to InstallReady, which re-creates it.
     let mut lost = with_exposure_installed(exposed_world((CsvPhase::Installing, CsvReason::InstallSucceeded)), true);
@@ -1390,4 +1394,150 @@ fn deleting_a_csv_that_nothing_replaces_removes_its_conversion_webhook_from_the_
     next.spec.replaces = Some(world.csv.name_any());
     world.peers = vec![next];
     assert!(!world.decide().actions.iter().any(|a| matches!(a, CsvAction::ResetCrdConversion { .. })));
+}
+
+fn api_service_owned_by(world: &mut World, owner: super::decide::OwnerLabels) {
+    world.api_services.insert(
+        "v1.example.com".to_owned(),
+        super::decide::ExistingApiService {
+            available: true,
+            ca_bundle: None,
+            owner,
+        },
+    );
+}
+
+fn csv_owner(name: &str) -> super::decide::OwnerLabels {
+    super::decide::OwnerLabels {
+        kind: "ClusterServiceVersion".into(),
+        namespace: NS.into(),
+        name: name.into(),
+    }
+}
+
+#[test]
+fn an_apiservice_of_another_csv_or_of_nobody_is_not_adopted() {
+    // Not labelled by OLM at all: upstream refuses to take it over.
+    let mut world = exposed_world((CsvPhase::Pending, CsvReason::RequirementsUnknown));
+    api_service_owned_by(&mut world, super::decide::OwnerLabels::default());
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::OwnerConflict));
+    let message = decision.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
+    assert!(message.starts_with("unable to adopt APIService v1.example.com: it exists without OLM owner labels"), "{message}");
+
+    // Owned by an unrelated CSV: the message names it.
+    let mut world = exposed_world((CsvPhase::Pending, CsvReason::RequirementsUnknown));
+    api_service_owned_by(&mut world, csv_owner("backup-operator.v1.0.0"));
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::OwnerConflict));
+    let message = decision.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
+    assert!(message.contains(&format!("owned by ClusterServiceVersion {NS}/backup-operator.v1.0.0")), "{message}");
+    assert!(!decision.actions.iter().any(|a| matches!(a, CsvAction::ApplyApiService(_))), "never overwritten");
+
+    // Failed with the conflict still there: stays (no reinstall loop); it is re-checked when
+    // the APIService changes.
+    world.csv.status = decision.status.clone();
+    let again = world.decide();
+    assert_eq!(phase_reason(&again), (CsvPhase::Failed, CsvReason::OwnerConflict));
+    assert!(again.events.is_empty());
+    assert!(!again.actions.iter().any(|a| matches!(a, CsvAction::ApplyApiService(_))));
+
+    // The conflict is gone (the APIService was deleted): the CSV installs again.
+    world.api_services.clear();
+    assert_ne!(world.decide().status.and_then(|s| s.reason), Some(CsvReason::OwnerConflict));
+}
+
+#[test]
+fn an_apiservice_of_the_replaced_csv_is_adopted() {
+    let mut world = exposed_world((CsvPhase::Pending, CsvReason::RequirementsUnknown));
+    let mut old = with_phase(etcd(), CsvPhase::Replacing, CsvReason::BeingReplaced);
+    old.metadata.name = Some("etcdoperator.v0.9.2".into());
+    world.csv.spec.replaces = Some("etcdoperator.v0.9.2".into());
+    world.peers = vec![old];
+    api_service_owned_by(&mut world, csv_owner("etcdoperator.v0.9.2"));
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+
+    // Installing: taken over by applying it with this CSV's labels, Service and CA.
+    world.csv.status = decision.status.clone();
+    let ca = world.serving_certs["etcd-operator"].ca_pem.clone();
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallSucceeded));
+    let applied = decision.actions.iter().find_map(|a| match a {
+        CsvAction::ApplyApiService(api) => Some(api),
+        _ => None,
+    });
+    let applied = applied.expect("the APIService is applied");
+    assert!(super::deployment::owned_by(applied.labels(), &world.csv), "{:?}", applied.labels());
+    let spec = applied.spec.as_ref().expect("spec");
+    assert_eq!(spec.ca_bundle.as_ref().map(|b| b.0.clone()), Some(ca.into_bytes()));
+    assert_eq!(spec.service.as_ref().and_then(|s| s.name.as_deref()), Some("etcd-operator-service"));
+
+    // Still labelled for the old CSV after the install: applied again (not a conflict).
+    let mut installing = with_exposure_installed(exposed_world((CsvPhase::Installing, CsvReason::InstallSucceeded)), true);
+    installing.csv.spec.replaces = Some("etcdoperator.v0.9.2".into());
+    installing.peers = world.peers.clone();
+    if let Some(api) = installing.api_services.get_mut("v1.example.com") {
+        api.owner = csv_owner("etcdoperator.v0.9.2");
+    }
+    assert_eq!(phase_reason(&installing.decide()), (CsvPhase::InstallReady, CsvReason::InstallWaiting));
+}
+
+fn static_group(world: &mut World, provided: &str) {
+    let og = &mut world.groups[0];
+    og.spec.static_provided_apis = Some(true);
+    og.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(keys::PROVIDED_APIS_ANNOTATION.to_owned(), provided.to_owned());
+}
+
+#[test]
+fn a_static_operator_group_refuses_apis_it_does_not_list() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    static_group(&mut world, "Other.v1.example.com");
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::CannotModifyStaticOperatorGroupProvidedApis));
+    assert_eq!(
+        decision.status.as_ref().and_then(|s| s.message.as_deref()),
+        Some("static provided api operatorgroup cannot be modified by these apis")
+    );
+    assert!(
+        decision.actions.contains(&CsvAction::DeleteDeployment("etcd-operator".into())),
+        "the operator is removed: {:?}",
+        decision.actions
+    );
+
+    // Listing every API of the CSV: accepted as is, and a refused CSV comes back.
+    let all: Vec<String> = crate::operatorgroup::decide::provided_apis(&world.csv).into_iter().collect();
+    let mut listed = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    static_group(&mut listed, &all.join(","));
+    assert_eq!(phase_reason(&listed.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+    listed.csv.status = decision.status.clone();
+    assert_eq!(phase_reason(&listed.decide()), (CsvPhase::Pending, CsvReason::RequirementsUnknown));
+
+    // Not static: the annotation is the OperatorGroup controller's to extend.
+    let mut dynamic = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    static_group(&mut dynamic, "Other.v1.example.com");
+    dynamic.groups[0].spec.static_provided_apis = Some(false);
+    assert_eq!(phase_reason(&dynamic.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+}
+
+#[test]
+fn a_service_account_owned_by_another_csv_is_not_taken_over() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.foreign_service_accounts = BTreeMap::from([("etcd-operator".to_owned(), vec!["backup-operator.v1.0.0".to_owned()])]);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    assert!(!decision.actions.iter().any(|a| matches!(a, CsvAction::ApplyDeployment(_))));
+    let requirements = decision.status.as_ref().and_then(|s| s.requirement_status.clone()).unwrap_or_default();
+    let sa = requirements.iter().find(|r| r.kind == "ServiceAccount").expect("a ServiceAccount entry");
+    assert_eq!(sa.status, StatusReason::PresentNotSatisfied);
+    assert!(sa.message.starts_with("Service account is owned by another ClusterServiceVersion"), "{}", sa.message);
+    assert!(sa.message.contains("backup-operator.v1.0.0") && sa.message.contains("etcdoperator.v0.9.4"), "{}", sa.message);
+
+    // Taken by another operator after the install: requirements no longer met.
+    let mut installed = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    installed.foreign_service_accounts = world.foreign_service_accounts.clone();
+    assert_eq!(phase_reason(&installed.decide()), (CsvPhase::Failed, CsvReason::RequirementsNotMet));
 }
