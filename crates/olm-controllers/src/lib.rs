@@ -13,3 +13,4 @@ pub mod catalogsource;
 pub mod installplan;
 pub mod subscription;
 pub mod rbac;
+pub mod scoped_client;

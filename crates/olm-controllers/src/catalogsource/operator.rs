@@ -90,7 +90,11 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
     }
     if selection.installplan {
         let (name, client, metrics, leadership) = context(installplan::NAME);
-        let state = installplan::InstallPlanState { plans: plans.clone() };
+        let state = installplan::InstallPlanState {
+            plans: plans.clone(),
+            groups: shared.groups.clone(),
+            clients: crate::scoped_client::ScopedClients::new(client.clone()),
+        };
         let ctx = Arc::new(ControllerContext::new(name, client.clone(), metrics, leadership, state));
         tasks.push(tokio::spawn(installplan::run(ctx, shared.shutdown.signal())));
     }

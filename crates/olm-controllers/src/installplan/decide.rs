@@ -61,6 +61,26 @@ pub struct StepError {
     pub message: String,
     /// Whether another pass can succeed.
     pub retryable: bool,
+    /// The API server refused it (403): retried with backoff for as long as it takes, since a
+    /// permission (of the group's ServiceAccount, or of OLM) may be granted at any time.
+    pub forbidden: bool,
+}
+
+impl StepError {
+    /// An error that is not a refusal.
+    pub fn new(message: impl Into<String>, retryable: bool) -> Self {
+        Self {
+            message: message.into(),
+            retryable,
+            forbidden: false,
+        }
+    }
+}
+
+/// How soon to look again at a plan that has been refused (forbidden step, or nobody to install
+/// as) for `refused_for`: every 2 s at first, slowing to once a minute.
+pub fn refused_retry_delay(refused_for: Duration) -> Duration {
+    Duration::from_secs((refused_for.as_secs() / 6).clamp(2, 60))
 }
 
 /// The outcome of one execution pass.
@@ -90,6 +110,61 @@ fn installed_condition(
     }
 }
 
+/// The previous `Installed` condition.
+fn previous_installed(previous: &InstallPlanStatus) -> Option<&InstallPlanCondition> {
+    previous
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == Some(InstallPlanConditionType::Installed))
+}
+
+/// `Installed=False` with `reason`, keeping the transition time while the reason stays; and how
+/// long the plan has been refused for that reason.
+fn refused_condition(
+    previous: &InstallPlanStatus,
+    reason: InstallPlanConditionReason,
+    message: String,
+    now: Timestamp,
+) -> (InstallPlanCondition, Duration) {
+    let mut condition = installed_condition(ConditionStatus::False, Some(reason.clone()), Some(message), now);
+    let since = previous_installed(previous)
+        .filter(|c| c.status == Some(ConditionStatus::False) && c.reason.as_ref() == Some(&reason))
+        .and_then(|c| c.last_transition_time.clone());
+    let mut refused_for = Duration::ZERO;
+    if let Some(since) = since {
+        refused_for = Duration::try_from(now.duration_since(since.0)).unwrap_or(Duration::ZERO);
+        condition.last_transition_time = Some(since);
+    }
+    (condition, refused_for)
+}
+
+/// Previous conditions without a refusal that no longer holds.
+fn without_refusal(previous: &InstallPlanStatus) -> Option<Vec<InstallPlanCondition>> {
+    let kept: Vec<InstallPlanCondition> = previous
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| !(c.type_ == Some(InstallPlanConditionType::Installed) && c.status == Some(ConditionStatus::False)))
+        .cloned()
+        .collect();
+    (!kept.is_empty()).then_some(kept)
+}
+
+/// The status while nobody can install the plan (no or several OperatorGroups, or the group's
+/// ServiceAccount is missing), as upstream: still `Installing`, `Installed=False` with reason
+/// `InstallCheckFailed` and the explanation; looked at again with backoff and whenever a group
+/// changes.
+pub fn blocked(previous: &InstallPlanStatus, message: String, now: Timestamp) -> (InstallPlanStatus, Duration) {
+    let mut status = previous.clone();
+    let (condition, refused_for) = refused_condition(previous, InstallPlanConditionReason::InstallCheckFailed, message.clone(), now);
+    status.phase = InstallPlanPhase::Installing;
+    status.message = Some(message);
+    status.conditions = Some(vec![condition]);
+    status.attenuated_service_account_ref = None;
+    (status, refused_retry_delay(refused_for))
+}
+
 /// The status after entering `phase` (no execution).
 pub fn enter(previous: &InstallPlanStatus, phase: InstallPlanPhase, now: Timestamp) -> InstallPlanStatus {
     let mut status = previous.clone();
@@ -104,12 +179,31 @@ pub fn enter(previous: &InstallPlanStatus, phase: InstallPlanPhase, now: Timesta
 pub fn after_pass(previous: &InstallPlanStatus, pass: Pass, now: Timestamp) -> (InstallPlanStatus, Option<Duration>, Option<EventNote>) {
     let mut status = previous.clone();
     status.plan = Some(pass.steps);
+    // The retry window for transient errors starts again once a refusal is over, so time spent
+    // waiting for a permission or a ServiceAccount does not count. (Not reset while refused: an
+    // unchanged status is not rewritten, which keeps the backoff from being cut short by our
+    // own status events.)
+    let refusal_over = previous_installed(previous).is_some_and(|c| c.status == Some(ConditionStatus::False))
+        && pass.error.as_ref().is_none_or(|e| !e.forbidden);
+    if refusal_over {
+        status.start_time = Some(Time(now));
+    }
     let started = status.start_time.as_ref().map_or(now, |t| t.0);
     if status.start_time.is_none() {
         status.start_time = Some(Time(now));
     }
     let elapsed = Duration::try_from(now.duration_since(started)).unwrap_or(Duration::ZERO);
     match pass.error {
+        Some(error) if error.forbidden => {
+            // Never terminal (as upstream): the permission may be granted at any time, and the
+            // plan then completes without anybody deleting it.
+            let (condition, refused_for) =
+                refused_condition(previous, InstallPlanConditionReason::InstallComponentFailed, error.message.clone(), now);
+            status.phase = InstallPlanPhase::Installing;
+            status.message = Some(format!("retrying execution due to error: {}", error.message));
+            status.conditions = Some(vec![condition]);
+            (status, Some(refused_retry_delay(refused_for)), None)
+        }
         Some(error) if !error.retryable || elapsed >= RETRY_TIMEOUT => {
             let message = if error.retryable {
                 format!("{} (still failing after retrying for {}s)", error.message, RETRY_TIMEOUT.as_secs())
@@ -128,6 +222,7 @@ pub fn after_pass(previous: &InstallPlanStatus, pass: Pass, now: Timestamp) -> (
         }
         Some(error) => {
             status.phase = InstallPlanPhase::Installing;
+            status.conditions = without_refusal(previous);
             status.message = Some(format!("retrying execution due to error: {}", error.message));
             // Bounded: the pass is retried at most every few seconds, and only for RETRY_TIMEOUT.
             let delay = Duration::from_secs((elapsed.as_secs() / 10).clamp(1, 5));
@@ -135,6 +230,7 @@ pub fn after_pass(previous: &InstallPlanStatus, pass: Pass, now: Timestamp) -> (
         }
         None if pass.waiting_for_api => {
             status.phase = InstallPlanPhase::Installing;
+            status.conditions = without_refusal(previous);
             status.message = None;
             (status, Some(wait_for_api_delay(elapsed)), None)
         }
@@ -178,6 +274,7 @@ pub fn plans_to_collect(plans: &[(String, i64, InstallPlanPhase)], referenced: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::status::without_timestamps;
     use olm_api::v1alpha1::install_plan::{Approval, InstallPlanSpec, StepResource, StepStatus};
 
     fn plan(approved: bool, phase: Option<InstallPlanPhase>, with_steps: bool) -> InstallPlan {
@@ -296,10 +393,7 @@ mod tests {
         assert!(requeue.is_none());
         assert_eq!(event.map(|e| e.reason), Some("InstallSucceeded".into()));
 
-        let transient = StepError {
-            message: "apply ConfigMap ns/c: connection reset".into(),
-            retryable: true,
-        };
+        let transient = StepError::new("apply ConfigMap ns/c: connection reset", true);
         let pass = Pass {
             steps: vec![step(StepStatus::Unknown)],
             error: Some(transient.clone()),
@@ -319,10 +413,7 @@ mod tests {
         assert_eq!(s.phase, InstallPlanPhase::Failed);
         assert!(event.is_some());
 
-        let fatal = StepError {
-            message: "apply Role ns/r: forbidden".into(),
-            retryable: false,
-        };
+        let fatal = StepError::new("apply Role ns/r: Role.rbac.authorization.k8s.io \"r\" is invalid", false);
         let (s, _, _) = after_pass(
             &start,
             Pass {
@@ -336,5 +427,103 @@ mod tests {
         let condition = s.conditions.unwrap_or_default().remove(0);
         assert_eq!(condition.reason, Some(InstallPlanConditionReason::InstallComponentFailed));
         assert!(condition.message.unwrap_or_default().contains("Role ns/r"));
+    }
+
+    fn forbidden(message: &str) -> Pass {
+        Pass {
+            steps: vec![step(StepStatus::Created), step(StepStatus::Unknown)],
+            error: Some(StepError {
+                message: message.into(),
+                retryable: false,
+                forbidden: true,
+            }),
+            waiting_for_api: false,
+        }
+    }
+
+    #[test]
+    fn a_forbidden_step_keeps_installing_with_a_condition_and_slowing_retries() {
+        let t0 = Timestamp::from_second(1000).expect("time");
+        let start = InstallPlanStatus {
+            phase: InstallPlanPhase::Installing,
+            start_time: Some(Time(t0)),
+            ..Default::default()
+        };
+        let message = "ServiceAccount team/installer may not get rolebindings in namespace team";
+        let (s, requeue, event) = after_pass(&start, forbidden(message), t0);
+        assert_eq!(s.phase, InstallPlanPhase::Installing, "never terminal");
+        assert!(event.is_none());
+        assert_eq!(requeue, Some(Duration::from_secs(2)));
+        assert_eq!(s.message.as_deref(), Some(format!("retrying execution due to error: {message}").as_str()));
+        let condition = s.conditions.clone().unwrap_or_default().remove(0);
+        assert_eq!(condition.type_, Some(InstallPlanConditionType::Installed));
+        assert_eq!(condition.status, Some(ConditionStatus::False));
+        assert_eq!(condition.reason, Some(InstallPlanConditionReason::InstallComponentFailed));
+        assert_eq!(condition.message.as_deref(), Some(message));
+        let steps = s.plan.clone().unwrap_or_default();
+        assert_eq!(steps[0].status, StepStatus::Created, "what was applied is shown as such");
+
+        // Ten minutes later: the transition time is kept, retries are at most a minute apart,
+        // and the transient-error window has not run out.
+        let later = Timestamp::from_second(1000 + 600).expect("time");
+        let (s2, requeue, _) = after_pass(&s, forbidden(message), later);
+        assert_eq!(requeue, Some(Duration::from_secs(60)));
+        assert_eq!(
+            without_timestamps(&serde_json::to_value(&s2).unwrap_or_default()),
+            without_timestamps(&serde_json::to_value(&s).unwrap_or_default()),
+            "an unchanged refusal is not rewritten (our own status event would cut the backoff short)"
+        );
+        assert_eq!(s2.phase, InstallPlanPhase::Installing);
+        let condition = s2.conditions.clone().unwrap_or_default().remove(0);
+        assert_eq!(condition.last_transition_time, Some(Time(t0)));
+
+        // The permission is granted: the next pass completes.
+        let done = Pass {
+            steps: vec![step(StepStatus::Created), step(StepStatus::Created)],
+            error: None,
+            waiting_for_api: false,
+        };
+        let (s3, _, _) = after_pass(&s2, done, later);
+        assert_eq!(s3.phase, InstallPlanPhase::Complete);
+        let condition = s3.conditions.unwrap_or_default().remove(0);
+        assert_eq!(condition.status, Some(ConditionStatus::True));
+        assert_eq!(s3.message, None);
+    }
+
+    #[test]
+    fn a_plan_nobody_may_install_waits_with_install_check_failed() {
+        let t0 = Timestamp::from_second(1000).expect("time");
+        let start = InstallPlanStatus {
+            phase: InstallPlanPhase::Installing,
+            start_time: Some(Time(t0)),
+            ..Default::default()
+        };
+        let message = "OperatorGroup team/og installs operators as ServiceAccount \"installer\" (spec.serviceAccountName), which does not exist".to_owned();
+        let (s, delay) = blocked(&start, message.clone(), t0);
+        assert_eq!(s.phase, InstallPlanPhase::Installing);
+        assert_eq!(s.message.as_deref(), Some(message.as_str()));
+        let condition = s.conditions.clone().unwrap_or_default().remove(0);
+        assert_eq!(condition.reason, Some(InstallPlanConditionReason::InstallCheckFailed));
+        assert_eq!(condition.status, Some(ConditionStatus::False));
+        assert_eq!(delay, Duration::from_secs(2));
+        // Once it can run, a transient error does not inherit the time spent blocked, and the
+        // stale condition goes.
+        let later = Timestamp::from_second(1000 + 3600).expect("time");
+        let (blocked_long, delay) = blocked(&s, message, later);
+        assert_eq!(delay, Duration::from_secs(60), "slows down to once a minute");
+        assert_eq!(
+            without_timestamps(&serde_json::to_value(&blocked_long).unwrap_or_default()),
+            without_timestamps(&serde_json::to_value(&s).unwrap_or_default()),
+            "an unchanged block is not rewritten"
+        );
+        let pass = Pass {
+            steps: vec![],
+            error: Some(StepError::new("connection reset", true)),
+            waiting_for_api: false,
+        };
+        let (s2, requeue, _) = after_pass(&blocked_long, pass, later);
+        assert_eq!(s2.phase, InstallPlanPhase::Installing);
+        assert!(requeue.is_some());
+        assert!(s2.conditions.is_none(), "{:?}", s2.conditions);
     }
 }

@@ -7,6 +7,7 @@
 pub mod crd_check;
 pub mod decide;
 pub mod reconcile;
+pub mod scope;
 pub mod steps;
 
 pub use reconcile::{InstallPlanState, NAME, run};

@@ -10,16 +10,21 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::{Api, Resource, ResourceExt};
-use olm_api::v1alpha1::install_plan::{InstallPlan, Step, StepStatus};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::reflector::ObjectRef;
+use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, Step, StepStatus};
 use serde_json::{Value, json};
 use tracing::instrument;
 
 use super::crd_check;
 use super::decide::{self, Next, Pass, StepError};
+use super::scope::{self, RefusedStep};
 use super::steps::{execution_rank, resource_of};
 use crate::runtime::controller::action_for;
 use crate::runtime::error::{api_status_code, is_not_found};
 use crate::runtime::{Cache, ControllerContext, Result, error_policy, guarded};
+use crate::scoped_client::{InstallIdentity, ScopedClients, ServiceAccountRef, install_identity};
 
 /// Controller name: metric label, field manager `olm/installplan`.
 pub const NAME: &str = "installplan";
@@ -29,6 +34,18 @@ pub const NAME: &str = "installplan";
 pub struct InstallPlanState {
     /// Every InstallPlan.
     pub plans: Cache<InstallPlan>,
+    /// Every OperatorGroup: the namespace's group says with whose permissions to install.
+    pub groups: Cache<OperatorGroup>,
+    /// OLM's client and the ServiceAccount-impersonating ones derived from it.
+    pub clients: ScopedClients,
+}
+
+/// Who applies a plan's steps (CRDs excepted: OLM always applies those itself, as upstream).
+struct Installer {
+    /// The client the non-CRD steps are applied with.
+    client: kube::Client,
+    /// The group's ServiceAccount the client acts as, if any.
+    service_account: Option<ServiceAccountRef>,
 }
 
 fn describe(step: &Step, namespace: &str) -> String {
@@ -46,12 +63,36 @@ fn api_error_message(err: &kube::Error) -> String {
     }
 }
 
-fn step_error(step: &Step, namespace: &str, err: &kube::Error) -> StepError {
-    let retryable = !matches!(api_status_code(err), Some(400 | 403 | 405 | 413 | 415 | 422));
-    StepError {
-        message: format!("cannot apply {}: {}", describe(step, namespace), api_error_message(err)),
-        retryable,
+/// What a failed request of a step means for the plan. A 403 names who was refused and what to
+/// grant; it is retried (see `decide::after_pass`).
+fn step_error(step: &Step, namespace: &str, request_verb: &str, installer: Option<&Installer>, err: &kube::Error) -> StepError {
+    let code = api_status_code(err);
+    if code == Some(403)
+        && let kube::Error::Api(status) = err
+    {
+        let r = &step.resource;
+        let namespaced = resource_of(&r.group, &r.kind).is_some_and(|(_, namespaced)| namespaced);
+        let plural = resource_of(&r.group, &r.kind).map_or("", |(plural, _)| plural);
+        let refused = RefusedStep {
+            kind: &r.kind,
+            name: &r.name,
+            group: &r.group,
+            plural,
+            namespace: namespaced.then_some(namespace),
+            request_verb,
+        };
+        let message = match installer.and_then(|i| i.service_account.as_ref()) {
+            Some(sa) => scope::forbidden_for_service_account(sa, &refused, &status.message),
+            None => scope::forbidden_for_olm(&refused, &status.message),
+        };
+        return StepError {
+            message,
+            retryable: true,
+            forbidden: true,
+        };
     }
+    let retryable = !matches!(code, Some(400 | 405 | 413 | 415 | 422));
+    StepError::new(format!("cannot apply {}: {}", describe(step, namespace), api_error_message(err)), retryable)
 }
 
 /// CRD upgrade safety: versions still in `status.storedVersions` must stay in `spec.versions`.
@@ -116,12 +157,14 @@ async fn existing_objects_valid(client: &kube::Client, existing: &Value, desired
         let list = api
             .list(&kube::api::ListParams::default().limit(500))
             .await
-            .map_err(|err| StepError {
-                message: format!(
-                    "cannot list existing {kind} objects to check them against the new CustomResourceDefinition {name}: {}",
-                    api_error_message(&err)
-                ),
-                retryable: true,
+            .map_err(|err| {
+                StepError::new(
+                    format!(
+                        "cannot list existing {kind} objects to check them against the new CustomResourceDefinition {name}: {}",
+                        api_error_message(&err)
+                    ),
+                    true,
+                )
             })?;
         for object in list.items {
             let value = serde_json::to_value(&object).unwrap_or(Value::Null);
@@ -131,13 +174,13 @@ async fn existing_objects_valid(client: &kube::Client, existing: &Value, desired
                     Some(ns) => format!("{ns}/{}", object.name_any()),
                     None => object.name_any(),
                 };
-                return Err(StepError {
-                    message: format!(
+                return Err(StepError::new(
+                    format!(
                         "cannot update CustomResourceDefinition {name}: the existing {kind} {at} is not valid under the new schema of {version}: {}",
                         problems.join("; ")
                     ),
-                    retryable: false,
-                });
+                    false,
+                ));
             }
         }
     }
@@ -154,7 +197,7 @@ fn established(object: &Value) -> bool {
 }
 
 /// One execution pass over every step.
-async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, steps: &[Step]) -> Pass {
+async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, steps: &[Step], installer: &Installer) -> Pass {
     let namespace = plan.namespace().unwrap_or_default();
     let manager = ctx.field_manager();
     let params = PatchParams::apply(&manager).force();
@@ -170,13 +213,13 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             out[i].status = StepStatus::UnsupportedResource;
             return Pass {
                 steps: out,
-                error: Some(StepError {
-                    message: format!(
+                error: Some(StepError::new(
+                    format!(
                         "bundle object {} of {} is a {} ({}/{}), which OLM does not install from bundles",
                         r.name, step.resolving, r.kind, r.group, r.version
                     ),
-                    retryable: false,
-                }),
+                    false,
+                )),
                 waiting_for_api,
             };
         };
@@ -189,10 +232,10 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             Err(err) => {
                 return Pass {
                     steps: out,
-                    error: Some(StepError {
-                        message: format!("the manifest of step {} is not valid JSON: {err}", describe(&step, &namespace)),
-                        retryable: false,
-                    }),
+                    error: Some(StepError::new(
+                        format!("the manifest of step {} is not valid JSON: {err}", describe(&step, &namespace)),
+                        false,
+                    )),
                     waiting_for_api,
                 };
             }
@@ -208,10 +251,15 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             kind: r.kind.clone(),
             plural: plural.to_owned(),
         };
+        // CRDs are cluster infrastructure shared by every tenant: OLM applies them itself
+        // (upstream does too); everything else is written with the installer's permissions.
+        let is_crd = r.kind == "CustomResourceDefinition";
+        let client = if is_crd { ctx.client.clone() } else { installer.client.clone() };
+        let step_installer = (!is_crd).then_some(installer);
         let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(ctx.client.clone(), &namespace, &api_resource)
+            Api::namespaced_with(client, &namespace, &api_resource)
         } else {
-            Api::all_with(ctx.client.clone(), &api_resource)
+            Api::all_with(client, &api_resource)
         };
         if namespaced {
             manifest["metadata"]["namespace"] = json!(namespace);
@@ -230,7 +278,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             Err(err) => {
                 return Pass {
                     steps: out,
-                    error: Some(step_error(&step, &namespace, &err)),
+                    error: Some(step_error(&step, &namespace, "get", step_installer, &err)),
                     waiting_for_api,
                 };
             }
@@ -242,10 +290,10 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             if let Err(message) = stored_versions_kept(&existing, &manifest) {
                 return Pass {
                     steps: out,
-                    error: Some(StepError {
-                        message: format!("cannot update CustomResourceDefinition {}: {message}", r.name),
-                        retryable: false,
-                    }),
+                    error: Some(StepError::new(
+                        format!("cannot update CustomResourceDefinition {}: {message}", r.name),
+                        false,
+                    )),
                     waiting_for_api,
                 };
             }
@@ -265,7 +313,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
                 }
                 return Pass {
                     steps: out,
-                    error: Some(step_error(&step, &namespace, &err)),
+                    error: Some(step_error(&step, &namespace, "patch", step_installer, &err)),
                     waiting_for_api,
                 };
             }
@@ -313,9 +361,38 @@ async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<ControllerContext<InstallPla
             Ok(Action::await_change())
         }
         Next::Execute => {
+            let namespace = plan.namespace().unwrap_or_default();
+            let groups = ctx.state.groups.list_in(&namespace);
+            let identity = install_identity(&namespace, &groups.iter().map(Arc::as_ref).collect::<Vec<_>>());
+            let installer = ctx.state.clients.for_identity(&identity).map(|client| Installer {
+                client,
+                service_account: match &identity {
+                    InstallIdentity::ServiceAccount(sa) => Some(sa.clone()),
+                    _ => None,
+                },
+            });
+            let installer = match installer {
+                Ok(installer) => installer,
+                Err(err) => {
+                    let (status, delay) = decide::blocked(&previous, err.to_string(), now);
+                    if previous.message != status.message {
+                        tracing::info!(category = err.category(), "InstallPlan waits: {err}");
+                    }
+                    ctx.status.apply(plan.as_ref(), &status).await?;
+                    return Ok(Action::requeue(delay));
+                }
+            };
+            let mut base = previous.clone();
+            base.attenuated_service_account_ref = installer.service_account.as_ref().map(|sa| ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("ServiceAccount".into()),
+                name: Some(sa.name.clone()),
+                namespace: Some(sa.namespace.clone()),
+                ..Default::default()
+            });
             let steps = previous.plan.clone().unwrap_or_default();
-            let pass = execute(&ctx, &plan, &steps).await;
-            let (status, requeue, event) = decide::after_pass(&previous, pass, Timestamp::now());
+            let pass = execute(&ctx, &plan, &steps, &installer).await;
+            let (status, requeue, event) = decide::after_pass(&base, pass, Timestamp::now());
             if status.phase != previous.phase {
                 tracing::info!(
                     phase = status.phase.as_str(),
@@ -339,11 +416,23 @@ pub fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let state = ctx.state.clone();
+    let plans_store = state.plans.store().clone();
     let controller = Controller::for_shared_stream(state.plans.subscribe(), state.plans.store().clone())
+        // A group appearing, or finding its ServiceAccount, lets waiting plans of its namespace go on.
+        .watches_shared_stream(state.groups.subscribe(), move |group: Arc<OperatorGroup>| {
+            plans_store
+                .state()
+                .iter()
+                .filter(|p| p.namespace() == group.namespace())
+                .filter(|p| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Installing))
+                .map(|p| ObjectRef::from_obj(p.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
     async move {
         state.plans.synced().await;
+        state.groups.synced().await;
         controller
             .run(|plan, ctx| guarded(plan, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()))
