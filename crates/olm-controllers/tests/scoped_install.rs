@@ -342,3 +342,85 @@ async fn the_operator_deployment_is_written_as_the_service_account_too() -> anyh
     server.shutdown();
     Ok(())
 }
+
+#[tokio::test]
+async fn without_an_operator_group_nothing_is_installed_until_one_exists() -> anyhow::Result<()> {
+    let (cluster, _) = common::setup().await?;
+    let _apis = common::ETCD_APIS.read().await;
+    let server = catalog_server().await?;
+    let ns = cluster.namespace("scoped-noog").await?;
+    let address = server.grpc_addrs.get("community").context("gRPC address")?;
+    create(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: community\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {}\n  name: etcd\n  channel: singlenamespace-alpha\n",
+            ns.name()
+        ),
+    )
+    .await?;
+    // Without a group OLM cannot know with whose permissions to install: it waits, and says so.
+    let plan = wait_plan(&ns, "InstallCheckFailed", |p| {
+        installed_condition(p).is_some_and(|(_, reason, _)| reason == Some(InstallPlanConditionReason::InstallCheckFailed))
+    })
+    .await?;
+    let (_, _, message) = installed_condition(&plan).context("Installed condition")?;
+    assert!(message.contains(&format!("no OperatorGroup in namespace {}", ns.name())), "{message}");
+    subscription_pending_with(&ns, "no OperatorGroup").await?;
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    assert!(csvs.get_opt(CSV).await?.is_none());
+
+    create(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:\n  targetNamespaces: [{}]\n",
+            ns.name()
+        ),
+    )
+    .await?;
+    let done = wait_plan(&ns, "Complete", |p| phase(p) == Some(&InstallPlanPhase::Complete)).await?;
+    assert!(
+        done.status.as_ref().is_some_and(|s| s.attenuated_service_account_ref.is_none()),
+        "no ServiceAccount named: OLM installs with its own permissions"
+    );
+    wait_csv_succeeded(&ns).await?;
+    ns.cleanup().await?;
+    server.shutdown();
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_role_granting_more_than_the_service_account_holds_is_refused_as_escalation() -> anyhow::Result<()> {
+    let (cluster, _) = common::setup().await?;
+    let _apis = common::ETCD_APIS.read().await;
+    let server = catalog_server().await?;
+    let ns = cluster.namespace("scoped-escalate").await?;
+    // May write roles, but neither holds the operator's permissions nor may escalate or bind.
+    let rules = RULES_WITHOUT_ROLEBINDINGS.replace("verbs: [get, create, patch, escalate, bind]", "verbs: [get, create, patch]");
+    assert_ne!(rules, RULES_WITHOUT_ROLEBINDINGS);
+    service_account_with_role(&ns, "installer", "installer", &format!("{rules}{ROLEBINDING_RULES}")).await?;
+    scoped_subscription(&ns, &server, "installer").await?;
+
+    let plan = wait_plan(&ns, "Installed=False for the Role", |p| {
+        installed_condition(p).is_some_and(|(status, _, message)| status == ConditionStatus::False && message.contains("Role "))
+    })
+    .await?;
+    let (_, _, message) = installed_condition(&plan).context("Installed condition")?;
+    assert!(
+        message.contains("does not hold itself") && message.contains("escalate verb on roles") && message.contains(&format!("in namespace {}", ns.name())),
+        "{message}"
+    );
+    assert_eq!(phase(&plan), Some(&InstallPlanPhase::Installing));
+
+    service_account_with_role(
+        &ns,
+        "installer",
+        "installer-escalate",
+        "- apiGroups: [rbac.authorization.k8s.io]\n  resources: [roles]\n  verbs: [escalate, bind]\n",
+    )
+    .await?;
+    wait_plan(&ns, "Complete", |p| phase(p) == Some(&InstallPlanPhase::Complete)).await?;
+    wait_csv_succeeded(&ns).await?;
+    ns.cleanup().await?;
+    server.shutdown();
+    Ok(())
+}
