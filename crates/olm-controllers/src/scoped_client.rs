@@ -269,4 +269,65 @@ mod tests {
     fn usernames_are_the_service_account_form() {
         assert_eq!(service_account_username("ns", "sa"), "system:serviceaccount:ns:sa");
     }
+
+    /// A fake API server answering every request with the `impersonate-user` header it got
+    /// (empty when none) as the body of a ConfigMap's data.
+    fn echo_client() -> Client {
+        let service = tower::service_fn(|request: Request<Body>| async move {
+            let user = request
+                .headers()
+                .get(IMPERSONATE_USER)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let body = serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "echo", "namespace": "team"},
+                "data": {"user": user},
+            });
+            let mut response = axum::http::Response::new(Body::from(body.to_string().into_bytes()));
+            response
+                .headers_mut()
+                .insert("content-type", HeaderValue::from_static("application/json"));
+            Ok::<_, std::convert::Infallible>(response)
+        });
+        Client::new(service, "default")
+    }
+
+    async fn user_seen_by_server(client: Client) -> String {
+        let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client, "team");
+        match api.get("echo").await {
+            Ok(cm) => cm.data.unwrap_or_default().get("user").cloned().unwrap_or_default(),
+            Err(err) => format!("request failed: {err}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_carry_the_service_account_as_impersonated_user() {
+        let clients = ScopedClients::new(echo_client());
+        let sa = ServiceAccountRef {
+            namespace: "team".into(),
+            name: "installer".into(),
+            group: "og".into(),
+        };
+        let scoped = clients.for_service_account(&sa).expect("valid name");
+        assert_eq!(user_seen_by_server(scoped).await, "system:serviceaccount:team:installer");
+        assert_eq!(user_seen_by_server(clients.base().clone()).await, "", "OLM's own client impersonates nobody");
+
+        // The workload client follows the group; a named but missing ServiceAccount is an error,
+        // never a silent fallback to OLM's own permissions.
+        let named = group("og", Some("installer"), Some("installer"));
+        let workload = clients.for_workloads("team", &[&named]).expect("client");
+        assert_eq!(user_seen_by_server(workload).await, "system:serviceaccount:team:installer");
+        let missing = group("og", Some("installer"), None);
+        assert!(clients.for_workloads("team", &[&missing]).is_err());
+        let unnamed = group("og", None, None);
+        assert_eq!(user_seen_by_server(clients.for_workloads("team", &[&unnamed]).expect("client")).await, "");
+
+        let bad = ServiceAccountRef {
+            name: "bad\nname".into(),
+            ..sa
+        };
+        assert!(matches!(clients.for_service_account(&bad), Err(ScopedClientError::InvalidName { .. })));
+    }
 }
