@@ -226,6 +226,14 @@ impl Manager {
                     Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(client.clone()),
                     watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
                 ),
+                managed_roles: caches.watch(
+                    Api::<k8s_openapi::api::rbac::v1::Role>::all(client.clone()),
+                    watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),
+                ),
+                managed_role_bindings: caches.watch(
+                    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::all(client.clone()),
+                    watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),
+                ),
             };
             let ctx = Arc::new(ControllerContext::new(csv::NAME, client.clone(), metrics.clone(), leadership.clone(), state));
             tasks.push(tokio::spawn(csv::run(ctx, shutdown.signal())));

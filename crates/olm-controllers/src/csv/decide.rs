@@ -75,6 +75,8 @@ pub struct Observed<'a> {
     pub owned_rbac: &'a OwnedRbac,
     /// The CSV's OperatorCondition, if it exists.
     pub operator_condition: Option<&'a OperatorCondition>,
+    /// The Role and RoleBinding named after the CSV's OperatorCondition, if they exist.
+    pub condition_rbac: (Option<&'a Role>, Option<&'a RoleBinding>),
     /// The OperatorCondition of the CSV this one replaces, if any.
     pub replaced_condition: Option<&'a OperatorCondition>,
     /// Namespaces that exist and are not terminating.
@@ -164,6 +166,9 @@ pub enum CsvAction {
     DeleteDeployment(String),
     /// Create or update the CSV's OperatorCondition (its deployments and service accounts).
     ApplyOperatorCondition(Box<OperatorCondition>),
+    /// Write the OperatorCondition's status: the conditions its spec reports, stamped with
+    /// the generation they were observed at.
+    ApplyOperatorConditionStatus(Box<olm_api::v2::OperatorConditionStatus>),
     /// Create or update a ClusterRole: a per-API role (`<crd>-<version>-admin|edit|view|crdview`)
     /// or a Role lifted for an all-namespaces group.
     ApplyClusterRole(Box<ClusterRole>),
@@ -949,6 +954,94 @@ pub fn desired_operator_condition(csv: &ClusterServiceVersion) -> OperatorCondit
     }
 }
 
+/// The Role and RoleBinding that let the operator's ServiceAccounts read and update its own
+/// OperatorCondition (upstream's: named after it, labelled `olm.managed=true`, controlled by
+/// the OperatorCondition so they go with it).
+pub fn desired_condition_rbac(condition: &OperatorCondition) -> (Role, RoleBinding) {
+    let name = condition.name_any();
+    let namespace = condition.namespace();
+    let meta = ObjectMeta {
+        name: Some(name.clone()),
+        namespace: namespace.clone(),
+        labels: Some(BTreeMap::from([(keys::MANAGED_LABEL.to_owned(), "true".to_owned())])),
+        owner_references: Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "operators.coreos.com/v2".to_owned(),
+            kind: "OperatorCondition".to_owned(),
+            name: name.clone(),
+            uid: condition.uid().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: Some(false),
+        }]),
+        ..Default::default()
+    };
+    let role = Role {
+        metadata: meta.clone(),
+        rules: Some(vec![PolicyRule {
+            verbs: vec!["get".to_owned(), "update".to_owned(), "patch".to_owned()],
+            api_groups: Some(vec!["operators.coreos.com".to_owned()]),
+            resources: Some(vec!["operatorconditions".to_owned()]),
+            resource_names: Some(vec![name.clone()]),
+            ..Default::default()
+        }]),
+    };
+    let subjects = condition
+        .spec
+        .service_accounts
+        .iter()
+        .flatten()
+        .map(|sa| k8s_openapi::api::rbac::v1::Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: sa.clone(),
+            namespace: namespace.clone(),
+            api_group: None,
+        })
+        .collect();
+    let binding = RoleBinding {
+        metadata: meta,
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
+            kind: "Role".to_owned(),
+            name,
+        },
+        subjects: Some(subjects),
+    };
+    (role, binding)
+}
+
+/// The OperatorCondition's status when it lags its spec (`None` when it does not): each
+/// condition the operator reports in `spec.conditions` is copied with `observedGeneration`
+/// set to the object's generation; the transition time stays when the status did not change.
+/// Conditions no longer reported are left as they are, as upstream does.
+pub fn synced_condition_status(condition: &OperatorCondition) -> Option<olm_api::v2::OperatorConditionStatus> {
+    let generation = condition.metadata.generation;
+    let mut conditions = condition.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let mut changed = false;
+    for reported in condition.spec.conditions.iter().flatten() {
+        let existing = conditions.iter_mut().find(|c| c.type_ == reported.type_);
+        match existing {
+            Some(c) if c.status == reported.status && c.observed_generation == generation => {}
+            Some(c) => {
+                let transition = if c.status == reported.status {
+                    c.last_transition_time.clone()
+                } else {
+                    reported.last_transition_time.clone()
+                };
+                *c = reported.clone();
+                c.last_transition_time = transition;
+                c.observed_generation = generation;
+                changed = true;
+            }
+            None => {
+                let mut added = reported.clone();
+                added.observed_generation = generation;
+                conditions.push(added);
+                changed = true;
+            }
+        }
+    }
+    changed.then_some(olm_api::v2::OperatorConditionStatus { conditions: Some(conditions) })
+}
+
 /// Whether an existing copy already matches the wanted one.
 fn copy_is_current(existing: &ClusterServiceVersion, wanted: &ClusterServiceVersion) -> bool {
     let same_status = |a: Option<&ClusterServiceVersionStatus>, b: Option<&ClusterServiceVersionStatus>| {
@@ -1188,7 +1281,33 @@ fn decide_live(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
             decision.actions.insert(0, CsvAction::ApplyOperatorCondition(Box::new(wanted)));
         }
     }
+    if let Some(condition) = observed.operator_condition {
+        decision = with_condition_rbac_and_status(observed, condition, decision);
+    }
     decide_copies(observed, Some(&targets), decision)
+}
+
+/// Keep the OperatorCondition's RBAC in place and its status in step with its spec.
+fn with_condition_rbac_and_status(observed: &Observed<'_>, condition: &OperatorCondition, mut decision: CsvDecision) -> CsvDecision {
+    let (role, binding) = desired_condition_rbac(condition);
+    let controlled = |refs: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]| {
+        refs.iter().any(|r| Some(&r.uid) == condition.metadata.uid.as_ref() && r.controller == Some(true))
+    };
+    let (found_role, found_binding) = observed.condition_rbac;
+    let role_current = found_role.is_some_and(|r| r.rules == role.rules && controlled(r.owner_references()));
+    if !role_current {
+        decision = decision.act(CsvAction::ApplyRole(Box::new(role)));
+    }
+    let binding_current = found_binding.is_some_and(|b| {
+        b.role_ref == binding.role_ref && b.subjects == binding.subjects && controlled(b.owner_references())
+    });
+    if !binding_current {
+        decision = decision.act(CsvAction::ApplyRoleBinding(Box::new(binding)));
+    }
+    if let Some(status) = synced_condition_status(condition) {
+        decision = decision.act(CsvAction::ApplyOperatorConditionStatus(Box::new(status)));
+    }
+    decision
 }
 
 /// A Succeeded CSV keeps admin/edit/view ClusterRoles for each API it provides.

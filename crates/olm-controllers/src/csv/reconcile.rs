@@ -69,6 +69,10 @@ pub struct CsvState {
     pub validating_webhooks: Cache<ValidatingWebhookConfiguration>,
     /// MutatingWebhookConfigurations labelled `olm.owner.kind=ClusterServiceVersion`.
     pub mutating_webhooks: Cache<MutatingWebhookConfiguration>,
+    /// Roles labelled `olm.managed=true` (among them each OperatorCondition's).
+    pub managed_roles: Cache<Role>,
+    /// RoleBindings labelled `olm.managed=true`.
+    pub managed_role_bindings: Cache<RoleBinding>,
 }
 
 /// The label selector of the Deployment and webhook configuration caches (what OLM generated
@@ -365,6 +369,8 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         OwnedRbac::default()
     };
     let operator_condition = state.operator_conditions.get(Some(&namespace), &name);
+    let condition_role = state.managed_roles.get(Some(&namespace), &name);
+    let condition_binding = state.managed_role_bindings.get(Some(&namespace), &name);
     let replaced_condition = csv
         .spec
         .replaces
@@ -403,6 +409,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         cluster_roles: &cluster_roles,
         owned_rbac: &rbac,
         operator_condition: operator_condition.as_deref(),
+        condition_rbac: (condition_role.as_deref(), condition_binding.as_deref()),
         replaced_condition: replaced_condition.as_deref(),
         active_namespaces: &active_namespaces,
         copied_csvs_disabled,
@@ -523,6 +530,16 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                 api.patch(&name, &apply, &Patch::Apply(condition.as_ref()))
                     .await
                     .map_err(|err| Error::api(format!("apply OperatorCondition {namespace}/{name}"), err))?;
+            }
+            CsvAction::ApplyOperatorConditionStatus(status) => {
+                let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
+                let patch = json!({ "status": status });
+                match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    Ok(_) => {}
+                    // Created in this pass but not visible yet, or gone: the next pass syncs it.
+                    Err(err) if is_not_found(&err) => {}
+                    Err(err) => return Err(Error::api(format!("update the status of OperatorCondition {namespace}/{name}"), err)),
+                }
             }
             CsvAction::ApplyClusterRoleBinding(binding) => {
                 let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
@@ -910,6 +927,16 @@ fn delete_cluster_rbac_of_deleted_csvs(ctx: Arc<ControllerContext<CsvState>>) ->
     }
 }
 
+/// The CSV whose OperatorCondition controls `object` (its Role or RoleBinding).
+fn condition_owner<K: ResourceExt>(object: &K) -> Option<ObjectRef<ClusterServiceVersion>> {
+    let namespace = object.namespace().unwrap_or_default();
+    object
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == "OperatorCondition")
+        .map(|o| ObjectRef::<ClusterServiceVersion>::new(&o.name).within(&namespace))
+}
+
 /// Build the CSV controller; it subscribes to the caches now (call this before the caches
 /// start) and runs, once every cache it reads has synced, until `shutdown` resolves.
 pub fn run(
@@ -992,16 +1019,24 @@ pub fn run(
     let for_config = all_namespace_csvs.clone();
 
     let condition_store = store.clone();
+    // Its own CSV (RBAC and status follow the condition) and the CSVs replacing it (the
+    // Upgradeable gate).
     let by_condition = move |condition: Arc<OperatorCondition>| {
         let ns = condition.namespace();
         let owner = condition.name_any();
         condition_store
             .state()
             .iter()
-            .filter(|c| c.namespace() == ns && c.spec.replaces.as_deref() == Some(owner.as_str()))
+            .filter(|c| {
+                c.namespace() == ns
+                    && (c.spec.replaces.as_deref() == Some(owner.as_str()) || (c.name_any() == owner && !c.is_copied()))
+            })
             .map(|c| ObjectRef::from_obj(c.as_ref()))
             .collect::<Vec<_>>()
     };
+    // An OperatorCondition's Role and RoleBinding lead back to the CSV of the same name.
+    let by_condition_role = |role: Arc<Role>| condition_owner(role.as_ref());
+    let by_condition_binding = |binding: Arc<RoleBinding>| condition_owner(binding.as_ref());
     let subscription_store = store.clone();
     let by_subscription = move |subscription: Arc<Subscription>| {
         let ns = subscription.namespace();
@@ -1044,6 +1079,8 @@ pub fn run(
         .watches_shared_stream(state.api_services.subscribe(), by_api_service)
         .watches_shared_stream(state.validating_webhooks.subscribe(), by_validating)
         .watches_shared_stream(state.mutating_webhooks.subscribe(), by_mutating)
+        .watches_shared_stream(state.managed_roles.subscribe(), by_condition_role)
+        .watches_shared_stream(state.managed_role_bindings.subscribe(), by_condition_binding)
         .watches_shared_stream(state.subscriptions.subscribe(), by_subscription)
         .watches_shared_stream(state.operator_conditions.subscribe(), by_condition)
         .watches_shared_stream(state.csvs.subscribe(), related)
@@ -1070,6 +1107,8 @@ pub fn run(
         state.api_services.synced().await;
         state.validating_webhooks.synced().await;
         state.mutating_webhooks.synced().await;
+        state.managed_roles.synced().await;
+        state.managed_role_bindings.synced().await;
         let controller = controller
             .run(|csv, ctx| guarded(csv, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()));

@@ -98,6 +98,8 @@ struct World {
     owned_rbac: super::decide::OwnedRbac,
     taken: BTreeSet<String>,
     condition: Option<olm_api::v2::OperatorCondition>,
+    condition_role: Option<k8s_openapi::api::rbac::v1::Role>,
+    condition_binding: Option<k8s_openapi::api::rbac::v1::RoleBinding>,
     replaced_condition: Option<olm_api::v2::OperatorCondition>,
     subscription_config: Option<olm_api::v1alpha1::subscription::SubscriptionConfig>,
     serving_certs: BTreeMap<String, super::certs::ServingCert>,
@@ -138,7 +140,9 @@ impl World {
                 satisfied: true,
             })
             .collect();
-        let csv_for_condition = csv.clone();
+        let mut condition = super::decide::desired_operator_condition(&csv);
+        condition.metadata.uid = Some("uid-condition".into());
+        let (condition_role, condition_binding) = super::decide::desired_condition_rbac(&condition);
         World {
             csv,
             groups: vec![og],
@@ -157,7 +161,9 @@ impl World {
             owned_rbac: super::decide::OwnedRbac::default(),
             taken: BTreeSet::new(),
             // The OperatorCondition already exists unless a test says otherwise.
-            condition: Some(super::decide::desired_operator_condition(&csv_for_condition)),
+            condition: Some(condition.clone()),
+            condition_role: Some(condition_role),
+            condition_binding: Some(condition_binding),
             replaced_condition: None,
             subscription_config: None,
             serving_certs: BTreeMap::new(),
@@ -190,6 +196,7 @@ impl World {
             cluster_roles: &self.cluster_roles,
             owned_rbac: &self.owned_rbac,
             operator_condition: self.condition.as_ref(),
+            condition_rbac: (self.condition_role.as_ref(), self.condition_binding.as_ref()),
             replaced_condition: self.replaced_condition.as_ref(),
             active_namespaces: &self.namespaces,
             copied_csvs_disabled: self.copies_disabled,
@@ -1540,4 +1547,92 @@ fn a_service_account_owned_by_another_csv_is_not_taken_over() {
     let mut installed = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
     installed.foreign_service_accounts = world.foreign_service_accounts.clone();
     assert_eq!(phase_reason(&installed.decide()), (CsvPhase::Failed, CsvReason::RequirementsNotMet));
+}
+
+#[test]
+fn the_operator_may_read_and_update_its_own_operator_condition() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.condition_role = None;
+    world.condition_binding = None;
+    let decision = world.decide();
+    let role = decision.actions.iter().find_map(|a| match a {
+        CsvAction::ApplyRole(r) => Some(r),
+        _ => None,
+    });
+    let role = role.expect("the OperatorCondition's Role");
+    assert_eq!(role.name_any(), "etcdoperator.v0.9.4");
+    assert_eq!(role.labels().get(keys::MANAGED_LABEL).map(String::as_str), Some("true"));
+    let rule = &role.rules.as_deref().unwrap_or_default()[0];
+    assert_eq!(rule.verbs, ["get", "update", "patch"]);
+    assert_eq!(rule.resources.as_deref(), Some(&["operatorconditions".to_owned()][..]));
+    assert_eq!(rule.resource_names.as_deref(), Some(&["etcdoperator.v0.9.4".to_owned()][..]));
+    let owner = &role.owner_references()[0];
+    assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("OperatorCondition", "uid-condition", Some(true)));
+    let binding = decision.actions.iter().find_map(|a| match a {
+        CsvAction::ApplyRoleBinding(b) => Some(b),
+        _ => None,
+    });
+    let binding = binding.expect("the OperatorCondition's RoleBinding");
+    assert_eq!(binding.role_ref.name, "etcdoperator.v0.9.4");
+    let subjects: Vec<(&str, Option<&str>)> = binding
+        .subjects
+        .iter()
+        .flatten()
+        .map(|s| (s.name.as_str(), s.namespace.as_deref()))
+        .collect();
+    assert_eq!(subjects, [("etcd-operator", Some(NS))]);
+    assert_eq!(phase_reason(&decision), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+
+    // In place: nothing to do.
+    let settled = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    assert!(
+        !settled.decide().actions.iter().any(|a| matches!(a, CsvAction::ApplyRole(_) | CsvAction::ApplyRoleBinding(_))),
+        "nothing reapplied when current"
+    );
+}
+
+#[test]
+fn operator_condition_status_follows_its_spec_with_the_observed_generation() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    let reported = |status: &str, at: i64| Condition {
+        type_: "Upgradeable".into(),
+        status: status.into(),
+        reason: "Migrating".into(),
+        message: "a migration is running".into(),
+        observed_generation: None,
+        last_transition_time: Time(Timestamp::from_second(at).expect("time")),
+    };
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    let condition = world.condition.as_mut().expect("condition");
+    condition.metadata.generation = Some(3);
+    condition.spec.conditions = Some(vec![reported("False", 1_700_000_000)]);
+    let statuses = |decision: &CsvDecision| -> Vec<olm_api::v2::OperatorConditionStatus> {
+        decision
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                CsvAction::ApplyOperatorConditionStatus(s) => Some((**s).clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let written = statuses(&world.decide());
+    assert_eq!(written.len(), 1);
+    let condition_status = written[0].conditions.clone().unwrap_or_default();
+    assert_eq!(condition_status.len(), 1);
+    assert_eq!((condition_status[0].status.as_str(), condition_status[0].observed_generation), ("False", Some(3)));
+
+    // Written: nothing more to do.
+    let condition = world.condition.as_mut().expect("condition");
+    condition.status = Some(written[0].clone());
+    assert!(statuses(&world.decide()).is_empty());
+
+    // The spec is edited again (same status): only the generation moves, not the transition time.
+    let condition = world.condition.as_mut().expect("condition");
+    condition.metadata.generation = Some(4);
+    condition.spec.conditions = Some(vec![reported("False", 1_700_000_500)]);
+    let written = statuses(&world.decide());
+    let updated = written[0].conditions.clone().unwrap_or_default();
+    assert_eq!(updated[0].observed_generation, Some(4));
+    assert_eq!(updated[0].last_transition_time, Time(Timestamp::from_second(1_700_000_000).expect("time")));
 }
