@@ -424,3 +424,82 @@ async fn a_role_granting_more_than_the_service_account_holds_is_refused_as_escal
     server.shutdown();
     Ok(())
 }
+
+/// A ClusterRole with `rules` bound to `sa` of `ns`, named after the namespace (removed by the test).
+async fn cluster_grant(ns: &TestNamespace, sa: &str, suffix: &str, rules: &str) -> anyhow::Result<String> {
+    let name = format!("{}-{suffix}", ns.name());
+    ns.cluster()
+        .kubectl_with_input(
+            &["create", "-f", "-"],
+            &format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {name}\nrules:\n{rules}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {name}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {name}\nsubjects:\n- kind: ServiceAccount\n  name: {sa}\n  namespace: {}\n",
+                ns.name()
+            ),
+        )
+        .await?;
+    Ok(name)
+}
+
+#[tokio::test]
+async fn cluster_permissions_need_cluster_grants_for_the_service_account() -> anyhow::Result<()> {
+    let (cluster, _) = common::setup().await?;
+    // An all-namespaces group provides the etcd APIs everywhere.
+    let _apis = common::ETCD_APIS.write().await;
+    let server = catalog_server().await?;
+    let ns = cluster.namespace("scoped-cluster").await?;
+    service_account_with_role(&ns, "installer", "installer", &format!("{RULES_WITHOUT_ROLEBINDINGS}{ROLEBINDING_RULES}")).await?;
+    let roles = cluster_grant(
+        &ns,
+        "installer",
+        "roles",
+        "- apiGroups: [rbac.authorization.k8s.io]\n  resources: [clusterroles]\n  verbs: [get, create, patch, escalate, bind]\n",
+    )
+    .await?;
+    let address = server.grpc_addrs.get("community").context("gRPC address")?;
+    create(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: community\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n---\napiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:\n  serviceAccountName: installer\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {}\n  name: etcd\n  channel: clusterwide-alpha\n",
+            ns.name()
+        ),
+    )
+    .await?;
+
+    let plan = wait_plan(&ns, "Installed=False for the ClusterRoleBinding", |p| {
+        installed_condition(p).is_some_and(|(status, _, message)| status == ConditionStatus::False && message.contains("clusterrolebindings"))
+    })
+    .await?;
+    let (_, _, message) = installed_condition(&plan).context("Installed condition")?;
+    for part in [
+        "may not get clusterrolebindings (API group rbac.authorization.k8s.io) at cluster scope",
+        "kubectl create clusterrole",
+        &format!("--serviceaccount={}:installer", ns.name()),
+    ] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+    let bindings = cluster_grant(
+        &ns,
+        "installer",
+        "bindings",
+        "- apiGroups: [rbac.authorization.k8s.io]\n  resources: [clusterrolebindings]\n  verbs: [get, create, patch]\n",
+    )
+    .await?;
+    wait_plan(&ns, "Complete", |p| phase(p) == Some(&InstallPlanPhase::Complete)).await?;
+    let api: Api<ClusterServiceVersion> = ns.api();
+    ns.wait_for("the clusterwide CSV Succeeded", TIMEOUT, OBJECTS, || {
+        let api = api.clone();
+        async move {
+            let csv = api.get_opt("etcdoperator.v0.9.4-clusterwide").await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(csv.filter(|c| c.phase() == Some(&CsvPhase::Succeeded)).map(|_| ()))
+        }
+    })
+    .await?;
+    ns.kubectl(&["delete", "subscription", "etcd"]).await?;
+    ns.kubectl(&["delete", "clusterserviceversion", "etcdoperator.v0.9.4-clusterwide"]).await?;
+    for name in [roles, bindings] {
+        cluster.kubectl(&["delete", "clusterrole,clusterrolebinding", &name]).await?;
+    }
+    ns.cleanup().await?;
+    server.shutdown();
+    Ok(())
+}
