@@ -680,3 +680,40 @@ pub fn conversion_matches(found: Option<&CustomResourceConversion>, want: &Custo
         && client(found).and_then(|c| c.url).is_none()
         && versions(found) == versions(want)
 }
+
+/// Upstream's checks of the webhook descriptions (reason InvalidWebhookDescription): unique
+/// generateNames, and rules that leave OLM's own API group and the webhook configuration
+/// resources alone (an operator's webhook must not be able to block OLM or other webhooks).
+pub fn webhook_description_problem(csv: &ClusterServiceVersion) -> Option<String> {
+    let mut names = BTreeSet::new();
+    for hook in csv.spec.webhooks() {
+        if !names.insert(hook.generate_name.as_str()) {
+            return Some("CSV contains repeated WebhookDescription name".to_owned());
+        }
+        for rule in hook.rules.iter().flatten() {
+            let groups = rule.api_groups.as_deref().unwrap_or_default();
+            if groups.iter().any(|g| g == "*") {
+                return Some("webhook rules cannot include all groups".to_owned());
+            }
+            if groups.iter().any(|g| g == "operators.coreos.com") {
+                return Some("webhook rules cannot include the OLM group".to_owned());
+            }
+            if groups.iter().any(|g| g == "admissionregistration.k8s.io") {
+                let protected = [
+                    "*",
+                    "MutatingWebhookConfiguration",
+                    "ValidatingWebhookConfiguration",
+                    "mutatingwebhookconfigurations",
+                    "validatingwebhookconfigurations",
+                ];
+                if rule.resources.iter().flatten().any(|r| protected.contains(&r.as_str())) {
+                    return Some(
+                        "webhook rules cannot include MutatingWebhookConfiguration or ValidatingWebhookConfiguration resources"
+                            .to_owned(),
+                    );
+                }
+            }
+        }
+    }
+    None
+}

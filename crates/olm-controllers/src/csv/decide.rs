@@ -1367,6 +1367,9 @@ fn decide_phase(
                 }
                 return d.requeue(REQUEUE_REQUIREMENTS);
             }
+            if let Some(problem) = certs::webhook_description_problem(csv) {
+                return transition(previous, CsvPhase::Failed, CsvReason::InvalidWebhookDescription, problem, now);
+            }
             if let Some(conflict) = crd_owner_conflict(observed) {
                 return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, format!("owner conflict: {conflict}"), now);
             }
@@ -1563,6 +1566,10 @@ fn decide_phase(
             }
             if invalid_strategy(csv).is_some() {
                 // Nothing to retry until the CSV itself changes.
+                return CsvDecision::status(previous.clone());
+            }
+            if previous.reason == Some(CsvReason::InvalidWebhookDescription) && certs::webhook_description_problem(csv).is_some() {
+                // Fixed only by editing the CSV.
                 return CsvDecision::status(previous.clone());
             }
             if previous.reason == Some(CsvReason::InstallComponentFailed) && conversion_problem(observed).is_some() {

@@ -1636,3 +1636,41 @@ fn operator_condition_status_follows_its_spec_with_the_observed_generation() {
     assert_eq!(updated[0].observed_generation, Some(4));
     assert_eq!(updated[0].last_transition_time, Time(Timestamp::from_second(1_700_000_000).expect("time")));
 }
+
+#[test]
+fn webhook_descriptions_must_have_unique_names_and_leave_olm_alone() {
+    let cases = [
+        (
+            serde_json::json!({"generateName": "vbackup.example.com"}),
+            "CSV contains repeated WebhookDescription name",
+        ),
+        (
+            serde_json::json!({"generateName": "all.example.com", "rules": [{"apiGroups": ["*"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]}),
+            "webhook rules cannot include all groups",
+        ),
+        (
+            serde_json::json!({"generateName": "olm.example.com", "rules": [{"apiGroups": ["operators.coreos.com"], "apiVersions": ["v1alpha1"], "operations": ["CREATE"], "resources": ["subscriptions"]}]}),
+            "webhook rules cannot include the OLM group",
+        ),
+        (
+            serde_json::json!({"generateName": "hooks.example.com", "rules": [{"apiGroups": ["admissionregistration.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["validatingwebhookconfigurations"]}]}),
+            "webhook rules cannot include MutatingWebhookConfiguration or ValidatingWebhookConfiguration resources",
+        ),
+    ];
+    for (extra, message) in cases {
+        let mut world = exposed_world((CsvPhase::Pending, CsvReason::RequirementsUnknown));
+        let mut value = serde_json::to_value(&world.csv).expect("json");
+        let mut hook = value["spec"]["webhookdefinitions"][0].clone();
+        for (k, v) in extra.as_object().expect("object") {
+            hook[k] = v.clone();
+        }
+        value["spec"]["webhookdefinitions"].as_array_mut().expect("array").push(hook);
+        world.csv = serde_json::from_value(value).expect("csv");
+        let decision = world.decide();
+        assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::InvalidWebhookDescription), "{message}");
+        assert_eq!(decision.status.as_ref().and_then(|s| s.message.as_deref()), Some(message));
+        // Stays Failed until the CSV is fixed.
+        world.csv.status = decision.status.clone();
+        assert_eq!(phase_reason(&world.decide()), (CsvPhase::Failed, CsvReason::InvalidWebhookDescription));
+    }
+}
