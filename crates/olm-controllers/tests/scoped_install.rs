@@ -244,6 +244,18 @@ async fn a_missing_permission_is_reported_and_granting_it_completes_the_install(
     assert!(applied.contains(&status_of("ClusterServiceVersion").as_str()), "{steps:?}");
     assert!(applied.contains(&status_of("Role").as_str()), "{steps:?}");
     assert_eq!(status_of("RoleBinding"), "Unknown", "the refused step is not shown as applied");
+    // `kubectl describe installplan` shows it too.
+    ns.wait_for("a Warning Event InstallComponentFailed", TIMEOUT, OBJECTS, || {
+        let ns = &ns;
+        async move {
+            let out = ns
+                .kubectl(&["get", "events", "--field-selector", "reason=InstallComponentFailed,type=Warning", "-o", "jsonpath={.items[*].message}"])
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(out.stdout.contains("rolebindings").then_some(()))
+        }
+    })
+    .await?;
     let (reason, sub_message) = subscription_pending_with(&ns, "rolebindings").await?;
     assert_eq!(reason, "Installing");
     assert!(sub_message.contains(&format!("ServiceAccount {}/installer", ns.name())), "{sub_message}");

@@ -139,6 +139,15 @@ fn refused_condition(
     (condition, refused_for)
 }
 
+/// A Warning Event when a refusal starts or its message changes (not on every retry).
+fn refusal_event(previous: &InstallPlanStatus, condition: &InstallPlanCondition) -> Option<EventNote> {
+    let unchanged = previous_installed(previous).is_some_and(|c| {
+        c.status == condition.status && c.reason == condition.reason && c.message == condition.message
+    });
+    let reason = condition.reason.as_ref()?.as_str().to_owned();
+    (!unchanged).then(|| EventNote::warning(reason, "Install", condition.message.clone().unwrap_or_default()))
+}
+
 /// Previous conditions without a refusal that no longer holds.
 fn without_refusal(previous: &InstallPlanStatus) -> Option<Vec<InstallPlanCondition>> {
     let kept: Vec<InstallPlanCondition> = previous
@@ -155,14 +164,15 @@ fn without_refusal(previous: &InstallPlanStatus) -> Option<Vec<InstallPlanCondit
 /// ServiceAccount is missing), as upstream: still `Installing`, `Installed=False` with reason
 /// `InstallCheckFailed` and the explanation; looked at again with backoff and whenever a group
 /// changes.
-pub fn blocked(previous: &InstallPlanStatus, message: String, now: Timestamp) -> (InstallPlanStatus, Duration) {
+pub fn blocked(previous: &InstallPlanStatus, message: String, now: Timestamp) -> (InstallPlanStatus, Duration, Option<EventNote>) {
     let mut status = previous.clone();
     let (condition, refused_for) = refused_condition(previous, InstallPlanConditionReason::InstallCheckFailed, message.clone(), now);
+    let event = refusal_event(previous, &condition);
     status.phase = InstallPlanPhase::Installing;
     status.message = Some(message);
     status.conditions = Some(vec![condition]);
     status.attenuated_service_account_ref = None;
-    (status, refused_retry_delay(refused_for))
+    (status, refused_retry_delay(refused_for), event)
 }
 
 /// The status after entering `phase` (no execution).
@@ -199,10 +209,11 @@ pub fn after_pass(previous: &InstallPlanStatus, pass: Pass, now: Timestamp) -> (
             // plan then completes without anybody deleting it.
             let (condition, refused_for) =
                 refused_condition(previous, InstallPlanConditionReason::InstallComponentFailed, error.message.clone(), now);
+            let event = refusal_event(previous, &condition);
             status.phase = InstallPlanPhase::Installing;
             status.message = Some(format!("retrying execution due to error: {}", error.message));
             status.conditions = Some(vec![condition]);
-            (status, Some(refused_retry_delay(refused_for)), None)
+            (status, Some(refused_retry_delay(refused_for)), event)
         }
         Some(error) if !error.retryable || elapsed >= RETRY_TIMEOUT => {
             let message = if error.retryable {
@@ -452,7 +463,8 @@ mod tests {
         let message = "ServiceAccount team/installer may not get rolebindings in namespace team";
         let (s, requeue, event) = after_pass(&start, forbidden(message), t0);
         assert_eq!(s.phase, InstallPlanPhase::Installing, "never terminal");
-        assert!(event.is_none());
+        let event = event.expect("a Warning Event when the refusal starts");
+        assert_eq!(event.reason, "InstallComponentFailed");
         assert_eq!(requeue, Some(Duration::from_secs(2)));
         assert_eq!(s.message.as_deref(), Some(format!("retrying execution due to error: {message}").as_str()));
         let condition = s.conditions.clone().unwrap_or_default().remove(0);
@@ -466,7 +478,8 @@ mod tests {
         // Ten minutes later: the transition time is kept, retries are at most a minute apart,
         // and the transient-error window has not run out.
         let later = Timestamp::from_second(1000 + 600).expect("time");
-        let (s2, requeue, _) = after_pass(&s, forbidden(message), later);
+        let (s2, requeue, event) = after_pass(&s, forbidden(message), later);
+        assert!(event.is_none(), "no Event on every retry");
         assert_eq!(requeue, Some(Duration::from_secs(60)));
         assert_eq!(
             without_timestamps(&serde_json::to_value(&s2).unwrap_or_default()),
@@ -499,7 +512,8 @@ mod tests {
             ..Default::default()
         };
         let message = "OperatorGroup team/og installs operators as ServiceAccount \"installer\" (spec.serviceAccountName), which does not exist".to_owned();
-        let (s, delay) = blocked(&start, message.clone(), t0);
+        let (s, delay, event) = blocked(&start, message.clone(), t0);
+        assert_eq!(event.map(|e| e.reason), Some("InstallCheckFailed".into()));
         assert_eq!(s.phase, InstallPlanPhase::Installing);
         assert_eq!(s.message.as_deref(), Some(message.as_str()));
         let condition = s.conditions.clone().unwrap_or_default().remove(0);
@@ -509,7 +523,8 @@ mod tests {
         // Once it can run, a transient error does not inherit the time spent blocked, and the
         // stale condition goes.
         let later = Timestamp::from_second(1000 + 3600).expect("time");
-        let (blocked_long, delay) = blocked(&s, message, later);
+        let (blocked_long, delay, event) = blocked(&s, message, later);
+        assert!(event.is_none());
         assert_eq!(delay, Duration::from_secs(60), "slows down to once a minute");
         assert_eq!(
             without_timestamps(&serde_json::to_value(&blocked_long).unwrap_or_default()),

@@ -374,11 +374,14 @@ async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<ControllerContext<InstallPla
             let installer = match installer {
                 Ok(installer) => installer,
                 Err(err) => {
-                    let (status, delay) = decide::blocked(&previous, err.to_string(), now);
+                    let (status, delay, event) = decide::blocked(&previous, err.to_string(), now);
                     if previous.message != status.message {
                         tracing::info!(category = err.category(), "InstallPlan waits: {err}");
                     }
                     ctx.status.apply(plan.as_ref(), &status).await?;
+                    if let Some(note) = event {
+                        ctx.events.publish(&plan.object_ref(&()), &note).await;
+                    }
                     return Ok(Action::requeue(delay));
                 }
             };
