@@ -166,6 +166,9 @@ impl Caches {
             let watch_task = tokio::spawn(async move {
                 watcher(api, config)
                     .default_backoff()
+                    // No controller reads managedFields, and they are often a third of an
+                    // object: keeping them would grow memory with every namespace for nothing.
+                    .modify(|obj| obj.meta_mut().managed_fields = None)
                     .reflect(writer)
                     .for_each(|event| {
                         match event {
