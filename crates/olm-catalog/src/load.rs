@@ -281,9 +281,9 @@ pub fn load_fbc_documents(root: &Path) -> Result<(Vec<Document>, Vec<Problem>), 
 /// thread, so only one file's JSON trees per thread are alive at a time.
 pub fn load_fbc(root: &Path) -> Result<(Catalog, Vec<Problem>), CatalogError> {
     let (files, mut problems) = fbc_files(root)?;
-    let results = parallel_map(&files, |path| {
+    let results = parallel_map_largest_first(&files, |path| {
         parse_file(path).map(|values| {
-            let source: Arc<Path> = Arc::from(path.as_path());
+            let source: Arc<Path> = Arc::from(path);
             values
                 .into_iter()
                 .map(|value| {
@@ -305,6 +305,25 @@ pub fn load_fbc(root: &Path) -> Result<(Catalog, Vec<Problem>), CatalogError> {
     let (catalog, mut more) = crate::model::assemble_prepared(prepared);
     problems.append(&mut more);
     Ok((catalog, problems))
+}
+
+/// [`parallel_map`] over files, starting the largest first: parse time grows with
+/// size, and one big file picked up last would leave the other cores idle while it
+/// is parsed. Results are in the order of `files`.
+fn parallel_map_largest_first<R: Send>(files: &[PathBuf], f: impl Fn(&Path) -> R + Sync) -> Vec<R> {
+    let mut order: Vec<(u64, usize)> = files
+        .iter()
+        .enumerate()
+        .map(|(i, path)| (fs::metadata(path).map(|m| m.len()).unwrap_or(0), i))
+        .collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let results = parallel_map(&order, |&(_, i)| (i, f(&files[i])));
+    let mut slots: Vec<Option<R>> = (0..files.len()).map(|_| None).collect();
+    for (i, r) in results {
+        slots[i] = Some(r);
+    }
+    // `order` is a permutation of the indices, so every slot is filled.
+    slots.into_iter().flatten().collect()
 }
 
 /// Like [`parallel_map`], consuming the items.

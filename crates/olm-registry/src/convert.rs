@@ -36,6 +36,22 @@ pub fn bundle_version(bundle: &Bundle) -> String {
 /// The bundle as a member of one channel, the way operator-registry serves it.
 /// `replaces`/`skips` are filled; GetBundle-style calls clear them with [`trim`].
 pub fn api_bundle(package: &Package, channel_name: &str, entry: Option<&ChannelEntry>, bundle: &Bundle, content: Content) -> pb::Bundle {
+    let (csv_json, object) = if content == Content::ListBundles && !bundle.image.is_empty() {
+        (String::new(), Vec::new())
+    } else {
+        csv_json_and_objects(package, bundle)
+    };
+    api_bundle_with(channel_name, entry, bundle, csv_json, object)
+}
+
+/// Like [`api_bundle`] with [`Content::Full`], taking `csvJson` and `object` from a
+/// [`BundleContent`] built earlier (see `store::BundleContentCache`), so the CSV of a
+/// bundle is built once per snapshot instead of once per request.
+pub fn api_bundle_from(channel_name: &str, entry: Option<&ChannelEntry>, bundle: &Bundle, content: &BundleContent) -> pb::Bundle {
+    api_bundle_with(channel_name, entry, bundle, content.csv_json.clone(), content.objects.clone())
+}
+
+fn api_bundle_with(channel_name: &str, entry: Option<&ChannelEntry>, bundle: &Bundle, csv_json: String, object: Vec<String>) -> pb::Bundle {
     let gvk = |g: &olm_catalog::Gvk| pb::GroupVersionKind {
         group: g.group.clone(),
         version: g.version.clone(),
@@ -61,11 +77,6 @@ pub fn api_bundle(package: &Package, channel_name: &str, entry: Option<&ChannelE
             properties.push(pb::Property { r#type: p.type_name.clone(), value: p.value_json.to_string() });
         }
     }
-    let (csv_json, object) = if content == Content::ListBundles && !bundle.image.is_empty() {
-        (String::new(), Vec::new())
-    } else {
-        csv_json_and_objects(package, bundle)
-    };
     pb::Bundle {
         csv_name: bundle.name.clone(),
         package_name: bundle.package.clone(),
@@ -91,6 +102,26 @@ pub fn trim(mut bundle: pb::Bundle) -> pb::Bundle {
     bundle.replaces.clear();
     bundle.skips.clear();
     bundle
+}
+
+/// `csvJson` and `object` of a bundle as gRPC carries them (JSON text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleContent {
+    pub csv_json: String,
+    pub objects: Vec<String>,
+}
+
+impl BundleContent {
+    /// Build the content of `bundle` (synthesizing the CSV when the catalog has none inline).
+    pub fn build(package: &Package, bundle: &Bundle) -> BundleContent {
+        let (csv_json, objects) = csv_json_and_objects(package, bundle);
+        BundleContent { csv_json, objects }
+    }
+
+    /// Bytes of text held (for cache bounds).
+    pub fn text_len(&self) -> usize {
+        self.csv_json.len() + self.objects.iter().map(String::len).sum::<usize>()
+    }
 }
 
 /// `csvJson` and `object` of a bundle.

@@ -61,7 +61,8 @@ fn go_quote(s: &str) -> String {
     format!("{s:?}")
 }
 
-fn get_bundle(catalog: &Catalog, package: &str, channel: &str, name: &str) -> Result<pb::Bundle, String> {
+fn get_bundle(snapshot: &CatalogSnapshot, package: &str, channel: &str, name: &str) -> Result<pb::Bundle, String> {
+    let catalog = &snapshot.catalog;
     let pkg = catalog.package(package).ok_or_else(|| format!("package {} not found", go_quote(package)))?;
     let ch = pkg
         .channel(channel)
@@ -70,7 +71,8 @@ fn get_bundle(catalog: &Catalog, package: &str, channel: &str, name: &str) -> Re
         || format!("package {}, channel {}, bundle {} not found", go_quote(package), go_quote(channel), go_quote(name));
     let entry = ch.entry(name).ok_or_else(not_found)?;
     let bundle = pkg.bundle(name).ok_or_else(not_found)?;
-    Ok(convert::trim(convert::api_bundle(pkg, &ch.name, Some(entry), bundle, Content::Full)))
+    let content = snapshot.bundle_contents.get_or_build(pkg, bundle);
+    Ok(convert::trim(convert::api_bundle_from(&ch.name, Some(entry), bundle, &content)))
 }
 
 fn channel_entry(package: &str, channel: &str, bundle: &str, replaces: &str) -> pb::ChannelEntry {
@@ -172,7 +174,7 @@ impl pb::registry_server::Registry for RegistryService {
     async fn get_bundle(&self, request: Request<pb::GetBundleRequest>) -> Result<Response<pb::Bundle>, Status> {
         let req = request.into_inner();
         let result = self.snapshot().and_then(|snap| {
-            get_bundle(&snap.catalog, &req.pkg_name, &req.channel_name, &req.csv_name).map(Response::new).map_err(query_error)
+            get_bundle(&snap, &req.pkg_name, &req.channel_name, &req.csv_name).map(Response::new).map_err(query_error)
         });
         self.done("GetBundle", result)
     }
@@ -188,7 +190,7 @@ impl pb::registry_server::Registry for RegistryService {
                 query_error(format!("package {}, channel {} not found", go_quote(&req.pkg_name), go_quote(&req.channel_name)))
             })?;
             let head = ch.head().map(|h| h.name.clone()).unwrap_or_default();
-            get_bundle(catalog, &pkg.name, &ch.name, &head).map(Response::new).map_err(query_error)
+            get_bundle(&snap, &pkg.name, &ch.name, &head).map(Response::new).map_err(query_error)
         });
         self.done("GetBundleForChannel", result)
     }
@@ -238,7 +240,7 @@ impl pb::registry_server::Registry for RegistryService {
                     && (e.replaces.as_deref() == Some(req.csv_name.as_str()) || e.skips.contains(&req.csv_name))
             });
             match found {
-                Some(e) => get_bundle(catalog, &pkg.name, &ch.name, &e.name).map(Response::new).map_err(query_error),
+                Some(e) => get_bundle(&snap, &pkg.name, &ch.name, &e.name).map(Response::new).map_err(query_error),
                 None => Err(query_error(format!(
                     "no entry found for package {}, channel {}",
                     go_quote(&req.pkg_name),
@@ -291,7 +293,7 @@ impl pb::registry_server::Registry for RegistryService {
             for entry in &latest {
                 let Some(pkg) = catalog.package(&entry.package_name) else { continue };
                 if entry.channel_name == pkg.default_channel {
-                    return get_bundle(catalog, &entry.package_name, &entry.channel_name, &entry.bundle_name)
+                    return get_bundle(&snap, &entry.package_name, &entry.channel_name, &entry.bundle_name)
                         .map(Response::new)
                         .map_err(query_error);
                 }

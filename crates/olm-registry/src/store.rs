@@ -11,9 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use olm_catalog::Catalog;
+use olm_catalog::{Bundle, Catalog, Package};
 use sha2::{Digest, Sha256};
 
+use crate::convert::BundleContent;
 use crate::metrics::Metrics;
 
 /// An immutable, indexed catalog plus what the server derives from it once.
@@ -31,12 +32,16 @@ pub struct CatalogSnapshot {
     pub all_len: u64,
     /// Rendered JSON answers of this snapshot by request URI (bounded; see [`ResponseCache`]).
     pub responses: ResponseCache,
+    /// gRPC `csvJson`/`object` of bundles, built on first request (bounded; see [`BundleContentCache`]).
+    pub bundle_contents: BundleContentCache,
 }
 
 /// Rendered response bodies of one snapshot. Views such as the package list read every
 /// package's CSV metadata; rendering them once per snapshot keeps repeated requests at
-/// the cost of a copy. Bounded in total size and per entry; when full, new answers are
-/// simply not cached. A new snapshot starts with an empty cache.
+/// the cost of a copy. Large answers (a package whose channel heads carry megabytes of
+/// CRD descriptions) are the most expensive to render, so they are kept too, up to a
+/// per-entry and a total bound; when full, new answers are simply not cached. Nothing is
+/// kept before the first request, and a new snapshot starts with an empty cache.
 #[derive(Debug, Default)]
 pub struct ResponseCache {
     entries: Mutex<(HashMap<String, bytes::Bytes>, usize)>,
@@ -44,9 +49,9 @@ pub struct ResponseCache {
 
 impl ResponseCache {
     /// Largest body kept.
-    pub const MAX_ENTRY_BYTES: usize = 256 * 1024;
+    pub const MAX_ENTRY_BYTES: usize = 8 * 1024 * 1024;
     /// Total bytes kept per snapshot.
-    pub const MAX_TOTAL_BYTES: usize = 4 * 1024 * 1024;
+    pub const MAX_TOTAL_BYTES: usize = 32 * 1024 * 1024;
 
     pub fn get(&self, key: &str) -> Option<bytes::Bytes> {
         self.entries.lock().ok().and_then(|e| e.0.get(key).cloned())
@@ -61,6 +66,56 @@ impl ResponseCache {
                 e.1 += body.len();
                 e.0.insert(key.to_string(), body);
             }
+    }
+}
+
+/// `csvJson` and `object` of the bundles gRPC clients asked for. Bundles of catalogs that
+/// carry `olm.csv.metadata` instead of the CSV get a synthesized CSV, which takes about a
+/// millisecond to build; GetBundleForChannel asks for the same channel heads over and
+/// over, so each is built once per snapshot. Built on first use (nothing is spent at
+/// load) and bounded in total size; past the bound, contents are built per request.
+#[derive(Debug, Default)]
+pub struct BundleContentCache {
+    entries: Mutex<(HashMap<(String, String), Arc<BundleContent>>, usize)>,
+}
+
+impl BundleContentCache {
+    /// Total text kept per snapshot.
+    pub const MAX_TOTAL_BYTES: usize = 32 * 1024 * 1024;
+
+    /// The content of `bundle` of `package`, from the cache or built now (and kept
+    /// while the bound allows).
+    pub fn get_or_build(&self, package: &Package, bundle: &Bundle) -> Arc<BundleContent> {
+        let cached = self.entries.lock().ok().and_then(|e| {
+            e.0.get(&(package.name.clone(), bundle.name.clone())).cloned()
+        });
+        if let Some(content) = cached {
+            return content;
+        }
+        // Built outside the lock: two first requests may both build it, which is
+        // cheaper than making every other request wait.
+        let content = Arc::new(BundleContent::build(package, bundle));
+        if let Ok(mut e) = self.entries.lock() {
+            let size = content.text_len();
+            let key = (package.name.clone(), bundle.name.clone());
+            if let Some(existing) = e.0.get(&key) {
+                return existing.clone();
+            }
+            if e.1 + size <= Self::MAX_TOTAL_BYTES {
+                e.1 += size;
+                e.0.insert(key, content.clone());
+            }
+        }
+        content
+    }
+
+    /// Number of bundles cached.
+    pub fn len(&self) -> usize {
+        self.entries.lock().map(|e| e.0.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -80,6 +135,7 @@ impl CatalogSnapshot {
             load_duration,
             all_len,
             responses: ResponseCache::default(),
+            bundle_contents: BundleContentCache::default(),
         }
     }
 }
@@ -226,5 +282,85 @@ impl CatalogSet {
     /// Ready when every catalog has a snapshot to serve.
     pub fn all_loaded(&self) -> bool {
         self.catalogs.values().all(|c| c.snapshot().is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::convert::{self, Content};
+
+    fn demo_catalog() -> Catalog {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/catalog");
+        let (catalog, problems) = crate::loader::load_catalog_dir(&dir).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        catalog
+    }
+
+    #[test]
+    fn cached_bundle_content_equals_the_uncached_conversion() {
+        let catalog = demo_catalog();
+        let cache = BundleContentCache::default();
+        let mut synthesized = 0;
+        for pkg in catalog.packages() {
+            for bundle in pkg.bundles() {
+                let first = cache.get_or_build(pkg, bundle);
+                let second = cache.get_or_build(pkg, bundle);
+                // The second call answers from the cache: the very same content.
+                assert!(Arc::ptr_eq(&first, &second), "{} rebuilt", bundle.name);
+                let (csv_json, objects) = convert::csv_json_and_objects(pkg, bundle);
+                assert_eq!(first.csv_json, csv_json, "{}", bundle.name);
+                assert_eq!(first.objects, objects, "{}", bundle.name);
+                for channel in pkg.channels().iter().filter(|c| c.entry(&bundle.name).is_some()) {
+                    let entry = channel.entry(&bundle.name);
+                    assert_eq!(
+                        convert::api_bundle_from(&channel.name, entry, bundle, &first),
+                        convert::api_bundle(pkg, &channel.name, entry, bundle, Content::Full),
+                        "{} in {}",
+                        bundle.name,
+                        channel.name
+                    );
+                }
+                if bundle.csv().is_none() && !first.csv_json.is_empty() {
+                    synthesized += 1;
+                    // opm leaves an unset creation time out of the synthesized CSV.
+                    assert!(!first.csv_json.contains("creationTimestamp"), "{}", first.csv_json);
+                    let csv: serde_json::Value = serde_json::from_str(&first.csv_json).unwrap();
+                    assert_eq!(csv["kind"], "ClusterServiceVersion");
+                    assert_eq!(csv["metadata"]["name"], bundle.name.as_str());
+                    assert_eq!(first.objects, vec![first.csv_json.clone()]);
+                }
+            }
+        }
+        assert!(synthesized >= 3, "the demo catalog has csv.metadata bundles");
+        assert_eq!(cache.len(), catalog.bundles().count());
+    }
+
+    #[test]
+    fn bundle_content_cache_stops_growing_at_its_bound() {
+        let catalog = demo_catalog();
+        let pkg = catalog.package("demo").unwrap();
+        let bundle = pkg.bundles().iter().find(|b| b.csv().is_none()).unwrap();
+        let cache = BundleContentCache::default();
+        // Pretend the cache is nearly full: the next content does not fit.
+        if let Ok(mut e) = cache.entries.lock() {
+            e.1 = BundleContentCache::MAX_TOTAL_BYTES - 1;
+        }
+        let first = cache.get_or_build(pkg, bundle);
+        let second = cache.get_or_build(pkg, bundle);
+        assert!(cache.is_empty());
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!(first, second);
+    }
+
+    #[test]
+    fn response_cache_keeps_large_bodies_within_its_bounds() {
+        let cache = ResponseCache::default();
+        let large = bytes::Bytes::from(vec![b'x'; 1024 * 1024]);
+        cache.put("/large", large.clone());
+        assert_eq!(cache.get("/large"), Some(large));
+        let too_large = bytes::Bytes::from(vec![b'x'; ResponseCache::MAX_ENTRY_BYTES + 1]);
+        cache.put("/too-large", too_large);
+        assert_eq!(cache.get("/too-large"), None);
     }
 }
