@@ -55,6 +55,12 @@ pub struct Observed<'a> {
     /// ServiceAccounts owned (ownerReferences) by other ClusterServiceVersions and not by this
     /// one, with the names of those owners.
     pub foreign_service_accounts: &'a BTreeMap<String, Vec<String>>,
+    /// The API server's `gitVersion`, read when the CSV sets `minKubeVersion`.
+    pub kube_version: Option<&'a str>,
+    /// Kinds served per group/version named by `nativeAPIs` and required APIServices.
+    pub served_kinds: &'a BTreeMap<String, BTreeSet<String>>,
+    /// Required APIServices that exist, by name, with whether they are Available.
+    pub required_api_services: &'a BTreeMap<String, bool>,
     /// Permission checks, when they were run (see [`needs_permission_check`]).
     pub permissions: Option<&'a [PermissionCheck]>,
     /// Deployments in the namespace by name (those the strategy names or labelled as ours).
@@ -239,6 +245,17 @@ pub enum CsvAction {
 
 /// The decision for one CSV.
 pub type CsvDecision = Decision<CsvAction, ClusterServiceVersionStatus>;
+
+fn facts<'a>(observed: &Observed<'a>) -> requirements::Facts<'a> {
+    requirements::Facts {
+        crds: observed.crds,
+        service_accounts: observed.service_accounts,
+        foreign_service_accounts: observed.foreign_service_accounts,
+        kube_version: observed.kube_version,
+        served_kinds: observed.served_kinds,
+        required_api_services: observed.required_api_services,
+    }
+}
 
 /// Whether the observe step should run permission checks (they cost API calls): only where the
 /// phase machine reads them.
@@ -1353,7 +1370,7 @@ fn decide_phase(
             if let Some(problem) = invalid_strategy(csv) {
                 return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
             }
-            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.foreign_service_accounts, observed.permissions);
+            let (entries, met) = requirements::check(csv, &facts(observed), observed.permissions);
             if !met {
                 let mut d = transition(
                     previous,
@@ -1506,7 +1523,7 @@ fn decide_phase(
                     now,
                 );
             }
-            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.foreign_service_accounts, None);
+            let (entries, met) = requirements::check(csv, &facts(observed), None);
             if !met {
                 let mut d = transition(
                     previous,
@@ -1550,7 +1567,7 @@ fn decide_phase(
                     now,
                 );
             }
-            let (entries, met) = requirements::check(csv, observed.crds, observed.service_accounts, observed.foreign_service_accounts, observed.permissions);
+            let (entries, met) = requirements::check(csv, &facts(observed), observed.permissions);
             if !met {
                 let mut d = transition(
                     previous,

@@ -309,6 +309,49 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
             foreign.then(|| (sa.clone(), owners.iter().map(|o| o.name.clone()).collect()))
         })
         .collect();
+    // minKubeVersion, nativeAPIs and required APIServices: asked of the API server only for
+    // CSVs that declare them.
+    let kube_version = if csv.spec.min_kube_version.as_deref().is_some_and(|v| !v.trim().is_empty()) {
+        match ctx.client.apiserver_version().await {
+            Ok(info) => Some(info.git_version),
+            Err(err) => {
+                tracing::warn!(%err, "cannot read the API server version for minKubeVersion");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut served_kinds: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for group_version in super::requirements::group_versions_to_discover(&csv) {
+        let listed = if group_version.contains('/') {
+            ctx.client.list_api_group_resources(&group_version).await
+        } else {
+            ctx.client.list_core_api_resources(&group_version).await
+        };
+        match listed {
+            Ok(list) => {
+                served_kinds.insert(group_version, list.resources.into_iter().map(|r| r.kind).collect());
+            }
+            Err(err) if is_not_found(&err) => {}
+            Err(err) => return Err(Error::api(format!("discover the resources of {group_version}"), err)),
+        }
+    }
+    let required_api_services: BTreeMap<String, bool> = csv
+        .spec
+        .required_api_services()
+        .iter()
+        .filter_map(|api| {
+            let name = api.api_service_name();
+            let found = state.api_services.get(None, &name)?;
+            let available = found
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+            Some((name, available))
+        })
+        .collect();
     let permissions = if needs_permission_check(&csv) {
         Some(check_permissions(&ctx.client, &csv, &service_accounts).await?)
     } else {
@@ -400,6 +443,9 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         crds: &crds,
         service_accounts: &service_accounts,
         foreign_service_accounts: &foreign_service_accounts,
+        kube_version: kube_version.as_deref(),
+        served_kinds: &served_kinds,
+        required_api_services: &required_api_services,
         permissions: permissions.as_deref(),
         deployments: &deployments,
         peers,
@@ -1054,7 +1100,8 @@ pub fn run(
             .collect::<Vec<_>>()
     };
     // Generated cluster-scoped objects lead back to their CSV through the owner labels; an
-    // APIService also to every CSV that declares it (an adoption conflict may have cleared).
+    // APIService also to every CSV that owns it (an adoption conflict may have cleared) or
+    // requires it (it may have become Available).
     let by_owner_labels = |labels: &BTreeMap<String, String>| {
         let owner = OwnerLabels::of(labels);
         (owner.kind == "ClusterServiceVersion" && !owner.name.is_empty())
@@ -1066,7 +1113,14 @@ pub fn run(
         let mut refs: Vec<ObjectRef<ClusterServiceVersion>> = api_service_store
             .state()
             .iter()
-            .filter(|c| !c.is_copied() && c.spec.owned_api_services().iter().any(|d| d.api_service_name() == api_name))
+            .filter(|c| {
+                !c.is_copied()
+                    && c.spec
+                        .owned_api_services()
+                        .iter()
+                        .chain(c.spec.required_api_services())
+                        .any(|d| d.api_service_name() == api_name)
+            })
             .map(|c| ObjectRef::from_obj(c.as_ref()))
             .collect();
         refs.extend(by_owner_labels(api.labels()));

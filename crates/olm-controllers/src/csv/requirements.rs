@@ -59,20 +59,98 @@ pub fn declared_service_accounts(csv: &ClusterServiceVersion) -> BTreeSet<String
     declared_rules(csv).into_iter().map(|(sa, _, _)| sa).collect()
 }
 
-/// Check the CSV's requirements. Returns the entries for `status.requirementStatus` and
-/// whether every requirement is met. `foreign_service_accounts` are the existing ones other
-/// CSVs own (by name, with those owners): an operator never runs as another operator's
-/// account. `permissions` is `None` when they were not checked (they then count as met, with
-/// no dependents listed).
-pub fn check(
-    csv: &ClusterServiceVersion,
-    crds: &BTreeMap<String, CrdState>,
-    service_accounts: &BTreeSet<String>,
-    foreign_service_accounts: &BTreeMap<String, Vec<String>>,
-    permissions: Option<&[PermissionCheck]>,
-) -> (Vec<RequirementStatus>, bool) {
+/// What the cluster offers that the requirement checks read.
+#[derive(Clone, Copy, Debug)]
+pub struct Facts<'a> {
+    /// CRDs the CSV owns or requires, by name (absent = not found).
+    pub crds: &'a BTreeMap<String, CrdState>,
+    /// Declared ServiceAccounts that exist.
+    pub service_accounts: &'a BTreeSet<String>,
+    /// Existing ServiceAccounts other CSVs own (ownerReferences), with those owners: an
+    /// operator never runs as another operator's account.
+    pub foreign_service_accounts: &'a BTreeMap<String, Vec<String>>,
+    /// The API server's `gitVersion` (e.g. `v1.36.0`); `None` when it could not be read.
+    /// Read only for CSVs that set `minKubeVersion`.
+    pub kube_version: Option<&'a str>,
+    /// Kinds served per group/version (`v1`, `apps/v1`) for the group/versions named by the
+    /// CSV's `nativeAPIs` and required APIServices; absent when not served.
+    pub served_kinds: &'a BTreeMap<String, BTreeSet<String>>,
+    /// Required APIServices that exist, by name, with whether they are Available.
+    pub required_api_services: &'a BTreeMap<String, bool>,
+}
+
+/// `major.minor.patch` of a version string: a leading `v` and anything after `-` or `+` are
+/// ignored; a missing patch (or minor) counts as 0 (upstream refuses `1.20`; we accept it).
+pub fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
+    let core = text.trim().trim_start_matches('v');
+    let core = core.split(['-', '+']).next().unwrap_or_default();
+    let mut parts = core.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    let patch = parts.next().map_or(Some(0), |p| p.parse().ok())?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((major, minor, patch))
+}
+
+fn group_version(group: &str, version: &str) -> String {
+    if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") }
+}
+
+/// The group/versions whose served kinds [`check`] needs.
+pub fn group_versions_to_discover(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    let native = csv.spec.native_apis.iter().flatten().map(|g| group_version(&g.group, &g.version));
+    let required = csv.spec.required_api_services().iter().map(|a| group_version(&a.group, &a.version));
+    native.chain(required).collect()
+}
+
+/// Check the CSV's requirements, in upstream's order (minKubeVersion, CRDs, required and owned
+/// APIServices, native APIs, ServiceAccounts with their permissions). Returns the entries for
+/// `status.requirementStatus` and whether every requirement is met. `permissions` is `None`
+/// when they were not checked (they then count as met, with no dependents listed).
+pub fn check(csv: &ClusterServiceVersion, facts: &Facts<'_>, permissions: Option<&[PermissionCheck]>) -> (Vec<RequirementStatus>, bool) {
+    let Facts {
+        crds,
+        service_accounts,
+        foreign_service_accounts,
+        ..
+    } = *facts;
     let mut entries = Vec::new();
     let mut met = true;
+
+    if let Some(minimum) = csv.spec.min_kube_version.as_deref().filter(|v| !v.trim().is_empty()) {
+        let (status, message) = match (facts.kube_version, facts.kube_version.and_then(parse_version), parse_version(minimum)) {
+            (None, _, _) => (StatusReason::PresentNotSatisfied, "Server version discovery error".to_owned()),
+            (Some(_), None, _) => (StatusReason::PresentNotSatisfied, "Server version parsing error".to_owned()),
+            (Some(_), Some(_), None) => (
+                StatusReason::PresentNotSatisfied,
+                format!("CSV version parsing error: spec.minKubeVersion {minimum:?} is not a version like 1.25.0"),
+            ),
+            (Some(_), Some(server), Some(wanted)) if wanted > server => (
+                StatusReason::PresentNotSatisfied,
+                format!(
+                    "CSV version requirement not met: minKubeVersion ({minimum}) > server version ({}.{}.{})",
+                    server.0, server.1, server.2
+                ),
+            ),
+            (Some(raw), Some(_), Some(_)) => (
+                StatusReason::Present,
+                format!("CSV minKubeVersion ({minimum}) less than server version ({raw})"),
+            ),
+        };
+        met &= status == StatusReason::Present;
+        entries.push(RequirementStatus {
+            group: "operators.coreos.com".into(),
+            version: "v1alpha1".into(),
+            kind: "ClusterServiceVersion".into(),
+            name: kube::ResourceExt::name_any(csv),
+            status,
+            message,
+            uuid: None,
+            dependents: None,
+        });
+    }
 
     let wanted_crds = csv.spec.owned_crds().iter().chain(csv.spec.required_crds());
     let mut seen = BTreeSet::new();
@@ -103,6 +181,78 @@ pub fn check(
             name: crd.name.clone(),
             status,
             message,
+            uuid: None,
+            dependents: None,
+        });
+    }
+
+    let served = |group: &str, version: &str, kind: &str| {
+        facts
+            .served_kinds
+            .get(&group_version(group, version))
+            .is_some_and(|kinds| kinds.contains(kind))
+    };
+    for api in csv.spec.required_api_services() {
+        let name = api.api_service_name();
+        let (status, message) = if !served(&api.group, &api.version, &api.kind) {
+            (StatusReason::NotPresent, format!("{} is not served by the API server", api.kind))
+        } else {
+            match facts.required_api_services.get(&name) {
+                None => (StatusReason::NotPresent, "APIService does not exist".to_owned()),
+                Some(false) => (StatusReason::NotPresent, "APIService is not Available".to_owned()),
+                Some(true) => (StatusReason::Present, String::new()),
+            }
+        };
+        met &= status == StatusReason::Present;
+        entries.push(RequirementStatus {
+            group: "apiregistration.k8s.io".into(),
+            version: "v1".into(),
+            kind: "APIService".into(),
+            name,
+            status,
+            message,
+            uuid: None,
+            dependents: None,
+        });
+    }
+    let deployments: BTreeSet<&str> = csv
+        .spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|s| s.deployments.iter().map(|d| d.name.as_str()))
+        .collect();
+    for api in csv.spec.owned_api_services() {
+        let found = api.deployment_name.as_deref().is_some_and(|d| deployments.contains(d));
+        met &= found;
+        entries.push(RequirementStatus {
+            group: "apiregistration.k8s.io".into(),
+            version: "v1".into(),
+            kind: "APIService".into(),
+            name: api.api_service_name(),
+            status: if found { StatusReason::DeploymentFound } else { StatusReason::DeploymentNotFound },
+            message: if found {
+                String::new()
+            } else {
+                format!(
+                    "deploymentName {:?} is not one of spec.install.spec.deployments",
+                    api.deployment_name.as_deref().unwrap_or_default()
+                )
+            },
+            uuid: None,
+            dependents: None,
+        });
+    }
+    for native in csv.spec.native_apis.iter().flatten() {
+        let present = served(&native.group, &native.version, &native.kind);
+        met &= present;
+        entries.push(RequirementStatus {
+            group: native.group.clone(),
+            version: native.version.clone(),
+            kind: native.kind.clone(),
+            name: format!("{}.{}", native.version, native.group),
+            status: if present { StatusReason::Present } else { StatusReason::NotPresent },
+            message: if present { "Native API exists" } else { "Native API does not exist" }.to_owned(),
             uuid: None,
             dependents: None,
         });

@@ -87,6 +87,9 @@ struct World {
     crds: BTreeMap<String, CrdState>,
     service_accounts: BTreeSet<String>,
     foreign_service_accounts: BTreeMap<String, Vec<String>>,
+    kube_version: Option<String>,
+    served_kinds: BTreeMap<String, BTreeSet<String>>,
+    required_api_services: BTreeMap<String, bool>,
     permissions: Option<Vec<PermissionCheck>>,
     deployments: BTreeMap<String, Deployment>,
     peers: Vec<ClusterServiceVersion>,
@@ -150,6 +153,9 @@ impl World {
             crds,
             service_accounts: BTreeSet::from(["etcd-operator".to_owned()]),
             foreign_service_accounts: BTreeMap::new(),
+            kube_version: Some("v1.36.0".into()),
+            served_kinds: BTreeMap::new(),
+            required_api_services: BTreeMap::new(),
             permissions: Some(permissions),
             deployments: BTreeMap::new(),
             peers: Vec::new(),
@@ -187,6 +193,9 @@ impl World {
             crds: &self.crds,
             service_accounts: &self.service_accounts,
             foreign_service_accounts: &self.foreign_service_accounts,
+            kube_version: self.kube_version.as_deref(),
+            served_kinds: &self.served_kinds,
+            required_api_services: &self.required_api_services,
             permissions: self.permissions.as_deref(),
             deployments: &self.deployments,
             peers: self.peers.iter().collect(),
@@ -1673,4 +1682,90 @@ fn webhook_descriptions_must_have_unique_names_and_leave_olm_alone() {
         world.csv.status = decision.status.clone();
         assert_eq!(phase_reason(&world.decide()), (CsvPhase::Failed, CsvReason::InvalidWebhookDescription));
     }
+}
+
+#[test]
+fn min_kube_version_native_apis_and_required_apiservices_are_requirements() {
+    use super::requirements::parse_version;
+    assert_eq!(parse_version("v1.36.0"), Some((1, 36, 0)));
+    assert_eq!(parse_version("1.36.2-rc.1+abc"), Some((1, 36, 2)));
+    assert_eq!(parse_version("1.20"), Some((1, 20, 0)));
+    assert_eq!(parse_version("one"), None);
+
+    let find = |decision: &CsvDecision, kind: &str| {
+        decision
+            .status
+            .as_ref()
+            .and_then(|s| s.requirement_status.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|r| r.kind == kind)
+    };
+    // A newer Kubernetes than the server: not met, saying both versions.
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.csv.spec.min_kube_version = Some("1.40.0".into());
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let entry = find(&decision, "ClusterServiceVersion").expect("minKubeVersion entry");
+    assert_eq!(entry.status, StatusReason::PresentNotSatisfied);
+    assert_eq!(entry.message, "CSV version requirement not met: minKubeVersion (1.40.0) > server version (1.36.0)");
+    world.csv.spec.min_kube_version = Some("1.25.0".into());
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    assert_eq!(find(&decision, "ClusterServiceVersion").map(|e| e.status), Some(StatusReason::Present));
+    world.kube_version = None;
+    let entry = find(&world.decide(), "ClusterServiceVersion").expect("entry");
+    assert_eq!((entry.status, entry.message.as_str()), (StatusReason::PresentNotSatisfied, "Server version discovery error"));
+
+    // A native API the server does not serve.
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.csv.spec.native_apis = Some(vec![olm_api::v1alpha1::cluster_service_version::GroupVersionKind {
+        group: "route.openshift.io".into(),
+        version: "v1".into(),
+        kind: "Route".into(),
+    }]);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let entry = find(&decision, "Route").expect("native API entry");
+    assert_eq!((entry.status, entry.name.as_str(), entry.message.as_str()), (StatusReason::NotPresent, "v1.route.openshift.io", "Native API does not exist"));
+    world.served_kinds.insert("route.openshift.io/v1".into(), BTreeSet::from(["Route".to_owned()]));
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+
+    // A required APIService: served, existing and Available.
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    let mut value = serde_json::to_value(&world.csv).expect("json");
+    value["spec"]["apiservicedefinitions"] = serde_json::json!({"required": [
+        {"name": "metrics.example.com", "group": "metrics.example.com", "version": "v1beta1", "kind": "NodeMetrics"},
+    ]});
+    world.csv = serde_json::from_value(value).expect("csv");
+    world.served_kinds.insert("metrics.example.com/v1beta1".into(), BTreeSet::from(["NodeMetrics".to_owned()]));
+    world.required_api_services.insert("v1beta1.metrics.example.com".into(), false);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let entry = find(&decision, "APIService").expect("APIService entry");
+    assert_eq!((entry.status, entry.message.as_str()), (StatusReason::NotPresent, "APIService is not Available"));
+    world.required_api_services.insert("v1beta1.metrics.example.com".into(), true);
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+}
+
+#[test]
+fn an_owned_apiservice_needs_its_deployment_in_the_strategy() {
+    let mut world = exposed_world((CsvPhase::Pending, CsvReason::RequirementsUnknown));
+    let decision = world.decide();
+    let owned = decision
+        .status
+        .as_ref()
+        .and_then(|s| s.requirement_status.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .find(|r| r.kind == "APIService")
+        .expect("owned APIService entry");
+    assert_eq!((owned.name.as_str(), owned.status), ("v1.example.com", StatusReason::DeploymentFound));
+    let mut value = serde_json::to_value(&world.csv).expect("json");
+    value["spec"]["apiservicedefinitions"]["owned"][0]["deploymentName"] = serde_json::json!("nope");
+    world.csv = serde_json::from_value(value).expect("csv");
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let owned = decision.status.and_then(|s| s.requirement_status).unwrap_or_default();
+    assert!(owned.iter().any(|r| r.kind == "APIService" && r.status == StatusReason::DeploymentNotFound), "{owned:?}");
 }

@@ -1,0 +1,68 @@
+//! Requirements read from the API server itself, against the real local control plane:
+//! `minKubeVersion` against the server's version, and `nativeAPIs` against discovery.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, StatusReason};
+use serde_json::json;
+
+const ETCD: &str = "etcd-0.9.4/etcdoperator.v0.9.4.clusterserviceversion.yaml";
+const CSV_NAME: &str = "etcdoperator.v0.9.4";
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn min_kube_version_and_native_apis_are_checked_against_the_server() -> anyhow::Result<()> {
+    let (cluster, _admin) = setup().await?;
+    let _apis = common::ETCD_APIS.read().await;
+    let client = cluster.client();
+    let ns = cluster.namespace("csv-requirements").await?;
+    let name = ns.name().to_owned();
+    let groups: Api<OperatorGroup> = ns.api();
+    let own = OperatorGroup::new(
+        "own",
+        OperatorGroupSpec {
+            target_namespaces: Some(vec![name.clone()]),
+            ..Default::default()
+        },
+    );
+    groups.create(&PostParams::default(), &own).await?;
+    let csv = load_csv(ETCD, &name)?;
+    let mut value = serde_json::to_value(&csv)?;
+    value["spec"]["minKubeVersion"] = json!("99.0.0");
+    value["spec"]["nativeAPIs"] = json!([
+        {"group": "apps", "version": "v1", "kind": "Deployment"},
+        {"group": "route.openshift.io", "version": "v1", "kind": "Route"},
+    ]);
+    let csv: ClusterServiceVersion = serde_json::from_value(value)?;
+    grant_permissions(&client, &csv, &name, false).await?;
+    create_csv(&ns, &csv).await?;
+    wait_phase(&ns, CSV_NAME, "Pending", Some("RequirementsNotMet"), TIMEOUT).await?;
+
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    let requirements = csvs.get(CSV_NAME).await?.status.and_then(|s| s.requirement_status).unwrap_or_default();
+    let entry = |kind: &str| requirements.iter().find(|r| r.kind == kind).cloned();
+    let version = entry("ClusterServiceVersion").ok_or_else(|| anyhow::anyhow!("no minKubeVersion entry: {requirements:?}"))?;
+    assert_eq!(version.status, StatusReason::PresentNotSatisfied);
+    assert!(
+        version.message.starts_with("CSV version requirement not met: minKubeVersion (99.0.0) > server version (1."),
+        "{}",
+        version.message
+    );
+    let deployment = entry("Deployment").ok_or_else(|| anyhow::anyhow!("no apps/v1 entry"))?;
+    assert_eq!((deployment.status, deployment.message.as_str()), (StatusReason::Present, "Native API exists"));
+    let route = entry("Route").ok_or_else(|| anyhow::anyhow!("no Route entry"))?;
+    assert_eq!((route.status, route.name.as_str()), (StatusReason::NotPresent, "v1.route.openshift.io"));
+
+    // Asking only for what this server has: it installs.
+    let fixed = json!({"spec": {"minKubeVersion": "1.20.0", "nativeAPIs": [{"group": "apps", "version": "v1", "kind": "Deployment"}]}});
+    csvs.patch(CSV_NAME, &PatchParams::default(), &Patch::Merge(&fixed)).await?;
+    wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
+    ns.cleanup().await?;
+    Ok(())
+}
