@@ -1,11 +1,14 @@
 //! End to end on a private local control plane (olm-dev's, on other ports and its own state
 //! directory, so the shared `olm dev up` cluster and its controllers are not touched):
 //! upstream's `catalog` + `olm` operators with `opm serve`, then ours (`olm run` + `olm catalog
-//! serve`), each with its own CRDs, one after the other. Measures Subscription → CSV Succeeded
-//! for etcd (channel head of singlenamespace-alpha) and the controllers' RSS.
+//! serve`), each with its own CRDs, one after the other. Per side: the single install
+//! (Subscription → CSV Succeeded for etcd, with a timeline of what the watches saw), then the
+//! scale run (N namespaces with an OperatorGroup and a Subscription each, plus one AllNamespaces
+//! operator; time to settle and the controllers' memory per namespace).
 
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -13,43 +16,242 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::catalogs::{E2E_CHANNEL, E2E_PACKAGE, GlobalPackage};
 use crate::serve::{free_port, memory_mib};
 use crate::tools::Tools;
 
 const GLOBAL_NAMESPACE: &str = "olm";
-const TARGET_CSV: &str = "etcdoperator.v0.9.4";
+/// Label on every namespace the scale run creates, so that cleanup finds them all.
+const SCALE_LABEL: &str = "olm-bench-scale";
+
+/// How the end-to-end part runs (from the command line).
+#[derive(Debug, Clone)]
+pub struct E2eOptions {
+    /// Namespaces of the scale run (0: skip it).
+    pub scale_namespaces: usize,
+    /// Longest wait for the scale run to settle.
+    pub scale_timeout: Duration,
+    /// Wait between "settled" and the second ("steady") memory reading.
+    pub steady_after: Duration,
+    /// Wait after the catalog is READY before the idle memory reading.
+    pub idle_after: Duration,
+    /// Concurrent `kubectl create` processes creating the scale run's objects.
+    pub create_concurrency: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Impl {
+    Upstream,
+    Ours,
+}
+
+impl Impl {
+    pub fn label(self) -> &'static str {
+        match self {
+            Impl::Upstream => "upstream (olm + catalog operators, opm serve)",
+            Impl::Ours => "ours (olm run, olm catalog serve)",
+        }
+    }
+    fn tag(self) -> &'static str {
+        match self {
+            Impl::Upstream => "upstream",
+            Impl::Ours => "ours",
+        }
+    }
+}
 
 pub struct Side {
     pub label: &'static str,
-    /// Subscription created → CSV Succeeded.
+    /// Subscription created → CSV Succeeded (watch event to watch event).
     pub install: Duration,
+    /// `kubectl apply` started → the Subscription's ADDED event (not counted in `install`).
+    pub apply_to_added: Duration,
     /// (process label, RSS MiB) after the CSV succeeded.
     pub rss: Vec<(String, f64)>,
+    /// First time (since the Subscription's ADDED event) each observed state was seen; a
+    /// state seen before that event has a zero offset.
+    pub timeline: Vec<(String, Duration)>,
+}
+
+/// One process's memory in the scale run.
+pub struct ProcMemory {
+    pub label: String,
+    /// A controller (not the catalog server): counted in the memory per namespace.
+    pub controller: bool,
+    pub idle_mib: f64,
+    pub settled_mib: f64,
+    pub steady_mib: f64,
+    pub peak_mib: f64,
+}
+
+pub enum Settle {
+    Settled(Duration),
+    NotSettled { after: Duration, succeeded: usize, global_succeeded: bool },
+}
+
+pub struct Scale {
+    pub label: &'static str,
+    pub namespaces: usize,
+    /// Creating every object (namespaces, OperatorGroups, Subscriptions) took this long.
+    pub create: Duration,
+    pub settle: Settle,
+    pub memory: Vec<ProcMemory>,
+    /// CSVs labelled `olm.copiedFrom` when settled and at the steady reading.
+    pub copied_at_settle: usize,
+    pub copied_at_end: usize,
+    /// All CSVs the watch knew of at the steady reading.
+    pub csvs_at_end: usize,
+    /// API objects of the kinds `olm run` caches, before the creates and after the steady reading.
+    pub inventory_idle: Vec<KindCount>,
+    pub inventory_end: Vec<KindCount>,
+    /// Ours only: RSS of follower `olm run` replicas (watch caches, no reconciling) per
+    /// controller set, started at idle and after the steady reading: (set, idle MiB, end MiB).
+    pub followers: Vec<(String, f64, f64)>,
+}
+
+/// How many objects of one kind the cluster holds and their size as compact JSON: what a
+/// full watch cache of that kind has to keep (before decoding into typed objects).
+pub struct KindCount {
+    pub kind: String,
+    pub objects: usize,
+    pub json_bytes: usize,
+}
+
+/// The resources `olm run` keeps watch caches of (its startup log lists them: crates/olm-controllers
+/// manager.rs and catalogsource/operator.rs), with the label selectors it watches them with.
+const CACHED_KINDS: &[(&str, Option<&str>)] = &[
+    ("clusterserviceversions.operators.coreos.com", None),
+    ("subscriptions.operators.coreos.com", None),
+    ("installplans.operators.coreos.com", None),
+    ("operatorgroups.operators.coreos.com", None),
+    ("operatorconditions.operators.coreos.com", None),
+    ("catalogsources.operators.coreos.com", None),
+    ("olmconfigs.operators.coreos.com", None),
+    ("namespaces", None),
+    ("serviceaccounts", None),
+    ("customresourcedefinitions.apiextensions.k8s.io", None),
+    ("apiservices.apiregistration.k8s.io", None),
+    ("deployments.apps", Some("olm.owner.kind=ClusterServiceVersion")),
+    ("clusterroles.rbac.authorization.k8s.io", Some("olm.managed=true")),
+    ("roles.rbac.authorization.k8s.io", Some("olm.managed=true")),
+    ("rolebindings.rbac.authorization.k8s.io", Some("olm.managed=true")),
+];
+
+/// Controller sets the follower probes run (`olm run --controllers`; "" = all).
+const PROBE_SETS: &[&str] = &["", "operatorgroup", "csv", "catalogsource", "subscription", "installplan"];
+const PROBE_LEASE: &str = "olm-bench-probe-lock";
+
+/// A Lease held by nobody running, valid for an hour: `olm run --leader-elect` replicas on it
+/// stay followers, which fill their watch caches but never reconcile. Their resident set is
+/// what the caches of their controllers cost, apart from the work of installing.
+fn hold_probe_lease(layout: &olm_dev::Layout) -> anyhow::Result<()> {
+    let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S.000000Z").to_string();
+    let lease = format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {PROBE_LEASE}, namespace: {GLOBAL_NAMESPACE}}}\nspec: {{holderIdentity: olm-bench, leaseDurationSeconds: 3600, acquireTime: \"{now}\", renewTime: \"{now}\"}}\n"
+    );
+    kubectl(layout, &["apply", "-f", "-"], Some(&lease))?;
+    Ok(())
+}
+
+/// RSS of one follower replica per controller set, each read 2 s after its /readyz (every
+/// cache listed) answers; the replicas run one at a time and are stopped after reading.
+fn probe_followers(tools: &Tools, layout: &olm_dev::Layout, work: &Path, when: &str) -> anyhow::Result<Vec<(String, f64)>> {
+    hold_probe_lease(layout)?;
+    let mut out = Vec::new();
+    for set in PROBE_SETS {
+        let admin = format!("127.0.0.1:{}", free_port()?);
+        let name = if set.is_empty() { "all" } else { set };
+        let mut cmd = Command::new(&tools.olm);
+        cmd.args(["run", "--leader-elect", "--lease-name", PROBE_LEASE, "--namespace", GLOBAL_NAMESPACE, "--metrics-addr", &admin])
+            .arg("--kubeconfig")
+            .arg(layout.kubeconfig());
+        if !set.is_empty() {
+            cmd.args(["--controllers", set]);
+        }
+        let mut proc = Proc::spawn(&format!("follower {name}"), true, &mut cmd, &work.join(format!("e2e-ours-scale-follower-{name}-{when}.log")))?;
+        wait_for(&format!("follower {name} to be ready"), Duration::from_secs(60), || {
+            if !proc.alive() {
+                bail!("follower {name} exited");
+            }
+            Ok(http_get(&admin, "/readyz").is_ok_and(|r| r.starts_with("HTTP/1.0 200") || r.starts_with("HTTP/1.1 200")))
+        })?;
+        std::thread::sleep(Duration::from_secs(2));
+        out.push((name.to_string(), proc.memory().0));
+    }
+    Ok(out)
+}
+
+fn inventory(layout: &olm_dev::Layout) -> Vec<KindCount> {
+    let mut out = Vec::new();
+    for (kind, selector) in CACHED_KINDS {
+        let mut args = vec!["get", kind, "-A", "-o", "json"];
+        if let Some(sel) = selector {
+            args.extend(["-l", sel]);
+        }
+        let Ok(text) = kubectl(layout, &args, None) else { continue };
+        let Ok(list) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+        let items = list.get("items").and_then(serde_json::Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let json_bytes = items.iter().map(|i| serde_json::to_string(i).map_or(0, |t| t.len())).sum();
+        let name = match selector {
+            Some(sel) => format!("{kind} [{sel}]"),
+            None => kind.to_string(),
+        };
+        out.push(KindCount { kind: name, objects: items.len(), json_bytes });
+    }
+    out
+}
+
+impl Scale {
+    fn controllers(&self, f: impl Fn(&ProcMemory) -> f64) -> f64 {
+        self.memory.iter().filter(|m| m.controller).map(f).sum()
+    }
+    pub fn controllers_idle(&self) -> f64 {
+        self.controllers(|m| m.idle_mib)
+    }
+    pub fn controllers_settled(&self) -> f64 {
+        self.controllers(|m| m.settled_mib)
+    }
+    pub fn controllers_steady(&self) -> f64 {
+        self.controllers(|m| m.steady_mib)
+    }
+    /// (settled − idle) / N, in KiB.
+    pub fn per_namespace_kib(&self) -> f64 {
+        (self.controllers_settled() - self.controllers_idle()) * 1024.0 / self.namespaces.max(1) as f64
+    }
+    pub fn per_namespace_steady_kib(&self) -> f64 {
+        (self.controllers_steady() - self.controllers_idle()) * 1024.0 / self.namespaces.max(1) as f64
+    }
 }
 
 pub struct E2e {
     pub upstream: Result<Side, String>,
     pub ours: Result<Side, String>,
+    /// `None` when the scale run was not asked for.
+    pub upstream_scale: Option<Result<Scale, String>>,
+    pub ours_scale: Option<Result<Scale, String>>,
     pub cluster_up: Duration,
+    pub global: GlobalPackage,
+    pub options: E2eOptions,
 }
 
 struct Proc {
     label: String,
+    controller: bool,
     child: Child,
 }
 
 impl Proc {
-    fn spawn(label: &str, cmd: &mut Command, log: &Path) -> anyhow::Result<Proc> {
+    fn spawn(label: &str, controller: bool, cmd: &mut Command, log: &Path) -> anyhow::Result<Proc> {
         let child = cmd
             .stdin(Stdio::null())
             .stdout(File::create(log)?)
             .stderr(File::create(log.with_extension("err"))?)
             .spawn()
             .with_context(|| format!("starting {label}"))?;
-        Ok(Proc { label: label.to_string(), child })
+        Ok(Proc { label: label.to_string(), controller, child })
     }
-    fn rss(&self) -> f64 {
-        memory_mib(self.child.id()).map(|(rss, _)| rss).unwrap_or(f64::NAN)
+    fn memory(&self) -> (f64, f64) {
+        memory_mib(self.child.id()).unwrap_or((f64::NAN, f64::NAN))
     }
     fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -71,6 +273,18 @@ impl Drop for Proc {
     }
 }
 
+/// A side's running processes and where they listen.
+struct Started {
+    procs: Vec<Proc>,
+    grpc_addr: String,
+    /// `olm run`'s admin address (ours only), for /metrics snapshots.
+    admin_addr: Option<String>,
+}
+
+fn first_dead(procs: &mut [Proc]) -> Option<String> {
+    procs.iter_mut().find_map(|p| (!p.alive()).then(|| p.label.clone()))
+}
+
 fn layout(work: &Path) -> anyhow::Result<olm_dev::Layout> {
     let mut layout = olm_dev::Layout::from_env().context("olm-dev layout")?;
     layout.state_dir = work.join("cluster");
@@ -90,6 +304,12 @@ fn kubectl(layout: &olm_dev::Layout, args: &[&str], stdin: Option<&str>) -> anyh
     olm_dev::kubectl(layout, args, stdin).map_err(|e| anyhow::anyhow!("kubectl {}: {e}", args.join(" ")))
 }
 
+fn kubectl_command(layout: &olm_dev::Layout) -> Command {
+    let mut cmd = Command::new(layout.kubectl());
+    cmd.arg(format!("--kubeconfig={}", layout.kubeconfig().display()));
+    cmd
+}
+
 fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
@@ -103,91 +323,205 @@ fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> anyhow::Re
     }
 }
 
-fn manifests(namespace: &str, grpc_addr: &str) -> String {
+fn catalog_source(name: &str, grpc_addr: &str) -> String {
+    format!(
+        r#"apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata: {{name: {name}, namespace: {GLOBAL_NAMESPACE}}}
+spec: {{sourceType: grpc, address: "{grpc_addr}", displayName: bench}}
+"#
+    )
+}
+
+/// A namespace, its OperatorGroup (`targets`: own namespace, or all namespaces when `None`) and
+/// its Subscription, as one multi-document YAML in creation order.
+fn namespace_objects(namespace: &str, label: Option<&str>, targets_own: bool, package: &str, channel: &str, source: &str) -> String {
+    let labels = label.map(|l| format!(", labels: {{{l}: \"true\"}}")).unwrap_or_default();
+    let og_spec = if targets_own { format!("{{targetNamespaces: [{namespace}]}}") } else { "{}".to_string() };
     format!(
         r#"apiVersion: v1
 kind: Namespace
-metadata: {{name: {namespace}}}
----
-apiVersion: operators.coreos.com/v1alpha1
-kind: CatalogSource
-metadata: {{name: community-{namespace}, namespace: {GLOBAL_NAMESPACE}}}
-spec: {{sourceType: grpc, address: "{grpc_addr}", displayName: bench}}
+metadata: {{name: {namespace}{labels}}}
 ---
 apiVersion: operators.coreos.com/v1
 kind: OperatorGroup
 metadata: {{name: og, namespace: {namespace}}}
-spec: {{targetNamespaces: [{namespace}]}}
-"#
+spec: {og_spec}
+---
+{}"#,
+        subscription(namespace, package, channel, source)
     )
 }
 
-fn subscription(namespace: &str) -> String {
+fn subscription(namespace: &str, package: &str, channel: &str, source: &str) -> String {
     format!(
         r#"apiVersion: operators.coreos.com/v1alpha1
 kind: Subscription
-metadata: {{name: etcd, namespace: {namespace}}}
-spec: {{name: etcd, channel: singlenamespace-alpha, source: community-{namespace}, sourceNamespace: {GLOBAL_NAMESPACE}, installPlanApproval: Automatic}}
+metadata: {{name: {package}, namespace: {namespace}}}
+spec: {{name: {package}, channel: {channel}, source: {source}, sourceNamespace: {GLOBAL_NAMESPACE}, installPlanApproval: Automatic}}
 "#
     )
 }
 
-/// Create the Subscription and time it until the CSV reports Succeeded, read from a
-/// `kubectl get csv -w` stream started before the Subscription exists.
-fn time_install(layout: &olm_dev::Layout, namespace: &str, procs: &mut [Proc], timeout: Duration) -> anyhow::Result<Duration> {
-    let kubectl_bin = kubectl_path(layout)?;
-    let mut child = Command::new(&kubectl_bin)
-        .arg(format!("--kubeconfig={}", layout.kubeconfig().display()))
-        .args(["get", "csv", "-n", namespace, "-w", "-o", "jsonpath={.metadata.name} {.status.phase}{\"\\n\"}"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting kubectl get csv -w")?;
-    let stdout = child.stdout.take().context("kubectl stdout")?;
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
+/// `kubectl get -w` streams whose lines arrive, time-stamped on arrival, on one channel.
+struct Watches {
+    children: Vec<Child>,
+    rx: mpsc::Receiver<(Instant, usize, String)>,
+}
+
+impl Watches {
+    /// One stream per argument list (each is `kubectl get ... -w -o jsonpath=...`); the index of
+    /// the list is sent with each line.
+    fn start(layout: &olm_dev::Layout, streams: &[Vec<String>], log: &Path) -> anyhow::Result<Watches> {
+        let (tx, rx) = mpsc::channel();
+        let mut children = Vec::new();
+        for (i, args) in streams.iter().enumerate() {
+            let mut child = kubectl_command(layout)
+                .args(args)
+                .stdout(Stdio::piped())
+                .stderr(File::create(log.with_extension(format!("watch{i}.err")))?)
+                .spawn()
+                .context("starting kubectl get -w")?;
+            let stdout = child.stdout.take().context("kubectl stdout")?;
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    if tx.send((Instant::now(), i, line)).is_err() {
+                        break;
+                    }
+                }
+            });
+            children.push(child);
         }
-    });
-    // Give the watch a moment to be established before the clock starts.
-    std::thread::sleep(Duration::from_millis(500));
-    let start = Instant::now();
-    kubectl(layout, &["apply", "-f", "-"], Some(&subscription(namespace)))?;
-    let deadline = start + timeout;
+        Ok(Watches { children, rx })
+    }
+    /// Whether every stream is still running.
+    fn alive(&mut self) -> bool {
+        self.children.iter_mut().all(|c| matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn watch_args(kind: &str, namespace: Option<&str>, jsonpath: &str) -> Vec<String> {
+    let mut a = vec!["get".to_string(), kind.to_string()];
+    match namespace {
+        Some(ns) => a.extend(["-n".to_string(), ns.to_string()]),
+        None => a.push("-A".to_string()),
+    }
+    a.extend(["-w".to_string(), "--output-watch-events".to_string(), "-o".to_string(), format!("jsonpath={jsonpath}{{\"\\n\"}}")]);
+    a
+}
+
+/// Create the Subscription and time it until the CSV reports Succeeded, read from watches
+/// started before the Subscription exists. The clock starts when the Subscription's own ADDED
+/// event arrives (so `kubectl apply`'s start-up is not counted; it is returned separately) and
+/// stops when the CSV's Succeeded event arrives: both ends go through the same watch path. The
+/// same watches give the install's timeline: first time each Subscription state, InstallPlan
+/// phase, CSV phase and Deployment availability was seen, until 2 s after Succeeded.
+fn time_install(
+    layout: &olm_dev::Layout,
+    namespace: &str,
+    source: &str,
+    target_csv: &str,
+    procs: &mut [Proc],
+    timeout: Duration,
+    log: &Path,
+) -> anyhow::Result<Install> {
+    let streams = [
+        ("Subscription", watch_args("subscription", Some(namespace), "{.type} state={.object.status.state}")),
+        ("InstallPlan", watch_args("installplan", Some(namespace), "{.type} phase={.object.status.phase}")),
+        ("CSV", watch_args("csv", Some(namespace), "{.type} {.object.metadata.name} phase={.object.status.phase}")),
+        (
+            "Deployment",
+            watch_args(
+                "deployment",
+                Some(namespace),
+                "{.type} {.object.metadata.name} Available={.object.status.conditions[?(@.type==\"Available\")].status}",
+            ),
+        ),
+    ];
+    let watches = Watches::start(layout, &streams.iter().map(|(_, a)| a.clone()).collect::<Vec<_>>(), log)?;
+    // Give the watches a moment to be established before the clock starts.
+    std::thread::sleep(Duration::from_millis(700));
+    while watches.rx.try_recv().is_ok() {}
+    let applied = Instant::now();
+    kubectl(layout, &["apply", "-f", "-"], Some(&subscription(namespace, E2E_PACKAGE, E2E_CHANNEL, source)))?;
+    let deadline = applied + timeout;
+    let mut seen: Vec<(String, Instant)> = Vec::new();
+    let mut created: Option<Instant> = None;
+    let mut succeeded: Option<Instant> = None;
+    let target = format!("{target_csv} phase=Succeeded");
     let result = loop {
-        match rx.recv_timeout(Duration::from_millis(500)) {
-            Ok(line) if line.trim() == format!("{TARGET_CSV} Succeeded") => break Ok(start.elapsed()),
-            Ok(_) => {}
+        let wait = match succeeded {
+            Some(at) => (at + Duration::from_secs(2)).saturating_duration_since(Instant::now()),
+            None => Duration::from_millis(500),
+        };
+        match watches.rx.recv_timeout(wait) {
+            Ok((at, i, line)) => {
+                let (event, rest) = line.trim().split_once(' ').unwrap_or((line.trim(), ""));
+                let kind = streams[i].0;
+                let state = rest.split_whitespace().map(|t| if t.ends_with('=') { format!("{t}(none)") } else { t.to_string() }).collect::<Vec<_>>().join(" ");
+                let step = if event == "ADDED" && seen.iter().all(|(s, _)| !s.starts_with(kind)) {
+                    format!("{kind} created: {state}")
+                } else {
+                    format!("{kind} {state}")
+                };
+                if !seen.iter().any(|(s, _)| *s == step) {
+                    seen.push((step, at));
+                }
+                if i == 0 && event == "ADDED" && created.is_none() {
+                    created = Some(at);
+                }
+                if i == 2 && rest.trim() == target && succeeded.is_none() {
+                    succeeded = Some(at);
+                }
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break Err(anyhow::anyhow!("kubectl watch ended")),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break Err(anyhow::anyhow!("the kubectl watches ended")),
         }
-        if let Some(dead) = procs.iter_mut().find_map(|p| (!p.alive()).then(|| p.label.clone())) {
+        if let Some(at) = succeeded {
+            if at.elapsed() >= Duration::from_secs(2) {
+                break Ok(at);
+            }
+            continue;
+        }
+        if let Some(dead) = first_dead(procs) {
             break Err(anyhow::anyhow!("{dead} exited during the install"));
         }
         if Instant::now() > deadline {
-            let state = kubectl(layout, &["get", "sub,ip,csv", "-n", namespace, "-o", "wide"], None).unwrap_or_default();
-            break Err(anyhow::anyhow!("{TARGET_CSV} not Succeeded after {} s; state:\n{state}", timeout.as_secs()));
+            let state = kubectl(layout, &["get", "sub,installplan,csv", "-n", namespace, "-o", "wide"], None).unwrap_or_default();
+            break Err(anyhow::anyhow!("{target_csv} not Succeeded after {} s; state:\n{state}", timeout.as_secs()));
         }
     };
-    let _ = child.kill();
-    let _ = child.wait();
-    result
+    drop(watches);
+    let done = result?;
+    let created = created.context("the Subscription's ADDED event never arrived")?;
+    Ok(Install {
+        install: done.saturating_duration_since(created),
+        apply_to_added: created.saturating_duration_since(applied),
+        timeline: seen.into_iter().map(|(s, at)| (s, at.saturating_duration_since(created))).collect(),
+    })
 }
 
-fn kubectl_path(layout: &olm_dev::Layout) -> anyhow::Result<PathBuf> {
-    let dir = layout.cache_dir.join(format!("bin/k8s-{}", olm_dev::KUBERNETES_VERSION));
-    let p = dir.join("kubectl");
-    if p.exists() { Ok(p) } else { bail!("kubectl not found at {}", p.display()) }
+struct Install {
+    install: Duration,
+    apply_to_added: Duration,
+    timeline: Vec<(String, Duration)>,
 }
 
-fn wait_catalog_ready(layout: &olm_dev::Layout, namespace: &str) -> anyhow::Result<()> {
+fn wait_catalog_ready(layout: &olm_dev::Layout, name: &str) -> anyhow::Result<()> {
     wait_for("the CatalogSource to be READY", Duration::from_secs(120), || {
         let state = kubectl(
             layout,
-            &["get", "catalogsource", &format!("community-{namespace}"), "-n", GLOBAL_NAMESPACE, "-o", "jsonpath={.status.connectionState.lastObservedState}"],
+            &["get", "catalogsource", name, "-n", GLOBAL_NAMESPACE, "-o", "jsonpath={.status.connectionState.lastObservedState}"],
             None,
         )
         .unwrap_or_default();
@@ -201,23 +535,56 @@ fn apply_dir(layout: &olm_dev::Layout, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn delete_etcd_crds(layout: &olm_dev::Layout) {
+/// Delete OLM's CRDs and those the installs created (etcd's and the AllNamespaces package's).
+fn delete_crds(layout: &olm_dev::Layout, global_group: &str) {
     if let Ok(names) = kubectl(layout, &["get", "crd", "-o", "name"], None) {
-        for n in names.lines().filter(|n| n.contains("etcd.database.coreos.com") || n.contains("operators.coreos.com")) {
-            let _ = kubectl(layout, &["delete", n, "--wait=true", "--timeout=60s"], None);
+        for n in names
+            .lines()
+            .filter(|n| n.contains("etcd.database.coreos.com") || n.contains("operators.coreos.com") || n.contains(global_group))
+        {
+            let _ = kubectl(layout, &["delete", n, "--wait=true", "--timeout=120s"], None);
         }
     }
 }
 
-/// Delete the namespace while the controllers still run (they remove their own finalizers, e.g.
-/// upstream's csv-cleanup), then stop them, then drop whatever finalizers are left so the CRDs
-/// can go.
-fn cleanup(layout: &olm_dev::Layout, ns: &str, procs: Vec<Proc>) {
-    let _ = kubectl(layout, &["delete", "namespace", ns, "--wait=true", "--timeout=60s"], None);
+/// Delete the namespaces while the controllers still run (they remove their own finalizers,
+/// e.g. upstream's csv-cleanup), then stop them, then drop whatever finalizers are left so the
+/// CRDs can go. Bounded: namespaces still terminating after `namespace_timeout` are left to the
+/// namespace controller (the next side uses other names).
+fn cleanup(layout: &olm_dev::Layout, namespaces: &Selection, procs: Vec<Proc>, global_group: &str, namespace_timeout: Duration) {
+    let (delete, get): (Vec<&str>, Vec<&str>) = match namespaces {
+        Selection::Names(names) => {
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let mut d = vec!["delete", "namespace", "--wait=false", "--ignore-not-found"];
+            d.extend(&names);
+            let mut g = vec!["get", "namespace", "-o", "name", "--ignore-not-found"];
+            g.extend(&names);
+            (d, g)
+        }
+        Selection::Label(l) => (
+            vec!["delete", "namespace", "-l", l, "--wait=false"],
+            vec!["get", "namespace", "-l", l, "-o", "name"],
+        ),
+    };
+    let _ = kubectl(layout, &delete, None);
+    let _ = wait_for("the namespaces to be deleted", namespace_timeout, || {
+        Ok(kubectl(layout, &get, None).map(|o| o.trim().is_empty()).unwrap_or(false))
+    });
     let _ = kubectl(layout, &["delete", "catalogsource", "--all", "-n", GLOBAL_NAMESPACE, "--timeout=30s"], None);
     drop(procs);
     for kind in ["csv", "subscription", "installplan", "operatorgroup", "operatorcondition"] {
-        if let Ok(names) = kubectl(layout, &["get", kind, "-A", "-o", "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}"], None) {
+        let listing = kubectl(
+            layout,
+            &[
+                "get",
+                kind,
+                "-A",
+                "-o",
+                "jsonpath={range .items[?(@.metadata.finalizers)]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}",
+            ],
+            None,
+        );
+        if let Ok(names) = listing {
             for item in names.lines().filter(|l| !l.is_empty()) {
                 if let Some((n, name)) = item.split_once('/') {
                     let _ = kubectl(layout, &["patch", kind, name, "-n", n, "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#], None);
@@ -225,94 +592,375 @@ fn cleanup(layout: &olm_dev::Layout, ns: &str, procs: Vec<Proc>) {
             }
         }
     }
-    delete_etcd_crds(layout);
+    delete_crds(layout, global_group);
 }
 
-fn upstream(tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &Path) -> anyhow::Result<Side> {
-    let olm_dir = upstream_module_dir(tools)?;
-    apply_dir(layout, &olm_dir.join("deploy/chart/crds"))?;
-    let ns = "e2e-upstream";
-    kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
-    let grpc_port = free_port()?;
-    let kubeconfig = layout.kubeconfig();
-    let bin = &tools.upstream_operators;
-    let mut procs = vec![
-        Proc::spawn(
-            "opm serve",
-            Command::new(&tools.opm)
-                .arg("serve")
-                .arg(catalog_dir)
-                .args(["-p", &grpc_port.to_string(), "--pprof-addr", &format!("127.0.0.1:{}", free_port()?), "-t"])
-                .arg(work.join("e2e-opm.termination.log")),
-            &work.join("e2e-opm.log"),
-        )?,
-        // Both upstream operators listen on a fixed port for health/metrics (:8080, or :8443 with
-        // TLS); the olm operator gets TLS (the private cluster's serving certificate) so they do
-        // not collide.
-        Proc::spawn(
-            "upstream olm operator",
-            Command::new(bin.join("olm"))
-                .env("KUBECONFIG", &kubeconfig)
-                .args(["--namespace", GLOBAL_NAMESPACE, "--writeStatusName", "", "--writePackageServerStatusName", ""])
-                .arg("--tls-cert")
-                .arg(layout.pki_file("apiserver.crt"))
-                .arg("--tls-key")
-                .arg(layout.pki_file("apiserver.key")),
-            &work.join("e2e-upstream-olm.log"),
-        )?,
-        Proc::spawn(
-            "upstream catalog operator",
-            Command::new(bin.join("catalog"))
-                .env("KUBECONFIG", &kubeconfig)
-                .arg(format!("--kubeconfig={}", kubeconfig.display()))
-                .args(["--namespace", GLOBAL_NAMESPACE, "--writeStatusName", ""]),
-            &work.join("e2e-upstream-catalog.log"),
-        )?,
-    ];
-    kubectl(layout, &["apply", "-f", "-"], Some(&manifests(ns, &format!("127.0.0.1:{grpc_port}"))))?;
-    wait_catalog_ready(layout, ns)?;
-    let install = time_install(layout, ns, &mut procs, Duration::from_secs(300))?;
-    std::thread::sleep(Duration::from_secs(2));
-    let rss = procs.iter().map(|p| (p.label.clone(), p.rss())).collect();
-    cleanup(layout, ns, procs);
-    Ok(Side { label: "upstream (olm + catalog operators, opm serve)", install, rss })
+enum Selection {
+    Names(Vec<String>),
+    Label(String),
 }
 
-fn ours(tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &Path) -> anyhow::Result<Side> {
-    let crd_dir = work.join("our-crds");
-    let out = Command::new(&tools.olm).args(["crds", "--output-dir"]).arg(&crd_dir).output()?;
-    if !out.status.success() {
-        bail!("olm crds failed: {}", String::from_utf8_lossy(&out.stderr));
+fn install_crds(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path) -> anyhow::Result<()> {
+    match imp {
+        Impl::Upstream => apply_dir(layout, &upstream_module_dir(tools)?.join("deploy/chart/crds")),
+        Impl::Ours => {
+            let crd_dir = work.join("our-crds");
+            let out = Command::new(&tools.olm).args(["crds", "--output-dir"]).arg(&crd_dir).output()?;
+            if !out.status.success() {
+                bail!("olm crds failed: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            apply_dir(layout, &crd_dir)
+        }
     }
-    apply_dir(layout, &crd_dir)?;
-    let ns = "e2e-ours";
-    kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
+}
+
+/// Start the side's catalog server and controllers; logs go to `work/e2e-<side>-<phase>-*`.
+fn start(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &Path, phase: &str) -> anyhow::Result<Started> {
     let grpc_port = free_port()?;
     let kubeconfig = layout.kubeconfig();
-    let mut procs = vec![
-        Proc::spawn(
-            "olm catalog serve",
-            Command::new(&tools.olm)
-                .args(["catalog", "serve", "--http-addr", "none", "--reload-interval", "0", "--grpc-addr", &format!("127.0.0.1:{grpc_port}")])
-                .arg(format!("--catalog=community={}", catalog_dir.display())),
-            &work.join("e2e-ours-catalog.log"),
-        )?,
-        Proc::spawn(
-            "olm run",
-            Command::new(&tools.olm)
-                .args(["run", "--namespace", GLOBAL_NAMESPACE, "--metrics-addr", &format!("127.0.0.1:{}", free_port()?)])
-                .arg("--kubeconfig")
-                .arg(&kubeconfig),
-            &work.join("e2e-ours-run.log"),
-        )?,
-    ];
-    kubectl(layout, &["apply", "-f", "-"], Some(&manifests(ns, &format!("127.0.0.1:{grpc_port}"))))?;
-    wait_catalog_ready(layout, ns)?;
-    let install = time_install(layout, ns, &mut procs, Duration::from_secs(300))?;
-    std::thread::sleep(Duration::from_secs(2));
-    let rss = procs.iter().map(|p| (p.label.clone(), p.rss())).collect();
-    cleanup(layout, ns, procs);
-    Ok(Side { label: "ours (olm run, olm catalog serve)", install, rss })
+    let log = |name: &str| work.join(format!("e2e-{}-{phase}-{name}.log", imp.tag()));
+    match imp {
+        Impl::Upstream => {
+            let bin = &tools.upstream_operators;
+            let procs = vec![
+                Proc::spawn(
+                    "opm serve",
+                    false,
+                    Command::new(&tools.opm)
+                        .arg("serve")
+                        .arg(catalog_dir)
+                        .args(["-p", &grpc_port.to_string(), "--pprof-addr", &format!("127.0.0.1:{}", free_port()?), "-t"])
+                        .arg(log("opm-termination")),
+                    &log("opm"),
+                )?,
+                // Both upstream operators listen on a fixed port for health/metrics (:8080, or
+                // :8443 with TLS); the olm operator gets TLS (the private cluster's serving
+                // certificate) so they do not collide.
+                Proc::spawn(
+                    "upstream olm operator",
+                    true,
+                    Command::new(bin.join("olm"))
+                        .env("KUBECONFIG", &kubeconfig)
+                        .args(["--namespace", GLOBAL_NAMESPACE, "--writeStatusName", "", "--writePackageServerStatusName", ""])
+                        .arg("--tls-cert")
+                        .arg(layout.pki_file("apiserver.crt"))
+                        .arg("--tls-key")
+                        .arg(layout.pki_file("apiserver.key")),
+                    &log("olm"),
+                )?,
+                Proc::spawn(
+                    "upstream catalog operator",
+                    true,
+                    Command::new(bin.join("catalog"))
+                        .env("KUBECONFIG", &kubeconfig)
+                        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                        .args(["--namespace", GLOBAL_NAMESPACE, "--writeStatusName", ""]),
+                    &log("catalog"),
+                )?,
+            ];
+            Ok(Started { procs, grpc_addr: format!("127.0.0.1:{grpc_port}"), admin_addr: None })
+        }
+        Impl::Ours => {
+            let admin = format!("127.0.0.1:{}", free_port()?);
+            let procs = vec![
+                Proc::spawn(
+                    "olm catalog serve",
+                    false,
+                    Command::new(&tools.olm)
+                        .args(["catalog", "serve", "--http-addr", "none", "--reload-interval", "0", "--grpc-addr", &format!("127.0.0.1:{grpc_port}")])
+                        .arg(format!("--catalog=community={}", catalog_dir.display())),
+                    &log("catalog"),
+                )?,
+                Proc::spawn(
+                    "olm run",
+                    true,
+                    Command::new(&tools.olm)
+                        .args(["run", "--namespace", GLOBAL_NAMESPACE, "--metrics-addr", &admin])
+                        .arg("--kubeconfig")
+                        .arg(&kubeconfig),
+                    &log("run"),
+                )?,
+            ];
+            Ok(Started { procs, grpc_addr: format!("127.0.0.1:{grpc_port}"), admin_addr: Some(admin) })
+        }
+    }
+}
+
+fn single(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &Path, global: &GlobalPackage) -> anyhow::Result<Side> {
+    install_crds(imp, tools, layout, work)?;
+    let ns = format!("e2e-{}", imp.tag());
+    kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
+    let mut started = start(imp, tools, layout, work, catalog_dir, "single")?;
+    let source = format!("bench-{}-single", imp.tag());
+    kubectl(layout, &["apply", "-f", "-"], Some(&catalog_source(&source, &started.grpc_addr)))?;
+    let namespace_yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\napiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {{name: og, namespace: {ns}}}\nspec: {{targetNamespaces: [{ns}]}}\n");
+    kubectl(layout, &["apply", "-f", "-"], Some(&namespace_yaml))?;
+    wait_catalog_ready(layout, &source)?;
+    let result = time_install(
+        layout,
+        &ns,
+        &source,
+        &global.per_namespace_csv,
+        &mut started.procs,
+        Duration::from_secs(300),
+        &work.join(format!("e2e-{}-single", imp.tag())),
+    );
+    // time_install keeps watching for 2 s after Succeeded: the RSS is read 2 s after it.
+    let rss = if result.is_ok() {
+        started.procs.iter().map(|p| (p.label.clone(), p.memory().0)).collect()
+    } else {
+        Vec::new()
+    };
+    cleanup(layout, &Selection::Names(vec![ns]), started.procs, &global.group, Duration::from_secs(120));
+    let i = result?;
+    Ok(Side { label: imp.label(), install: i.install, apply_to_added: i.apply_to_added, rss, timeline: i.timeline })
+}
+
+/// GET `path` from a plain-HTTP server (olm run's admin server), for the logs.
+fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body)?;
+    Ok(body)
+}
+
+fn save_metrics(started: &Started, file: &Path) {
+    if let Some(addr) = &started.admin_addr {
+        if let Ok(text) = http_get(addr, "/metrics") {
+            let _ = std::fs::write(file, text);
+        }
+    }
+}
+
+/// What the all-namespaces CSV watch knows: (namespace, name) → (phase, copied).
+#[derive(Default)]
+struct CsvState {
+    csvs: HashMap<(String, String), (String, bool)>,
+}
+
+impl CsvState {
+    fn apply(&mut self, line: &str) {
+        let mut parts = line.split_whitespace();
+        let (Some(event), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next()) else { return };
+        let mut phase = String::new();
+        let mut copied = false;
+        for p in parts {
+            if let Some(c) = p.strip_prefix("copiedFrom=") {
+                copied = !c.is_empty();
+            } else {
+                phase = p.to_string();
+            }
+        }
+        let key = (ns.to_string(), name.to_string());
+        if event == "DELETED" {
+            self.csvs.remove(&key);
+        } else {
+            self.csvs.insert(key, (phase, copied));
+        }
+    }
+    fn succeeded(&self, ns: &str, name: &str) -> bool {
+        self.csvs.get(&(ns.to_string(), name.to_string())).is_some_and(|(p, _)| p == "Succeeded")
+    }
+    fn copied(&self) -> usize {
+        self.csvs.values().filter(|(_, c)| *c).count()
+    }
+}
+
+fn csv_watch(layout: &olm_dev::Layout, log: &Path) -> anyhow::Result<Watches> {
+    Watches::start(
+        layout,
+        &[watch_args(
+            "csv",
+            None,
+            "{.type} {.object.metadata.namespace} {.object.metadata.name} {.object.status.phase} copiedFrom={.object.metadata.labels.olm\\.copiedFrom}",
+        )],
+        log,
+    )
+}
+
+/// Keep the CSV state current for `wait`, restarting the watch (bounded) if kubectl ends it.
+fn drain(watch: &mut Watches, state: &mut CsvState, layout: &olm_dev::Layout, log: &Path, wait: Duration, restarts: &mut usize) -> anyhow::Result<()> {
+    let until = Instant::now() + wait;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match watch.rx.recv_timeout(left.min(Duration::from_millis(200))) {
+            Ok((_, _, line)) => state.apply(&line),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {}
+        }
+        if !watch.alive() {
+            if *restarts >= 10 {
+                bail!("the CSV watch ended 10 times");
+            }
+            *restarts += 1;
+            *watch = csv_watch(layout, log)?;
+        }
+        if Instant::now() >= until {
+            return Ok(());
+        }
+    }
+}
+
+/// Run `kubectl create -f` on each file, `concurrency` at a time, within `timeout`.
+fn create_files(layout: &olm_dev::Layout, files: &[PathBuf], timeout: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut running: Vec<(Child, &PathBuf)> = Vec::new();
+    for f in files {
+        running.push((
+            kubectl_command(layout)
+                .args(["create", "-f"])
+                .arg(f)
+                .stdout(Stdio::null())
+                .stderr(File::create(f.with_extension("err"))?)
+                .spawn()
+                .context("starting kubectl create")?,
+            f,
+        ));
+    }
+    let mut failed = Vec::new();
+    while !running.is_empty() {
+        let mut still = Vec::new();
+        for (mut c, f) in running {
+            match c.try_wait()? {
+                Some(status) if !status.success() => {
+                    failed.push(format!("{} ({status}): {}", f.display(), std::fs::read_to_string(f.with_extension("err")).unwrap_or_default()))
+                }
+                Some(_) => {}
+                None if Instant::now() > deadline => {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    failed.push(format!("{}: still running after {} s", f.display(), timeout.as_secs()));
+                }
+                None => still.push((c, f)),
+            }
+        }
+        running = still;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if !failed.is_empty() {
+        bail!("creating the scale run's objects failed: {}", failed.join("; "));
+    }
+    Ok(())
+}
+
+fn read_memory(procs: &[Proc]) -> Vec<(f64, f64)> {
+    procs.iter().map(Proc::memory).collect()
+}
+
+fn scale(
+    imp: Impl,
+    tools: &Tools,
+    layout: &olm_dev::Layout,
+    work: &Path,
+    catalog_dir: &Path,
+    global: &GlobalPackage,
+    opts: &E2eOptions,
+) -> anyhow::Result<Scale> {
+    let n = opts.scale_namespaces;
+    let tag = imp.tag();
+    install_crds(imp, tools, layout, work)?;
+    kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
+    let mut started = start(imp, tools, layout, work, catalog_dir, "scale")?;
+    let source = format!("bench-{tag}-scale");
+    kubectl(layout, &["apply", "-f", "-"], Some(&catalog_source(&source, &started.grpc_addr)))?;
+    wait_catalog_ready(layout, &source)?;
+    std::thread::sleep(opts.idle_after);
+    if let Some(dead) = first_dead(&mut started.procs) {
+        bail!("{dead} exited before the scale run");
+    }
+    let idle = read_memory(&started.procs);
+    save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-idle.txt")));
+    let inventory_idle = inventory(layout);
+    let followers_idle = if imp == Impl::Ours { probe_followers(tools, layout, work, "idle")? } else { Vec::new() };
+
+    // Objects: the AllNamespaces operator first, then the N namespaces, spread over a few files
+    // created concurrently (each file in order: namespace, OperatorGroup, Subscription).
+    let label = format!("{SCALE_LABEL}-{tag}");
+    let global_ns = format!("scale-{tag}-global");
+    let namespaces: Vec<String> = (0..n).map(|i| format!("scale-{tag}-{i:04}")).collect();
+    let files_dir = work.join(format!("e2e-{tag}-scale-objects"));
+    std::fs::create_dir_all(&files_dir)?;
+    let chunks = opts.create_concurrency.max(1);
+    let mut texts = vec![String::new(); chunks];
+    texts[0].push_str(&namespace_objects(&global_ns, Some(&label), false, &global.package, &global.channel, &source));
+    for (i, ns) in namespaces.iter().enumerate() {
+        let t = &mut texts[(i + 1) % chunks];
+        t.push_str("---\n");
+        t.push_str(&namespace_objects(ns, Some(&label), true, E2E_PACKAGE, E2E_CHANNEL, &source));
+    }
+    let mut files = Vec::new();
+    for (i, t) in texts.iter().enumerate().filter(|(_, t)| !t.is_empty()) {
+        let f = files_dir.join(format!("chunk-{i}.yaml"));
+        std::fs::write(&f, t)?;
+        files.push(f);
+    }
+
+    let watch_log = work.join(format!("e2e-{tag}-scale-csv"));
+    let mut watch = csv_watch(layout, &watch_log)?;
+    let mut state = CsvState::default();
+    let mut restarts = 0;
+    drain(&mut watch, &mut state, layout, &watch_log, Duration::from_millis(700), &mut restarts)?;
+    let start_at = Instant::now();
+    let deadline = start_at + opts.scale_timeout;
+    create_files(layout, &files, opts.scale_timeout)?;
+    let create = start_at.elapsed();
+    eprintln!("  [{tag}] {n} namespaces + 1 AllNamespaces operator created in {:.1} s", create.as_secs_f64());
+    let count = |state: &CsvState| namespaces.iter().filter(|ns| state.succeeded(ns, &global.per_namespace_csv)).count();
+    let mut last_report = Instant::now();
+    let settle = loop {
+        drain(&mut watch, &mut state, layout, &watch_log, Duration::from_millis(250), &mut restarts)?;
+        let done = count(&state);
+        let global_done = state.succeeded(&global_ns, &global.csv_name);
+        if done == n && global_done {
+            break Settle::Settled(start_at.elapsed());
+        }
+        if let Some(dead) = first_dead(&mut started.procs) {
+            bail!("{dead} exited during the scale run ({done} of {n} Succeeded)");
+        }
+        if Instant::now() > deadline {
+            break Settle::NotSettled { after: start_at.elapsed(), succeeded: done, global_succeeded: global_done };
+        }
+        if last_report.elapsed() > Duration::from_secs(30) {
+            eprintln!("  [{tag}] {:.0} s: {done} of {n} Succeeded, AllNamespaces operator {}", start_at.elapsed().as_secs_f64(), if global_done { "Succeeded" } else { "not yet" });
+            last_report = Instant::now();
+        }
+    };
+    drain(&mut watch, &mut state, layout, &watch_log, Duration::from_secs(2), &mut restarts)?;
+    let settled = read_memory(&started.procs);
+    let copied_at_settle = state.copied();
+    save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-settled.txt")));
+    drain(&mut watch, &mut state, layout, &watch_log, opts.steady_after, &mut restarts)?;
+    let steady = read_memory(&started.procs);
+    save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-steady.txt")));
+    let copied_at_end = state.copied();
+    let csvs_at_end = state.csvs.len();
+    drop(watch);
+    let inventory_end = inventory(layout);
+    let followers = if imp == Impl::Ours {
+        let end = probe_followers(tools, layout, work, "end")?;
+        followers_idle.into_iter().zip(end).map(|((set, idle), (_, end))| (set, idle, end)).collect()
+    } else {
+        Vec::new()
+    };
+    let memory = started
+        .procs
+        .iter()
+        .zip(idle.iter().zip(settled.iter().zip(&steady)))
+        .map(|(p, (i, (s, st)))| ProcMemory {
+            label: p.label.clone(),
+            controller: p.controller,
+            idle_mib: i.0,
+            settled_mib: s.0,
+            steady_mib: st.0,
+            peak_mib: st.1,
+        })
+        .collect();
+    // Deleting hundreds of namespaces takes the namespace controller a while on 2 cores.
+    let namespace_timeout = Duration::from_secs(60 + 2 * n as u64);
+    cleanup(layout, &Selection::Label(label), started.procs, &global.group, namespace_timeout);
+    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers })
 }
 
 fn upstream_module_dir(tools: &Tools) -> anyhow::Result<PathBuf> {
@@ -323,15 +971,26 @@ fn upstream_module_dir(tools: &Tools) -> anyhow::Result<PathBuf> {
     if dir.is_dir() { Ok(dir) } else { bail!("{} missing (the resolver driver build downloads it)", dir.display()) }
 }
 
-pub fn run(tools: &Tools, work: &Path) -> anyhow::Result<E2e> {
+pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e> {
+    let catalog_dir = work.join("e2e-catalog");
+    let global = crate::catalogs::make_e2e_catalog(&tools.workspace.join("catalogs/community"), &catalog_dir)?;
     let layout = layout(work)?;
     let progress = olm_dev::Progress::quiet();
     let t = Instant::now();
     olm_dev::up(&layout, &progress).context("starting the private control plane")?;
     let cluster_up = t.elapsed();
-    let catalog_dir = tools.workspace.join("catalogs/community");
-    let upstream = upstream(tools, &layout, work, &catalog_dir).map_err(|e| format!("{e:#}"));
-    let ours = ours(tools, &layout, work, &catalog_dir).map_err(|e| format!("{e:#}"));
+    let mut results: BTreeMap<&str, (Result<Side, String>, Option<Result<Scale, String>>)> = BTreeMap::new();
+    for imp in [Impl::Upstream, Impl::Ours] {
+        eprintln!("[e2e] {}: single install", imp.label());
+        let side = single(imp, tools, &layout, work, &catalog_dir, &global).map_err(|e| format!("{e:#}"));
+        let scaled = (opts.scale_namespaces > 0).then(|| {
+            eprintln!("[e2e] {}: scale run, {} namespaces", imp.label(), opts.scale_namespaces);
+            scale(imp, tools, &layout, work, &catalog_dir, &global, opts).map_err(|e| format!("{e:#}"))
+        });
+        results.insert(imp.tag(), (side, scaled));
+    }
     let _ = olm_dev::down(&layout, &progress, true);
-    Ok(E2e { upstream, ours, cluster_up })
+    let (upstream, upstream_scale) = results.remove("upstream").context("upstream ran")?;
+    let (ours, ours_scale) = results.remove("ours").context("ours ran")?;
+    Ok(E2e { upstream, ours, upstream_scale, ours_scale, cluster_up, global, options: opts.clone() })
 }

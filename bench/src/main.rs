@@ -4,12 +4,17 @@
 //! Options: `--out FILE` (default: BENCHMARKS.md at the workspace root), `--fbc DIR` (the
 //! real catalog; default /work/shared/real-catalogs/community-operators-prod-fbc-v4.21/catalog,
 //! or OLM_BENCH_FBC), `--quick` (fewer requests, shorter timings: for trying the harness),
-//! `--no-e2e` (skip the end-to-end part, which starts a private control plane).
+//! `--no-e2e` (skip the end-to-end part, which starts a private control plane), `--e2e-only`
+//! (only the end-to-end part), `--scale-namespaces N` (namespaces of the end-to-end scale run;
+//! default 200, 10 with `--quick`, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES),
+//! `--scale-timeout SECS` (longest wait for the scale run to settle, per side; default 6 s per
+//! namespace, at least 300 s).
 
 mod catalogs;
 mod compare;
 mod e2e;
 mod report;
+mod report_e2e;
 mod resolve;
 mod serve;
 mod tools;
@@ -28,6 +33,16 @@ pub struct Options {
     pub fbc: PathBuf,
     pub quick: bool,
     pub e2e: bool,
+    /// Only the end-to-end part (parts 1 and 2 skipped).
+    pub e2e_only: bool,
+    pub e2e_options: e2e::E2eOptions,
+}
+
+const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS]";
+
+fn number(flag: &str, value: Option<String>) -> anyhow::Result<u64> {
+    let v = value.with_context(|| format!("{flag} needs a number"))?;
+    v.trim().parse().with_context(|| format!("{flag} {v:?}: not a whole number"))
 }
 
 fn options(workspace: &Path) -> anyhow::Result<Options> {
@@ -35,6 +50,12 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
     let mut fbc = std::env::var_os("OLM_BENCH_FBC").map_or_else(|| PathBuf::from(catalogs::DEFAULT_REAL_FBC), PathBuf::from);
     let mut quick = false;
     let mut e2e = true;
+    let mut e2e_only = false;
+    let mut scale_namespaces = match std::env::var("OLM_BENCH_SCALE_NAMESPACES") {
+        Ok(v) => Some(number("OLM_BENCH_SCALE_NAMESPACES", Some(v))?),
+        Err(_) => None,
+    };
+    let mut scale_timeout = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -42,14 +63,33 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
             "--fbc" => fbc = PathBuf::from(args.next().context("--fbc needs a directory")?),
             "--quick" => quick = true,
             "--no-e2e" => e2e = false,
+            "--e2e-only" => e2e_only = true,
+            "--scale-namespaces" => scale_namespaces = Some(number(&a, args.next())?),
+            "--scale-timeout" => scale_timeout = Some(Duration::from_secs(number(&a, args.next())?)),
             "-h" | "--help" => {
-                println!("usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e]");
+                println!("{USAGE}");
                 std::process::exit(0);
             }
-            other => bail!("unknown argument {other:?}; usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e]"),
+            other => bail!("unknown argument {other:?}; {USAGE}"),
         }
     }
-    Ok(Options { out, fbc, quick, e2e })
+    if e2e_only && !e2e {
+        bail!("--e2e-only and --no-e2e exclude each other; {USAGE}");
+    }
+    let scale_namespaces = usize::try_from(scale_namespaces.unwrap_or(if quick { 10 } else { 200 }))
+        .context("--scale-namespaces is too large")?;
+    // About 6 s per namespace: 20 minutes for 200 on a 2-core machine.
+    let per_namespace = Duration::from_secs(6);
+    let scale_timeout = scale_timeout
+        .unwrap_or_else(|| (per_namespace * u32::try_from(scale_namespaces).unwrap_or(u32::MAX)).max(Duration::from_secs(300)));
+    let e2e_options = e2e::E2eOptions {
+        scale_namespaces,
+        scale_timeout,
+        steady_after: Duration::from_secs(if quick { 10 } else { 30 }),
+        idle_after: Duration::from_secs(if quick { 5 } else { 15 }),
+        create_concurrency: 4,
+    };
+    Ok(Options { out, fbc, quick, e2e, e2e_only, e2e_options })
 }
 
 /// One server's figures on one catalog.
@@ -182,20 +222,20 @@ fn main() -> anyhow::Result<()> {
         ));
         fallback
     };
-    let real = catalogs::describe(&format!("real ({})", short_path(&base)), &base)?;
-    let synthetic_dir = work.join("synthetic-10x");
-    catalogs::make_synthetic(&base, &synthetic_dir, 10)?;
-    let synthetic = catalogs::describe("synthetic 10×", &synthetic_dir)?;
-
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut runs = Vec::new();
-    for c in [real, synthetic] {
-        runs.push(runtime.block_on(bench_catalog(&tools, c, &work, &opts))?);
+    if !opts.e2e_only {
+        let real = catalogs::describe(&format!("real ({})", short_path(&base)), &base)?;
+        let synthetic_dir = work.join("synthetic-10x");
+        catalogs::make_synthetic(&base, &synthetic_dir, 10)?;
+        let synthetic = catalogs::describe("synthetic 10×", &synthetic_dir)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        for c in [real, synthetic] {
+            runs.push(runtime.block_on(bench_catalog(&tools, c, &work, &opts))?);
+        }
     }
-    drop(runtime);
     let end_to_end = if opts.e2e {
         eprintln!("end to end on a private control plane");
-        Some(e2e::run(&tools, &work).map_err(|e| format!("{e:#}")))
+        Some(e2e::run(&tools, &work, &opts.e2e_options).map_err(|e| format!("{e:#}")))
     } else {
         None
     };

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::report_e2e::{e2e_losses, scale_goal_row, section_e2e};
 use crate::serve::{Rpc, Server};
 use crate::tools::Tools;
 use crate::{CatalogRun, Options, ServerRun};
@@ -33,7 +34,7 @@ fn mem_total_gib() -> String {
         .map_or_else(|| "unknown".into(), |kb| format!("{:.1} GiB", kb / 1024.0 / 1024.0))
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1e3)
 }
 
@@ -41,7 +42,7 @@ fn us(v: f64) -> String {
     if v >= 10_000.0 { format!("{:.1} ms", v / 1000.0) } else { format!("{v:.0} µs") }
 }
 
-fn ratio(ours: f64, theirs: f64) -> String {
+pub(crate) fn ratio(ours: f64, theirs: f64) -> String {
     if theirs > 0.0 && ours.is_finite() && theirs.is_finite() { format!("{:.3}", ours / theirs) } else { "n/a".into() }
 }
 
@@ -138,7 +139,7 @@ pub fn render(
         }
         _ => writeln!(o, "| end-to-end install ≥ 10× faster | Subscription → CSV Succeeded (etcd) | — | — | n/a | **not measured** (see §3) |")?,
     }
-    writeln!(o, "| controller memory per namespace ≤ 1/10 | 200-namespace scale run | — | — | n/a | **not measured** (see §3) |\n")?;
+    writeln!(o, "{}\n", scale_goal_row(e2e))?;
 
     // 1. Catalog serving.
     writeln!(o, "## 1. Catalog serving: `olm catalog serve` vs `opm serve`\n")?;
@@ -272,10 +273,16 @@ pub fn render(
     )?;
     writeln!(o, "| catalog | Subscriptions | ours first | upstream first | ours median | upstream median | ours p90 | upstream p90 | median ours/upstream | bundles (ours/upstream) | same answer? |\n|---|---|---|---|---|---|---|---|---|---|---|")?;
     let mut resolution_diffs = Vec::new();
+    let mut channel_notes = Vec::new();
     for run in runs {
         for a in &run.resolution_ours {
             let Some(b) = run.resolution_upstream.iter().find(|b| b.label == a.label) else { continue };
             let diffs = crate::resolve::differences(a, b);
+            for note in crate::resolve::channel_notes(a, b) {
+                if !channel_notes.contains(&note) {
+                    channel_notes.push(note);
+                }
+            }
             writeln!(
                 o,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
@@ -312,53 +319,22 @@ pub fn render(
         }
         writeln!(o)?;
     }
+    if !channel_notes.is_empty() {
+        writeln!(
+            o,
+            "Channel attribution: for a Subscription without a channel, upstream gathers the candidates of every channel \
+             listing the chosen bundle from a Go map, so it names a different channel from one resolution to the next (the \
+             driver records every channel upstream named over the set's resolutions). Ours names the package's default channel \
+             when the bundle is in it. These count as the same answer:\n"
+        )?;
+        for note in &channel_notes {
+            writeln!(o, "- {note}")?;
+        }
+        writeln!(o)?;
+    }
 
     // 3. End to end.
-    writeln!(o, "## 3. End to end (Subscription → CSV Succeeded; 200-namespace scale run)\n")?;
-    match e2e {
-        None => writeln!(o, "Skipped in this run (`--no-e2e`).\n")?,
-        Some(Err(e)) => writeln!(o, "The private control plane could not be started: {}\n", e.replace('\n', " "))?,
-        Some(Ok(r)) => {
-            writeln!(
-                o,
-                "On a private olm-dev control plane (kube-apiserver {}, kwok node; its own ports and state directory, started in {}), \
-                 upstream first, then ours, each with its own CRDs (deleted in between, with the etcd CRDs the install created), \
-                 namespaces `e2e-upstream` / `e2e-ours`, the global catalog namespace `olm`, a CatalogSource with `spec.address` \
-                 pointing at the side's own gRPC catalog server on loopback serving the repository's catalogs/community (its bundles \
-                 carry no image, so upstream takes the bundle content from the gRPC answer and needs no unpack Job), an OperatorGroup \
-                 targeting the namespace, then a Subscription to etcd, channel singlenamespace-alpha, Automatic. Install time = \
-                 Subscription created until a `kubectl get csv -w` stream started beforehand shows {} Succeeded. RSS 2 s later.\n",
-                olm_dev::KUBERNETES_VERSION,
-                ms(r.cluster_up),
-                "etcdoperator.v0.9.4"
-            )?;
-            writeln!(o, "| side | Subscription → CSV Succeeded | RSS per process |\n|---|---|---|")?;
-            for (label, side) in [("upstream", &r.upstream), ("ours", &r.ours)] {
-                match side {
-                    Ok(s) => writeln!(
-                        o,
-                        "| {} | {} | {} |",
-                        s.label,
-                        ms(s.install),
-                        s.rss.iter().map(|(p, m)| format!("{p}: {m:.1} MiB")).collect::<Vec<_>>().join("; ")
-                    )?,
-                    Err(e) => writeln!(o, "| {label} | failed: {} | — |", e.replace('\n', " ").replace('|', "/"))?,
-                }
-            }
-            if let (Ok(u), Ok(a)) = (&r.upstream, &r.ours) {
-                let total = |s: &crate::e2e::Side| s.rss.iter().map(|(_, m)| m).sum::<f64>();
-                writeln!(
-                    o,
-                    "\nInstall time ours/upstream: {}. Controllers + catalog server RSS ours/upstream: {:.1} / {:.1} MiB = {}.\n",
-                    ratio(a.install.as_secs_f64(), u.install.as_secs_f64()),
-                    total(a),
-                    total(u),
-                    ratio(total(a), total(u))
-                )?;
-            }
-        }
-    }
-    writeln!(o, "{}\n", crate::report::SCALE_STATUS)?;
+    section_e2e(&mut o, e2e)?;
 
     // Where we lose.
     writeln!(o, "## Where we lose\n")?;
@@ -394,6 +370,9 @@ pub fn render(
             }
         }
     }
+    if let Some(Ok(r)) = e2e {
+        e2e_losses(r, &mut losses);
+    }
     if losses.is_empty() {
         writeln!(o, "Nowhere among the figures measured in this run.\n")?;
     } else {
@@ -408,7 +387,7 @@ pub fn render(
     writeln!(o, "## How to rerun\n")?;
     writeln!(
         o,
-        "```\nbench/run.sh            # builds olm and olm-bench (release), runs everything, rewrites BENCHMARKS.md\nbench/run.sh --quick    # short runs, to try the harness\nbench/run.sh --no-e2e   # parts 1 and 2 only\n```\n\n\
+        "```\nbench/run.sh            # builds olm and olm-bench (release), runs everything, rewrites BENCHMARKS.md\nbench/run.sh --quick    # short runs, to try the harness\nbench/run.sh --no-e2e   # parts 1 and 2 only\nbench/run.sh --e2e-only # part 3 only (private control plane, single install and scale run)\nbench/run.sh --scale-namespaces 50   # scale run size (default 200, 10 with --quick, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES)\nbench/run.sh --scale-timeout 1800    # longest wait for the scale run to settle, per side (default 6 s per namespace, at least 300 s)\n```\n\n\
          Needs Go ≥ 1.26.3 with access to the Go module proxy, gcc (opm links sqlite through cgo), and the real catalog at \
          {} (or `--fbc DIR` / OLM_BENCH_FBC; when absent the run says so and uses catalogs/community). The first run builds opm \
          (operator-registry {}, override with OLM_BENCH_OPM_VERSION) into ~/.cache/olm-dev/bin/opm-VERSION/ through a consumer module, \
@@ -419,15 +398,6 @@ pub fn render(
     )?;
     Ok(o)
 }
-
-/// Why the scale part of §3 has no figures (a statement about the harness, not a measurement).
-pub const SCALE_STATUS: &str = "**Not measured: the 200-namespace scale run** (200 namespaces each with an OperatorGroup and a \
-Subscription, plus one AllNamespaces operator; time to settle and controller memory per namespace). It was not built within the \
-session's time box. Two facts that shape it: the only catalog whose bundles upstream can install here without bundle-unpack Jobs \
-(which need a real container runtime; the control plane's pods are kwok fakes) is catalogs/community, and its only package, etcd, \
-cannot be installed both per namespace and AllNamespaces at once (both provide EtcdCluster; upstream rejects that as an API \
-conflict), so the AllNamespaces operator needs a second image-less package first. The goal \"controller memory per namespace ≤ \
-1/10 of upstream's\" is therefore unmeasured, neither met nor missed.";
 
 /// How to read the loss lines; printed only when there are losses.
 pub const LOSS_CONTEXT: &str = "How to read these: the load generator runs on the same cores as the server (nproc above), so \
@@ -443,5 +413,4 @@ snapshot, and it writes `\"creationTimestamp\": null` into the CSV metadata, whi
 difference listed under \"Same answers?\". **Catalog server memory** — ours keeps its whole indexed snapshot in memory, while opm serves \
 bundle content from its cache directory on disk. **First resolution** — ours parses and indexes the FBC from disk, upstream receives \
 opm's pre-parsed bundles over gRPC; a running controller pays this once per catalog change, not per resolution. **Resolution \
-answers** — same bundles, but for bundles listed in several channels the channel attributed by olm-resolver differs from upstream's \
-(see the differences in §2): an olm-resolver issue to fix.";
+answers** — where the channel of a chosen bundle differs, see \"Channel attribution\" in §2: upstream's own choice varies between runs.";

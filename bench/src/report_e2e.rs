@@ -1,0 +1,403 @@
+//! §3 of BENCHMARKS.md (end to end: single install with its timeline, scale run), the scale
+//! goal row and the end-to-end lines of "Where we lose". Every number comes from the run.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::e2e::{E2e, Scale, Settle, Side};
+use crate::report::{ms, ratio};
+
+fn kib(v: f64) -> String {
+    if v.abs() >= 1024.0 { format!("{:.2} MiB", v / 1024.0) } else { format!("{v:.1} KiB") }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+fn clean(e: &str) -> String {
+    e.replace('\n', " ").replace('|', "/")
+}
+
+fn settled_both(r: &E2e) -> Option<(&Scale, &Scale)> {
+    match (&r.upstream_scale, &r.ours_scale) {
+        (Some(Ok(u)), Some(Ok(a))) if matches!(u.settle, Settle::Settled(_)) && matches!(a.settle, Settle::Settled(_)) => Some((u, a)),
+        _ => None,
+    }
+}
+
+/// The Goals table row "controller memory per namespace ≤ 1/10".
+pub fn scale_goal_row(e2e: Option<&Result<E2e, String>>) -> String {
+    let goal = "| controller memory per namespace ≤ 1/10";
+    let Some(Ok(r)) = e2e else {
+        return format!("{goal} | scale run | — | — | n/a | **not measured** (see §3) |");
+    };
+    let n = r.options.scale_namespaces;
+    let measure = format!("(controllers' RSS settled − idle) / N, {n}-namespace scale run");
+    match (&r.upstream_scale, &r.ours_scale) {
+        (None, _) | (_, None) => format!("{goal} | scale run | — | — | n/a | **not measured** (scale run skipped, see §3) |"),
+        (Some(Err(_)), _) | (_, Some(Err(_))) => format!("{goal} | {measure} | — | — | n/a | **not measured** (a side failed, see §3) |"),
+        (Some(Ok(u)), Some(Ok(a))) => {
+            let (x, y) = (a.per_namespace_kib(), u.per_namespace_kib());
+            if settled_both(r).is_none() {
+                return format!("{goal} | {measure} | {} | {} | n/a | **not comparable** (a side did not settle, see §3) |", kib(x), kib(y));
+            }
+            if y <= 0.0 {
+                return format!("{goal} | {measure} | {} | {} | n/a | **not comparable** (upstream's controllers did not grow) |", kib(x), kib(y));
+            }
+            let r = x / y;
+            format!("{goal} | {measure} | {} | {} | {:.3} | {} |", kib(x), kib(y), r, if r <= 0.1 { "yes" } else { "**no**" })
+        }
+    }
+}
+
+pub fn section_e2e(o: &mut String, e2e: Option<&Result<E2e, String>>) -> anyhow::Result<()> {
+    writeln!(o, "## 3. End to end (Subscription → CSV Succeeded; scale run)\n")?;
+    let r = match e2e {
+        None => {
+            writeln!(o, "Skipped in this run (`--no-e2e`).\n")?;
+            return Ok(());
+        }
+        Some(Err(e)) => {
+            writeln!(o, "The private control plane could not be started: {}\n", clean(e))?;
+            return Ok(());
+        }
+        Some(Ok(r)) => r,
+    };
+    let g = &r.global;
+    writeln!(
+        o,
+        "On a private olm-dev control plane (kube-apiserver {}, kube-controller-manager, kwok node; its own ports and state \
+         directory, started in {}), upstream first, then ours, each with its own CRDs (deleted in between, with the CRDs the \
+         installs created) and its own processes (started afresh for the single install and for the scale run), the global \
+         catalog namespace `olm` and a CatalogSource whose `spec.address` points at the side's own gRPC catalog server on \
+         loopback. Both servers serve the same catalog, target/olm-bench/e2e-catalog: the repository's catalogs/community \
+         (package `etcd`) and a package `{}` generated from it for the AllNamespaces operator (etcd's cluster-wide channel head \
+         with package, CSV name `{}` and API group `{}` renamed, one channel `{}`): etcd cannot be installed per namespace and \
+         for all namespaces at once, both would provide EtcdCluster. No bundle carries an image, so upstream takes the manifests \
+         from the gRPC answer and needs no unpack Job (which could not run here: pods are kwok fakes).\n",
+        olm_dev::KUBERNETES_VERSION,
+        ms(r.cluster_up),
+        g.package,
+        g.csv_name,
+        g.group,
+        g.channel
+    )?;
+    writeln!(
+        o,
+        "### Single install\n\nNamespaces `e2e-upstream` / `e2e-ours` with an OperatorGroup targeting the namespace, then a \
+         Subscription to etcd, channel singlenamespace-alpha, Automatic. Install time = from the Subscription's ADDED event to \
+         {} Succeeded, both as they arrive on `kubectl get -w` streams started beforehand (same path at both ends; the \
+         `kubectl apply` start-up before the ADDED event is shown apart and not counted). RSS 2 s later.\n",
+        g.per_namespace_csv
+    )?;
+    writeln!(o, "| side | Subscription → CSV Succeeded | kubectl apply → ADDED (not counted) | RSS per process |\n|---|---|---|---|")?;
+    for (label, side) in [("upstream", &r.upstream), ("ours", &r.ours)] {
+        match side {
+            Ok(s) => writeln!(
+                o,
+                "| {} | {} | {} | {} |",
+                s.label,
+                ms(s.install),
+                ms(s.apply_to_added),
+                s.rss.iter().map(|(p, m)| format!("{p}: {m:.1} MiB")).collect::<Vec<_>>().join("; ")
+            )?,
+            Err(e) => writeln!(o, "| {label} | failed: {} | — | — |", clean(e))?,
+        }
+    }
+    if let (Ok(u), Ok(a)) = (&r.upstream, &r.ours) {
+        let total = |s: &Side| s.rss.iter().map(|(_, m)| m).sum::<f64>();
+        writeln!(
+            o,
+            "\nInstall time ours/upstream: {}. Controllers + catalog server RSS ours/upstream: {:.1} / {:.1} MiB = {}.\n",
+            ratio(a.install.as_secs_f64(), u.install.as_secs_f64()),
+            total(a),
+            total(u),
+            ratio(total(a), total(u))
+        )?;
+    }
+    timeline(o, r)?;
+    scale_section(o, r)?;
+    Ok(())
+}
+
+fn timeline(o: &mut String, r: &E2e) -> anyhow::Result<()> {
+    let sides: Vec<(&str, &Side)> = [("upstream", &r.upstream), ("ours", &r.ours)]
+        .into_iter()
+        .filter_map(|(l, s)| s.as_ref().ok().map(|s| (l, s)))
+        .collect();
+    if sides.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        o,
+        "### Where the single install's time goes\n\nFirst time each state was seen, in ms after the Subscription's ADDED event, \
+         from `kubectl get -w --output-watch-events` streams on the namespace's Subscriptions, InstallPlans, CSVs and \
+         Deployments started before it (time of arrival at the benchmark; a state an object passed through between two \
+         events is not seen; watching goes on for 2 s after Succeeded). \"created\" is the object's first event, \
+         `(none)` an empty field.\n"
+    )?;
+    // Rows: every step either side saw, in order of the earliest time it was seen.
+    let mut steps: BTreeMap<&str, Vec<Option<Duration>>> = BTreeMap::new();
+    for (i, (_, s)) in sides.iter().enumerate() {
+        for (step, at) in &s.timeline {
+            steps.entry(step.as_str()).or_insert_with(|| vec![None; sides.len()])[i] = Some(*at);
+        }
+    }
+    let mut rows: Vec<(&str, Vec<Option<Duration>>)> = steps.into_iter().collect();
+    rows.sort_by_key(|(_, ts)| ts.iter().flatten().min().copied().unwrap_or_default());
+    write!(o, "| step |")?;
+    for (l, _) in &sides {
+        write!(o, " {l} |")?;
+    }
+    write!(o, "\n|---|")?;
+    for _ in &sides {
+        write!(o, "---|")?;
+    }
+    writeln!(o)?;
+    for (step, ts) in rows {
+        write!(o, "| {} |", step.replace('|', "/"))?;
+        for t in ts {
+            write!(o, " {} |", t.map_or("—".to_string(), |t| format!("{:.0}", t.as_secs_f64() * 1e3)))?;
+        }
+        writeln!(o)?;
+    }
+    writeln!(o)?;
+    Ok(())
+}
+
+fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
+    let opts = &r.options;
+    let g = &r.global;
+    writeln!(o, "### Scale run: {} namespaces and one AllNamespaces operator\n", opts.scale_namespaces)?;
+    if opts.scale_namespaces == 0 {
+        writeln!(o, "Skipped in this run (`--scale-namespaces 0`).\n")?;
+        return Ok(());
+    }
+    writeln!(
+        o,
+        "Per side, with fresh processes: the CatalogSource READY, then {} idle → **idle** RSS. Then, from the first create: {} \
+         namespaces, each with an OperatorGroup targeting itself and a Subscription to etcd (singlenamespace-alpha, Automatic), \
+         plus namespace `scale-SIDE-global` with a global OperatorGroup (no targetNamespaces) and a Subscription to `{}` \
+         (channel {}); created by {} concurrent `kubectl create -f` of multi-document files (each in order namespace, \
+         OperatorGroup, Subscription). **Settled** = every namespace's {} and the global {} Succeeded, read from one \
+         `kubectl get csv -A -w` stream; settled RSS 2 s after that, **steady** RSS {} later. Memory per namespace = \
+         (controllers' settled RSS − idle RSS) / N, controllers being upstream's olm + catalog operators and our `olm run`; the \
+         catalog server is listed but not counted. Copied CSVs = CSVs labelled `olm.copiedFrom` (upstream copies an \
+         AllNamespaces operator's CSV into every namespace). Each side's wait is capped at {}.\n",
+        secs(opts.idle_after),
+        opts.scale_namespaces,
+        g.package,
+        g.channel,
+        opts.create_concurrency,
+        g.per_namespace_csv,
+        g.csv_name,
+        secs(opts.steady_after),
+        secs(opts.scale_timeout)
+    )?;
+    writeln!(
+        o,
+        "| side | objects created in | time to settle | controllers RSS idle → settled → steady | per namespace (settled) | per namespace (steady) | copied CSVs settled / steady | CSVs at steady |\n|---|---|---|---|---|---|---|---|"
+    )?;
+    let sides = [("upstream", &r.upstream_scale), ("ours", &r.ours_scale)];
+    for (label, s) in sides {
+        match s {
+            None => {}
+            Some(Err(e)) => writeln!(o, "| {label} | failed: {} | | | | | | |", clean(e))?,
+            Some(Ok(s)) => {
+                let settle = match &s.settle {
+                    Settle::Settled(d) => secs(*d),
+                    Settle::NotSettled { after, succeeded, global_succeeded } => format!(
+                        "**not settled** after {}: {succeeded} of {} Succeeded, AllNamespaces operator {}",
+                        secs(*after),
+                        s.namespaces,
+                        if *global_succeeded { "Succeeded" } else { "not Succeeded" }
+                    ),
+                };
+                writeln!(
+                    o,
+                    "| {} | {} | {} | {:.1} → {:.1} → {:.1} MiB | {} | {} | {} / {} | {} |",
+                    s.label,
+                    secs(s.create),
+                    settle,
+                    s.controllers_idle(),
+                    s.controllers_settled(),
+                    s.controllers_steady(),
+                    kib(s.per_namespace_kib()),
+                    kib(s.per_namespace_steady_kib()),
+                    s.copied_at_settle,
+                    s.copied_at_end,
+                    s.csvs_at_end
+                )?;
+            }
+        }
+    }
+    writeln!(o, "\n| side | process | idle | settled | steady | peak (VmHWM) |\n|---|---|---|---|---|---|")?;
+    for (_, s) in sides {
+        if let Some(Ok(s)) = s {
+            for m in &s.memory {
+                writeln!(
+                    o,
+                    "| {} | {}{} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB |",
+                    s.label,
+                    m.label,
+                    if m.controller { "" } else { " (not counted)" },
+                    m.idle_mib,
+                    m.settled_mib,
+                    m.steady_mib,
+                    m.peak_mib
+                )?;
+            }
+        }
+    }
+    if let (Some(Ok(u)), Some(Ok(a))) = (&r.upstream_scale, &r.ours_scale) {
+        let settle_ratio = match (&a.settle, &u.settle) {
+            (Settle::Settled(x), Settle::Settled(y)) => ratio(x.as_secs_f64(), y.as_secs_f64()),
+            _ => "n/a (a side did not settle)".to_string(),
+        };
+        writeln!(
+            o,
+            "\nOurs/upstream: memory per namespace {} (steady: {}); time to settle {}; controllers' settled RSS {}.\n",
+            ratio(a.per_namespace_kib(), u.per_namespace_kib()),
+            ratio(a.per_namespace_steady_kib(), u.per_namespace_steady_kib()),
+            settle_ratio,
+            ratio(a.controllers_settled(), u.controllers_settled())
+        )?;
+    } else {
+        writeln!(o)?;
+    }
+    inventory_table(o, r)?;
+    followers_table(o, r)?;
+    writeln!(
+        o,
+        "Logs: target/olm-bench/e2e-SIDE-{{single,scale}}-*.log (processes), e2e-ours-scale-metrics-{{idle,settled,steady}}.txt \
+         (`olm run` /metrics at the three readings), e2e-SIDE-scale-objects/ (the created objects).\n"
+    )?;
+    Ok(())
+}
+
+/// The API objects behind the memory: per kind `olm run` caches, objects and compact-JSON size
+/// before the creates and at the steady reading, per side.
+fn inventory_table(o: &mut String, r: &E2e) -> anyhow::Result<()> {
+    let sides: Vec<&Scale> = [&r.upstream_scale, &r.ours_scale].into_iter().filter_map(|s| s.as_ref().and_then(|s| s.as_ref().ok())).collect();
+    if sides.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        o,
+        "What the controllers have to keep: the API objects of every kind `olm run` holds a watch cache of (with its label \
+         selector), counted on the cluster before the creates and after the steady reading, with their size as compact JSON \
+         (a full watch cache keeps at least this much, decoded; upstream caches these kinds and more). Per namespace = \
+         (steady − idle) / N.\n"
+    )?;
+    write!(o, "| kind |")?;
+    for s in &sides {
+        write!(o, " {}: objects | {}: JSON per namespace |", s.label, s.label)?;
+    }
+    write!(o, "\n|---|")?;
+    for _ in &sides {
+        write!(o, "---|---|")?;
+    }
+    writeln!(o)?;
+    let kinds: Vec<&str> = sides[0].inventory_end.iter().map(|k| k.kind.as_str()).collect();
+    let mut totals = vec![0.0f64; sides.len()];
+    for kind in kinds {
+        write!(o, "| {kind} |")?;
+        for (i, s) in sides.iter().enumerate() {
+            let find = |v: &[crate::e2e::KindCount]| v.iter().find(|k| k.kind == kind).map(|k| (k.objects, k.json_bytes));
+            match (find(&s.inventory_idle), find(&s.inventory_end)) {
+                (Some((oi, bi)), Some((oe, be))) => {
+                    let per = (be as f64 - bi as f64) / 1024.0 / s.namespaces.max(1) as f64;
+                    totals[i] += per;
+                    write!(o, " {oi} → {oe} | {} |", kib(per))?;
+                }
+                _ => write!(o, " — | — |")?,
+            }
+        }
+        writeln!(o)?;
+    }
+    write!(o, "| **total** |")?;
+    for (i, s) in sides.iter().enumerate() {
+        write!(o, " | **{}** (RSS per namespace, steady: {}) |", kib(totals[i]), kib(s.per_namespace_steady_kib()))?;
+    }
+    writeln!(o, "\n")?;
+    Ok(())
+}
+
+/// Ours: what the watch caches alone cost, from follower replicas.
+fn followers_table(o: &mut String, r: &E2e) -> anyhow::Result<()> {
+    let Some(Ok(s)) = &r.ours_scale else { return Ok(()) };
+    if s.followers.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        o,
+        "Where our memory per namespace goes: follower replicas of `olm run` (`--leader-elect` on a Lease the benchmark holds, \
+         so they fill their watch caches but never reconcile), one per controller set, started before the creates and again \
+         after the steady reading, RSS read 2 s after /readyz reports every cache listed. A follower's growth is what the \
+         caches of those controllers cost; the leader's growth beyond the \"all\" follower's is the installing work's \
+         (queues, per-object state, allocator).\n"
+    )?;
+    writeln!(o, "| `olm run --controllers` | RSS idle | RSS at end | per namespace |\n|---|---|---|---|")?;
+    for (set, idle, end) in &s.followers {
+        writeln!(o, "| {set} (follower) | {idle:.1} MiB | {end:.1} MiB | {} |", kib((end - idle) * 1024.0 / s.namespaces.max(1) as f64))?;
+    }
+    if let Some(m) = s.memory.iter().find(|m| m.controller) {
+        writeln!(
+            o,
+            "| all (the leader that did the installs) | {:.1} MiB | {:.1} MiB | {} |",
+            m.idle_mib,
+            m.steady_mib,
+            kib(s.per_namespace_steady_kib())
+        )?;
+    }
+    writeln!(o)?;
+    Ok(())
+}
+
+/// End-to-end figures where ours is worse than upstream.
+pub fn e2e_losses(r: &E2e, losses: &mut Vec<String>) {
+    if let (Ok(u), Ok(a)) = (&r.upstream, &r.ours) {
+        if a.install > u.install {
+            losses.push(format!("end to end: Subscription → CSV Succeeded {} vs upstream {}", ms(a.install), ms(u.install)));
+        }
+        let total = |s: &Side| s.rss.iter().map(|(_, m)| m).sum::<f64>();
+        if total(a) > total(u) {
+            losses.push(format!("end to end: RSS after the single install {:.1} MiB vs upstream {:.1} MiB", total(a), total(u)));
+        }
+    }
+    match (&r.upstream_scale, &r.ours_scale) {
+        (Some(Ok(u)), Some(Ok(a))) => {
+            match (&a.settle, &u.settle) {
+                (Settle::Settled(x), Settle::Settled(y)) if x > y => {
+                    losses.push(format!("scale run: time to settle {} vs upstream {}", secs(*x), secs(*y)))
+                }
+                (Settle::NotSettled { .. }, Settle::Settled(y)) => {
+                    losses.push(format!("scale run: ours did not settle, upstream did in {}", secs(*y)))
+                }
+                _ => {}
+            }
+            if a.per_namespace_kib() > u.per_namespace_kib() {
+                losses.push(format!(
+                    "scale run: controller memory per namespace {} vs upstream {}",
+                    kib(a.per_namespace_kib()),
+                    kib(u.per_namespace_kib())
+                ));
+            }
+            if a.controllers_settled() > u.controllers_settled() {
+                losses.push(format!(
+                    "scale run: controllers' settled RSS {:.1} MiB vs upstream {:.1} MiB",
+                    a.controllers_settled(),
+                    u.controllers_settled()
+                ));
+            }
+            let server = |s: &Scale| s.memory.iter().filter(|m| !m.controller).map(|m| m.settled_mib).sum::<f64>();
+            if server(a) > server(u) {
+                losses.push(format!("scale run: catalog server settled RSS {:.1} MiB vs opm {:.1} MiB", server(a), server(u)));
+            }
+        }
+        (Some(Ok(_)), Some(Err(e))) => losses.push(format!("scale run: ours failed ({}) where upstream ran", clean(e))),
+        _ => {}
+    }
+}
