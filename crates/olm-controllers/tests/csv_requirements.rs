@@ -1,5 +1,6 @@
 //! Requirements read from the API server itself, against the real local control plane:
-//! `minKubeVersion` against the server's version, and `nativeAPIs` against discovery.
+//! `minKubeVersion` against the server's version, and `nativeAPIs` against discovery; and
+//! the `olm.api.<hash>` labels that index the CSV by its APIs.
 
 mod common;
 
@@ -63,6 +64,11 @@ async fn min_kube_version_and_native_apis_are_checked_against_the_server() -> an
     let fixed = json!({"spec": {"minKubeVersion": "1.20.0", "nativeAPIs": [{"group": "apps", "version": "v1", "kind": "Deployment"}]}});
     csvs.patch(CSV_NAME, &PatchParams::default(), &Patch::Merge(&fixed)).await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
+
+    // Indexed by the APIs it provides (upstream's olm.api.<hash> labels).
+    let labels = csvs.get(CSV_NAME).await?.metadata.labels.unwrap_or_default();
+    let key = olm_controllers::csv::decide::api_label_key("EtcdCluster", "v1beta2", "etcd.database.coreos.com");
+    assert_eq!(labels.get(&key).map(String::as_str), Some("provided"), "{labels:?}");
     ns.cleanup().await?;
     Ok(())
 }

@@ -166,6 +166,8 @@ pub struct OwnedRbac {
 pub enum CsvAction {
     /// Merge annotations into the CSV (`None` removes a key).
     Annotate(BTreeMap<String, Option<String>>),
+    /// Merge labels into the CSV (`None` removes a key): the `olm.api.<hash>` index.
+    Label(BTreeMap<String, Option<String>>),
     /// Server-side apply a Deployment.
     ApplyDeployment(Box<Deployment>),
     /// Delete a Deployment this CSV owns that its strategy no longer lists.
@@ -1172,6 +1174,47 @@ pub fn decide_deletion(csv: &ClusterServiceVersion, replaced_by_peer: bool) -> O
     Some(decision)
 }
 
+/// The `olm.api.<hash>` label of an API: FNV-1a (64 bit, lower-case hex) of `Kind.version.group`,
+/// as upstream computes it.
+pub fn api_label_key(kind: &str, version: &str, group: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in format!("{kind}.{version}.{group}").bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{}{hash:x}", keys::API_LABEL_PREFIX)
+}
+
+/// The label changes that index the CSV by the APIs it provides (`provided`) and requires
+/// (`required`; upstream computes these but never writes them, we do), removing stale ones.
+pub fn api_label_changes(csv: &ClusterServiceVersion) -> BTreeMap<String, Option<String>> {
+    let mut wanted: BTreeMap<String, String> = BTreeMap::new();
+    for crd in csv.spec.owned_crds() {
+        wanted.insert(api_label_key(&crd.kind, &crd.version, crd.group()), "provided".to_owned());
+    }
+    for api in csv.spec.owned_api_services() {
+        wanted.insert(api_label_key(&api.kind, &api.version, &api.group), "provided".to_owned());
+    }
+    for crd in csv.spec.required_crds() {
+        wanted.insert(api_label_key(&crd.kind, &crd.version, crd.group()), "required".to_owned());
+    }
+    for api in csv.spec.required_api_services() {
+        wanted.insert(api_label_key(&api.kind, &api.version, &api.group), "required".to_owned());
+    }
+    let labels = csv.labels();
+    let mut changes: BTreeMap<String, Option<String>> = wanted
+        .iter()
+        .filter(|(k, v)| labels.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    for key in labels.keys() {
+        if key.starts_with(keys::API_LABEL_PREFIX) && !wanted.contains_key(key) {
+            changes.insert(key.clone(), None);
+        }
+    }
+    changes
+}
+
 /// Decide one pass over a non-copied CSV.
 pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
     let csv = observed.csv;
@@ -1180,6 +1223,10 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
         return decision;
     }
     let mut decision = decide_live(observed, now);
+    let labels = api_label_changes(csv);
+    if !labels.is_empty() {
+        decision.actions.insert(0, CsvAction::Label(labels));
+    }
     if !csv.finalizers().iter().any(|f| f == keys::CSV_CLEANUP_FINALIZER) {
         // First, so it is in place before anything cluster-scoped is created.
         decision.actions.insert(

@@ -548,6 +548,13 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                     .await
                     .map_err(|err| Error::api(format!("annotate ClusterServiceVersion {namespace}/{name}"), err))?;
             }
+            CsvAction::Label(labels) => {
+                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+                let patch = json!({ "metadata": { "labels": labels } });
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|err| Error::api(format!("label ClusterServiceVersion {namespace}/{name}"), err))?;
+            }
             CsvAction::ApplyDeployment(deployment) => {
                 let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
                 let dep_name = deployment.name_any();

@@ -30,6 +30,11 @@ fn load(text: &str) -> ClusterServiceVersion {
     csv.metadata.resource_version = Some("1".into());
     // As after the first pass; the finalizer tests start without it.
     csv.metadata.finalizers = Some(vec![keys::CSV_CLEANUP_FINALIZER.to_owned()]);
+    let labels: BTreeMap<String, String> = super::decide::api_label_changes(&csv)
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+        .collect();
+    csv.metadata.labels.get_or_insert_with(BTreeMap::new).extend(labels);
     csv
 }
 
@@ -1768,4 +1773,28 @@ fn an_owned_apiservice_needs_its_deployment_in_the_strategy() {
     assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
     let owned = decision.status.and_then(|s| s.requirement_status).unwrap_or_default();
     assert!(owned.iter().any(|r| r.kind == "APIService" && r.status == StatusReason::DeploymentNotFound), "{owned:?}");
+}
+
+#[test]
+fn csvs_are_labelled_by_the_apis_they_provide_and_require() {
+    use super::decide::{api_label_changes, api_label_key};
+    // Upstream's own test vectors (FNV-1a of Kind.version.group).
+    assert_eq!(api_label_key("Ghost", "v1alpha1", "ghouls"), "olm.api.6435ab0d7c6bda64");
+    assert_eq!(api_label_key("Goblin", "v1alpha1", "ghouls"), "olm.api.557c9f42470aa352");
+
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    let labels = world.csv.metadata.labels.get_or_insert_with(BTreeMap::new);
+    let cluster = api_label_key("EtcdCluster", "v1beta2", "etcd.database.coreos.com");
+    assert_eq!(labels.get(&cluster).map(String::as_str), Some("provided"));
+    labels.remove(&cluster);
+    labels.insert("olm.api.0000000000000000".into(), "provided".into());
+    let decision = world.decide();
+    assert_eq!(
+        decision.actions.first(),
+        Some(&CsvAction::Label(BTreeMap::from([
+            ("olm.api.0000000000000000".to_owned(), None),
+            (cluster, Some("provided".to_owned())),
+        ])))
+    );
+    assert_eq!(api_label_changes(&etcd()), BTreeMap::new(), "the fixture is labelled as after a pass");
 }
