@@ -662,6 +662,40 @@ fn api_service_conflict(observed: &Observed<'_>) -> Option<String> {
     None
 }
 
+/// The owned APIServices' first problem that applying them again fixes (missing, stale CA,
+/// adoptable but not yet adopted) or that nothing fixes (owned by someone else), and the
+/// first one that is only not Available yet.
+fn api_service_problems(observed: &Observed<'_>) -> (Option<DeploymentProblem>, Option<DeploymentProblem>) {
+    let csv = observed.csv;
+    let mut waiting = None;
+    for api in csv.spec.owned_api_services() {
+        let name = api.api_service_name();
+        let ca = api
+            .deployment_name
+            .as_ref()
+            .and_then(|d| observed.serving_certs.get(d))
+            .map(|c| c.ca_pem.as_bytes().to_vec());
+        let broken = match observed.api_services.get(&name) {
+            None => Some(DeploymentProblem::Updated(format!("APIService {name} not found"))),
+            // Adoptable ones are taken over by applying them again; others are a conflict.
+            Some(found) if !found.owner.is(csv) => Some(match api_service_conflict(observed) {
+                Some(conflict) => DeploymentProblem::Unrecoverable(conflict),
+                None => DeploymentProblem::Updated(format!("APIService {name} is to be adopted")),
+            }),
+            Some(found) if found.ca_bundle != ca => Some(DeploymentProblem::Updated(format!("APIService {name} has a stale caBundle"))),
+            Some(found) if !found.available => {
+                waiting.get_or_insert(DeploymentProblem::Waiting(format!("waiting for APIService {name} to become Available")));
+                None
+            }
+            Some(_) => None,
+        };
+        if broken.is_some() {
+            return (broken, None);
+        }
+    }
+    (None, waiting)
+}
+
 /// The first problem with the owned APIServices and webhooks: missing or with a stale CA
 /// (re-apply), or an APIService not Available yet (wait).
 fn exposure_problem(observed: &Observed<'_>) -> Option<DeploymentProblem> {
@@ -671,26 +705,9 @@ fn exposure_problem(observed: &Observed<'_>) -> Option<DeploymentProblem> {
             .and_then(|d| observed.serving_certs.get(d))
             .map(|c| c.ca_pem.as_bytes().to_vec())
     };
-    let mut waiting = None;
-    for api in csv.spec.owned_api_services() {
-        let name = api.api_service_name();
-        match observed.api_services.get(&name) {
-            None => return Some(DeploymentProblem::Updated(format!("APIService {name} not found"))),
-            Some(found) if !found.owner.is(csv) => {
-                // Adoptable ones are taken over by applying them again; others are a conflict.
-                return Some(match api_service_conflict(observed) {
-                    Some(conflict) => DeploymentProblem::Unrecoverable(conflict),
-                    None => DeploymentProblem::Updated(format!("APIService {name} is to be adopted")),
-                });
-            }
-            Some(found) if found.ca_bundle != ca_of(api.deployment_name.as_ref()) => {
-                return Some(DeploymentProblem::Updated(format!("APIService {name} has a stale caBundle")));
-            }
-            Some(found) if !found.available => {
-                waiting.get_or_insert(DeploymentProblem::Waiting(format!("waiting for APIService {name} to become Available")));
-            }
-            Some(_) => {}
-        }
+    let (broken, waiting) = api_service_problems(observed);
+    if broken.is_some() {
+        return broken;
     }
     for hook in csv.spec.webhooks() {
         if hook.type_ == WebhookAdmissionType::ConversionWebhook {
@@ -1570,6 +1587,11 @@ fn decide_phase(
                     now,
                 );
             }
+            // As upstream: a generated APIService that is gone, stale or taken fails the CSV
+            // with this reason; the Failed pass reinstalls it when it can.
+            if let (Some(problem), _) = api_service_problems(observed) {
+                return transition(previous, CsvPhase::Failed, CsvReason::ApiServiceResourceIssue, problem.message(), now);
+            }
             let (entries, met) = requirements::check(csv, &facts(observed), None);
             if !met {
                 let mut d = transition(
@@ -1654,6 +1676,22 @@ fn decide_phase(
                 && (crd_owner_conflict(observed).is_some() || api_service_conflict(observed).is_some())
             {
                 return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
+            }
+            match api_service_problems(observed) {
+                (Some(DeploymentProblem::Unrecoverable(_)), _) => {
+                    // Owned by someone else now: nothing to reinstall until that changes.
+                    return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
+                }
+                (Some(problem), _) => {
+                    return transition(
+                        previous,
+                        CsvPhase::Pending,
+                        CsvReason::ApiServiceResourcesNeedReinstall,
+                        problem.message(),
+                        now,
+                    );
+                }
+                (None, _) => {}
             }
             let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);
             match strategy_problem(observed, &desired) {

@@ -1798,3 +1798,32 @@ fn csvs_are_labelled_by_the_apis_they_provide_and_require() {
     );
     assert_eq!(api_label_changes(&etcd()), BTreeMap::new(), "the fixture is labelled as after a pass");
 }
+
+#[test]
+fn a_lost_apiservice_fails_the_succeeded_csv_then_is_reinstalled() {
+    let mut world = with_exposure_installed(exposed_world((CsvPhase::Succeeded, CsvReason::InstallSucceeded)), true);
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+    world.api_services.clear();
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::ApiServiceResourceIssue));
+    assert_eq!(decision.status.as_ref().and_then(|s| s.message.as_deref()), Some("APIService v1.example.com not found"));
+
+    // Failed with it still missing: Pending to reinstall, with upstream's reason.
+    world.csv.status = decision.status.clone();
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::ApiServiceResourcesNeedReinstall));
+    world.csv.status = decision.status.clone();
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+
+    // Taken by another operator meanwhile: stays Failed, nothing reinstalled over it.
+    let mut taken = with_exposure_installed(exposed_world((CsvPhase::Succeeded, CsvReason::InstallSucceeded)), true);
+    if let Some(api) = taken.api_services.get_mut("v1.example.com") {
+        api.owner = csv_owner("backup-operator.v1.0.0");
+    }
+    let decision = taken.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::ApiServiceResourceIssue));
+    taken.csv.status = decision.status.clone();
+    let again = taken.decide();
+    assert_eq!(phase_reason(&again), (CsvPhase::Failed, CsvReason::ApiServiceResourceIssue));
+    assert!(!again.actions.iter().any(|a| matches!(a, CsvAction::ApplyApiService(_))));
+}
