@@ -87,8 +87,13 @@ impl EventPublisher {
             action: note.action.clone(),
             secondary: None,
         };
-        if let Err(err) = self.recorder.publish(&event, regarding).await {
-            tracing::warn!(%err, reason = %note.reason, "cannot publish event");
+        match self.recorder.publish(&event, regarding).await {
+            Ok(()) => {}
+            // The namespace is going away with the object: nobody will read the Event.
+            Err(kube::Error::Api(status)) if status.message.contains("is being terminated") => {
+                tracing::debug!(reason = %note.reason, "event not published: namespace terminating");
+            }
+            Err(err) => tracing::warn!(%err, reason = %note.reason, "cannot publish event"),
         }
     }
 }
