@@ -782,15 +782,21 @@ fn replacement<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion>
 
 /// Names in the replacement chain through this CSV (ancestors and descendants).
 fn replacement_chain(observed: &Observed<'_>) -> BTreeSet<String> {
-    let replaces: BTreeMap<String, Option<String>> = observed
-        .peers
+    replacement_chain_of(observed.csv, &observed.peers)
+}
+
+/// Names in the replacement chain through `csv` (ancestors and descendants) among `peers`
+/// (the other non-copied CSVs of its namespace).
+pub fn replacement_chain_of(csv: &ClusterServiceVersion, peers: &[&ClusterServiceVersion]) -> BTreeSet<String> {
+    let replaces: BTreeMap<String, Option<String>> = peers
         .iter()
-        .chain(std::iter::once(&observed.csv))
+        .copied()
+        .chain(std::iter::once(csv))
         .map(|c| (c.name_any(), c.spec.replaces.clone()))
         .collect();
-    let me = observed.csv.name_any();
+    let me = csv.name_any();
     let mut chain = BTreeSet::from([me.clone()]);
-    let mut cursor = observed.csv.spec.replaces.clone();
+    let mut cursor = csv.spec.replaces.clone();
     while let Some(name) = cursor {
         if !chain.insert(name.clone()) {
             break;

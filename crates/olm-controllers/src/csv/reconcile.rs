@@ -294,19 +294,22 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         .cloned()
         .collect();
     // As upstream: an account with CSV owners none of which is this CSV (by uid) belongs to
-    // another operator.
+    // another operator. Owners in this CSV's replacement chain do not count (the InstallPlan
+    // of an upgrade hands the account to the new version), nor owners that no longer exist.
     let own_uid = csv.uid().unwrap_or_default();
+    let namespace_csvs = state.csvs.list_in(&namespace);
+    let peer_refs: Vec<&ClusterServiceVersion> = namespace_csvs
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|c| !c.is_copied() && c.name_any() != name)
+        .collect();
+    let chain = super::decide::replacement_chain_of(&csv, &peer_refs);
     let foreign_service_accounts: BTreeMap<String, Vec<String>> = declared
         .iter()
         .filter_map(|sa| {
             let account = state.service_accounts.get(Some(&namespace), sa)?;
-            let owners: Vec<_> = account
-                .owner_references()
-                .iter()
-                .filter(|o| o.kind == "ClusterServiceVersion")
-                .collect();
-            let foreign = !owners.is_empty() && owners.iter().all(|o| o.uid != own_uid);
-            foreign.then(|| (sa.clone(), owners.iter().map(|o| o.name.clone()).collect()))
+            let others = super::requirements::foreign_owners(account.owner_references(), &own_uid, &chain, &peer_refs);
+            (!others.is_empty()).then(|| (sa.clone(), others))
         })
         .collect();
     // minKubeVersion, nativeAPIs and required APIServices: asked of the API server only for

@@ -54,6 +54,32 @@ pub fn declared_rules(csv: &ClusterServiceVersion) -> Vec<(String, bool, PolicyR
         .collect()
 }
 
+/// The other operators that own a ServiceAccount (by its ownerReferences), for the CSV with
+/// uid `own_uid`: none when no ClusterServiceVersion owns it or this CSV is among its owners;
+/// owners in `chain` (this CSV's replacement chain: an upgrade's InstallPlan hands the account
+/// to the new version) and owners that no longer exist among `peers` do not count.
+pub fn foreign_owners(
+    owner_references: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+    own_uid: &str,
+    chain: &BTreeSet<String>,
+    peers: &[&ClusterServiceVersion],
+) -> Vec<String> {
+    let owners: Vec<_> = owner_references.iter().filter(|o| o.kind == "ClusterServiceVersion").collect();
+    if owners.iter().any(|o| o.uid == own_uid) {
+        return Vec::new();
+    }
+    owners
+        .into_iter()
+        .filter(|o| !chain.contains(&o.name))
+        .filter(|o| {
+            peers
+                .iter()
+                .any(|p| kube::ResourceExt::name_any(*p) == o.name && p.metadata.uid.as_deref() == Some(o.uid.as_str()))
+        })
+        .map(|o| o.name.clone())
+        .collect()
+}
+
 /// The ServiceAccounts the CSV's permissions name.
 pub fn declared_service_accounts(csv: &ClusterServiceVersion) -> BTreeSet<String> {
     declared_rules(csv).into_iter().map(|(sa, _, _)| sa).collect()

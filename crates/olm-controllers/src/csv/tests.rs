@@ -1827,3 +1827,36 @@ fn a_lost_apiservice_fails_the_succeeded_csv_then_is_reinstalled() {
     assert_eq!(phase_reason(&again), (CsvPhase::Failed, CsvReason::ApiServiceResourceIssue));
     assert!(!again.actions.iter().any(|a| matches!(a, CsvAction::ApplyApiService(_))));
 }
+
+#[test]
+fn only_live_owners_outside_the_replacement_chain_make_an_account_foreign() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use super::requirements::foreign_owners;
+    let owner = |name: &str, uid: &str| OwnerReference {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "ClusterServiceVersion".into(),
+        name: name.into(),
+        uid: uid.into(),
+        ..Default::default()
+    };
+    let mut other = etcd();
+    other.metadata.name = Some("backup-operator.v1.0.0".into());
+    other.metadata.uid = Some("uid-backup".into());
+    let mut next = etcd();
+    next.metadata.name = Some("etcdoperator.v0.9.5".into());
+    next.metadata.uid = Some("uid-next".into());
+    next.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    let me = etcd();
+    let peers = [&other, &next];
+    let chain = super::decide::replacement_chain_of(&me, &peers);
+    // Another live operator: foreign.
+    assert_eq!(foreign_owners(&[owner("backup-operator.v1.0.0", "uid-backup")], "uid-1", &chain, &peers), ["backup-operator.v1.0.0"]);
+    // Also owned by this CSV: fine (upstream merges owners).
+    assert!(foreign_owners(&[owner("backup-operator.v1.0.0", "uid-backup"), owner("etcdoperator.v0.9.4", "uid-1")], "uid-1", &chain, &peers).is_empty());
+    // Handed to the version replacing this one: part of the upgrade, not a theft.
+    assert!(foreign_owners(&[owner("etcdoperator.v0.9.5", "uid-next")], "uid-1", &chain, &peers).is_empty());
+    // An owner that is gone (or a different object of that name): garbage collection's business.
+    assert!(foreign_owners(&[owner("backup-operator.v1.0.0", "uid-old")], "uid-1", &chain, &peers).is_empty());
+    // Not owned by any CSV.
+    assert!(foreign_owners(&[], "uid-1", &chain, &peers).is_empty());
+}
