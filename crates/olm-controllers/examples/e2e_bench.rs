@@ -6,6 +6,8 @@
 //!
 //! Prints, per round: the direct install of the channel head (one InstallPlan), and the full
 //! upgrade walk from startingCSV etcdoperator.v0.9.0 to etcdoperator.v0.9.4 (three plans).
+//! `OLM_BENCH_TIMELINE=1` prints when each step was first seen; `OLM_BENCH_FRESH_CRDS=1` deletes
+//! the etcd CRDs before each round, so the install creates them (as in bench/run.sh).
 //! Another OLM running against the same cluster (e.g. `olm dev up` with its `olm run`) also
 //! acts on the objects and skews the numbers: stop it first.
 
@@ -104,6 +106,18 @@ async fn round(client: &Client, address: &str, starting: Option<&str>, target: &
     if let Some(starting) = starting {
         spec["startingCSV"] = json!(starting);
     }
+    if std::env::var_os("OLM_BENCH_FRESH_CRDS").is_some() {
+        // Like the side-by-side benchmark: the install creates the etcd CRDs and waits for them.
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in ["etcdclusters", "etcdbackups", "etcdrestores"] {
+            let crd = format!("{crd}.etcd.database.coreos.com");
+            if crds.get_opt(&crd).await?.is_some() {
+                crds.delete(&crd, &Default::default()).await?;
+                poll(Duration::from_secs(60), || async { Ok(crds.get_opt(&crd).await?.is_none()) }).await?;
+            }
+        }
+    }
+    let timeline = Timeline::start(client, &name);
     let started = Instant::now();
     subs.create(
         &PostParams::default(),
@@ -117,8 +131,86 @@ async fn round(client: &Client, address: &str, starting: Option<&str>, target: &
     .await
     .with_context(|| format!("{target} Succeeded in {name}"))?;
     let elapsed = started.elapsed();
+    if std::env::var_os("OLM_BENCH_TIMELINE").is_some() {
+        println!("  timeline: {}", timeline.report(started));
+    }
+    timeline.stop();
     namespaces.delete(&name, &Default::default()).await?;
     Ok(elapsed)
+}
+
+/// When each step of an install was first seen through watches (`OLM_BENCH_TIMELINE=1`), to
+/// show where the time goes.
+struct Timeline {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Instant)>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Timeline {
+    fn start(client: &Client, namespace: &str) -> Self {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Instant)>>> = Default::default();
+        let mut tasks = Vec::new();
+        fn note(seen: &std::sync::Mutex<Vec<(String, Instant)>>, what: String) {
+            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+            if !seen.iter().any(|(w, _)| *w == what) {
+                seen.push((what, Instant::now()));
+            }
+        }
+        macro_rules! watch {
+            ($kind:ty, $describe:expr) => {{
+                let api: Api<$kind> = Api::namespaced(client.clone(), namespace);
+                let seen = seen.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut stream = watcher(api, watcher::Config::default()).boxed();
+                    while let Some(event) = stream.next().await {
+                        if let Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) = event {
+                            for what in $describe(&obj) {
+                                note(&seen, what);
+                            }
+                        }
+                    }
+                }));
+            }};
+        }
+        watch!(Subscription, |s: &Subscription| {
+            let state = s.status.as_ref().and_then(|st| st.state.clone()).map(|st| format!("{st:?}")).unwrap_or_default();
+            vec![format!("Subscription {state}")]
+        });
+        watch!(olm_api::v1alpha1::install_plan::InstallPlan, |ip: &olm_api::v1alpha1::install_plan::InstallPlan| {
+            let phase = ip.status.as_ref().map(|st| format!("{:?}", st.phase)).unwrap_or_else(|| "created".into());
+            vec![format!("InstallPlan {} {phase}", ip.name_any())]
+        });
+        watch!(ClusterServiceVersion, |c: &ClusterServiceVersion| {
+            let phase = c.phase().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "created".into());
+            vec![format!("CSV {} {phase}", c.name_any())]
+        });
+        watch!(k8s_openapi::api::apps::v1::Deployment, |d: &k8s_openapi::api::apps::v1::Deployment| {
+            let available = d
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+            vec![format!("Deployment {} {}", d.name_any(), if available { "Available" } else { "created" })]
+        });
+        Self { seen, tasks }
+    }
+
+    fn report(&self, started: Instant) -> String {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        seen.sort_by_key(|(_, at)| *at);
+        seen.iter()
+            .map(|(what, at)| format!("{:.0} ms {what}", at.saturating_duration_since(started).as_secs_f64() * 1000.0))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
 }
 
 fn summary(label: &str, mut times: Vec<Duration>) {
