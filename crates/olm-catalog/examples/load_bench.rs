@@ -64,8 +64,16 @@ fn main() {
     let catalog = kept.unwrap_or_default();
     let (p, c, b) = catalog.counts();
     let blob_bytes: usize = catalog.all_metas().iter().map(|m| m.blob.len()).sum();
+    let digest = {
+        use sha2::Digest as _;
+        let mut hasher = sha2::Sha256::new();
+        for meta in catalog.all_metas() {
+            hasher.update(meta.blob.as_bytes());
+        }
+        hex::encode(hasher.finalize())
+    };
     println!(
-        "packages {p}, channels {c}, bundles {b}, blobs {} ({:.1} MiB canonical JSON)",
+        "packages {p}, channels {c}, bundles {b}, blobs {} ({:.1} MiB canonical JSON, sha256 {digest})",
         catalog.all_metas().len(),
         blob_bytes as f64 / 1048576.0
     );

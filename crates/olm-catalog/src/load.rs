@@ -171,6 +171,55 @@ pub fn parse_file(path: &Path) -> Result<Vec<Value>, CatalogError> {
     })
 }
 
+/// Read and parse one file, handing each document to `f` as soon as it is parsed, so
+/// only one document's tree is alive at a time instead of the whole file's (catalog
+/// files hold hundreds of bundles; their trees are several times the file's size).
+/// A YAML stream is parsed one document at a time, split before each document-start
+/// marker (`---` at the start of a line followed by white space), which YAML forbids
+/// inside any scalar, so the documents are the same as from parsing the whole stream.
+/// Whenever a piece fails to parse, the whole file is parsed as one stream instead, so
+/// repairs and error messages are exactly those of [`parse_file`].
+pub(crate) fn parse_file_each<R>(path: &Path, mut f: impl FnMut(Value) -> R) -> Result<Vec<R>, CatalogError> {
+    let text = read_text(path)?;
+    let trimmed = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+    if !trimmed.starts_with('{') {
+        let pieces = yaml_document_pieces(&text);
+        if pieces.len() > 1 {
+            let mut out = Vec::new();
+            let whole_stream_needed = pieces.into_iter().any(|piece| match parse_manifest_text(piece) {
+                Ok(values) => {
+                    out.extend(values.into_iter().map(&mut f));
+                    false
+                }
+                Err(_) => true,
+            });
+            if !whole_stream_needed {
+                return Ok(out);
+            }
+        }
+    }
+    let values = parse_manifest_text(&text).map_err(|message| CatalogError::Parse {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    Ok(values.into_iter().map(f).collect())
+}
+
+/// `text` cut before every line that starts a YAML document (`---` then white space or
+/// the end of the line or text). The first piece is what precedes the first marker.
+fn yaml_document_pieces(text: &str) -> Vec<&str> {
+    let mut starts = vec![0];
+    for (newline, _) in text.match_indices("\n---") {
+        let start = newline + 1;
+        let after = text.as_bytes().get(start + 3);
+        if matches!(after, None | Some(b' ' | b'\t' | b'\r' | b'\n')) {
+            starts.push(start);
+        }
+    }
+    starts.push(text.len());
+    starts.windows(2).filter_map(|w| text.get(w[0]..w[1])).collect()
+}
+
 /// Every regular file below `root` that an FBC loader parses: lexical order,
 /// `.indexignore` rules applied, `.indexignore` files themselves skipped.
 pub fn fbc_files(root: &Path) -> Result<(Vec<PathBuf>, Vec<Problem>), CatalogError> {
@@ -277,22 +326,19 @@ pub fn load_fbc_documents(root: &Path) -> Result<(Vec<Document>, Vec<Problem>), 
 }
 
 /// Load and build a File-Based Catalog leniently: the catalog plus every problem.
-/// Each file is parsed and turned into blobs and typed objects on a worker
-/// thread, so only one file's JSON trees per thread are alive at a time.
+/// Each file is parsed and turned into blobs and typed objects on a worker thread,
+/// document by document, so only one document's JSON tree per thread is alive at a
+/// time; the largest files go first, while little is kept yet. Both keep the peak of
+/// the heap, and with it what glibc malloc leaves resident after the load, low.
 pub fn load_fbc(root: &Path) -> Result<(Catalog, Vec<Problem>), CatalogError> {
     let (files, mut problems) = fbc_files(root)?;
     let results = parallel_map_largest_first(&files, |path| {
-        parse_file(path).map(|values| {
-            let source: Arc<Path> = Arc::from(path);
-            values
-                .into_iter()
-                .map(|value| {
-                    crate::model::prepare_document(Document {
-                        value,
-                        source: Some(source.clone()),
-                    })
-                })
-                .collect::<Vec<_>>()
+        let source: Arc<Path> = Arc::from(path);
+        parse_file_each(path, |value| {
+            crate::model::prepare_document(Document {
+                value,
+                source: Some(source.clone()),
+            })
         })
     });
     let mut prepared = Vec::new();
@@ -356,22 +402,26 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + 
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut slots: Vec<Option<R>> = (0..items.len()).map(|_| None).collect();
     let results = std::sync::Mutex::new(Vec::with_capacity(items.len()));
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                let mut local = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= items.len() {
-                        break;
-                    }
-                    local.push((i, f(&items[i])));
-                }
-                if let Ok(mut r) = results.lock() {
-                    r.extend(local);
-                }
-            });
+    let work = || {
+        let mut local = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if i >= items.len() {
+                break;
+            }
+            local.push((i, f(&items[i])));
         }
+        if let Ok(mut r) = results.lock() {
+            r.extend(local);
+        }
+    };
+    // The calling thread is one of the workers: one thread (and, with glibc, one
+    // malloc arena holding freed memory) fewer.
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(work);
+        }
+        work();
     });
     for (i, r) in results.into_inner().unwrap_or_default() {
         slots[i] = Some(r);
@@ -424,5 +474,48 @@ mod tests {
         // alias bomb
         let bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n";
         let _ = parse_manifest_text(bomb); // must return (error or bounded value), never hang
+    }
+    #[test]
+    fn yaml_pieces_start_at_document_markers_only() {
+        let text = "# head\n---\nschema: a\nd: |\n  ---x\n---   \nschema: b\ns: '--- not a marker'\n---\n---\nschema: c\n--- {schema: d}\n----\n";
+        let pieces = yaml_document_pieces(text);
+        assert_eq!(
+            pieces,
+            vec![
+                "# head\n",
+                "---\nschema: a\nd: |\n  ---x\n",
+                "---   \nschema: b\ns: '--- not a marker'\n",
+                "---\n",
+                "---\nschema: c\n",
+                "--- {schema: d}\n----\n",
+            ]
+        );
+        assert_eq!(pieces.concat(), text);
+        assert_eq!(yaml_document_pieces("schema: x\n"), vec!["schema: x\n"]);
+        assert_eq!(yaml_document_pieces("---\na: 1\n---"), vec!["---\na: 1\n", "---"]);
+    }
+
+    /// What `parse_file_each` hands out equals what `parse_file` returns, including for
+    /// files that only parse as a whole (a repaired under-indented quoted line inside a
+    /// document) and for errors.
+    #[test]
+    fn document_by_document_parse_equals_whole_file_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("plain.yaml", "---\nschema: olm.package\nname: a\n---\nschema: olm.bundle\nname: a.v1\nv: 1.0\nt: true\n...\n---\n---\nschema: x\nlist:\n- ---\n- |\n  ---\n"),
+            ("first-without-marker.yaml", "schema: olm.package\nname: a\n---\nschema: olm.channel\nname: c\n"),
+            ("repair.yaml", "---\nschema: a\n---\nschema: b\ndescription: \"first line\nsecond line\"\n"),
+            ("json.json", "{\"schema\": \"a\"}\n{\"schema\": \"b\"}\n"),
+            ("bad.yaml", "---\nschema: a\n---\nschema: [b\n"),
+        ];
+        for (name, text) in cases {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            let whole = parse_file(&path).map_err(|e| e.to_string());
+            let each = parse_file_each(&path, |v| v).map_err(|e| e.to_string());
+            assert_eq!(each, whole, "{name}");
+        }
+        assert!(parse_file(&dir.path().join("bad.yaml")).is_err());
+        assert_eq!(parse_file(&dir.path().join("plain.yaml")).unwrap().len(), 3);
     }
 }
