@@ -115,6 +115,8 @@ pub struct KindCount {
     pub kind: String,
     pub objects: usize,
     pub json_bytes: usize,
+    /// Of `json_bytes`, what `metadata.managedFields` takes (kept by a cache unless stripped).
+    pub managed_fields_bytes: usize,
 }
 
 /// The resources `olm run` keeps watch caches of (its startup log lists them: crates/olm-controllers
@@ -191,12 +193,14 @@ fn inventory(layout: &olm_dev::Layout) -> Vec<KindCount> {
         let Ok(text) = kubectl(layout, &args, None) else { continue };
         let Ok(list) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
         let items = list.get("items").and_then(serde_json::Value::as_array).map(Vec::as_slice).unwrap_or_default();
-        let json_bytes = items.iter().map(|i| serde_json::to_string(i).map_or(0, |t| t.len())).sum();
+        let size = |v: Option<&serde_json::Value>| v.map_or(0, |v| serde_json::to_string(v).map_or(0, |t| t.len()));
+        let json_bytes = items.iter().map(|i| size(Some(i))).sum();
+        let managed_fields_bytes = items.iter().map(|i| size(i.pointer("/metadata/managedFields"))).sum();
         let name = match selector {
             Some(sel) => format!("{kind} [{sel}]"),
             None => kind.to_string(),
         };
-        out.push(KindCount { kind: name, objects: items.len(), json_bytes });
+        out.push(KindCount { kind: name, objects: items.len(), json_bytes, managed_fields_bytes });
     }
     out
 }
@@ -707,6 +711,7 @@ fn single(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path, catal
     );
     // time_install keeps watching for 2 s after Succeeded: the RSS is read 2 s after it.
     let rss = if result.is_ok() {
+        save_metrics(&started, &work.join(format!("e2e-{}-single-metrics.txt", imp.tag())));
         started.procs.iter().map(|p| (p.label.clone(), p.memory().0)).collect()
     } else {
         Vec::new()

@@ -118,6 +118,9 @@ pub fn section_e2e(o: &mut String, e2e: Option<&Result<E2e, String>>) -> anyhow:
         )?;
     }
     timeline(o, r)?;
+    if matches!(&r.ours, Ok(_)) {
+        writeln!(o, "{TIMELINE_CAUSES}\n")?;
+    }
     scale_section(o, r)?;
     Ok(())
 }
@@ -269,10 +272,14 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
     }
     inventory_table(o, r)?;
     followers_table(o, r)?;
+    if matches!(&r.ours_scale, Some(Ok(_))) {
+        writeln!(o, "{SCALE_CAUSES}\n")?;
+    }
     writeln!(
         o,
-        "Logs: target/olm-bench/e2e-SIDE-{{single,scale}}-*.log (processes), e2e-ours-scale-metrics-{{idle,settled,steady}}.txt \
-         (`olm run` /metrics at the three readings), e2e-SIDE-scale-objects/ (the created objects).\n"
+        "Logs: target/olm-bench/e2e-SIDE-{{single,scale}}-*.log (processes), e2e-ours-single-metrics.txt and \
+         e2e-ours-scale-metrics-{{idle,settled,steady}}.txt (`olm run` /metrics after the install and at the three readings; \
+         reconcile durations per controller), e2e-ours-scale-follower-*.log, e2e-SIDE-scale-objects/ (the created objects).\n"
     )?;
     Ok(())
 }
@@ -301,16 +308,19 @@ fn inventory_table(o: &mut String, r: &E2e) -> anyhow::Result<()> {
     }
     writeln!(o)?;
     let kinds: Vec<&str> = sides[0].inventory_end.iter().map(|k| k.kind.as_str()).collect();
-    let mut totals = vec![0.0f64; sides.len()];
+    let mut totals = vec![(0.0f64, 0.0f64); sides.len()];
     for kind in kinds {
         write!(o, "| {kind} |")?;
         for (i, s) in sides.iter().enumerate() {
-            let find = |v: &[crate::e2e::KindCount]| v.iter().find(|k| k.kind == kind).map(|k| (k.objects, k.json_bytes));
+            let find = |v: &[crate::e2e::KindCount]| v.iter().find(|k| k.kind == kind).map(|k| (k.objects, k.json_bytes, k.managed_fields_bytes));
             match (find(&s.inventory_idle), find(&s.inventory_end)) {
-                (Some((oi, bi)), Some((oe, be))) => {
-                    let per = (be as f64 - bi as f64) / 1024.0 / s.namespaces.max(1) as f64;
-                    totals[i] += per;
-                    write!(o, " {oi} → {oe} | {} |", kib(per))?;
+                (Some((oi, bi, mi)), Some((oe, be, me))) => {
+                    let n = s.namespaces.max(1) as f64;
+                    let per = (be as f64 - bi as f64) / 1024.0 / n;
+                    let managed = (me as f64 - mi as f64) / 1024.0 / n;
+                    totals[i].0 += per;
+                    totals[i].1 += managed;
+                    write!(o, " {oi} → {oe} | {} (managedFields {}) |", kib(per), kib(managed))?;
                 }
                 _ => write!(o, " — | — |")?,
             }
@@ -319,7 +329,13 @@ fn inventory_table(o: &mut String, r: &E2e) -> anyhow::Result<()> {
     }
     write!(o, "| **total** |")?;
     for (i, s) in sides.iter().enumerate() {
-        write!(o, " | **{}** (RSS per namespace, steady: {}) |", kib(totals[i]), kib(s.per_namespace_steady_kib()))?;
+        write!(
+            o,
+            " | **{}** (managedFields {}; RSS per namespace, steady: {}) |",
+            kib(totals[i].0),
+            kib(totals[i].1),
+            kib(s.per_namespace_steady_kib())
+        )?;
     }
     writeln!(o, "\n")?;
     Ok(())
@@ -401,3 +417,35 @@ pub fn e2e_losses(r: &E2e, losses: &mut Vec<String>) {
         _ => {}
     }
 }
+
+/// Where our single install's milliseconds go: mechanisms read in crates/olm-controllers, located
+/// by the timeline above (a statement about the code, not a measurement).
+const TIMELINE_CAUSES: &str = "Reading the timeline with crates/olm-controllers: (1) **InstallPlan execution** (InstallPlan \
+Installing → CSV created) creates the bundle's CRDs and waits for the API server to report them Established before creating \
+the CSV (installplan/reconcile.rs requeues itself meanwhile); that wait is the API server's. (2) **CSV created → InstallReady**: \
+the OperatorGroup controller first annotates the new CSV, then the CSV controller's first two reconciles (no phase → Pending, \
+Pending → InstallReady) each check the operator's permissions with one SubjectAccessReview per (API group, resource, verb) of \
+every rule, sent one after the other (csv/reconcile.rs `rule_allowed`), and every CSV reconcile asks API discovery for the \
+group-versions of the CSV's APIs; upstream evaluates the rules against its informer caches of Roles and bindings instead. \
+Batching the reviews concurrently, or evaluating RBAC from caches, and caching discovery per group-version would cut both \
+reconciles. (3) **Deployment Available → CSV Succeeded** is one more CSV reconcile after the Deployment's watch event. \
+What is left is the API server's and kube-controller-manager's (Deployment created → Available).";
+
+/// Why our memory per namespace is what it is: mechanisms read in crates/olm-controllers,
+/// located by the inventory and follower tables above.
+const SCALE_CAUSES: &str = "Why ours grows per namespace (mechanisms in crates/olm-controllers; the tables above locate them): \
+(1) **Full-object watch caches.** `olm run` caches whole objects of every kind it watches, decoded into typed structs that take \
+several times their JSON size (compare the follower rows with the JSON column; every follower, whatever its controller set, \
+carries the CSV, InstallPlan, OperatorGroup, Namespace, ServiceAccount and ClusterRole caches, which manager.rs and \
+catalogsource/operator.rs create unconditionally). The two biggest per namespace are CSVs and InstallPlans. Each \
+namespace holds its own CSV plus a full copy of every AllNamespaces CSV, and a CSV is mostly text no reconcile reads \
+(spec.icon, spec.description, the CRD descriptors, the alm-examples annotation); an InstallPlan keeps every step's manifest \
+in status.plan after it is Complete; every object keeps metadata.managedFields. (2) **Subscriptions are cached twice** (one \
+watch for the CSV controller in manager.rs, another for the Subscription controller in catalogsource/operator.rs). (3) **The \
+leader's growth beyond the all-controllers follower** comes from the installing itself (not measured apart): kube's event `Recorder` keeps every Event it \
+published for six minutes (kube-runtime events.rs), each subscriber of a cache has an unbounded channel of changed objects, and \
+the allocator keeps pages freed after decoding watch events of whole CSVs. Fixes, in order of effect: strip what no reconcile \
+reads when objects enter the caches (kube-runtime's watcher streams can map objects before the reflector stores them: drop \
+managedFields everywhere, the CSV's icon/description/descriptors/alm-examples, and a Complete InstallPlan's step manifests), \
+watch copied CSVs as metadata only (a second, label-selected metadata watch; the full CSV is read from the API when a copy is \
+written), share one Subscription cache, and give the Recorder a shorter retention.";
