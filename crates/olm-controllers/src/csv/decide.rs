@@ -1411,6 +1411,34 @@ fn with_api_roles(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDeci
     decision
 }
 
+/// Go on deciding, from `first`'s status, in phase `next` with the same observation. A move
+/// that needs nothing but a status change (None → Pending, Pending → InstallReady) is not worth
+/// a status write and a watch round trip of its own: that is most of an install's time. The
+/// conditions history still records every step, and the Events of both steps are kept.
+fn and_then_phase(
+    first: CsvDecision,
+    observed: &Observed<'_>,
+    next: CsvPhase,
+    fail_forward: bool,
+    namespace_selector: Option<&LabelSelector>,
+    now: Timestamp,
+) -> CsvDecision {
+    let Some(status) = first.status.clone() else {
+        return first;
+    };
+    let mut second = decide_phase(observed, &status, next, fail_forward, namespace_selector, now);
+    if second.status.is_none() {
+        second.status = first.status;
+    }
+    let mut actions = first.actions;
+    actions.append(&mut second.actions);
+    second.actions = actions;
+    let mut events = first.events;
+    events.append(&mut second.events);
+    second.events = events;
+    second
+}
+
 /// The per-phase part of the machine.
 fn decide_phase(
     observed: &Observed<'_>,
@@ -1423,7 +1451,8 @@ fn decide_phase(
     let csv = observed.csv;
     match phase {
         CsvPhase::None | CsvPhase::Unknown | CsvPhase::Other(_) => {
-            transition(previous, CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", now)
+            let pending = transition(previous, CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", now);
+            and_then_phase(pending, observed, CsvPhase::Pending, fail_forward, namespace_selector, now)
         }
         CsvPhase::Pending => {
             // The operator being replaced can veto its upgrade through its OperatorCondition.
@@ -1482,7 +1511,7 @@ fn decide_phase(
             if let Some(status) = d.status.as_mut() {
                 status.requirement_status = Some(entries);
             }
-            d
+            and_then_phase(d, observed, CsvPhase::InstallReady, fail_forward, namespace_selector, now)
         }
         CsvPhase::InstallReady => {
             if let Some(problem) = invalid_strategy(csv) {

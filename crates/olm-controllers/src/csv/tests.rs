@@ -231,15 +231,42 @@ fn phase_reason(decision: &CsvDecision) -> (CsvPhase, CsvReason) {
     )
 }
 
+/// With every requirement met, a new CSV goes None → Pending → InstallReady → Installing in one
+/// pass (one status write): each step is in the history and has its Event.
 #[test]
-fn none_goes_pending_with_requirements_unknown() {
+fn none_goes_through_pending_and_install_ready_to_installing_in_one_pass() {
     let decision = World::etcd_ready(None).decide();
-    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsUnknown));
-    assert_eq!(decision.events.len(), 1);
-    assert_eq!(decision.events[0].reason, "RequirementsUnknown");
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallSucceeded));
+    let reasons: Vec<&str> = decision.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["RequirementsUnknown", "AllRequirementsMet", "InstallSucceeded"]);
     let status = decision.status.as_ref().expect("status");
     assert_eq!(status.last_transition_time, Some(Time(now())));
-    assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
+    let history: Vec<(Option<CsvPhase>, Option<CsvReason>)> =
+        status.conditions.iter().flatten().map(|c| (c.phase.clone(), c.reason.clone())).collect();
+    assert_eq!(
+        history,
+        [
+            (Some(CsvPhase::Pending), Some(CsvReason::RequirementsUnknown)),
+            (Some(CsvPhase::InstallReady), Some(CsvReason::AllRequirementsMet)),
+            (Some(CsvPhase::Installing), Some(CsvReason::InstallSucceeded)),
+        ]
+    );
+    assert!(status.requirement_status.is_some(), "the requirement check is recorded");
+    assert!(decision.actions.iter().any(|a| matches!(a, CsvAction::ApplyDeployment(_))), "{:?}", decision.actions);
+}
+
+/// A requirement not met stops the pass in Pending.
+#[test]
+fn none_with_a_requirement_missing_stops_in_pending() {
+    let mut world = World::etcd_ready(None);
+    if let Some(checks) = world.permissions.as_mut() {
+        checks[0].satisfied = false;
+    }
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let reasons: Vec<&str> = decision.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["RequirementsUnknown", "RequirementsNotMet"]);
+    assert!(!decision.actions.iter().any(|a| matches!(a, CsvAction::ApplyDeployment(_))));
 }
 
 #[test]
@@ -337,11 +364,13 @@ fn unsatisfied_permission_keeps_it_pending() {
 }
 
 #[test]
-fn requirements_met_goes_install_ready() {
+fn requirements_met_goes_on_to_install() {
     let world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsNotMet)));
     let decision = world.decide();
-    assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
-    assert!(decision.actions.is_empty());
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallSucceeded));
+    let history = decision.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    assert!(history.iter().any(|c| c.reason == Some(CsvReason::AllRequirementsMet)), "{history:?}");
+    assert!(decision.actions.iter().any(|a| matches!(a, CsvAction::ApplyDeployment(_))), "{:?}", decision.actions);
 }
 
 #[test]
@@ -356,7 +385,7 @@ fn waits_until_the_replaced_csv_hands_over() {
     assert!(decision.events.is_empty());
 
     world.peers = vec![with_phase(old, CsvPhase::Replacing, CsvReason::BeingReplaced)];
-    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Installing, CsvReason::InstallSucceeded));
 }
 
 #[test]
@@ -900,7 +929,7 @@ fn the_cleanup_finalizer_is_added_first_and_keeps_other_finalizers() {
             resource_version: Some("1".into())
         })
     );
-    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsUnknown), "the pass goes on");
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallSucceeded), "the pass goes on");
 
     world.csv.metadata.finalizers = Some(vec!["example.com/keep".into()]);
     assert_eq!(
@@ -1476,11 +1505,8 @@ fn an_apiservice_of_the_replaced_csv_is_adopted() {
     world.csv.spec.replaces = Some("etcdoperator.v0.9.2".into());
     world.peers = vec![old];
     api_service_owned_by(&mut world, csv_owner("etcdoperator.v0.9.2"));
-    let decision = world.decide();
-    assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
-
-    // Installing: taken over by applying it with this CSV's labels, Service and CA.
-    world.csv.status = decision.status.clone();
+    // Requirements met and installing in the same pass: taken over by applying it with this
+    // CSV's labels, Service and CA.
     let ca = world.serving_certs["etcd-operator"].ca_pem.clone();
     let decision = world.decide();
     assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallSucceeded));
@@ -1716,7 +1742,7 @@ fn min_kube_version_native_apis_and_required_apiservices_are_requirements() {
     assert_eq!(entry.message, "CSV version requirement not met: minKubeVersion (1.40.0) > server version (1.36.0)");
     world.csv.spec.min_kube_version = Some("1.25.0".into());
     let decision = world.decide();
-    assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    assert_eq!(phase_reason(&decision), (CsvPhase::Installing, CsvReason::InstallSucceeded));
     assert_eq!(find(&decision, "ClusterServiceVersion").map(|e| e.status), Some(StatusReason::Present));
     world.kube_version = None;
     let entry = find(&world.decide(), "ClusterServiceVersion").expect("entry");
@@ -1734,7 +1760,7 @@ fn min_kube_version_native_apis_and_required_apiservices_are_requirements() {
     let entry = find(&decision, "Route").expect("native API entry");
     assert_eq!((entry.status, entry.name.as_str(), entry.message.as_str()), (StatusReason::NotPresent, "v1.route.openshift.io", "Native API does not exist"));
     world.served_kinds.insert("route.openshift.io/v1".into(), BTreeSet::from(["Route".to_owned()]));
-    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Installing, CsvReason::InstallSucceeded));
 
     // A required APIService: served, existing and Available.
     let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
@@ -1750,7 +1776,7 @@ fn min_kube_version_native_apis_and_required_apiservices_are_requirements() {
     let entry = find(&decision, "APIService").expect("APIService entry");
     assert_eq!((entry.status, entry.message.as_str()), (StatusReason::NotPresent, "APIService is not Available"));
     world.required_api_services.insert("v1beta1.metrics.example.com".into(), true);
-    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Installing, CsvReason::InstallSucceeded));
 }
 
 #[test]
@@ -1813,7 +1839,7 @@ fn a_lost_apiservice_fails_the_succeeded_csv_then_is_reinstalled() {
     let decision = world.decide();
     assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::ApiServiceResourcesNeedReinstall));
     world.csv.status = decision.status.clone();
-    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::AllRequirementsMet));
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Installing, CsvReason::InstallSucceeded));
 
     // Taken by another operator meanwhile: stays Failed, nothing reinstalled over it.
     let mut taken = with_exposure_installed(exposed_world((CsvPhase::Succeeded, CsvReason::InstallSucceeded)), true);
