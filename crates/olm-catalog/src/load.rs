@@ -177,12 +177,32 @@ pub fn parse_file(path: &Path) -> Result<Vec<Value>, CatalogError> {
 /// A YAML stream is parsed one document at a time, split before each document-start
 /// marker (`---` at the start of a line followed by white space), which YAML forbids
 /// inside any scalar, so the documents are the same as from parsing the whole stream.
-/// Whenever a piece fails to parse, the whole file is parsed as one stream instead, so
-/// repairs and error messages are exactly those of [`parse_file`].
+/// A JSON stream is read value by value. Whenever a piece fails to parse, the whole
+/// file is parsed as one stream instead, so repairs and error messages are exactly
+/// those of [`parse_file`].
 pub(crate) fn parse_file_each<R>(path: &Path, mut f: impl FnMut(Value) -> R) -> Result<Vec<R>, CatalogError> {
     let text = read_text(path)?;
     let trimmed = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
-    if !trimmed.starts_with('{') {
+    if trimmed.starts_with('{') {
+        // A JSON stream is read one value at a time; on an error the whole-file parse
+        // below produces the message.
+        let mut out = Vec::new();
+        let stream = serde_json::Deserializer::from_str(trimmed).into_iter::<Value>();
+        let mut failed = false;
+        for item in stream {
+            match item {
+                Ok(Value::Null) => {}
+                Ok(value) => out.push(f(value)),
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if !failed {
+            return Ok(out);
+        }
+    } else {
         let pieces = yaml_document_pieces(&text);
         if pieces.len() > 1 {
             let mut out = Vec::new();
@@ -505,7 +525,8 @@ mod tests {
             ("plain.yaml", "---\nschema: olm.package\nname: a\n---\nschema: olm.bundle\nname: a.v1\nv: 1.0\nt: true\n...\n---\n---\nschema: x\nlist:\n- ---\n- |\n  ---\n"),
             ("first-without-marker.yaml", "schema: olm.package\nname: a\n---\nschema: olm.channel\nname: c\n"),
             ("repair.yaml", "---\nschema: a\n---\nschema: b\ndescription: \"first line\nsecond line\"\n"),
-            ("json.json", "{\"schema\": \"a\"}\n{\"schema\": \"b\"}\n"),
+            ("json.json", "{\"schema\": \"a\"}\nnull {\"schema\": \"b\"}\n"),
+            ("bad.json", "{\"schema\": \"a\"}\n{\"schema\": \n"),
             ("bad.yaml", "---\nschema: a\n---\nschema: [b\n"),
         ];
         for (name, text) in cases {

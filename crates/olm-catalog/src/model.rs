@@ -1314,7 +1314,13 @@ mod build {
                     };
                     Property::parse_with_text(p, text).map_err(|e| format!("properties[{i}]: {e}"))
                 })
-                .collect(),
+                .collect::<Result<Vec<_>, _>>()
+                // Collecting through a Result grows the Vec by doubling; the catalog keeps
+                // these for its lifetime (one per bundle), so drop the unused capacity.
+                .map(|mut properties| {
+                    properties.shrink_to_fit();
+                    properties
+                }),
             Some(other) => Err(format!(
                 "\"properties\" must be a list, found {}",
                 json_kind(other)
