@@ -13,7 +13,7 @@ use kube::{Api, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::reflector::ObjectRef;
 use olm_api::v1::operator_group::OperatorGroup;
-use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, Step, StepStatus};
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, InstallPlanStatus, Step, StepStatus};
 use serde_json::{Value, json};
 use tracing::instrument;
 
@@ -354,62 +354,79 @@ async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<ControllerContext<InstallPla
     let previous = plan.status.clone().unwrap_or_default();
     match decide::next(&plan) {
         Next::Wait => Ok(Action::await_change()),
+        Next::Enter(InstallPlanPhase::Installing) => {
+            // Approved: entering Installing needs nothing but this status, so the steps are
+            // applied in the same pass and the status is written once, with their outcome.
+            tracing::info!(phase = InstallPlanPhase::Installing.as_str(), "InstallPlan phase");
+            let entered = decide::enter(&previous, InstallPlanPhase::Installing, now);
+            execute_plan(&ctx, &plan, &previous, entered).await
+        }
         Next::Enter(phase) => {
             tracing::info!(phase = phase.as_str(), "InstallPlan phase");
             let status = decide::enter(&previous, phase, now);
             ctx.status.apply(plan.as_ref(), &status).await?;
             Ok(Action::await_change())
         }
-        Next::Execute => {
-            let namespace = plan.namespace().unwrap_or_default();
-            let groups = ctx.state.groups.list_in(&namespace);
-            let identity = install_identity(&namespace, &groups.iter().map(Arc::as_ref).collect::<Vec<_>>());
-            let installer = ctx.state.clients.for_identity(&identity).map(|client| Installer {
-                client,
-                service_account: match &identity {
-                    InstallIdentity::ServiceAccount(sa) => Some(sa.clone()),
-                    _ => None,
-                },
-            });
-            let installer = match installer {
-                Ok(installer) => installer,
-                Err(err) => {
-                    let (status, delay, event) = decide::blocked(&previous, err.to_string(), now);
-                    if previous.message != status.message {
-                        tracing::info!(category = err.category(), "InstallPlan waits: {err}");
-                    }
-                    ctx.status.apply(plan.as_ref(), &status).await?;
-                    if let Some(note) = event {
-                        ctx.events.publish(&plan.object_ref(&()), &note).await;
-                    }
-                    return Ok(Action::requeue(delay));
-                }
-            };
-            let mut base = previous.clone();
-            base.attenuated_service_account_ref = installer.service_account.as_ref().map(|sa| ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("ServiceAccount".into()),
-                name: Some(sa.name.clone()),
-                namespace: Some(sa.namespace.clone()),
-                ..Default::default()
-            });
-            let steps = previous.plan.clone().unwrap_or_default();
-            let pass = execute(&ctx, &plan, &steps, &installer).await;
-            let (status, requeue, event) = decide::after_pass(&base, pass, Timestamp::now());
-            if status.phase != previous.phase {
-                tracing::info!(
-                    phase = status.phase.as_str(),
-                    message = status.message.as_deref().unwrap_or_default(),
-                    "InstallPlan phase"
-                );
+        Next::Execute => execute_plan(&ctx, &plan, &previous, previous.clone()).await,
+    }
+}
+
+/// One execution pass over the plan's steps, from status `base` (the observed one, or the one
+/// just entered); `previous` is the status the plan has on the server.
+async fn execute_plan(
+    ctx: &Arc<ControllerContext<InstallPlanState>>,
+    plan: &Arc<InstallPlan>,
+    previous: &InstallPlanStatus,
+    base: InstallPlanStatus,
+) -> Result<Action> {
+    let now = Timestamp::now();
+    let namespace = plan.namespace().unwrap_or_default();
+    let groups = ctx.state.groups.list_in(&namespace);
+    let identity = install_identity(&namespace, &groups.iter().map(Arc::as_ref).collect::<Vec<_>>());
+    let installer = ctx.state.clients.for_identity(&identity).map(|client| Installer {
+        client,
+        service_account: match &identity {
+            InstallIdentity::ServiceAccount(sa) => Some(sa.clone()),
+            _ => None,
+        },
+    });
+    let installer = match installer {
+        Ok(installer) => installer,
+        Err(err) => {
+            let (status, delay, event) = decide::blocked(&base, err.to_string(), now);
+            if previous.message != status.message {
+                tracing::info!(category = err.category(), "InstallPlan waits: {err}");
             }
             ctx.status.apply(plan.as_ref(), &status).await?;
             if let Some(note) = event {
                 ctx.events.publish(&plan.object_ref(&()), &note).await;
             }
-            Ok(action_for(requeue))
+            return Ok(Action::requeue(delay));
         }
+    };
+    let mut base = base;
+    base.attenuated_service_account_ref = installer.service_account.as_ref().map(|sa| ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ServiceAccount".into()),
+        name: Some(sa.name.clone()),
+        namespace: Some(sa.namespace.clone()),
+        ..Default::default()
+    });
+    let steps = base.plan.clone().unwrap_or_default();
+    let pass = execute(&ctx, &plan, &steps, &installer).await;
+    let (status, requeue, event) = decide::after_pass(&base, pass, Timestamp::now());
+    if status.phase != previous.phase {
+        tracing::info!(
+            phase = status.phase.as_str(),
+            message = status.message.as_deref().unwrap_or_default(),
+            "InstallPlan phase"
+        );
     }
+    ctx.status.apply(plan.as_ref(), &status).await?;
+    if let Some(note) = event {
+        ctx.events.publish(&plan.object_ref(&()), &note).await;
+    }
+    Ok(action_for(requeue))
 }
 
 /// Build the InstallPlan controller (subscribes now; call before the caches start) and run it
