@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -146,28 +146,38 @@ async fn rule_allowed(client: &kube::Client, user_ns: &str, sa: &str, namespace:
             }
         }
     }
-    for (resource_attributes, non_resource_attributes) in attributes {
-        let review = SubjectAccessReview {
-            metadata: Default::default(),
-            spec: SubjectAccessReviewSpec {
-                user: Some(user.clone()),
-                groups: Some(groups.clone()),
-                resource_attributes,
-                non_resource_attributes,
-                ..Default::default()
-            },
-            status: None,
-        };
-        let answer = api
-            .create(&PostParams::default(), &review)
-            .await
-            .map_err(|err| Error::api(format!("check permissions of ServiceAccount {user_ns}/{sa}"), err))?;
-        if !answer.status.is_some_and(|s| s.allowed) {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+    // The reviews are independent: asked a few at a time, since a CSV's rules expand to dozens
+    // and asking one after the other was most of the time of a CSV's first reconcile.
+    let answers: Vec<bool> = futures::stream::iter(attributes)
+        .map(|(resource_attributes, non_resource_attributes)| {
+            let review = SubjectAccessReview {
+                metadata: Default::default(),
+                spec: SubjectAccessReviewSpec {
+                    user: Some(user.clone()),
+                    groups: Some(groups.clone()),
+                    resource_attributes,
+                    non_resource_attributes,
+                    ..Default::default()
+                },
+                status: None,
+            };
+            let api = api.clone();
+            async move {
+                let answer = api
+                    .create(&PostParams::default(), &review)
+                    .await
+                    .map_err(|err| Error::api(format!("check permissions of ServiceAccount {user_ns}/{sa}"), err))?;
+                Ok::<bool, Error>(answer.status.is_some_and(|s| s.allowed))
+            }
+        })
+        .buffer_unordered(REVIEWS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    Ok(answers.into_iter().all(|allowed| allowed))
 }
+
+/// SubjectAccessReviews in flight per rule, and rules checked at once.
+const REVIEWS_IN_FLIGHT: usize = 8;
 
 async fn check_permissions(
     client: &kube::Client,
@@ -175,23 +185,24 @@ async fn check_permissions(
     existing_service_accounts: &BTreeSet<String>,
 ) -> Result<Vec<PermissionCheck>> {
     let own = csv.namespace().unwrap_or_default();
-    let mut checks = Vec::new();
-    for (sa, cluster, rule) in declared_rules(csv) {
-        if !existing_service_accounts.contains(&sa) {
-            continue;
-        }
-        // As upstream: namespaced rules in the operator's namespace (for all-namespaces groups
-        // the Roles are then lifted to ClusterRoles), cluster rules cluster-wide.
-        let namespace = if cluster { None } else { Some(own.as_str()) };
-        let satisfied = rule_allowed(client, &own, &sa, namespace, &rule).await?;
-        checks.push(PermissionCheck {
-            service_account: sa,
-            cluster,
-            rule,
-            satisfied,
-        });
-    }
-    Ok(checks)
+    let own = own.as_str();
+    futures::stream::iter(declared_rules(csv).into_iter().filter(|(sa, _, _)| existing_service_accounts.contains(sa)))
+        .map(|(sa, cluster, rule)| async move {
+            // As upstream: namespaced rules in the operator's namespace (for all-namespaces
+            // groups the Roles are then lifted to ClusterRoles), cluster rules cluster-wide.
+            let namespace = if cluster { None } else { Some(own) };
+            let satisfied = rule_allowed(client, own, &sa, namespace, &rule).await?;
+            Ok::<PermissionCheck, Error>(PermissionCheck {
+                service_account: sa,
+                cluster,
+                rule,
+                satisfied,
+            })
+        })
+        // `buffered` keeps the rules' order, which the requirement status lists.
+        .buffered(REVIEWS_IN_FLIGHT)
+        .try_collect()
+        .await
 }
 
 /// The label selector of what is labelled as owned by `csv`.
@@ -325,13 +336,21 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     } else {
         None
     };
+    // Discovery of each group-version, all at once.
+    let client = &ctx.client;
+    let discovered = futures::future::join_all(super::requirements::group_versions_to_discover(&csv).into_iter().map(
+        |group_version| async move {
+            let listed = if group_version.contains('/') {
+                client.list_api_group_resources(&group_version).await
+            } else {
+                client.list_core_api_resources(&group_version).await
+            };
+            (group_version, listed)
+        },
+    ))
+    .await;
     let mut served_kinds: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for group_version in super::requirements::group_versions_to_discover(&csv) {
-        let listed = if group_version.contains('/') {
-            ctx.client.list_api_group_resources(&group_version).await
-        } else {
-            ctx.client.list_core_api_resources(&group_version).await
-        };
+    for (group_version, listed) in discovered {
         match listed {
             Ok(list) => {
                 served_kinds.insert(group_version, list.resources.into_iter().map(|r| r.kind).collect());
