@@ -42,16 +42,41 @@ pub struct CatalogSnapshot {
 /// CRD descriptions) are the most expensive to render, so they are kept too, up to a
 /// per-entry and a total bound; when full, new answers are simply not cached. Nothing is
 /// kept before the first request, and a new snapshot starts with an empty cache.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ResponseCache {
     entries: Mutex<(HashMap<String, bytes::Bytes>, usize)>,
+    max_total: usize,
+}
+
+impl Default for ResponseCache {
+    fn default() -> Self {
+        ResponseCache::with_limit(Self::MAX_TOTAL_BYTES)
+    }
 }
 
 impl ResponseCache {
     /// Largest body kept.
     pub const MAX_ENTRY_BYTES: usize = 8 * 1024 * 1024;
-    /// Total bytes kept per snapshot.
+    /// Total bytes kept per snapshot, at least (see [`ResponseCache::for_catalog_of`]).
     pub const MAX_TOTAL_BYTES: usize = 32 * 1024 * 1024;
+
+    /// A cache keeping at most `max_total` bytes of bodies.
+    pub fn with_limit(max_total: usize) -> ResponseCache {
+        ResponseCache { entries: Mutex::default(), max_total }
+    }
+
+    /// The cache of a snapshot whose blobs total `catalog_bytes`: [`Self::MAX_TOTAL_BYTES`],
+    /// or half the catalog's size for big catalogs (their package views are big too),
+    /// so what answers may add to the resident set stays in proportion to the catalog.
+    pub fn for_catalog_of(catalog_bytes: u64) -> ResponseCache {
+        let half = usize::try_from(catalog_bytes / 2).unwrap_or(usize::MAX);
+        ResponseCache::with_limit(half.max(Self::MAX_TOTAL_BYTES))
+    }
+
+    /// Most bytes of bodies kept.
+    pub fn limit(&self) -> usize {
+        self.max_total
+    }
 
     pub fn get(&self, key: &str) -> Option<bytes::Bytes> {
         self.entries.lock().ok().and_then(|e| e.0.get(key).cloned())
@@ -62,7 +87,7 @@ impl ResponseCache {
             return;
         }
         if let Ok(mut e) = self.entries.lock()
-            && e.1 + body.len() <= Self::MAX_TOTAL_BYTES && !e.0.contains_key(key) {
+            && e.1 + body.len() <= self.max_total && !e.0.contains_key(key) {
                 e.1 += body.len();
                 e.0.insert(key.to_string(), body);
             }
@@ -134,7 +159,7 @@ impl CatalogSnapshot {
             loaded_at: SystemTime::now(),
             load_duration,
             all_len,
-            responses: ResponseCache::default(),
+            responses: ResponseCache::for_catalog_of(all_len),
             bundle_contents: BundleContentCache::default(),
         }
     }
@@ -362,5 +387,15 @@ mod tests {
         let too_large = bytes::Bytes::from(vec![b'x'; ResponseCache::MAX_ENTRY_BYTES + 1]);
         cache.put("/too-large", too_large);
         assert_eq!(cache.get("/too-large"), None);
+
+        // Full: further answers are not kept, those kept stay.
+        let small = ResponseCache::with_limit(1024 * 1024 + 10);
+        small.put("/a", bytes::Bytes::from(vec![b'a'; 1024 * 1024]));
+        small.put("/b", bytes::Bytes::from(vec![b'b'; 11]));
+        assert!(small.get("/a").is_some());
+        assert_eq!(small.get("/b"), None);
+
+        assert_eq!(ResponseCache::for_catalog_of(1024).limit(), ResponseCache::MAX_TOTAL_BYTES);
+        assert_eq!(ResponseCache::for_catalog_of(200 * 1024 * 1024).limit(), 100 * 1024 * 1024);
     }
 }
