@@ -234,6 +234,8 @@ pub struct E2e {
     pub upstream_scale: Option<Result<Scale, String>>,
     pub ours_scale: Option<Result<Scale, String>>,
     pub cluster_up: Duration,
+    /// Fake nodes added for the scale run's pods (besides olm-dev's own).
+    pub extra_nodes: usize,
     pub global: GlobalPackage,
     pub options: E2eOptions,
 }
@@ -976,6 +978,29 @@ fn upstream_module_dir(tools: &Tools) -> anyhow::Result<PathBuf> {
     if dir.is_dir() { Ok(dir) } else { bail!("{} missing (the resolver driver build downloads it)", dir.display()) }
 }
 
+/// Pods one fake node takes (the scheduler refuses more): olm-dev's node and ours declare this.
+pub const PODS_PER_NODE: usize = 110;
+
+/// olm-dev's control plane has one kwok node, and a node takes at most PODS_PER_NODE pods: the
+/// scale run's operator Deployments (one per namespace, plus the AllNamespaces one) need more.
+/// kwok runs with --manage-all-nodes, so extra Node objects become Ready fake nodes.
+fn add_nodes(layout: &olm_dev::Layout, pods: usize) -> anyhow::Result<usize> {
+    let extra = pods.div_ceil(PODS_PER_NODE);
+    for i in 0..extra {
+        let name = format!("olm-bench-node-{i}");
+        let node = format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  annotations: {{kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: \"0\"}}\n  labels: {{kubernetes.io/arch: amd64, kubernetes.io/hostname: {name}, kubernetes.io/os: linux, kubernetes.io/role: agent, node-role.kubernetes.io/agent: \"\", type: kwok}}\nspec: {{}}\nstatus:\n  allocatable: {{cpu: \"32\", memory: 256Gi, pods: \"{PODS_PER_NODE}\"}}\n  capacity: {{cpu: \"32\", memory: 256Gi, pods: \"{PODS_PER_NODE}\"}}\n"
+        );
+        kubectl(layout, &["apply", "-f", "-"], Some(&node))?;
+        wait_for(&format!("node {name} to be Ready"), Duration::from_secs(60), || {
+            let out = kubectl(layout, &["get", "node", &name, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status} {.status.allocatable.pods}"], None)
+                .unwrap_or_default();
+            Ok(out.trim().starts_with("True ") && out.trim().ends_with(&PODS_PER_NODE.to_string()))
+        })?;
+    }
+    Ok(extra)
+}
+
 pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e> {
     let catalog_dir = work.join("e2e-catalog");
     let global = crate::catalogs::make_e2e_catalog(&tools.workspace.join("catalogs/community"), &catalog_dir)?;
@@ -984,6 +1009,8 @@ pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e>
     let t = Instant::now();
     olm_dev::up(&layout, &progress).context("starting the private control plane")?;
     let cluster_up = t.elapsed();
+    // One operator pod per namespace plus the AllNamespaces one.
+    let extra_nodes = if opts.scale_namespaces > 0 { add_nodes(&layout, opts.scale_namespaces + 1)? } else { 0 };
     let mut results: BTreeMap<&str, (Result<Side, String>, Option<Result<Scale, String>>)> = BTreeMap::new();
     for imp in [Impl::Upstream, Impl::Ours] {
         eprintln!("[e2e] {}: single install", imp.label());
@@ -997,5 +1024,5 @@ pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e>
     let _ = olm_dev::down(&layout, &progress, true);
     let (upstream, upstream_scale) = results.remove("upstream").context("upstream ran")?;
     let (ours, ours_scale) = results.remove("ours").context("ours ran")?;
-    Ok(E2e { upstream, ours, upstream_scale, ours_scale, cluster_up, global, options: opts.clone() })
+    Ok(E2e { upstream, ours, upstream_scale, ours_scale, cluster_up, global, options: opts.clone(), extra_nodes })
 }

@@ -141,6 +141,12 @@ pub fn render(
     }
     writeln!(o, "{}\n", scale_goal_row(e2e))?;
 
+    if opts.e2e_only {
+        writeln!(o, "## 1. Catalog serving: `olm catalog serve` vs `opm serve`\n\nSkipped in this run (`--e2e-only`).\n")?;
+        writeln!(o, "## 2. Resolution: olm-resolver vs upstream's resolver\n\nSkipped in this run (`--e2e-only`).\n")?;
+    }
+    let mut resolution_diffs = Vec::new();
+    if !opts.e2e_only {
     // 1. Catalog serving.
     writeln!(o, "## 1. Catalog serving: `olm catalog serve` vs `opm serve`\n")?;
     writeln!(
@@ -272,7 +278,6 @@ pub fn render(
         if opts.quick { "0.3 s" } else { "2 s" }
     )?;
     writeln!(o, "| catalog | Subscriptions | ours first | upstream first | ours median | upstream median | ours p90 | upstream p90 | median ours/upstream | bundles (ours/upstream) | same answer? |\n|---|---|---|---|---|---|---|---|---|---|---|")?;
-    let mut resolution_diffs = Vec::new();
     let mut channel_notes = Vec::new();
     for run in runs {
         for a in &run.resolution_ours {
@@ -333,6 +338,7 @@ pub fn render(
         writeln!(o)?;
     }
 
+    }
     // 3. End to end.
     section_e2e(&mut o, e2e)?;
 

@@ -187,7 +187,8 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
          OperatorGroup, Subscription). **Settled** = every namespace's {} and the global {} Succeeded, read from one \
          `kubectl get csv -A -w` stream; settled RSS 2 s after that, **steady** RSS {} later. Memory per namespace = \
          (controllers' settled RSS − idle RSS) / N, controllers being upstream's olm + catalog operators and our `olm run`; the \
-         catalog server is listed but not counted. Copied CSVs = CSVs labelled `olm.copiedFrom` (upstream copies an \
+         catalog server is listed but not counted. The cluster gets {} more fake kwok node(s) for the scale run (a node takes at most \
+         {} pods; one operator pod per namespace). Copied CSVs = CSVs labelled `olm.copiedFrom` (upstream copies an \
          AllNamespaces operator's CSV into every namespace). Each side's wait is capped at {}.\n",
         secs(opts.idle_after),
         opts.scale_namespaces,
@@ -197,6 +198,8 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
         g.per_namespace_csv,
         g.csv_name,
         secs(opts.steady_after),
+        r.extra_nodes,
+        crate::e2e::PODS_PER_NODE,
         secs(opts.scale_timeout)
     )?;
     writeln!(
