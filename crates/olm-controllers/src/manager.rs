@@ -161,6 +161,10 @@ impl Manager {
             watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),
         );
 
+        // One Subscription cache for the CSV controller (spec.config) and the Subscription controller.
+        let subscriptions = (kinds.contains(&ControllerKind::Csv) || kinds.contains(&ControllerKind::Subscription))
+            .then(|| caches.watch(Api::<olm_api::v1alpha1::subscription::Subscription>::all(client.clone()), watcher::Config::default()));
+
         if kinds.contains(&ControllerKind::OperatorGroup) {
             let state = operatorgroup::OgState {
                 groups: groups.clone(),
@@ -210,10 +214,13 @@ impl Manager {
                     Api::<olm_api::v2::OperatorCondition>::all(client.clone()),
                     watcher::Config::default(),
                 ),
-                subscriptions: caches.watch(
-                    Api::<olm_api::v1alpha1::subscription::Subscription>::all(client.clone()),
-                    watcher::Config::default(),
-                ),
+                subscriptions: match &subscriptions {
+                    Some(subscriptions) => subscriptions.clone(),
+                    None => caches.watch(
+                        Api::<olm_api::v1alpha1::subscription::Subscription>::all(client.clone()),
+                        watcher::Config::default(),
+                    ),
+                },
                 api_services: caches.watch(
                     Api::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>::all(client.clone()),
                     watcher::Config::default(),
@@ -247,6 +254,7 @@ impl Manager {
                 shutdown: &shutdown,
                 csvs: &csvs,
                 groups: &groups,
+                subscriptions: subscriptions.as_ref(),
             },
             crate::catalogsource::operator::Selection {
                 catalogsource: kinds.contains(&ControllerKind::CatalogSource),

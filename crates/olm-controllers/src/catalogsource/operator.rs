@@ -8,7 +8,7 @@ use kube::{Api, Client};
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
-use olm_api::v1alpha1::install_plan::InstallPlan;
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::Subscription;
 
 use super::cache::CatalogCache;
@@ -51,6 +51,21 @@ pub struct Shared<'a> {
     pub csvs: &'a Cache<ClusterServiceVersion>,
     /// The OperatorGroup cache.
     pub groups: &'a Cache<OperatorGroup>,
+    /// The Subscription cache, when the manager has one (shared with the CSV controller).
+    pub subscriptions: Option<&'a Cache<Subscription>>,
+}
+
+/// A finished plan's steps keep their object manifests on the server, but nothing reads them
+/// again: the cache keeps the steps without them (a plan's manifests are most of its size,
+/// and one plan stays per install in every namespace).
+fn trim_finished_plan(plan: &mut InstallPlan) {
+    if let Some(status) = plan.status.as_mut()
+        && status.phase == InstallPlanPhase::Complete
+    {
+        for step in status.plan.iter_mut().flatten() {
+            step.resource.manifest = None;
+        }
+    }
 }
 
 /// Register the caches and start the selected controllers (call before `caches.start()`).
@@ -62,7 +77,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
     let client = shared.client.clone();
     let content = CatalogCache::default();
     let catalogs = caches.watch(Api::<CatalogSource>::all(client.clone()), watcher::Config::default());
-    let plans = caches.watch(Api::<InstallPlan>::all(client.clone()), watcher::Config::default());
+    let plans = caches.watch_trimmed(Api::<InstallPlan>::all(client.clone()), watcher::Config::default(), trim_finished_plan);
     let context = |name: &'static str| (name, client.clone(), shared.metrics.clone(), shared.leadership.clone());
     if selection.catalogsource {
         let (name, client, metrics, leadership) = context(catalogsource::NAME);
@@ -76,7 +91,10 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
     if selection.subscription {
         let (name, client, metrics, leadership) = context(subscription::NAME);
         let state = subscription::SubscriptionControllerState {
-            subscriptions: caches.watch(Api::<Subscription>::all(client.clone()), watcher::Config::default()),
+            subscriptions: match shared.subscriptions {
+                Some(subscriptions) => subscriptions.clone(),
+                None => caches.watch(Api::<Subscription>::all(client.clone()), watcher::Config::default()),
+            },
             plans: plans.clone(),
             csvs: shared.csvs.clone(),
             catalogs: catalogs.clone(),
@@ -99,4 +117,42 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
         tasks.push(tokio::spawn(installplan::run(ctx, shared.shutdown.signal())));
     }
     tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use olm_api::v1alpha1::install_plan::InstallPlanStatus;
+
+    fn plan(phase: InstallPlanPhase) -> InstallPlan {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": "install-1", "namespace": "ns"},
+            "spec": {"approval": "Automatic", "approved": true, "clusterServiceVersionNames": ["etcdoperator.v0.9.4"]},
+            "status": {"phase": phase.as_str(), "catalogSources": [], "plan": [{
+                "resolving": "etcdoperator.v0.9.4", "status": "Created",
+                "resource": {"group": "operators.coreos.com", "version": "v1alpha1", "kind": "ClusterServiceVersion",
+                             "name": "etcdoperator.v0.9.4", "sourceName": "community", "sourceNamespace": "olm",
+                             "manifest": "{\"kind\":\"ClusterServiceVersion\"}"}
+            }]}
+        }))
+        .expect("a valid InstallPlan")
+    }
+
+    fn manifests(plan: &InstallPlan) -> Vec<Option<String>> {
+        let status: Option<&InstallPlanStatus> = plan.status.as_ref();
+        status.and_then(|s| s.plan.as_ref()).into_iter().flatten().map(|s| s.resource.manifest.clone()).collect()
+    }
+
+    #[test]
+    fn only_a_complete_plan_loses_its_step_manifests() {
+        let mut complete = plan(InstallPlanPhase::Complete);
+        trim_finished_plan(&mut complete);
+        assert_eq!(manifests(&complete), [None]);
+        assert_eq!(complete.status.as_ref().and_then(|s| s.plan.as_ref()).map(Vec::len), Some(1), "the steps stay");
+
+        let mut installing = plan(InstallPlanPhase::Installing);
+        trim_finished_plan(&mut installing);
+        assert_eq!(manifests(&installing), [Some("{\"kind\":\"ClusterServiceVersion\"}".to_owned())]);
+    }
 }

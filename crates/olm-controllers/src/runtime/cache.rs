@@ -138,6 +138,15 @@ impl Caches {
     where
         K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     {
+        self.watch_trimmed(api, config, |_| {})
+    }
+
+    /// Like [`Caches::watch`], with `trim` applied to every object before it is stored: for
+    /// fields no controller reads, which would otherwise cost memory for every object.
+    pub fn watch_trimmed<K>(&mut self, api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    {
         let name = match &config.label_selector {
             Some(selector) => format!("{}[{selector}]", K::kind(&())),
             None => K::kind(&()).into_owned(),
@@ -168,7 +177,10 @@ impl Caches {
                     .default_backoff()
                     // No controller reads managedFields, and they are often a third of an
                     // object: keeping them would grow memory with every namespace for nothing.
-                    .modify(|obj| obj.meta_mut().managed_fields = None)
+                    .modify(move |obj| {
+                        obj.meta_mut().managed_fields = None;
+                        trim(obj);
+                    })
                     .reflect(writer)
                     .for_each(|event| {
                         match event {
