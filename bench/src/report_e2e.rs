@@ -428,11 +428,12 @@ Installing → CSV created) creates the bundle's CRDs and waits for the API serv
 the CSV (installplan/reconcile.rs requeues itself meanwhile); that wait is the API server's. (2) **CSV created → InstallReady**: \
 the OperatorGroup controller first annotates the new CSV, then the CSV controller's first two reconciles (no phase → Pending, \
 Pending → InstallReady) each check the operator's permissions with one SubjectAccessReview per (API group, resource, verb) of \
-every rule, sent one after the other (csv/reconcile.rs `rule_allowed`), and every CSV reconcile asks API discovery for the \
-group-versions of the CSV's APIs; upstream evaluates the rules against its informer caches of Roles and bindings instead. \
-Batching the reviews concurrently, or evaluating RBAC from caches, and caching discovery per group-version would cut both \
-reconciles. (3) **Deployment Available → CSV Succeeded** is one more CSV reconcile after the Deployment's watch event. \
-What is left is the API server's and kube-controller-manager's (Deployment created → Available).";
+every rule, sent one after the other (csv/reconcile.rs `rule_allowed`: for etcd's rules one round trip per listed resource, \
+twice, before the Deployment is written); upstream evaluates the rules against its informer caches of Roles and bindings. Sending the reviews \
+concurrently, checking once per CSV generation instead of in both phases, or evaluating RBAC from caches would cut this. \
+(3) **Deployment Available → CSV Succeeded** is one more CSV reconcile after the Deployment's watch event, queued behind the \
+reconciles the Deployment's earlier events triggered. What is left is the API server's and kube-controller-manager's \
+(Deployment created → Available).";
 
 /// Why our memory per namespace is what it is: mechanisms read in crates/olm-controllers,
 /// located by the inventory and follower tables above.
