@@ -101,8 +101,11 @@ impl ResponseCache {
 /// load) and bounded in total size; past the bound, contents are built per request.
 #[derive(Debug, Default)]
 pub struct BundleContentCache {
-    entries: Mutex<(HashMap<(String, String), Arc<BundleContent>>, usize)>,
+    /// By (package, bundle) name; plus the total text held.
+    entries: Mutex<(HashMap<BundleKey, Arc<BundleContent>>, usize)>,
 }
+
+type BundleKey = (String, String);
 
 impl BundleContentCache {
     /// Total text kept per snapshot.
