@@ -25,9 +25,11 @@ pub const BUNDLE_UNPACK_TIMEOUT_ANNOTATION: &str = "operatorframework.io/bundle-
 pub const BUNDLE_UNPACK_MIN_RETRY_INTERVAL_ANNOTATION: &str = "operatorframework.io/bundle-unpack-min-retry-interval";
 /// Annotation prefix on CRDs: which CSVs installed the CRD (`...-<hash>`).
 pub const INSTALLED_ALONGSIDE_ANNOTATION_PREFIX: &str = "operatorframework.io/installed-alongside-";
-/// Annotations on copied CSVs: hashes that avoid rewriting an unchanged copy.
-pub const COPY_HASH_SPEC_ANNOTATION: &str = "$copyhash-spec";
-pub const COPY_HASH_STATUS_ANNOTATION: &str = "$copyhash-status";
+/// Annotations on copied CSVs (upstream's names): hashes of what was copied (everything but
+/// the status) and of the copied status, so an unchanged copy is known without its content.
+pub const COPY_HASH_SPEC_ANNOTATION: &str = "olm.operatorframework.io/nonStatusCopyHash";
+/// See [`COPY_HASH_SPEC_ANNOTATION`].
+pub const COPY_HASH_STATUS_ANNOTATION: &str = "olm.operatorframework.io/statusCopyHash";
 
 /// Label on copied CSVs and copied RBAC: the operator's namespace.
 pub const COPIED_FROM_LABEL: &str = "olm.copiedFrom";

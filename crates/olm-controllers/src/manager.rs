@@ -152,7 +152,11 @@ impl Manager {
             None => (Leadership::always(), None),
         };
 
-        let csvs = caches.watch(Api::<ClusterServiceVersion>::all(client.clone()), watcher::Config::default());
+        let csvs = caches.watch_trimmed(
+            Api::<ClusterServiceVersion>::all(client.clone()),
+            watcher::Config::default(),
+            csv::decide::trim_copy,
+        );
         let groups = caches.watch(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
         let namespaces = caches.watch(Api::<Namespace>::all(client.clone()), watcher::Config::default());
         let service_accounts = caches.watch(Api::<ServiceAccount>::all(client.clone()), watcher::Config::default());

@@ -856,16 +856,33 @@ pub fn copy_of(csv: &ClusterServiceVersion, namespace: &str, status: &ClusterSer
         last_transition_time: status.last_transition_time.clone(),
         ..Default::default()
     };
+    // The hashes let a copy be compared without its content: the cache keeps copies without
+    // their spec (one per namespace for every all-namespaces operator).
+    let copied = serde_json::json!({"spec": &csv.spec, "labels": &labels, "annotations": &annotations});
+    let status_key = serde_json::json!([&copy_status.phase, &copy_status.reason, &copy_status.message]);
+    annotations.insert(keys::COPY_HASH_SPEC_ANNOTATION.to_owned(), super::deployment::hash_json(&copied));
+    annotations.insert(keys::COPY_HASH_STATUS_ANNOTATION.to_owned(), super::deployment::hash_json(&status_key));
     ClusterServiceVersion {
         metadata: ObjectMeta {
             name: Some(csv.name_any()),
             namespace: Some(namespace.to_owned()),
             labels: Some(labels),
-            annotations: (!annotations.is_empty()).then_some(annotations),
+            annotations: Some(annotations),
             ..Default::default()
         },
         spec: csv.spec.clone(),
         status: Some(copy_status),
+    }
+}
+
+/// What the watch cache keeps of a copied CSV: its metadata (with the copy hashes) and status;
+/// the spec is the original's, read from there when a copy is written.
+pub fn trim_copy(csv: &mut ClusterServiceVersion) {
+    if csv.labels().contains_key(keys::COPIED_FROM_LABEL) {
+        csv.spec = Default::default();
+        csv.metadata.annotations.iter_mut().for_each(|annotations| {
+            annotations.retain(|k, _| k.starts_with("olm."));
+        });
     }
 }
 
@@ -1085,18 +1102,19 @@ pub fn synced_condition_status(condition: &OperatorCondition) -> Option<olm_api:
 }
 
 /// Whether an existing copy already matches the wanted one.
-fn copy_is_current(existing: &ClusterServiceVersion, wanted: &ClusterServiceVersion) -> bool {
-    let same_status = |a: Option<&ClusterServiceVersionStatus>, b: Option<&ClusterServiceVersionStatus>| {
-        let key = |s: Option<&ClusterServiceVersionStatus>| {
-            s.map(|s| (s.phase.clone(), s.reason.clone(), s.message.clone()))
-        };
-        key(a) == key(b)
+pub(crate) fn copy_is_current(existing: &ClusterServiceVersion, wanted: &ClusterServiceVersion) -> bool {
+    let same = |key: &str| {
+        let wanted = wanted.annotations().get(key);
+        wanted.is_some() && existing.annotations().get(key) == wanted
     };
-    existing.spec == wanted.spec
+    // The hashes cover the spec, labels, annotations and copied status; the status itself is
+    // compared too, since a hand edit of a copy's status leaves its annotations as they were.
+    let status_key = |c: &ClusterServiceVersion| c.status.as_ref().map(|s| (s.phase.clone(), s.reason.clone(), s.message.clone()));
+    same(keys::COPY_HASH_SPEC_ANNOTATION)
+        && same(keys::COPY_HASH_STATUS_ANNOTATION)
         && wanted.labels().iter().all(|(k, v)| existing.labels().get(k) == Some(v))
-        && wanted.annotations().iter().all(|(k, v)| existing.annotations().get(k) == Some(v))
         && !existing.annotations().contains_key(keys::TARGET_NAMESPACES_ANNOTATION)
-        && same_status(existing.status.as_ref(), wanted.status.as_ref())
+        && status_key(existing) == status_key(wanted)
 }
 
 /// Add the copy actions for the status the CSV ends up with.

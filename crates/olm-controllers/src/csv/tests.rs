@@ -1886,3 +1886,34 @@ fn only_live_owners_outside_the_replacement_chain_make_an_account_foreign() {
     // Not owned by any CSV.
     assert!(foreign_owners(&[], "uid-1", &chain, &peers).is_empty());
 }
+
+/// A copy is compared through its hash annotations, so the cache can keep it without its spec:
+/// a trimmed copy of the same original is current, one of a changed original or status is not.
+#[test]
+fn a_copy_trimmed_in_the_cache_is_still_known_to_be_current() {
+    use super::decide::{copy_is_current, copy_of, trim_copy};
+    let mut original = with_phase(etcd(), CsvPhase::Succeeded, CsvReason::InstallSucceeded);
+    original.metadata.annotations.get_or_insert_with(Default::default).insert("alm-examples".into(), "[{}]".into());
+    let status = original.status.clone().unwrap_or_default();
+    let wanted = copy_of(&original, "team-a", &status);
+    assert!(wanted.annotations().contains_key(keys::COPY_HASH_SPEC_ANNOTATION));
+    assert!(wanted.annotations().contains_key(keys::COPY_HASH_STATUS_ANNOTATION));
+    assert_eq!(wanted.spec, original.spec, "the copy written carries the full spec");
+
+    let mut cached = wanted.clone();
+    trim_copy(&mut cached);
+    assert_eq!(cached.spec, Default::default());
+    assert!(!cached.annotations().contains_key("alm-examples"));
+    assert!(copy_is_current(&cached, &wanted));
+
+    let mut changed = original.clone();
+    changed.spec.description = Some("a new description".into());
+    assert!(!copy_is_current(&cached, &copy_of(&changed, "team-a", &status)));
+    let failed = set_phase(&status, CsvPhase::Failed, CsvReason::InstallCheckFailed, "install failed", now());
+    assert!(!copy_is_current(&cached, &copy_of(&original, "team-a", &failed)));
+
+    // An original is never trimmed.
+    let mut kept = original.clone();
+    trim_copy(&mut kept);
+    assert_eq!(kept, original);
+}
