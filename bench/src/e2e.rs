@@ -107,6 +107,9 @@ pub struct Scale {
     /// Ours only: RSS of follower `olm run` replicas (watch caches, no reconciling) per
     /// controller set, started at idle and after the steady reading: (set, idle MiB, end MiB).
     pub followers: Vec<(String, f64, f64)>,
+    /// Ours only: (controller, reconciles, seconds spent reconciling) from `olm run`'s /metrics
+    /// when settled (counted since the process started: the idle phase adds next to nothing).
+    pub reconciles: Vec<(String, u64, f64)>,
 }
 
 /// How many objects of one kind the cluster holds and their size as compact JSON: what a
@@ -186,7 +189,8 @@ fn probe_followers(tools: &Tools, layout: &olm_dev::Layout, work: &Path, when: &
 fn inventory(layout: &olm_dev::Layout) -> Vec<KindCount> {
     let mut out = Vec::new();
     for (kind, selector) in CACHED_KINDS {
-        let mut args = vec!["get", kind, "-A", "-o", "json"];
+        // kubectl leaves managedFields out unless asked; a watch cache gets them.
+        let mut args = vec!["get", kind, "-A", "-o", "json", "--show-managed-fields"];
         if let Some(sel) = selector {
             args.extend(["-l", sel]);
         }
@@ -733,12 +737,27 @@ fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
     Ok(body)
 }
 
-fn save_metrics(started: &Started, file: &Path) {
-    if let Some(addr) = &started.admin_addr {
-        if let Ok(text) = http_get(addr, "/metrics") {
-            let _ = std::fs::write(file, text);
+/// Save `olm run`'s /metrics to `file` and return the text.
+fn save_metrics(started: &Started, file: &Path) -> Option<String> {
+    let addr = started.admin_addr.as_ref()?;
+    let text = http_get(addr, "/metrics").ok()?;
+    let _ = std::fs::write(file, &text);
+    Some(text)
+}
+
+/// (controller, reconciles, seconds) from the reconcile-duration histogram's _count and _sum.
+fn reconciles(metrics: &str) -> Vec<(String, u64, f64)> {
+    let mut by: BTreeMap<String, (u64, f64)> = BTreeMap::new();
+    for line in metrics.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let Some(controller) = series.split("controller=\"").nth(1).and_then(|r| r.split('"').next()) else { continue };
+        if series.starts_with("olm_controller_reconcile_duration_seconds_count{") {
+            by.entry(controller.to_string()).or_default().0 = value.trim().parse().unwrap_or(0);
+        } else if series.starts_with("olm_controller_reconcile_duration_seconds_sum{") {
+            by.entry(controller.to_string()).or_default().1 = value.trim().parse().unwrap_or(0.0);
         }
     }
+    by.into_iter().map(|(c, (n, s))| (c, n, s)).collect()
 }
 
 /// What the all-namespaces CSV watch knows: (namespace, name) → (phase, copied).
@@ -937,7 +956,7 @@ fn scale(
     drain(&mut watch, &mut state, layout, &watch_log, Duration::from_secs(2), &mut restarts)?;
     let settled = read_memory(&started.procs);
     let copied_at_settle = state.copied();
-    save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-settled.txt")));
+    let reconciles = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-settled.txt"))).map(|m| reconciles(&m)).unwrap_or_default();
     drain(&mut watch, &mut state, layout, &watch_log, opts.steady_after, &mut restarts)?;
     let steady = read_memory(&started.procs);
     save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-steady.txt")));
@@ -967,7 +986,7 @@ fn scale(
     // Deleting hundreds of namespaces takes the namespace controller a while on 2 cores.
     let namespace_timeout = Duration::from_secs(60 + 2 * n as u64);
     cleanup(layout, &Selection::Label(label), started.procs, &global.group, namespace_timeout);
-    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers })
+    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles })
 }
 
 fn upstream_module_dir(tools: &Tools) -> anyhow::Result<PathBuf> {

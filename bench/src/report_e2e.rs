@@ -275,6 +275,7 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
     }
     inventory_table(o, r)?;
     followers_table(o, r)?;
+    reconciles_table(o, r)?;
     if matches!(&r.ours_scale, Some(Ok(_))) {
         writeln!(o, "{SCALE_CAUSES}\n")?;
     }
@@ -369,6 +370,30 @@ fn followers_table(o: &mut String, r: &E2e) -> anyhow::Result<()> {
             m.idle_mib,
             m.steady_mib,
             kib(s.per_namespace_steady_kib())
+        )?;
+    }
+    writeln!(o)?;
+    Ok(())
+}
+
+/// Ours: how much reconciling the scale run took, per controller (from /metrics when settled).
+fn reconciles_table(o: &mut String, r: &E2e) -> anyhow::Result<()> {
+    let Some(Ok(s)) = &r.ours_scale else { return Ok(()) };
+    if s.reconciles.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        o,
+        "Our controllers' work until settled (`olm_controller_reconcile_duration_seconds` _count and _sum from `olm run`'s \
+         /metrics; reconciles of different objects overlap, so the time spent can exceed the wall time):\n"
+    )?;
+    writeln!(o, "| controller | reconciles | per namespace | time spent reconciling | mean per reconcile |\n|---|---|---|---|---|")?;
+    for (controller, n, secs_spent) in &s.reconciles {
+        writeln!(
+            o,
+            "| {controller} | {n} | {:.1} | {secs_spent:.1} s | {} |",
+            *n as f64 / s.namespaces.max(1) as f64,
+            if *n > 0 { format!("{:.1} ms", secs_spent / *n as f64 * 1e3) } else { "—".into() }
         )?;
     }
     writeln!(o)?;
