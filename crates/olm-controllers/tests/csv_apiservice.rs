@@ -9,13 +9,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use common::{create_csv_with_permissions, create_own_namespace_group, csv_message, edit_csv, load_csv, setup, wait_gone, wait_phase};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{APIService, APIServiceSpec};
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use olm_api::keys;
-use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use serde_json::json;
 
@@ -59,31 +58,20 @@ async fn an_existing_apiservice_is_adopted_only_when_no_other_csv_owns_it() -> a
     };
     api_services.create(&PostParams::default(), &existing).await?;
 
-    let groups: Api<OperatorGroup> = ns.api();
-    let own = OperatorGroup::new(
-        "own",
-        OperatorGroupSpec {
-            target_namespaces: Some(vec![name.clone()]),
-            ..Default::default()
-        },
-    );
-    groups.create(&PostParams::default(), &own).await?;
-    let csv = load_csv(ETCD, &name)?;
-    let mut value = serde_json::to_value(&csv)?;
-    value["metadata"]["name"] = json!(CSV_NAME);
-    value["spec"]["customresourcedefinitions"] = json!({});
-    value["spec"]["apiservicedefinitions"] = json!({"owned": [{
-        "name": format!("widgets.{group}"), "group": group, "version": "v1alpha1", "kind": "Widget",
-        "displayName": "Widget", "deploymentName": "etcd-operator", "containerPort": 8443,
-    }]});
-    let csv: ClusterServiceVersion = serde_json::from_value(value)?;
-    grant_permissions(&client, &csv, &name, false).await?;
-    create_csv(&ns, &csv).await?;
+    create_own_namespace_group(&ns, "own").await?;
+    let csv = edit_csv(&load_csv(ETCD, &name)?, |value| {
+        value["metadata"]["name"] = json!(CSV_NAME);
+        value["spec"]["customresourcedefinitions"] = json!({});
+        value["spec"]["apiservicedefinitions"] = json!({"owned": [{
+            "name": format!("widgets.{group}"), "group": group, "version": "v1alpha1", "kind": "Widget",
+            "displayName": "Widget", "deploymentName": "etcd-operator", "containerPort": 8443,
+        }]});
+    })?;
+    create_csv_with_permissions(&ns, &csv, false).await?;
 
     let result = async {
         wait_phase(&ns, CSV_NAME, "Failed", Some("OwnerConflict"), TIMEOUT).await?;
-        let csvs: Api<ClusterServiceVersion> = ns.api();
-        let message = csvs.get(CSV_NAME).await?.status.and_then(|s| s.message).unwrap_or_default();
+        let message = csv_message(&ns, CSV_NAME).await?;
         assert!(
             message.starts_with(&format!("unable to adopt APIService {api_name}"))
                 && message.contains(&format!("{name}/other-operator.v1.0.0")),
@@ -126,18 +114,10 @@ async fn an_existing_apiservice_is_adopted_only_when_no_other_csv_owns_it() -> a
         assert_eq!(labels.get(keys::OWNER_NAMESPACE_LABEL), Some(&name));
 
         // Deleted with the CSV.
+        let csvs: Api<ClusterServiceVersion> = ns.api();
         csvs.delete(CSV_NAME, &DeleteParams::default()).await?;
-        ns.wait_for("the adopted APIService to be deleted with the CSV", TIMEOUT, &["clusterserviceversions"], || {
-            let api_services = api_services.clone();
-            let api_name = api_name.clone();
-            async move {
-                match api_services.get_opt(&api_name).await.map_err(|e| e.to_string())? {
-                    None => Ok(Some(())),
-                    Some(_) => Err("still there".to_owned()),
-                }
-            }
-        })
-        .await?;
+        let what = "the adopted APIService to be deleted with the CSV";
+        wait_gone(&ns, what, &api_services, &api_name, &["clusterserviceversions"]).await?;
         anyhow::Ok(())
     }
     .await;

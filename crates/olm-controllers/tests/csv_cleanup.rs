@@ -5,13 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use common::{create_csv_with_permissions, create_own_namespace_group, load_csv, setup, wait_gone, wait_phase};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use olm_api::keys;
-use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use serde_json::json;
 
@@ -29,20 +28,11 @@ async fn deleting_a_csv_removes_its_cluster_rbac_before_the_finalizer_is_release
     let ns = cluster.namespace("csv-cleanup").await?;
     let name = ns.name().to_owned();
 
-    let groups: Api<OperatorGroup> = ns.api();
-    let group = OperatorGroup::new(
-        "etcd-og",
-        OperatorGroupSpec {
-            target_namespaces: Some(vec![name.clone()]),
-            ..Default::default()
-        },
-    );
-    groups.create(&PostParams::default(), &group).await?;
+    create_own_namespace_group(&ns, "etcd-og").await?;
     let mut csv = load_csv(ETCD, &name)?;
     csv.metadata.finalizers = Some(vec![TEST_HOLD.to_owned()]);
     // Cluster-wide grants labelled with the CSV as owner, as an InstallPlan creates them.
-    grant_permissions(&client, &csv, &name, true).await?;
-    create_csv(&ns, &csv).await?;
+    create_csv_with_permissions(&ns, &csv, true).await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
 
     let csvs: Api<ClusterServiceVersion> = ns.api();
@@ -88,16 +78,7 @@ async fn deleting_a_csv_removes_its_cluster_rbac_before_the_finalizer_is_release
     ]);
     csvs.patch(CSV_NAME, &PatchParams::default(), &Patch::<()>::Json(serde_json::from_value(release)?))
         .await?;
-    ns.wait_for("the CSV to be gone", TIMEOUT, &["clusterserviceversions"], || {
-        let csvs = csvs.clone();
-        async move {
-            match csvs.get_opt(CSV_NAME).await.map_err(|e| e.to_string())? {
-                None => Ok(Some(())),
-                Some(_) => Err("still present".to_owned()),
-            }
-        }
-    })
-    .await?;
+    wait_gone(&ns, "the CSV to be gone", &csvs, CSV_NAME, &["clusterserviceversions"]).await?;
     ns.cleanup().await?;
     Ok(())
 }

@@ -7,12 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use common::{create_csv_with_permissions, create_own_namespace_group, load_csv, setup, wait_phase};
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::rbac::v1::Role;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
 use olm_api::v2::OperatorCondition;
 use serde_json::json;
 
@@ -49,18 +48,9 @@ async fn the_operator_can_update_its_condition_and_sees_it_observed() -> anyhow:
     let client = cluster.client();
     let ns = cluster.namespace("csv-condition").await?;
     let name = ns.name().to_owned();
-    let groups: Api<OperatorGroup> = ns.api();
-    let own = OperatorGroup::new(
-        "own",
-        OperatorGroupSpec {
-            target_namespaces: Some(vec![name.clone()]),
-            ..Default::default()
-        },
-    );
-    groups.create(&PostParams::default(), &own).await?;
+    create_own_namespace_group(&ns, "own").await?;
     let csv = load_csv(ETCD, &name)?;
-    grant_permissions(&client, &csv, &name, false).await?;
-    create_csv(&ns, &csv).await?;
+    create_csv_with_permissions(&ns, &csv, false).await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
 
     let roles: Api<Role> = ns.api();

@@ -6,10 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use common::{create_csv_with_permissions, create_own_namespace_group, edit_csv, load_csv, setup, wait_phase};
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
+use kube::api::{Patch, PatchParams};
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, StatusReason};
 use serde_json::json;
 
@@ -21,28 +20,17 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 async fn min_kube_version_and_native_apis_are_checked_against_the_server() -> anyhow::Result<()> {
     let (cluster, _admin) = setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let client = cluster.client();
     let ns = cluster.namespace("csv-requirements").await?;
     let name = ns.name().to_owned();
-    let groups: Api<OperatorGroup> = ns.api();
-    let own = OperatorGroup::new(
-        "own",
-        OperatorGroupSpec {
-            target_namespaces: Some(vec![name.clone()]),
-            ..Default::default()
-        },
-    );
-    groups.create(&PostParams::default(), &own).await?;
-    let csv = load_csv(ETCD, &name)?;
-    let mut value = serde_json::to_value(&csv)?;
-    value["spec"]["minKubeVersion"] = json!("99.0.0");
-    value["spec"]["nativeAPIs"] = json!([
-        {"group": "apps", "version": "v1", "kind": "Deployment"},
-        {"group": "route.openshift.io", "version": "v1", "kind": "Route"},
-    ]);
-    let csv: ClusterServiceVersion = serde_json::from_value(value)?;
-    grant_permissions(&client, &csv, &name, false).await?;
-    create_csv(&ns, &csv).await?;
+    create_own_namespace_group(&ns, "own").await?;
+    let csv = edit_csv(&load_csv(ETCD, &name)?, |value| {
+        value["spec"]["minKubeVersion"] = json!("99.0.0");
+        value["spec"]["nativeAPIs"] = json!([
+            {"group": "apps", "version": "v1", "kind": "Deployment"},
+            {"group": "route.openshift.io", "version": "v1", "kind": "Route"},
+        ]);
+    })?;
+    create_csv_with_permissions(&ns, &csv, false).await?;
     wait_phase(&ns, CSV_NAME, "Pending", Some("RequirementsNotMet"), TIMEOUT).await?;
 
     let csvs: Api<ClusterServiceVersion> = ns.api();

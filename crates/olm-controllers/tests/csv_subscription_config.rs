@@ -5,12 +5,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use common::{create_csv_with_permissions, create_own_namespace_group, deployment_available, load_csv, setup, wait_phase};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use olm_api::keys;
-use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
 use olm_api::v1alpha1::subscription::Subscription;
 use serde_json::json;
 
@@ -34,16 +33,11 @@ fn seen(dep: &Deployment, env_name: &str) -> Seen {
         .and_then(|c| c.env.as_ref())
         .and_then(|env| env.iter().find(|e| e.name == env_name))
         .and_then(|e| e.value.clone());
-    let available = dep
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
     Seen {
         env,
         node_selector: pod.and_then(|p| p.node_selector.clone()),
         hash: dep.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL).cloned(),
-        available,
+        available: deployment_available(dep),
     }
 }
 
@@ -78,22 +72,12 @@ async fn deployment_with_env(ns: &olm_testkit::TestNamespace, value: &str) -> an
 async fn subscription_config_is_applied_to_the_operator_deployment() -> anyhow::Result<()> {
     let (cluster, _admin) = setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let client = cluster.client();
     let ns = cluster.namespace("csv-sub-config").await?;
     let name = ns.name().to_owned();
 
-    let groups: Api<OperatorGroup> = ns.api();
-    let group = OperatorGroup::new(
-        "etcd-og",
-        OperatorGroupSpec {
-            target_namespaces: Some(vec![name.clone()]),
-            ..Default::default()
-        },
-    );
-    groups.create(&PostParams::default(), &group).await?;
+    create_own_namespace_group(&ns, "etcd-og").await?;
     let csv = load_csv(ETCD, &name)?;
-    grant_permissions(&client, &csv, &name, false).await?;
-    create_csv(&ns, &csv).await?;
+    create_csv_with_permissions(&ns, &csv, false).await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
     let deployments: Api<Deployment> = ns.api();
     let before = seen(&deployments.get("etcd-operator").await?, "FOO");

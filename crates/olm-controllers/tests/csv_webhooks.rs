@@ -8,15 +8,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use common::{create_csv_with_permissions, create_own_namespace_group, edit_csv, load_csv, setup, wait_phase};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams};
 use kube::{Api, ResourceExt};
 use olm_api::keys;
-use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
+use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use serde_json::json;
 
@@ -32,28 +32,18 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
     let ns = cluster.namespace("csv-webhook").await?;
     let name = ns.name().to_owned();
 
-    let groups: Api<OperatorGroup> = ns.api();
-    let group = OperatorGroup::new(
-        "etcd-og",
-        OperatorGroupSpec {
-            target_namespaces: Some(vec![name.clone()]),
-            ..Default::default()
-        },
-    );
-    groups.create(&PostParams::default(), &group).await?;
-    let csv = load_csv(ETCD, &name)?;
+    create_own_namespace_group(&ns, "etcd-og").await?;
     // A webhook on an API nobody uses, failing open: harmless to the shared control plane.
     let generate_name = format!("vetcd.{name}.example.com");
-    let mut value = serde_json::to_value(&csv)?;
-    value["spec"]["webhookdefinitions"] = json!([{
-        "generateName": generate_name, "type": "ValidatingAdmissionWebhook", "deploymentName": "etcd-operator",
-        "containerPort": 9443, "webhookPath": "/validate-etcdcluster", "sideEffects": "None",
-        "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore",
-        "rules": [{"apiGroups": ["nothing.example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["nothings"]}],
-    }]);
-    let csv: ClusterServiceVersion = serde_json::from_value(value)?;
-    grant_permissions(&client, &csv, &name, false).await?;
-    create_csv(&ns, &csv).await?;
+    let csv = edit_csv(&load_csv(ETCD, &name)?, |value| {
+        value["spec"]["webhookdefinitions"] = json!([{
+            "generateName": generate_name, "type": "ValidatingAdmissionWebhook", "deploymentName": "etcd-operator",
+            "containerPort": 9443, "webhookPath": "/validate-etcdcluster", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore",
+            "rules": [{"apiGroups": ["nothing.example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["nothings"]}],
+        }]);
+    })?;
+    create_csv_with_permissions(&ns, &csv, false).await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
 
     let csvs: Api<ClusterServiceVersion> = ns.api();
@@ -112,6 +102,7 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
     let service_ref = hook.client_config.service.as_ref().expect("service reference");
     assert_eq!((service_ref.name.as_str(), service_ref.namespace.as_str()), ("etcd-operator-service", name.as_str()));
     assert_eq!(service_ref.path.as_deref(), Some("/validate-etcdcluster"));
+    let groups: Api<OperatorGroup> = ns.api();
     let og_uid = groups.get("etcd-og").await?.uid().unwrap_or_default();
     let selector_key = hook
         .namespace_selector

@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_controllers::manager::{Manager, ManagerConfig};
 use olm_testkit::{TestCluster, TestNamespace};
 
@@ -154,6 +156,96 @@ pub async fn create_csv(ns: &TestNamespace, csv: &ClusterServiceVersion) -> anyh
     api.create(&PostParams::default(), csv)
         .await
         .with_context(|| format!("create CSV {}", csv.name_any()))
+}
+
+/// A copy of `csv` changed as JSON: tests reshape fields (owned APIs, webhooks, install modes)
+/// that would be long-winded to build with the typed API.
+pub fn edit_csv(csv: &ClusterServiceVersion, edit: impl FnOnce(&mut serde_json::Value)) -> anyhow::Result<ClusterServiceVersion> {
+    let mut value = serde_json::to_value(csv).context("CSV as JSON")?;
+    edit(&mut value);
+    serde_json::from_value(value).context("edited CSV")
+}
+
+/// Grant the CSV's permissions (see [`grant_permissions`]) in the test namespace, then create
+/// it there: what an InstallPlan does before the CSV controller takes over.
+pub async fn create_csv_with_permissions(
+    ns: &TestNamespace,
+    csv: &ClusterServiceVersion,
+    cluster_wide: bool,
+) -> anyhow::Result<ClusterServiceVersion> {
+    grant_permissions(&ns.cluster().client(), csv, ns.name(), cluster_wide).await?;
+    create_csv(ns, csv).await
+}
+
+/// The OperatorGroup `group_name` targeting only `namespace` (the OwnNamespace install mode).
+pub fn own_namespace_group(group_name: &str, namespace: &str) -> OperatorGroup {
+    OperatorGroup::new(
+        group_name,
+        OperatorGroupSpec {
+            target_namespaces: Some(vec![namespace.to_owned()]),
+            ..Default::default()
+        },
+    )
+}
+
+/// Create [`own_namespace_group`] in the test namespace.
+pub async fn create_own_namespace_group(ns: &TestNamespace, group_name: &str) -> anyhow::Result<OperatorGroup> {
+    let groups: Api<OperatorGroup> = ns.api();
+    groups
+        .create(&PostParams::default(), &own_namespace_group(group_name, ns.name()))
+        .await
+        .with_context(|| format!("create OperatorGroup {group_name}"))
+}
+
+/// The CSV's `status.message`, empty when it has none.
+pub async fn csv_message(ns: &TestNamespace, name: &str) -> anyhow::Result<String> {
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    Ok(csvs.get(name).await?.status.and_then(|s| s.message).unwrap_or_default())
+}
+
+/// Wait until the object `name` of `api` no longer exists (deleted, or garbage-collected).
+/// `objects` are shown with the namespace's events if it never goes.
+pub async fn wait_gone<K>(ns: &TestNamespace, what: &str, api: &Api<K>, name: &str, objects: &[&str]) -> anyhow::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    ns.wait_for(what, TIMEOUT_GONE, objects, || {
+        let api = api.clone();
+        async move {
+            match api.get_opt(name).await.map_err(|e| e.to_string())? {
+                None => Ok(Some(())),
+                Some(_) => Err(format!("{name} still present")),
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// How long [`wait_gone`] waits: deletion and garbage collection take a few seconds here.
+const TIMEOUT_GONE: Duration = Duration::from_secs(90);
+
+/// Whether the Deployment reports condition Available=True.
+pub fn deployment_available(dep: &Deployment) -> bool {
+    dep.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"))
+}
+
+/// Wait until the CSV `name` exists and is Succeeded (for CSVs an InstallPlan creates, which
+/// may not exist yet when the wait begins). `objects` are shown if it never gets there.
+pub async fn wait_csv_succeeded(ns: &TestNamespace, name: &str, timeout: Duration, objects: &[&str]) -> anyhow::Result<()> {
+    let api: Api<ClusterServiceVersion> = ns.api();
+    ns.wait_for(&format!("CSV {name} Succeeded"), timeout, objects, || {
+        let api = api.clone();
+        async move {
+            let csv = api.get_opt(name).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(csv.filter(|c| c.phase() == Some(&CsvPhase::Succeeded)).map(|_| ()))
+        }
+    })
+    .await?;
+    Ok(())
 }
 
 /// What the InstallPlan would create: the CSV's ServiceAccounts, a Role/RoleBinding with its
