@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::{admin_get, create_csv, grant_permissions, load_csv, phase_of, setup, wait_phase};
+use common::{admin_get, create_csv, deployment_available, grant_permissions, load_csv, phase_of, setup, wait_gone, wait_phase};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
@@ -60,12 +60,7 @@ async fn deployment_where(
 }
 
 fn available(dep: &Deployment) -> Result<(), String> {
-    let ok = dep
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
-    if ok { Ok(()) } else { Err(format!("not Available: {:?}", dep.status)) }
+    if deployment_available(dep) { Ok(()) } else { Err(format!("not Available: {:?}", dep.status)) }
 }
 
 fn image(dep: &Deployment) -> String {
@@ -248,16 +243,8 @@ async fn etcd_own_namespace_install_is_kept_as_declared() -> anyhow::Result<()> 
 
     // Deleting the CSV removes its Deployment (ownerReference) but never the CRDs.
     csvs.delete("etcdoperator.v0.9.4", &DeleteParams::default()).await?;
-    ns.wait_for("the operator Deployment to be garbage-collected", TIMEOUT, &["deployments"], || {
-        let deployments = deployments.clone();
-        async move {
-            match deployments.get_opt("etcd-operator").await.map_err(|e| e.to_string())? {
-                None => Ok(Some(())),
-                Some(_) => Err("still present".to_owned()),
-            }
-        }
-    })
-    .await?;
+    let what = "the operator Deployment to be garbage-collected";
+    wait_gone(&ns, what, &deployments, "etcd-operator", &["deployments"]).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     assert!(crds.get_opt("etcdclusters.etcd.database.coreos.com").await?.is_some());
 
@@ -384,18 +371,8 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
         )
     })
     .await?;
-    let copy_gone = other
-        .wait_for("the copy to be removed while copies are disabled", TIMEOUT, &["clusterserviceversions"], || {
-            let copies = copies.clone();
-            let csv_name = csv_name.clone();
-            async move {
-                match copies.get_opt(&csv_name).await.map_err(|e| e.to_string())? {
-                    None => Ok(Some(())),
-                    Some(_) => Err("copy still present".to_owned()),
-                }
-            }
-        })
-        .await;
+    let what = "the copy to be removed while copies are disabled";
+    let copy_gone = wait_gone(&other, what, &copies, &csv_name, &["clusterserviceversions"]).await;
     set_disabled(false).await?;
     copy_gone?;
     other
@@ -408,29 +385,10 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
 
     let csvs: Api<ClusterServiceVersion> = ns.api();
     csvs.delete(&csv_name, &DeleteParams::default()).await?;
-    other
-        .wait_for("the copy to be removed with its original", TIMEOUT, &["clusterserviceversions"], || {
-            let copies = copies.clone();
-            let csv_name = csv_name.clone();
-            async move {
-                match copies.get_opt(&csv_name).await.map_err(|e| e.to_string())? {
-                    None => Ok(Some(())),
-                    Some(_) => Err("copy still present".to_owned()),
-                }
-            }
-        })
-        .await?;
-    ns.wait_for("the lifted ClusterRole to be removed with the CSV", TIMEOUT, &[], || {
-        let cluster_roles = cluster_roles.clone();
-        let lifted_name = lifted_name.clone();
-        async move {
-            match cluster_roles.get_opt(&lifted_name).await.map_err(|e| e.to_string())? {
-                None => Ok(Some(())),
-                Some(_) => Err("still present".to_owned()),
-            }
-        }
-    })
-    .await?;
+    let what = "the copy to be removed with its original";
+    wait_gone(&other, what, &copies, &csv_name, &["clusterserviceversions"]).await?;
+    let what = "the lifted ClusterRole to be removed with the CSV";
+    wait_gone(&ns, what, &cluster_roles, &lifted_name, &[]).await?;
     ns.cleanup().await?;
     other.cleanup().await?;
     Ok(())
