@@ -173,17 +173,9 @@ async fn subscription_pending_with(ns: &TestNamespace, needle: &str) -> anyhow::
         .await?)
 }
 
+/// The etcd CSV the scoped Subscription installs is Succeeded.
 async fn wait_csv_succeeded(ns: &TestNamespace) -> anyhow::Result<()> {
-    let api: Api<ClusterServiceVersion> = ns.api();
-    ns.wait_for(&format!("CSV {CSV} Succeeded"), TIMEOUT, OBJECTS, || {
-        let api = api.clone();
-        async move {
-            let csv = api.get_opt(CSV).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(csv.filter(|c| c.phase() == Some(&CsvPhase::Succeeded)).map(|_| ()))
-        }
-    })
-    .await?;
-    Ok(())
+    common::wait_csv_succeeded(ns, CSV, TIMEOUT, OBJECTS).await
 }
 
 #[tokio::test]
@@ -497,15 +489,7 @@ async fn cluster_permissions_need_cluster_grants_for_the_service_account() -> an
     )
     .await?;
     wait_plan(&ns, "Complete", |p| phase(p) == Some(&InstallPlanPhase::Complete)).await?;
-    let api: Api<ClusterServiceVersion> = ns.api();
-    ns.wait_for("the clusterwide CSV Succeeded", TIMEOUT, OBJECTS, || {
-        let api = api.clone();
-        async move {
-            let csv = api.get_opt("etcdoperator.v0.9.4-clusterwide").await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(csv.filter(|c| c.phase() == Some(&CsvPhase::Succeeded)).map(|_| ()))
-        }
-    })
-    .await?;
+    common::wait_csv_succeeded(&ns, "etcdoperator.v0.9.4-clusterwide", TIMEOUT, OBJECTS).await?;
     ns.kubectl(&["delete", "subscription", "etcd"]).await?;
     ns.kubectl(&["delete", "clusterserviceversion", "etcdoperator.v0.9.4-clusterwide"]).await?;
     for name in [roles, bindings] {

@@ -16,7 +16,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use olm_api::common::ConditionStatus;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, SubscriptionState};
 use olm_registry::{RunningServer, ServeConfig};
@@ -99,17 +99,7 @@ async fn subscription(
 }
 
 async fn wait_csv_succeeded(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
-    let api: Api<ClusterServiceVersion> = ns.api();
-    ns.wait_for(&format!("CSV {name} Succeeded"), TIMEOUT, OBJECTS, || {
-        let api = api.clone();
-        let name = name.to_owned();
-        async move {
-            let csv = api.get_opt(&name).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(csv.filter(|c| c.phase() == Some(&CsvPhase::Succeeded)).map(|_| ()))
-        }
-    })
-    .await?;
-    Ok(())
+    common::wait_csv_succeeded(ns, name, TIMEOUT, OBJECTS).await
 }
 
 async fn wait_subscription<F>(ns: &TestNamespace, name: &str, what: &str, check: F) -> anyhow::Result<Subscription>
