@@ -436,6 +436,14 @@ pub fn e2e_losses(r: &E2e, losses: &mut Vec<String>) {
                     u.controllers_settled()
                 ));
             }
+            if a.create > u.create {
+                losses.push(format!(
+                    "scale run: creating the objects took {} vs {} with upstream running (our controllers' API requests, see the \
+                     reconciles table in §3, compete with the creates for the API server on the same cores)",
+                    secs(a.create),
+                    secs(u.create)
+                ));
+            }
             let server = |s: &Scale| s.memory.iter().filter(|m| !m.controller).map(|m| m.settled_mib).sum::<f64>();
             if server(a) > server(u) {
                 losses.push(format!("scale run: catalog server settled RSS {:.1} MiB vs opm {:.1} MiB", server(a), server(u)));
@@ -477,4 +485,7 @@ the allocator keeps pages freed after decoding watch events of whole CSVs. Fixes
 reads when objects enter the caches (kube-runtime's watcher streams can map objects before the reflector stores them: drop \
 managedFields everywhere, the CSV's icon/description/descriptors/alm-examples, and a Complete InstallPlan's step manifests), \
 watch copied CSVs as metadata only (a second, label-selected metadata watch; the full CSV is read from the API when a copy is \
-written), share one Subscription cache, and give the Recorder a shorter retention.";
+written), share one Subscription cache, and give the Recorder a shorter retention. The goal (a tenth of upstream's growth) \
+puts ours below the compact JSON of the objects each namespace adds (inventory table): only caches that keep a small part of \
+each object can reach it. (4) **Reconciles** (table above): a controller whose reconciles per namespace run far above one or \
+two is re-reconciling on other objects' changes; that traffic also slows the API server for everyone during the run.";
