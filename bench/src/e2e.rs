@@ -1020,6 +1020,9 @@ fn add_nodes(layout: &olm_dev::Layout, pods: usize) -> anyhow::Result<usize> {
     Ok(extra)
 }
 
+/// One side's single install and (when asked for) scale run.
+type SideResults = (Result<Side, String>, Option<Result<Scale, String>>);
+
 pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e> {
     let catalog_dir = work.join("e2e-catalog");
     let global = crate::catalogs::make_e2e_catalog(&tools.workspace.join("catalogs/community"), &catalog_dir)?;
@@ -1030,7 +1033,7 @@ pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e>
     let cluster_up = t.elapsed();
     // One operator pod per namespace plus the AllNamespaces one.
     let extra_nodes = if opts.scale_namespaces > 0 { add_nodes(&layout, opts.scale_namespaces + 1)? } else { 0 };
-    let mut results: BTreeMap<&str, (Result<Side, String>, Option<Result<Scale, String>>)> = BTreeMap::new();
+    let mut results: BTreeMap<&str, SideResults> = BTreeMap::new();
     for imp in [Impl::Upstream, Impl::Ours] {
         eprintln!("[e2e] {}: single install", imp.label());
         let side = single(imp, tools, &layout, work, &catalog_dir, &global).map_err(|e| format!("{e:#}"));

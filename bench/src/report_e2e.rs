@@ -118,7 +118,7 @@ pub fn section_e2e(o: &mut String, e2e: Option<&Result<E2e, String>>) -> anyhow:
         )?;
     }
     timeline(o, r)?;
-    if matches!(&r.ours, Ok(_)) {
+    if r.ours.is_ok() {
         writeln!(o, "{TIMELINE_CAUSES}\n")?;
     }
     scale_section(o, r)?;
