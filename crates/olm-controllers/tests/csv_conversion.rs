@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use common::{create_csv_with_permissions, create_own_namespace_group, csv_message, edit_csv, load_csv, setup, wait_phase};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceConversion, CustomResourceDefinition};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -37,6 +37,20 @@ fn widget_crd(group: &str) -> anyhow::Result<CustomResourceDefinition> {
     }))?)
 }
 
+/// Create [`widget_crd`] for the group `<namespace>.example.com`: returns the CRD API, the
+/// group and the CRD's name.
+async fn create_widget_crd(
+    client: &kube::Client,
+    namespace: &str,
+) -> anyhow::Result<(Api<CustomResourceDefinition>, String, String)> {
+    let group = format!("{namespace}.example.com");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = widget_crd(&group)?;
+    let crd_name = crd.name_any();
+    crds.create(&PostParams::default(), &crd).await?;
+    Ok((crds, group, crd_name))
+}
+
 async fn conversion_of(crds: &Api<CustomResourceDefinition>, name: &str) -> Result<CustomResourceConversion, String> {
     let crd = crds.get(name).await.map_err(|e| e.to_string())?;
     Ok(crd.spec.conversion.unwrap_or_default())
@@ -45,38 +59,31 @@ async fn conversion_of(crds: &Api<CustomResourceDefinition>, name: &str) -> Resu
 #[tokio::test]
 async fn a_conversion_webhook_configures_the_crds_it_lists() -> anyhow::Result<()> {
     let (cluster, _admin) = setup().await?;
-    let client = cluster.client();
     let ns = cluster.namespace("csv-conversion").await?;
     let name = ns.name().to_owned();
-    let group = format!("{name}.example.com");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = widget_crd(&group)?;
-    let crd_name = crd.name_any();
-    crds.create(&PostParams::default(), &crd).await?;
+    let (crds, group, crd_name) = create_widget_crd(&cluster.client(), &name).await?;
 
     // An all-namespaces group: operators with conversion webhooks support nothing else.
     let groups: Api<OperatorGroup> = ns.api();
     groups
         .create(&PostParams::default(), &OperatorGroup::new("global", OperatorGroupSpec::default()))
         .await?;
-    let csv = load_csv(ETCD, &name)?;
-    let mut value = serde_json::to_value(&csv)?;
-    value["metadata"]["name"] = json!(CSV_NAME);
-    value["spec"]["customresourcedefinitions"] = json!({"owned": [
-        {"name": crd_name, "version": "v1", "kind": "Widget", "displayName": "Widget"},
-    ]});
-    value["spec"]["installModes"] = json!([
-        {"type": "OwnNamespace", "supported": false}, {"type": "SingleNamespace", "supported": false},
-        {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": true},
-    ]);
-    value["spec"]["webhookdefinitions"] = json!([{
-        "generateName": format!("cwidget.{group}"), "type": "ConversionWebhook", "deploymentName": "etcd-operator",
-        "containerPort": 9443, "webhookPath": "/convert", "admissionReviewVersions": ["v1"],
-        "conversionCRDs": [crd_name],
-    }]);
-    let csv: ClusterServiceVersion = serde_json::from_value(value)?;
-    grant_permissions(&client, &csv, &name, false).await?;
-    create_csv(&ns, &csv).await?;
+    let csv = edit_csv(&load_csv(ETCD, &name)?, |value| {
+        value["metadata"]["name"] = json!(CSV_NAME);
+        value["spec"]["customresourcedefinitions"] = json!({"owned": [
+            {"name": crd_name, "version": "v1", "kind": "Widget", "displayName": "Widget"},
+        ]});
+        value["spec"]["installModes"] = json!([
+            {"type": "OwnNamespace", "supported": false}, {"type": "SingleNamespace", "supported": false},
+            {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": true},
+        ]);
+        value["spec"]["webhookdefinitions"] = json!([{
+            "generateName": format!("cwidget.{group}"), "type": "ConversionWebhook", "deploymentName": "etcd-operator",
+            "containerPort": 9443, "webhookPath": "/convert", "admissionReviewVersions": ["v1"],
+            "conversionCRDs": [crd_name],
+        }]);
+    })?;
+    create_csv_with_permissions(&ns, &csv, false).await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
 
     let secrets: Api<Secret> = ns.api();
@@ -130,39 +137,23 @@ async fn a_conversion_webhook_configures_the_crds_it_lists() -> anyhow::Result<(
 #[tokio::test]
 async fn a_conversion_webhook_of_an_operator_that_supports_more_than_all_namespaces_fails_the_install() -> anyhow::Result<()> {
     let (cluster, _admin) = setup().await?;
-    let client = cluster.client();
     let ns = cluster.namespace("csv-conversion-modes").await?;
     let name = ns.name().to_owned();
-    let group = format!("{name}.example.com");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = widget_crd(&group)?;
-    let crd_name = crd.name_any();
-    crds.create(&PostParams::default(), &crd).await?;
-    let groups: Api<OperatorGroup> = ns.api();
-    let own = OperatorGroup::new(
-        "own",
-        OperatorGroupSpec {
-            target_namespaces: Some(vec![name.clone()]),
-            ..Default::default()
-        },
-    );
-    groups.create(&PostParams::default(), &own).await?;
-    let csv = load_csv(ETCD, &name)?;
-    let mut value = serde_json::to_value(&csv)?;
-    value["metadata"]["name"] = json!(MODES_CSV_NAME);
-    value["spec"]["customresourcedefinitions"] = json!({"owned": [
-        {"name": crd_name, "version": "v1", "kind": "Widget", "displayName": "Widget"},
-    ]});
-    value["spec"]["webhookdefinitions"] = json!([{
-        "generateName": format!("cwidget.{group}"), "type": "ConversionWebhook", "deploymentName": "etcd-operator",
-        "containerPort": 9443, "admissionReviewVersions": ["v1"], "conversionCRDs": [crd_name],
-    }]);
-    let csv: ClusterServiceVersion = serde_json::from_value(value)?;
-    grant_permissions(&client, &csv, &name, false).await?;
-    create_csv(&ns, &csv).await?;
+    let (crds, group, crd_name) = create_widget_crd(&cluster.client(), &name).await?;
+    create_own_namespace_group(&ns, "own").await?;
+    let csv = edit_csv(&load_csv(ETCD, &name)?, |value| {
+        value["metadata"]["name"] = json!(MODES_CSV_NAME);
+        value["spec"]["customresourcedefinitions"] = json!({"owned": [
+            {"name": crd_name, "version": "v1", "kind": "Widget", "displayName": "Widget"},
+        ]});
+        value["spec"]["webhookdefinitions"] = json!([{
+            "generateName": format!("cwidget.{group}"), "type": "ConversionWebhook", "deploymentName": "etcd-operator",
+            "containerPort": 9443, "admissionReviewVersions": ["v1"], "conversionCRDs": [crd_name],
+        }]);
+    })?;
+    create_csv_with_permissions(&ns, &csv, false).await?;
     wait_phase(&ns, MODES_CSV_NAME, "Failed", Some("InstallComponentFailed"), TIMEOUT).await?;
-    let csvs: Api<ClusterServiceVersion> = ns.api();
-    let message = csvs.get(MODES_CSV_NAME).await?.status.and_then(|s| s.message).unwrap_or_default();
+    let message = csv_message(&ns, MODES_CSV_NAME).await?;
     assert_eq!(
         message,
         "install strategy failed: unable to manage conversion webhook: CSVs with conversion webhooks must support only AllNamespaces"

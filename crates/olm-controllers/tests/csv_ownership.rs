@@ -6,13 +6,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{create_csv, grant_permissions, load_csv, setup, wait_phase};
+use common::{create_csv, create_csv_with_permissions, create_own_namespace_group, csv_message, edit_csv, grant_permissions, load_csv, own_namespace_group, setup, wait_phase};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use olm_api::keys;
-use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
+use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, StatusReason};
 use serde_json::json;
 
@@ -21,16 +21,6 @@ const CSV_NAME: &str = "etcdoperator.v0.9.4";
 const OTHER: &str = "backup-operator.v1.0.0";
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-fn own_group(namespace: &str) -> OperatorGroup {
-    OperatorGroup::new(
-        "own",
-        OperatorGroupSpec {
-            target_namespaces: Some(vec![namespace.to_owned()]),
-            ..Default::default()
-        },
-    )
-}
-
 #[tokio::test]
 async fn a_service_account_of_another_csv_is_not_used_until_released() -> anyhow::Result<()> {
     let (cluster, _admin) = setup().await?;
@@ -38,16 +28,15 @@ async fn a_service_account_of_another_csv_is_not_used_until_released() -> anyhow
     let client = cluster.client();
     let ns = cluster.namespace("csv-sa-owner").await?;
     let name = ns.name().to_owned();
-    let groups: Api<OperatorGroup> = ns.api();
-    groups.create(&PostParams::default(), &own_group(&name)).await?;
+    create_own_namespace_group(&ns, "own").await?;
 
     // Another operator (owning nothing, running nothing) that owns the account.
-    let other = load_csv(ETCD, &name)?;
-    let mut value = serde_json::to_value(&other)?;
-    value["metadata"]["name"] = json!(OTHER);
-    value["spec"]["customresourcedefinitions"] = json!({});
-    value["spec"]["install"]["spec"] = json!({"deployments": []});
-    let other = create_csv(&ns, &serde_json::from_value(value)?).await?;
+    let other = edit_csv(&load_csv(ETCD, &name)?, |value| {
+        value["metadata"]["name"] = json!(OTHER);
+        value["spec"]["customresourcedefinitions"] = json!({});
+        value["spec"]["install"]["spec"] = json!({"deployments": []});
+    })?;
+    let other = create_csv(&ns, &other).await?;
     let csv = load_csv(ETCD, &name)?;
     grant_permissions(&client, &csv, &name, false).await?;
     let accounts: Api<ServiceAccount> = ns.api();
@@ -89,11 +78,10 @@ async fn a_service_account_of_another_csv_is_not_used_until_released() -> anyhow
 async fn a_static_operator_group_refuses_apis_it_does_not_list() -> anyhow::Result<()> {
     let (cluster, _admin) = setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let client = cluster.client();
     let ns = cluster.namespace("csv-static-og").await?;
     let name = ns.name().to_owned();
     let groups: Api<OperatorGroup> = ns.api();
-    let mut group = own_group(&name);
+    let mut group = own_namespace_group("own", &name);
     group.spec.static_provided_apis = Some(true);
     group
         .metadata
@@ -102,11 +90,9 @@ async fn a_static_operator_group_refuses_apis_it_does_not_list() -> anyhow::Resu
         .insert(keys::PROVIDED_APIS_ANNOTATION.to_owned(), "Other.v1.example.com".to_owned());
     groups.create(&PostParams::default(), &group).await?;
     let csv = load_csv(ETCD, &name)?;
-    grant_permissions(&client, &csv, &name, false).await?;
-    create_csv(&ns, &csv).await?;
+    create_csv_with_permissions(&ns, &csv, false).await?;
     wait_phase(&ns, CSV_NAME, "Failed", Some("CannotModifyStaticOperatorGroupProvidedAPIs"), TIMEOUT).await?;
-    let csvs: Api<ClusterServiceVersion> = ns.api();
-    let message = csvs.get(CSV_NAME).await?.status.and_then(|s| s.message).unwrap_or_default();
+    let message = csv_message(&ns, CSV_NAME).await?;
     assert_eq!(message, "static provided api operatorgroup cannot be modified by these apis");
     let deployments: Api<Deployment> = ns.api();
     assert!(deployments.get_opt("etcd-operator").await?.is_none(), "nothing installed");
