@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -14,7 +13,8 @@ use olm_api::common::ConditionStatus;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
-use olm_registry::{RunningServer, ServeConfig};
+use common::{create_from_yaml, etcd_catalog_server};
+use olm_registry::RunningServer;
 use olm_testkit::TestNamespace;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -29,30 +29,17 @@ const OBJECTS: &[&str] = &[
 ];
 const CSV: &str = "etcdoperator.v0.9.4";
 
-async fn catalog_server() -> anyhow::Result<RunningServer> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../olm-registry/testdata/catalog/etcd");
-    let mut config = ServeConfig::new(vec![("community".into(), dir)]);
-    config.grpc_addrs = vec![("community".into(), "127.0.0.1:0".parse()?)];
-    config.reload_interval = None;
-    Ok(olm_registry::start(config).await?)
-}
-
-async fn create(ns: &TestNamespace, yaml: &str) -> anyhow::Result<()> {
-    ns.kubectl_with_input(&["create", "-f", "-"], yaml).await?;
-    Ok(())
-}
-
 /// The catalog, an OperatorGroup installing as `installer`, and a Subscription to etcd.
 async fn scoped_subscription(ns: &TestNamespace, server: &RunningServer, installer: &str) -> anyhow::Result<()> {
     let address = server.grpc_addrs.get("community").context("gRPC address")?;
-    create(
+    create_from_yaml(
         ns,
         &format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: community\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n"
         ),
     )
     .await?;
-    create(
+    create_from_yaml(
         ns,
         &format!(
             "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:\n  serviceAccountName: {installer}\n  targetNamespaces: [{}]\n",
@@ -60,7 +47,7 @@ async fn scoped_subscription(ns: &TestNamespace, server: &RunningServer, install
         ),
     )
     .await?;
-    create(
+    create_from_yaml(
         ns,
         &format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {}\n  name: etcd\n  channel: singlenamespace-alpha\n",
@@ -73,9 +60,9 @@ async fn scoped_subscription(ns: &TestNamespace, server: &RunningServer, install
 /// A ServiceAccount with a Role (and binding) holding `rules` (YAML list items) in the namespace.
 async fn service_account_with_role(ns: &TestNamespace, sa: &str, role: &str, rules: &str) -> anyhow::Result<()> {
     if ns.kubectl(&["get", "serviceaccount", sa]).await.is_err() {
-        create(ns, &format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {sa}\n")).await?;
+        create_from_yaml(ns, &format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {sa}\n")).await?;
     }
-    create(
+    create_from_yaml(
         ns,
         &format!(
             "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {role}\nrules:\n{rules}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {role}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {role}\nsubjects:\n- kind: ServiceAccount\n  name: {sa}\n  namespace: {}\n",
@@ -182,7 +169,7 @@ async fn wait_csv_succeeded(ns: &TestNamespace) -> anyhow::Result<()> {
 async fn a_service_account_with_enough_permissions_installs_the_operator() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(false).await?;
     let ns = cluster.namespace("scoped-ok").await?;
     service_account_with_role(&ns, "installer", "installer", &format!("{RULES_WITHOUT_ROLEBINDINGS}{ROLEBINDING_RULES}")).await?;
     scoped_subscription(&ns, &server, "installer").await?;
@@ -202,7 +189,7 @@ async fn a_service_account_with_enough_permissions_installs_the_operator() -> an
 async fn a_missing_permission_is_reported_and_granting_it_completes_the_install() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(false).await?;
     let ns = cluster.namespace("scoped-deny").await?;
     service_account_with_role(&ns, "installer", "installer", RULES_WITHOUT_ROLEBINDINGS).await?;
     scoped_subscription(&ns, &server, "installer").await?;
@@ -266,7 +253,7 @@ async fn a_missing_permission_is_reported_and_granting_it_completes_the_install(
 async fn a_group_naming_a_missing_service_account_waits_for_it() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(false).await?;
     let ns = cluster.namespace("scoped-ghost").await?;
     scoped_subscription(&ns, &server, "ghost").await?;
 
@@ -301,7 +288,7 @@ async fn a_group_naming_a_missing_service_account_waits_for_it() -> anyhow::Resu
 async fn the_operator_deployment_is_written_as_the_service_account_too() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(false).await?;
     let ns = cluster.namespace("scoped-deploy").await?;
     // Everything the plan needs, but nothing on Deployments.
     let plan_rules = RULES_WITHOUT_ROLEBINDINGS.replace(
@@ -351,10 +338,10 @@ async fn the_operator_deployment_is_written_as_the_service_account_too() -> anyh
 async fn without_an_operator_group_nothing_is_installed_until_one_exists() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(false).await?;
     let ns = cluster.namespace("scoped-noog").await?;
     let address = server.grpc_addrs.get("community").context("gRPC address")?;
-    create(
+    create_from_yaml(
         &ns,
         &format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: community\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {}\n  name: etcd\n  channel: singlenamespace-alpha\n",
@@ -373,7 +360,7 @@ async fn without_an_operator_group_nothing_is_installed_until_one_exists() -> an
     let csvs: Api<ClusterServiceVersion> = ns.api();
     assert!(csvs.get_opt(CSV).await?.is_none());
 
-    create(
+    create_from_yaml(
         &ns,
         &format!(
             "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:\n  targetNamespaces: [{}]\n",
@@ -396,7 +383,7 @@ async fn without_an_operator_group_nothing_is_installed_until_one_exists() -> an
 async fn a_role_granting_more_than_the_service_account_holds_is_refused_as_escalation() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(false).await?;
     let ns = cluster.namespace("scoped-escalate").await?;
     // May write roles, but neither holds the operator's permissions nor may escalate or bind.
     let rules = RULES_WITHOUT_ROLEBINDINGS.replace("verbs: [get, create, patch, escalate, bind]", "verbs: [get, create, patch]");
@@ -449,7 +436,7 @@ async fn cluster_permissions_need_cluster_grants_for_the_service_account() -> an
     let (cluster, _) = common::setup().await?;
     // An all-namespaces group provides the etcd APIs everywhere.
     let _apis = common::ETCD_APIS.write().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(false).await?;
     let ns = cluster.namespace("scoped-cluster").await?;
     service_account_with_role(&ns, "installer", "installer", &format!("{RULES_WITHOUT_ROLEBINDINGS}{ROLEBINDING_RULES}")).await?;
     let roles = cluster_grant(
@@ -460,7 +447,7 @@ async fn cluster_permissions_need_cluster_grants_for_the_service_account() -> an
     )
     .await?;
     let address = server.grpc_addrs.get("community").context("gRPC address")?;
-    create(
+    create_from_yaml(
         &ns,
         &format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: community\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n---\napiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:\n  serviceAccountName: installer\n---\napiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {}\n  name: etcd\n  channel: clusterwide-alpha\n",

@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -19,7 +18,8 @@ use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, SubscriptionState};
-use olm_registry::{RunningServer, ServeConfig};
+use common::{create_from_yaml, etcd_catalog_server};
+use olm_registry::RunningServer;
 use olm_testkit::TestNamespace;
 use serde_json::json;
 
@@ -32,24 +32,8 @@ const OBJECTS: &[&str] = &[
     "operatorgroups",
 ];
 
-/// The etcd fixture catalog (rendered from the community-operators bundles) on loopback gRPC
-/// and HTTP.
-async fn catalog_server() -> anyhow::Result<RunningServer> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../olm-registry/testdata/catalog/etcd");
-    let mut config = ServeConfig::new(vec![("community".into(), dir)]);
-    config.http_addr = Some("127.0.0.1:0".parse()?);
-    config.grpc_addrs = vec![("community".into(), "127.0.0.1:0".parse()?)];
-    config.reload_interval = None;
-    Ok(olm_registry::start(config).await?)
-}
-
 fn grpc_address(server: &RunningServer) -> anyhow::Result<String> {
     Ok(server.grpc_addrs.get("community").context("gRPC address of community")?.to_string())
-}
-
-async fn apply_yaml(ns: &TestNamespace, yaml: &str) -> anyhow::Result<()> {
-    ns.kubectl_with_input(&["create", "-f", "-"], yaml).await?;
-    Ok(())
 }
 
 async fn operator_group(ns: &TestNamespace, all_namespaces: bool) -> anyhow::Result<()> {
@@ -58,7 +42,7 @@ async fn operator_group(ns: &TestNamespace, all_namespaces: bool) -> anyhow::Res
     } else {
         format!("\n  targetNamespaces: [{}]", ns.name())
     };
-    apply_yaml(
+    create_from_yaml(
         ns,
         &format!(
             "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:{}\n",
@@ -69,7 +53,7 @@ async fn operator_group(ns: &TestNamespace, all_namespaces: bool) -> anyhow::Res
 }
 
 async fn catalog_source(ns: &TestNamespace, name: &str, address: &str) -> anyhow::Result<()> {
-    apply_yaml(
+    create_from_yaml(
         ns,
         &format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: {name}\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n  displayName: {name}\n"
@@ -88,7 +72,7 @@ async fn subscription(
     approval: &str,
 ) -> anyhow::Result<()> {
     let starting = starting.map(|s| format!("\n  startingCSV: {s}")).unwrap_or_default();
-    apply_yaml(
+    create_from_yaml(
         ns,
         &format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: {name}\nspec:\n  source: {source}\n  sourceNamespace: {}\n  name: {package}\n  channel: {channel}{starting}\n  installPlanApproval: {approval}\n",
@@ -173,7 +157,7 @@ async fn story(ns: &TestNamespace) -> String {
 async fn automatic_subscription_installs_and_upgrades_along_the_channel() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(true).await?;
     let ns = cluster.namespace("sub-auto").await?;
     operator_group(&ns, false).await?;
     catalog_source(&ns, "community", &grpc_address(&server)?).await?;
@@ -296,7 +280,7 @@ async fn approve_next(ns: &TestNamespace, csv: &str) -> anyhow::Result<()> {
 async fn manual_subscription_waits_for_each_approval() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(true).await?;
     let ns = cluster.namespace("sub-manual").await?;
     operator_group(&ns, false).await?;
     catalog_source(&ns, "community", &grpc_address(&server)?).await?;
@@ -337,7 +321,7 @@ async fn manual_subscription_waits_for_each_approval() -> anyhow::Result<()> {
 async fn a_broken_catalog_only_affects_subscriptions_that_use_it() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(true).await?;
     let ns = cluster.namespace("sub-broken").await?;
     operator_group(&ns, false).await?;
     // Nothing listens on port 1.
@@ -391,7 +375,7 @@ async fn a_broken_catalog_only_affects_subscriptions_that_use_it() -> anyhow::Re
 #[tokio::test]
 async fn an_unknown_package_fails_resolution_naming_it_and_what_exists() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(true).await?;
     let ns = cluster.namespace("sub-unknown").await?;
     operator_group(&ns, false).await?;
     catalog_source(&ns, "community", &grpc_address(&server)?).await?;
@@ -423,7 +407,7 @@ async fn an_unknown_package_fails_resolution_naming_it_and_what_exists() -> anyh
 #[tokio::test]
 async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(true).await?;
     let ns = cluster.namespace("catsrc-kinds").await?;
     let http = format!("http://{}/catalogs/community", server.http_addr.context("http address")?);
     catalog_source(&ns, "over-http", &http).await?;
@@ -437,8 +421,8 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
     cms.create(&PostParams::default(), &serde_json::from_value(configmap.clone())?)
         .await?;
-    apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: legacy\nspec:\n  sourceType: configmap\n  configMap: legacy\n").await?;
-    apply_yaml(
+    create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: legacy\nspec:\n  sourceType: configmap\n  configMap: legacy\n").await?;
+    create_from_yaml(
         &ns,
         "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: invalid\nspec:\n  sourceType: grpc\n",
     )
@@ -470,7 +454,7 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     assert!(invalid.message.unwrap_or_default().contains("spec.address"));
     // Image catalogs get a registry ServiceAccount, Service and Pod (kwok never runs the pod, so
     // the content cannot be read here: only the objects and status.registryService are checked).
-    apply_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: from.image\nspec:\n  sourceType: grpc\n  image: quay.io/operatorhubio/catalog:latest\n").await?;
+    create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: from.image\nspec:\n  sourceType: grpc\n  image: quay.io/operatorhubio/catalog:latest\n").await?;
     let service = ns
         .wait_for("registryService of from.image", TIMEOUT, OBJECTS, || {
             let api = api.clone();
@@ -489,7 +473,7 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     let services: Api<k8s_openapi::api::core::v1::Service> = ns.api();
     assert!(services.get_opt("from-image").await?.is_some());
     // A ConfigMap catalog whose ConfigMap does not exist yet says so, and recovers by itself.
-    apply_yaml(
+    create_from_yaml(
         &ns,
         "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: late\nspec:\n  sourceType: configmap\n  configMap: late\n",
     )
@@ -561,7 +545,7 @@ async fn metrics(admin: std::net::SocketAddr) -> anyhow::Result<String> {
 async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::Result<()> {
     let (cluster, admin) = common::setup().await?;
     let _apis = common::ETCD_APIS.write().await;
-    let server = catalog_server().await?;
+    let server = etcd_catalog_server(true).await?;
     let ns = cluster.namespace("sub-clusterwide").await?;
     operator_group(&ns, true).await?;
     catalog_source(&ns, "community", &grpc_address(&server)?).await?;
@@ -573,7 +557,7 @@ async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::
     wait_csv_succeeded(&ns, "etcdoperator.v0.9.4-clusterwide").await?;
 
     // The operator's API works once the CSV succeeded.
-    apply_yaml(&ns, "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  name: example\nspec:\n  size: 3\n  version: 3.2.13\n").await?;
+    create_from_yaml(&ns, "apiVersion: etcd.database.coreos.com/v1beta2\nkind: EtcdCluster\nmetadata:\n  name: example\nspec:\n  size: 3\n  version: 3.2.13\n").await?;
 
     // The catalog-operator metrics are exported with upstream's names.
     let text = metrics(admin).await?;
@@ -696,7 +680,7 @@ async fn a_crd_update_that_breaks_existing_objects_fails_the_plan_naming_them() 
     v1["data"]["packages"] = json!("- packageName: widget\n  channels:\n  - name: stable\n    currentCSV: widget.v1.0.0\n");
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
     cms.create(&PostParams::default(), &serde_json::from_value(v1)?).await?;
-    apply_yaml(
+    create_from_yaml(
         &ns,
         "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n",
     )
@@ -705,7 +689,7 @@ async fn a_crd_update_that_breaks_existing_objects_fails_the_plan_naming_them() 
     approve_next(&ns, "widget.v1.0.0").await?;
 
     // A Widget without a color, valid today.
-    apply_yaml(
+    create_from_yaml(
         &ns,
         &format!("apiVersion: {random}.olm.test/v1\nkind: Widget\nmetadata:\n  name: plain\nspec:\n  size: 1\n"),
     )

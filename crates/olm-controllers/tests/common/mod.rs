@@ -418,6 +418,25 @@ pub async fn wait_phase(ns: &TestNamespace, name: &str, phase: &str, reason: Opt
     Ok(())
 }
 
+/// The etcd fixture catalog (rendered from the community-operators bundles) served as
+/// "community" on loopback gRPC, and over loopback HTTP too when `with_http`.
+pub async fn etcd_catalog_server(with_http: bool) -> anyhow::Result<olm_registry::RunningServer> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../olm-registry/testdata/catalog/etcd");
+    let mut config = olm_registry::ServeConfig::new(vec![("community".into(), dir)]);
+    if with_http {
+        config.http_addr = Some("127.0.0.1:0".parse()?);
+    }
+    config.grpc_addrs = vec![("community".into(), "127.0.0.1:0".parse()?)];
+    config.reload_interval = None;
+    Ok(olm_registry::start(config).await?)
+}
+
+/// `kubectl create -f -` of `yaml` in the test namespace.
+pub async fn create_from_yaml(ns: &TestNamespace, yaml: &str) -> anyhow::Result<()> {
+    ns.kubectl_with_input(&["create", "-f", "-"], yaml).await?;
+    Ok(())
+}
+
 /// GET a path from the admin server.
 pub async fn admin_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
