@@ -149,6 +149,16 @@ fn delete_roles_of_deleted_groups(ctx: Arc<ControllerContext<OgState>>) -> impl 
     }
 }
 
+/// Whether a change to namespace `namespace` can change what `group` targets or holds.
+pub fn namespace_may_concern(group: &OperatorGroup, namespace: &str) -> bool {
+    let explicit = group.spec.target_namespaces.as_deref().filter(|t| !t.is_empty());
+    group.namespace().as_deref() == Some(namespace)
+        || match explicit {
+            Some(targets) => targets.iter().any(|t| t == namespace),
+            None => group.spec.selector.is_some(),
+        }
+}
+
 /// Build the OperatorGroup controller; it subscribes to the caches now (call this before the
 /// caches start) and runs, once every cache it reads has synced, until `shutdown` resolves.
 pub fn run(
@@ -188,9 +198,18 @@ pub fn run(
                 .map(|g| ObjectRef::from_obj(g.as_ref()))
                 .collect::<Vec<_>>()
         })
-        // Namespaces joining or leaving change selector-based targets.
-        .watches_shared_stream(state.namespaces.subscribe(), move |_ns: Arc<Namespace>| {
-            all_store.state().iter().map(|g| ObjectRef::from_obj(g.as_ref())).collect::<Vec<_>>()
+        // A namespace appearing, changing labels or going away concerns only the groups whose
+        // targets it can change: selector-based groups, groups naming it, and its own groups.
+        // (All-namespaces groups target "" whatever exists; mapping every namespace event to
+        // every group made reconciles grow with the square of the namespaces.)
+        .watches_shared_stream(state.namespaces.subscribe(), move |ns: Arc<Namespace>| {
+            let name = ns.name_any();
+            all_store
+                .state()
+                .iter()
+                .filter(|g| namespace_may_concern(g, &name))
+                .map(|g| ObjectRef::from_obj(g.as_ref()))
+                .collect::<Vec<_>>()
         })
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);

@@ -160,3 +160,22 @@ fn the_service_account_of_a_scoped_group_is_referenced_or_reported_missing() {
     assert_eq!(status.service_account_ref.and_then(|r| r.name).as_deref(), Some("scoped"));
     assert_eq!(status.conditions, None);
 }
+
+#[test]
+fn only_groups_whose_targets_a_namespace_can_change_are_concerned_by_it() {
+    use super::reconcile::namespace_may_concern;
+    use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
+    let group = |ns: &str, spec: OperatorGroupSpec| {
+        let mut g = OperatorGroup::new("og", spec);
+        g.metadata.namespace = Some(ns.into());
+        g
+    };
+    let all = group("operators", OperatorGroupSpec::default());
+    let explicit = group("team", OperatorGroupSpec { target_namespaces: Some(vec!["team".into(), "app".into()]), ..Default::default() });
+    let selector = group("sel", OperatorGroupSpec { selector: Some(Default::default()), ..Default::default() });
+    assert!(!namespace_may_concern(&all, "new-namespace"), "all-namespaces targets do not depend on namespaces");
+    assert!(namespace_may_concern(&all, "operators"), "its own namespace");
+    assert!(namespace_may_concern(&explicit, "app"));
+    assert!(!namespace_may_concern(&explicit, "other"));
+    assert!(namespace_may_concern(&selector, "anything"), "a selector may match any namespace");
+}
