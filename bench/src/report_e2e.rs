@@ -458,34 +458,31 @@ pub fn e2e_losses(r: &E2e, losses: &mut Vec<String>) {
 /// by the timeline above (a statement about the code, not a measurement).
 const TIMELINE_CAUSES: &str = "Reading the timeline with crates/olm-controllers: (1) **InstallPlan execution** (InstallPlan \
 Installing → CSV created) creates the bundle's CRDs and waits for the API server to report them Established before creating \
-the CSV (installplan/reconcile.rs requeues itself meanwhile); that wait is the API server's. (2) **CSV created → InstallReady**: \
-the OperatorGroup controller first annotates the new CSV, then the CSV controller's first two reconciles (no phase → Pending, \
-Pending → InstallReady) each check the operator's permissions with one SubjectAccessReview per (API group, resource, verb) of \
-every rule, sent one after the other (csv/reconcile.rs `rule_allowed`: for etcd's rules one round trip per listed resource, \
-twice, before the Deployment is written); upstream evaluates the rules against its informer caches of Roles and bindings. Sending the reviews \
-concurrently, checking once per CSV generation instead of in both phases, or evaluating RBAC from caches would cut this. \
-(3) **Deployment Available → CSV Succeeded** is one more CSV reconcile after the Deployment's watch event, queued behind the \
-reconciles the Deployment's earlier events triggered. What is left is the API server's and kube-controller-manager's \
-(Deployment created → Available).";
+the CSV (installplan/reconcile.rs looks again after 20 ms, backing off with the time waited); that wait is the API server's. \
+An approved plan enters Installing and applies its steps in the same pass. (2) **CSV created → Deployment created**: the \
+OperatorGroup controller first annotates the new CSV; the CSV controller then checks the operator's permissions with \
+SubjectAccessReviews (asked concurrently, csv/reconcile.rs `rule_allowed`) and moves None → Pending → InstallReady → \
+Installing in one pass when every requirement is met, writing the Deployment in that pass. The CSV is created before its \
+ServiceAccounts (InstallPlan step order, as upstream), so the first pass usually stops in Pending and the next one, triggered \
+by the ServiceAccount's creation, goes on. (3) **Deployment Available → CSV Succeeded** is one more CSV reconcile after the \
+Deployment's watch event. What is left is the API server's and kube-controller-manager's (Deployment created → Available).";
 
 /// Why our memory per namespace is what it is: mechanisms read in crates/olm-controllers,
 /// located by the inventory and follower tables above.
 const SCALE_CAUSES: &str = "Why ours grows per namespace (mechanisms in crates/olm-controllers; the tables above locate them): \
-(1) **Full-object watch caches.** `olm run` caches whole objects of every kind it watches, decoded into typed structs that take \
-several times their JSON size (compare the follower rows with the JSON column; every follower, whatever its controller set, \
-carries the CSV, InstallPlan, OperatorGroup, Namespace, ServiceAccount and ClusterRole caches, which manager.rs and \
-catalogsource/operator.rs create unconditionally). The two biggest per namespace are CSVs and InstallPlans. Each \
-namespace holds its own CSV plus a full copy of every AllNamespaces CSV, and a CSV is mostly text no reconcile reads \
-(spec.icon, spec.description, the CRD descriptors, the alm-examples annotation); an InstallPlan keeps every step's manifest \
-in status.plan after it is Complete; every object keeps metadata.managedFields. (2) **Subscriptions are cached twice** (one \
-watch for the CSV controller in manager.rs, another for the Subscription controller in catalogsource/operator.rs). (3) **The \
-leader's growth beyond the all-controllers follower** comes from the installing itself (not measured apart): kube's event `Recorder` keeps every Event it \
-published for six minutes (kube-runtime events.rs), each subscriber of a cache has an unbounded channel of changed objects, and \
-the allocator keeps pages freed after decoding watch events of whole CSVs. Fixes, in order of effect: strip what no reconcile \
-reads when objects enter the caches (kube-runtime's watcher streams can map objects before the reflector stores them: drop \
-managedFields everywhere, the CSV's icon/description/descriptors/alm-examples, and a Complete InstallPlan's step manifests), \
-watch copied CSVs as metadata only (a second, label-selected metadata watch; the full CSV is read from the API when a copy is \
-written), share one Subscription cache, and give the Recorder a shorter retention. The goal (a tenth of upstream's growth) \
-puts ours below the compact JSON of the objects each namespace adds (inventory table): only caches that keep a small part of \
-each object can reach it. (4) **Reconciles** (table above): a controller whose reconciles per namespace run far above one or \
-two is re-reconciling on other objects' changes; that traffic also slows the API server for everyone during the run.";
+(1) **Watch caches of decoded objects.** `olm run` keeps every object of the kinds it watches decoded into typed structs, \
+which take several times their JSON size (compare the follower rows with the JSON column); every follower, whatever its \
+controller set, carries the CSV, InstallPlan, OperatorGroup, Namespace, ServiceAccount and ClusterRole caches (manager.rs, \
+catalogsource/operator.rs). What the caches already leave out (runtime/cache.rs `watch_trimmed`): managedFields of every \
+object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's copy-hash annotations), and the \
+step manifests of Complete InstallPlans; one Subscription cache serves both controllers that read Subscriptions. What is \
+still kept and no reconcile reads: the namespace's own CSV's spec.icon, spec.description, CRD descriptors and alm-examples \
+annotation (about three quarters of etcd's CSV JSON; copies are written from that cached CSV, so dropping them needs the copy \
+to be written from a fresh read). (2) **The leader's growth beyond the all-controllers follower** comes from the installing \
+itself (not measured apart): kube's event `Recorder` keeps every Event it published for six minutes (kube-runtime \
+events.rs), each subscriber of a cache has an unbounded channel of changed objects, and the allocator keeps pages freed \
+after decoding watch events of whole CSVs. (3) **The goal** (a tenth of upstream's growth) puts ours below the compact JSON \
+of the objects each namespace adds (inventory table): only caches that keep a small, purpose-built part of each object \
+could reach it. (4) **Reconciles** (table above): a controller whose reconciles per namespace run far above one or two is \
+re-reconciling on other objects' changes; that traffic also slows the API server for everyone during the run (a namespace \
+event reconciles only the OperatorGroups whose targets it can change).";
