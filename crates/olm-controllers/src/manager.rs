@@ -155,7 +155,7 @@ impl Manager {
         let csvs = caches.watch_trimmed(
             Api::<ClusterServiceVersion>::all(client.clone()),
             watcher::Config::default(),
-            csv::decide::trim_copy,
+            csv::decide::trim_cached_csv,
         );
         let groups = caches.watch(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
         let namespaces = caches.watch(Api::<Namespace>::all(client.clone()), watcher::Config::default());

@@ -323,6 +323,12 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
         })
         .await?;
     assert_eq!(copy.labels().get(keys::COPIED_FROM_LABEL), Some(&name));
+    // The copy shows what the operator's own CSV shows (the controllers' cache keeps the
+    // original without icon and description; copies are written from a fresh read).
+    assert!(csv.spec.icon.is_some() && csv.spec.description.is_some(), "the clusterwide etcd CSV has both");
+    assert_eq!(copy.spec.icon, csv.spec.icon);
+    assert_eq!(copy.spec.description, csv.spec.description);
+    assert_eq!(copy.spec.install, csv.spec.install);
     assert!(!copy.annotations().contains_key(keys::TARGET_NAMESPACES_ANNOTATION));
     let status = copy.status.clone().unwrap_or_default();
     assert_eq!(status.phase.map(|p| p.as_str().to_owned()).as_deref(), Some("Succeeded"));

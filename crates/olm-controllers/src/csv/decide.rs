@@ -886,6 +886,42 @@ pub fn trim_copy(csv: &mut ClusterServiceVersion) {
     }
 }
 
+/// What the watch cache keeps of any CSV: a copy as [`trim_copy`] says; an original without
+/// what is there for people and consoles and no reconcile reads (icon, description, the
+/// descriptors of its CRDs, the alm-examples annotation), most of a typical CSV. A copy is
+/// written with those fields from a fresh read of the original (`reconcile::act`).
+pub fn trim_cached_csv(csv: &mut ClusterServiceVersion) {
+    if csv.labels().contains_key(keys::COPIED_FROM_LABEL) {
+        return trim_copy(csv);
+    }
+    csv.spec.icon = None;
+    csv.spec.description = None;
+    if let Some(crds) = csv.spec.custom_resource_definitions.as_mut() {
+        for crd in crds.owned.iter_mut().flatten().chain(crds.required.iter_mut().flatten()) {
+            crd.spec_descriptors = None;
+            crd.status_descriptors = None;
+            crd.action_descriptors = None;
+        }
+    }
+    if let Some(annotations) = csv.metadata.annotations.as_mut() {
+        annotations.remove(keys::ALM_EXAMPLES_ANNOTATION);
+    }
+}
+
+/// `copy` (decided from the cached, trimmed original) with the fields the cache leaves out
+/// taken from `full`, a fresh read of the original; the copy hashes stay those of the decision.
+pub fn with_full_content(copy: &ClusterServiceVersion, full: &ClusterServiceVersion) -> ClusterServiceVersion {
+    let mut copy = copy.clone();
+    copy.spec = full.spec.clone();
+    let annotations = copy.metadata.annotations.get_or_insert_with(Default::default);
+    for (key, value) in full.annotations() {
+        if key != keys::TARGET_NAMESPACES_ANNOTATION && key != "kubectl.kubernetes.io/last-applied-configuration" {
+            annotations.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    copy
+}
+
 /// For an all-namespaces group the operator's Roles and RoleBindings become ClusterRoles and
 /// ClusterRoleBindings of the same names (plus read access to namespaces), as upstream does.
 /// Lifted roles carry `olm.managed=true` and the CSV's owner labels (they are deleted with it).

@@ -561,6 +561,8 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
     let name = csv.name_any();
     let apply = PatchParams::apply(&ctx.field_manager()).force();
     let mut copy_error = None;
+    // Copies carry what the cache leaves out of the original: read it once, only when copying.
+    let mut full_original: Option<ClusterServiceVersion> = None;
     for action in &decision.actions {
         match action {
             CsvAction::Annotate(annotations) => {
@@ -751,7 +753,20 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                 }
             }
             CsvAction::ApplyCopy(copy) => {
-                if let Err(err) = apply_copy(ctx, copy).await {
+                if full_original.is_none() {
+                    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+                    match api.get(&name).await {
+                        Ok(full) => full_original = Some(full),
+                        Err(err) => {
+                            // Best effort like every copy: retried on the next pass.
+                            copy_error.get_or_insert(Error::api(format!("read ClusterServiceVersion {namespace}/{name} to copy it"), err));
+                            continue;
+                        }
+                    }
+                }
+                let Some(full) = &full_original else { continue };
+                let copy = super::decide::with_full_content(copy, full);
+                if let Err(err) = apply_copy(ctx, &copy).await {
                     tracing::warn!(target_namespace = %copy.namespace().unwrap_or_default(), %err, "cannot copy the CSV");
                     copy_error.get_or_insert(err);
                 }

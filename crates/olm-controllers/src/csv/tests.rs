@@ -1917,3 +1917,33 @@ fn a_copy_trimmed_in_the_cache_is_still_known_to_be_current() {
     trim_copy(&mut kept);
     assert_eq!(kept, original);
 }
+
+/// The cache keeps an original CSV without what only people read; a copy decided from that is
+/// written with those fields from the full original, and its hashes stay those of the decision.
+#[test]
+fn a_trimmed_original_still_yields_complete_copies() {
+    use super::decide::{copy_is_current, copy_of, trim_cached_csv, with_full_content};
+    let mut full = with_phase(etcd(), CsvPhase::Succeeded, CsvReason::InstallSucceeded);
+    full.spec.description = Some("etcd is a distributed key value store".into());
+    full.metadata.annotations.get_or_insert_with(Default::default).insert(keys::ALM_EXAMPLES_ANNOTATION.into(), "[{}]".into());
+    let mut cached = full.clone();
+    trim_cached_csv(&mut cached);
+    assert_eq!(cached.spec.description, None);
+    assert_eq!(cached.spec.icon, None);
+    assert!(!cached.annotations().contains_key(keys::ALM_EXAMPLES_ANNOTATION));
+    assert_eq!(cached.spec.install, full.spec.install, "what reconciles read is kept");
+
+    let status = full.status.clone().unwrap_or_default();
+    let decided = copy_of(&cached, "team-a", &status);
+    let written = with_full_content(&decided, &full);
+    assert_eq!(written.spec, full.spec);
+    assert_eq!(written.annotations().get(keys::ALM_EXAMPLES_ANNOTATION).map(String::as_str), Some("[{}]"));
+    assert_eq!(
+        written.annotations().get(keys::COPY_HASH_SPEC_ANNOTATION),
+        decided.annotations().get(keys::COPY_HASH_SPEC_ANNOTATION)
+    );
+    // Next pass: the written copy, as the cache keeps it, is current for the same decision.
+    let mut cached_copy = written.clone();
+    trim_cached_csv(&mut cached_copy);
+    assert!(copy_is_current(&cached_copy, &copy_of(&cached, "team-a", &status)));
+}
