@@ -474,11 +474,10 @@ const SCALE_CAUSES: &str = "Why ours grows per namespace (mechanisms in crates/o
 which take several times their JSON size (compare the follower rows with the JSON column); every follower, whatever its \
 controller set, carries the CSV, InstallPlan, OperatorGroup, Namespace, ServiceAccount and ClusterRole caches (manager.rs, \
 catalogsource/operator.rs). What the caches already leave out (runtime/cache.rs `watch_trimmed`): managedFields of every \
-object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's copy-hash annotations), and the \
-step manifests of Complete InstallPlans; one Subscription cache serves both controllers that read Subscriptions. What is \
-still kept and no reconcile reads: the namespace's own CSV's spec.icon, spec.description, CRD descriptors and alm-examples \
-annotation (about three quarters of etcd's CSV JSON; copies are written from that cached CSV, so dropping them needs the copy \
-to be written from a fresh read). (2) **The leader's growth beyond the all-controllers follower** comes from the installing \
+object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's copy-hash annotations), the \
+icon, description, CRD descriptors and alm-examples of every other CSV (about three quarters of etcd's CSV JSON; a copy is \
+written from a fresh read of its original), and the step manifests of Complete InstallPlans; one Subscription cache serves \
+both controllers that read Subscriptions. What is left is the decoded form of what reconciles do read. (2) **The leader's growth beyond the all-controllers follower** comes from the installing \
 itself (not measured apart): kube's event `Recorder` keeps every Event it published for six minutes (kube-runtime \
 events.rs), each subscriber of a cache has an unbounded channel of changed objects, and the allocator keeps pages freed \
 after decoding watch events of whole CSVs. (3) **The goal** (a tenth of upstream's growth) puts ours below the compact JSON \
