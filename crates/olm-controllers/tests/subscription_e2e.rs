@@ -153,24 +153,22 @@ async fn story(ns: &TestNamespace) -> String {
     }
 }
 
+/// A namespaced OperatorGroup, the fixture catalog as CatalogSource "community", and a
+/// Subscription "etcd" to its singlenamespace-alpha channel starting at 0.9.0 (older than the
+/// channel head, so upgrades follow) with `approval`.
+async fn subscribe_to_etcd_from_0_9_0(ns: &TestNamespace, server: &RunningServer, approval: &str) -> anyhow::Result<()> {
+    operator_group(ns, false).await?;
+    catalog_source(ns, "community", &grpc_address(server)?).await?;
+    subscription(ns, "etcd", "etcd", "community", "singlenamespace-alpha", Some("etcdoperator.v0.9.0"), approval).await
+}
+
 #[tokio::test]
 async fn automatic_subscription_installs_and_upgrades_along_the_channel() -> anyhow::Result<()> {
     let (cluster, _) = common::setup().await?;
     let _apis = common::ETCD_APIS.read().await;
     let server = etcd_catalog_server(true).await?;
     let ns = cluster.namespace("sub-auto").await?;
-    operator_group(&ns, false).await?;
-    catalog_source(&ns, "community", &grpc_address(&server)?).await?;
-    subscription(
-        &ns,
-        "etcd",
-        "etcd",
-        "community",
-        "singlenamespace-alpha",
-        Some("etcdoperator.v0.9.0"),
-        "Automatic",
-    )
-    .await?;
+    subscribe_to_etcd_from_0_9_0(&ns, &server, "Automatic").await?;
 
     // 0.9.0 is installed first, then the channel is followed to its head without any help.
     let sub = wait_subscription(&ns, "etcd", "at etcdoperator.v0.9.4", |s| {
@@ -282,18 +280,7 @@ async fn manual_subscription_waits_for_each_approval() -> anyhow::Result<()> {
     let _apis = common::ETCD_APIS.read().await;
     let server = etcd_catalog_server(true).await?;
     let ns = cluster.namespace("sub-manual").await?;
-    operator_group(&ns, false).await?;
-    catalog_source(&ns, "community", &grpc_address(&server)?).await?;
-    subscription(
-        &ns,
-        "etcd",
-        "etcd",
-        "community",
-        "singlenamespace-alpha",
-        Some("etcdoperator.v0.9.0"),
-        "Manual",
-    )
-    .await?;
+    subscribe_to_etcd_from_0_9_0(&ns, &server, "Manual").await?;
 
     let sub = wait_subscription(&ns, "etcd", "an InstallPlan pending approval", |s| {
         s.status
