@@ -168,6 +168,11 @@ impl ClusterServiceVersionSpec {
     pub fn webhooks(&self) -> &[WebhookDescription] {
         self.webhook_definitions.as_deref().unwrap_or_default()
     }
+
+    /// Names of the Deployments of the `deployment` install strategy, in its order.
+    pub fn strategy_deployment_names(&self) -> impl Iterator<Item = &str> {
+        self.install.spec.iter().flat_map(|s| s.deployments.iter().map(|d| d.name.as_str()))
+    }
 }
 
 impl ClusterServiceVersion {

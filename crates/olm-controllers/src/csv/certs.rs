@@ -127,13 +127,7 @@ pub fn cert_deployments(csv: &ClusterServiceVersion) -> BTreeMap<String, CertUse
 
 /// Problems with the APIService and webhook descriptions that no retry fixes.
 pub fn invalid_descriptions(csv: &ClusterServiceVersion) -> Option<String> {
-    let deployments: BTreeSet<&str> = csv
-        .spec
-        .install
-        .spec
-        .iter()
-        .flat_map(|s| s.deployments.iter().map(|d| d.name.as_str()))
-        .collect();
+    let deployments: BTreeSet<&str> = csv.spec.strategy_deployment_names().collect();
     for (index, api) in csv.spec.owned_api_services().iter().enumerate() {
         match api.deployment_name.as_deref() {
             Some(name) if deployments.contains(name) => {}

@@ -1020,13 +1020,7 @@ pub fn tenant_rbac(original: &ClusterServiceVersion, owned: &OwnedRbac, copy: &C
 /// The OperatorCondition OLM keeps for a CSV: named after it, owned by it, listing its
 /// Deployments and ServiceAccounts (`default` when it declares none), as upstream does.
 pub fn desired_operator_condition(csv: &ClusterServiceVersion) -> OperatorCondition {
-    let deployments: Vec<String> = csv
-        .spec
-        .install
-        .spec
-        .iter()
-        .flat_map(|s| s.deployments.iter().map(|d| d.name.clone()))
-        .collect();
+    let deployments: Vec<String> = csv.spec.strategy_deployment_names().map(str::to_owned).collect();
     let mut accounts: Vec<String> = super::requirements::declared_service_accounts(csv).into_iter().collect();
     if accounts.is_empty() {
         accounts.push("default".into());

@@ -379,13 +379,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     } else {
         None
     };
-    let strategy_names: BTreeSet<String> = csv
-        .spec
-        .install
-        .spec
-        .iter()
-        .flat_map(|s| s.deployments.iter().map(|d| d.name.clone()))
-        .collect();
+    let strategy_names: BTreeSet<String> = csv.spec.strategy_deployment_names().map(str::to_owned).collect();
     let deployments: BTreeMap<String, Deployment> = state
         .deployments
         .list_in(&namespace)

@@ -241,13 +241,7 @@ pub fn check(csv: &ClusterServiceVersion, facts: &Facts<'_>, permissions: Option
             dependents: None,
         });
     }
-    let deployments: BTreeSet<&str> = csv
-        .spec
-        .install
-        .spec
-        .iter()
-        .flat_map(|s| s.deployments.iter().map(|d| d.name.as_str()))
-        .collect();
+    let deployments: BTreeSet<&str> = csv.spec.strategy_deployment_names().collect();
     for api in csv.spec.owned_api_services() {
         let found = api.deployment_name.as_deref().is_some_and(|d| deployments.contains(d));
         met &= found;
