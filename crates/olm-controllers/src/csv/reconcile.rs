@@ -575,11 +575,8 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
             }
             CsvAction::ApplyDeployment(deployment) => {
                 let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
-                let dep_name = deployment.name_any();
-                api.patch(&dep_name, &apply, &Patch::Apply(deployment.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply Deployment {namespace}/{dep_name}"), err))?;
-                tracing::info!(deployment = %dep_name, "applied deployment");
+                server_side_apply(&api, Some(&namespace), deployment.as_ref(), &apply).await?;
+                tracing::info!(deployment = %deployment.name_any(), "applied deployment");
             }
             CsvAction::DeleteDeployment(dep_name) => {
                 let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
@@ -590,17 +587,11 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                 }
             }
             CsvAction::ApplyClusterRole(role) => {
-                let api: Api<ClusterRole> = Api::all(ctx.client.clone());
-                let role_name = role.name_any();
-                api.patch(&role_name, &apply, &Patch::Apply(role.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply ClusterRole {role_name}"), err))?;
+                server_side_apply(&Api::<ClusterRole>::all(ctx.client.clone()), None, role.as_ref(), &apply).await?;
             }
             CsvAction::ApplyOperatorCondition(condition) => {
                 let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
-                api.patch(&name, &apply, &Patch::Apply(condition.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply OperatorCondition {namespace}/{name}"), err))?;
+                server_side_apply(&api, Some(&namespace), condition.as_ref(), &apply).await?;
             }
             CsvAction::ApplyOperatorConditionStatus(status) => {
                 let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -613,27 +604,17 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                 }
             }
             CsvAction::ApplyClusterRoleBinding(binding) => {
-                let api: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
-                let binding_name = binding.name_any();
-                api.patch(&binding_name, &apply, &Patch::Apply(binding.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply ClusterRoleBinding {binding_name}"), err))?;
+                server_side_apply(&Api::<ClusterRoleBinding>::all(ctx.client.clone()), None, binding.as_ref(), &apply).await?;
             }
             CsvAction::ApplyRole(role) => {
                 let target = role.namespace().unwrap_or_default();
                 let api: Api<Role> = Api::namespaced(ctx.client.clone(), &target);
-                let role_name = role.name_any();
-                api.patch(&role_name, &apply, &Patch::Apply(role.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply Role {target}/{role_name}"), err))?;
+                server_side_apply(&api, Some(&target), role.as_ref(), &apply).await?;
             }
             CsvAction::ApplyRoleBinding(binding) => {
                 let target = binding.namespace().unwrap_or_default();
                 let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &target);
-                let binding_name = binding.name_any();
-                api.patch(&binding_name, &apply, &Patch::Apply(binding.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply RoleBinding {target}/{binding_name}"), err))?;
+                server_side_apply(&api, Some(&target), binding.as_ref(), &apply).await?;
             }
             CsvAction::AddFinalizer { current, resource_version } => {
                 let finalizer = keys::CSV_CLEANUP_FINALIZER;
@@ -663,24 +644,14 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
             }
             CsvAction::ApplySecret(secret) => {
                 let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-                let secret_name = secret.name_any();
-                api.patch(&secret_name, &apply, &Patch::Apply(secret.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply Secret {namespace}/{secret_name}"), err))?;
+                server_side_apply(&api, Some(&namespace), secret.as_ref(), &apply).await?;
             }
             CsvAction::ApplyService(service) => {
                 let api: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-                let service_name = service.name_any();
-                api.patch(&service_name, &apply, &Patch::Apply(service.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply Service {namespace}/{service_name}"), err))?;
+                server_side_apply(&api, Some(&namespace), service.as_ref(), &apply).await?;
             }
             CsvAction::ApplyApiService(api_service) => {
-                let api: Api<APIService> = Api::all(ctx.client.clone());
-                let api_name = api_service.name_any();
-                api.patch(&api_name, &apply, &Patch::Apply(api_service.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply APIService {api_name}"), err))?;
+                server_side_apply(&Api::<APIService>::all(ctx.client.clone()), None, api_service.as_ref(), &apply).await?;
             }
             CsvAction::ApplyWebhook { existing, config } => {
                 apply_webhook(ctx, existing.as_deref(), config).await?;
@@ -895,10 +866,20 @@ where
     object.meta_mut().name = Some(name.clone());
     object.meta_mut().generate_name = None;
     let apply = PatchParams::apply(&ctx.field_manager()).force();
-    Api::<K>::all(ctx.client.clone())
-        .patch(&name, &apply, &Patch::Apply(&object))
-        .await
-        .map_err(|err| Error::api(format!("apply {} {name}", K::kind(&())), err))?;
+    server_side_apply(&Api::<K>::all(ctx.client.clone()), None, &object, &apply).await
+}
+
+/// Server-side apply `object` (under its own name) through `api`; an error names the kind, the
+/// namespace (`None` for cluster-scoped kinds) and the name.
+async fn server_side_apply<K>(api: &Api<K>, namespace: Option<&str>, object: &K, params: &PatchParams) -> Result<()>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let name = object.name_any();
+    api.patch(&name, params, &Patch::Apply(object)).await.map_err(|err| {
+        let at = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
+        Error::api(format!("apply {} {at}{name}", K::kind(&())), err)
+    })?;
     Ok(())
 }
 
