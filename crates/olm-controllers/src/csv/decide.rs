@@ -1147,16 +1147,22 @@ pub(crate) fn copy_is_current(existing: &ClusterServiceVersion, wanted: &Cluster
         && status_key(existing) == status_key(wanted)
 }
 
+/// Whether a CSV with `status` is copied into its target namespaces: once it has a phase, and
+/// unless its reason says the group does not fit it.
+pub fn is_copiable(status: &ClusterServiceVersionStatus) -> bool {
+    match (&status.phase, &status.reason) {
+        (None | Some(CsvPhase::None), _) => false,
+        (_, Some(reason)) => !reason.is_uncopiable(),
+        (_, None) => true,
+    }
+}
+
 /// Add the copy actions for the status the CSV ends up with.
 fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>, mut decision: CsvDecision) -> CsvDecision {
     let csv = observed.csv;
     let own = csv.namespace().unwrap_or_default();
     let status = decision.status.clone().or_else(|| csv.status.clone()).unwrap_or_default();
-    let copiable = match (&status.phase, &status.reason) {
-        (None | Some(CsvPhase::None), _) => false,
-        (_, Some(reason)) => !reason.is_uncopiable(),
-        (_, None) => true,
-    };
+    let copiable = is_copiable(&status);
     let wanted: BTreeSet<String> = match targets {
         Some(targets) if copiable => {
             if targets == [String::new()] {

@@ -18,7 +18,7 @@ use olm_api::v1::olm_config::{
     COPIED_CSVS_DISABLED_REASON, COPIED_CSVS_ENABLED_REASON, DISABLED_COPIED_CSVS_CONDITION, OLM_CONFIG_NAME, OLMConfig,
     OLMConfigStatus,
 };
-use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use tracing::instrument;
 
 use crate::runtime::{Cache, ControllerContext, Decision, Result, error_policy, guarded};
@@ -64,14 +64,8 @@ pub struct Observed {
 /// non-copied CSV of its group's namespace targeting `""`, in a phase that is copied.
 fn is_copied_all_namespaces_operator(csv: &ClusterServiceVersion) -> bool {
     let namespace = csv.namespace().unwrap_or_default();
-    let status = csv.status.as_ref();
-    let copiable = match (status.and_then(|s| s.phase.as_ref()), status.and_then(|s| s.reason.as_ref())) {
-        (None | Some(CsvPhase::None), _) => false,
-        (_, Some(reason)) => !reason.is_uncopiable(),
-        (_, None) => true,
-    };
     !csv.is_copied()
-        && copiable
+        && csv.status.as_ref().is_some_and(crate::csv::decide::is_copiable)
         && csv.annotation(keys::TARGET_NAMESPACES_ANNOTATION) == Some("")
         && csv.annotation(keys::OPERATOR_NAMESPACE_ANNOTATION) == Some(namespace.as_str())
 }
@@ -256,7 +250,7 @@ pub fn run(
 mod tests {
     use super::*;
     use olm_api::v1::olm_config::{Features, OLMConfigSpec};
-    use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersionStatus, CsvReason};
+    use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersionStatus, CsvPhase, CsvReason};
 
     fn config(disabled: Option<bool>) -> OLMConfig {
         let mut config = OLMConfig::new(
