@@ -11,6 +11,7 @@ use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::{Api, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::reflector::ObjectRef;
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, InstallPlanStatus, Step, StepStatus};
@@ -196,146 +197,210 @@ fn established(object: &Value) -> bool {
         .any(|c| c.get("type") == Some(&json!("Established")) && c.get("status") == Some(&json!("True")))
 }
 
-/// One execution pass over every step.
+/// The outcome of applying one step.
+struct Applied {
+    status: StepStatus,
+    /// The uid of an applied ClusterServiceVersion (owner of its bundle's namespaced objects).
+    csv_uid: Option<String>,
+}
+
+/// The (group, kind) a CRD manifest defines.
+fn defined_kind(manifest: Option<&str>) -> Option<(String, String)> {
+    let value: Value = serde_json::from_str(manifest?).ok()?;
+    let group = value.pointer("/spec/group")?.as_str()?.to_owned();
+    let kind = value.pointer("/spec/names/kind")?.as_str()?.to_owned();
+    Some((group, kind))
+}
+
+/// Apply one step: read what exists (for `Present` vs `Created` and the CRD safety checks),
+/// then server-side apply the manifest.
+async fn apply_step(
+    ctx: &ControllerContext<InstallPlanState>,
+    step: &Step,
+    namespace: &str,
+    installer: &Installer,
+    owner_uid: Option<&str>,
+) -> Result<Applied, StepError> {
+    let r = &step.resource;
+    let Some((plural, namespaced)) = resource_of(&r.group, &r.kind) else {
+        return Err(StepError::new(
+            format!(
+                "bundle object {} of {} is a {} ({}/{}), which OLM does not install from bundles",
+                r.name, step.resolving, r.kind, r.group, r.version
+            ),
+            false,
+        ));
+    };
+    let mut manifest: Value = serde_json::from_str(r.manifest.as_deref().unwrap_or("{}")).map_err(|err| {
+        StepError::new(format!("the manifest of step {} is not valid JSON: {err}", describe(step, namespace)), false)
+    })?;
+    let api_resource = ApiResource {
+        group: r.group.clone(),
+        version: r.version.clone(),
+        api_version: if r.group.is_empty() {
+            r.version.clone()
+        } else {
+            format!("{}/{}", r.group, r.version)
+        },
+        kind: r.kind.clone(),
+        plural: plural.to_owned(),
+    };
+    // CRDs are cluster infrastructure shared by every tenant: OLM applies them itself
+    // (upstream does too); everything else is written with the installer's permissions.
+    let is_crd = r.kind == "CustomResourceDefinition";
+    let client = if is_crd { ctx.client.clone() } else { installer.client.clone() };
+    let step_installer = (!is_crd).then_some(installer);
+    let api: Api<DynamicObject> = if namespaced {
+        Api::namespaced_with(client, namespace, &api_resource)
+    } else {
+        Api::all_with(client, &api_resource)
+    };
+    if namespaced {
+        manifest["metadata"]["namespace"] = json!(namespace);
+        if r.kind != "ClusterServiceVersion"
+            && r.kind != "Subscription"
+            && let Some(uid) = owner_uid
+        {
+            manifest["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+                "name": step.resolving, "uid": uid, "controller": false, "blockOwnerDeletion": false,
+            }]);
+        }
+    }
+    let existing = api
+        .get_opt(&r.name)
+        .await
+        .map_err(|err| step_error(step, namespace, "get", step_installer, &err))?;
+    if is_crd && let Some(existing) = &existing {
+        let existing = serde_json::to_value(existing).unwrap_or(Value::Null);
+        stored_versions_kept(&existing, &manifest)
+            .map_err(|message| StepError::new(format!("cannot update CustomResourceDefinition {}: {message}", r.name), false))?;
+        existing_objects_valid(&ctx.client, &existing, &manifest).await?;
+    }
+    let params = PatchParams::apply(&ctx.field_manager()).force();
+    let applied = api.patch(&r.name, &params, &Patch::Apply(&manifest)).await.map_err(|err| {
+        if is_not_found(&err) {
+            tracing::info!(step = %describe(step, namespace), "API not served yet");
+        }
+        step_error(step, namespace, "patch", step_installer, &err)
+    })?;
+    let status = if is_crd && !established(&serde_json::to_value(&applied).unwrap_or(Value::Null)) {
+        StepStatus::WaitingForApi
+    } else if existing.is_some() {
+        StepStatus::Present
+    } else {
+        StepStatus::Created
+    };
+    let csv_uid = (r.kind == "ClusterServiceVersion").then(|| applied.uid()).flatten();
+    Ok(Applied { status, csv_uid })
+}
+
+/// A CRD step applied in an earlier pass that the API server had not Established yet: look
+/// again (no re-apply).
+async fn recheck_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step, namespace: &str) -> Result<Applied, StepError> {
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let found = api
+        .get_opt(&step.resource.name)
+        .await
+        .map_err(|err| step_error(step, namespace, "get", None, &err))?;
+    let status = match found {
+        Some(crd) if established(&serde_json::to_value(&crd).unwrap_or(Value::Null)) => StepStatus::Created,
+        Some(_) => StepStatus::WaitingForApi,
+        // Deleted meanwhile: apply it again.
+        None => return apply_step_as_olm(ctx, step, namespace).await,
+    };
+    Ok(Applied { status, csv_uid: None })
+}
+
+async fn apply_step_as_olm(ctx: &ControllerContext<InstallPlanState>, step: &Step, namespace: &str) -> Result<Applied, StepError> {
+    let installer = Installer {
+        client: ctx.client.clone(),
+        service_account: None,
+    };
+    apply_step(ctx, step, namespace, &installer, None).await
+}
+
+/// One execution pass. Steps go in rounds by `execution_rank` (CRDs, the CSV, ServiceAccounts,
+/// roles, bindings, the rest); the steps of a round are applied concurrently, since none
+/// depends on another of its round. Steps done in an earlier pass (Created, Present) are not
+/// applied again, except the CSVs, whose uids own the rest. A CRD the API server has not
+/// Established yet holds back only the steps of the kind it defines (upstream's
+/// WaitingForApi): the CSV and RBAC do not depend on it, so they go on meanwhile.
 async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, steps: &[Step], installer: &Installer) -> Pass {
     let namespace = plan.namespace().unwrap_or_default();
-    let manager = ctx.field_manager();
-    let params = PatchParams::apply(&manager).force();
     let mut out: Vec<Step> = steps.to_vec();
-    let mut order: Vec<usize> = (0..out.len()).collect();
-    order.sort_by_key(|&i| execution_rank(&out[i]));
+    let done = |step: &Step| matches!(step.status, StepStatus::Created | StepStatus::Present);
+    let is_csv = |step: &Step| step.resource.kind == "ClusterServiceVersion";
+    // A CSV applied earlier is applied again (a no-op) only for its uid, when objects it owns
+    // are still to be applied.
+    let owned_left: Vec<&str> = out
+        .iter()
+        .filter(|s| !done(s) && !is_csv(s) && s.resource.kind != "CustomResourceDefinition")
+        .map(|s| s.resolving.as_str())
+        .collect();
+    let mut todo: Vec<usize> = (0..out.len())
+        .filter(|&i| !done(&out[i]) || (is_csv(&out[i]) && owned_left.contains(&out[i].resource.name.as_str())))
+        .collect();
+    todo.sort_by_key(|&i| execution_rank(&out[i]));
     let mut csv_uids: HashMap<String, String> = HashMap::new();
+    let mut pending_kinds: Vec<(String, String)> = Vec::new();
     let mut waiting_for_api = false;
-    for i in order {
-        let step = out[i].clone();
-        let r = &step.resource;
-        let Some((plural, namespaced)) = resource_of(&r.group, &r.kind) else {
-            out[i].status = StepStatus::UnsupportedResource;
+    let mut rest = todo.as_slice();
+    while let Some(&first) = rest.first() {
+        let rank = execution_rank(&out[first]);
+        let split = rest.iter().position(|&i| execution_rank(&out[i]) != rank).unwrap_or(rest.len());
+        let (round, after) = rest.split_at(split);
+        rest = after;
+        let runnable: Vec<usize> = round
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let r = &out[i].resource;
+                !pending_kinds.iter().any(|(group, kind)| *group == r.group && *kind == r.kind)
+            })
+            .collect();
+        waiting_for_api |= runnable.len() < round.len();
+        let results = futures::future::join_all(runnable.iter().map(|&i| {
+            let step = &out[i];
+            let namespace = namespace.as_str();
+            let owner = csv_uids.get(&step.resolving).map(String::as_str);
+            async move {
+                if step.status == StepStatus::WaitingForApi && step.resource.kind == "CustomResourceDefinition" {
+                    recheck_crd(ctx, step, namespace).await
+                } else {
+                    apply_step(ctx, step, namespace, installer, owner).await
+                }
+            }
+        }))
+        .await;
+        let mut first_error = None;
+        for (&i, result) in runnable.iter().zip(results) {
+            match result {
+                Ok(applied) => {
+                    if applied.status == StepStatus::WaitingForApi {
+                        waiting_for_api = true;
+                        pending_kinds.extend(defined_kind(out[i].resource.manifest.as_deref()));
+                    }
+                    if let Some(uid) = applied.csv_uid {
+                        csv_uids.insert(out[i].resource.name.clone(), uid);
+                    }
+                    out[i].status = applied.status;
+                }
+                Err(error) => {
+                    if resource_of(&out[i].resource.group, &out[i].resource.kind).is_none() {
+                        out[i].status = StepStatus::UnsupportedResource;
+                    }
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        if let Some(error) = first_error {
             return Pass {
                 steps: out,
-                error: Some(StepError::new(
-                    format!(
-                        "bundle object {} of {} is a {} ({}/{}), which OLM does not install from bundles",
-                        r.name, step.resolving, r.kind, r.group, r.version
-                    ),
-                    false,
-                )),
+                error: Some(error),
                 waiting_for_api,
             };
-        };
-        // A CRD that is not Established yet blocks what depends on it.
-        if waiting_for_api && r.kind != "CustomResourceDefinition" {
-            break;
         }
-        let mut manifest: Value = match serde_json::from_str(r.manifest.as_deref().unwrap_or("{}")) {
-            Ok(v) => v,
-            Err(err) => {
-                return Pass {
-                    steps: out,
-                    error: Some(StepError::new(
-                        format!("the manifest of step {} is not valid JSON: {err}", describe(&step, &namespace)),
-                        false,
-                    )),
-                    waiting_for_api,
-                };
-            }
-        };
-        let api_resource = ApiResource {
-            group: r.group.clone(),
-            version: r.version.clone(),
-            api_version: if r.group.is_empty() {
-                r.version.clone()
-            } else {
-                format!("{}/{}", r.group, r.version)
-            },
-            kind: r.kind.clone(),
-            plural: plural.to_owned(),
-        };
-        // CRDs are cluster infrastructure shared by every tenant: OLM applies them itself
-        // (upstream does too); everything else is written with the installer's permissions.
-        let is_crd = r.kind == "CustomResourceDefinition";
-        let client = if is_crd { ctx.client.clone() } else { installer.client.clone() };
-        let step_installer = (!is_crd).then_some(installer);
-        let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(client, &namespace, &api_resource)
-        } else {
-            Api::all_with(client, &api_resource)
-        };
-        if namespaced {
-            manifest["metadata"]["namespace"] = json!(namespace);
-            if r.kind != "ClusterServiceVersion"
-                && r.kind != "Subscription"
-                && let Some(uid) = csv_uids.get(&step.resolving)
-            {
-                manifest["metadata"]["ownerReferences"] = json!([{
-                    "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-                    "name": step.resolving, "uid": uid, "controller": false, "blockOwnerDeletion": false,
-                }]);
-            }
-        }
-        let existing = match api.get_opt(&r.name).await {
-            Ok(existing) => existing,
-            Err(err) => {
-                return Pass {
-                    steps: out,
-                    error: Some(step_error(&step, &namespace, "get", step_installer, &err)),
-                    waiting_for_api,
-                };
-            }
-        };
-        if r.kind == "CustomResourceDefinition"
-            && let Some(existing) = &existing
-        {
-            let existing = serde_json::to_value(existing).unwrap_or(Value::Null);
-            if let Err(message) = stored_versions_kept(&existing, &manifest) {
-                return Pass {
-                    steps: out,
-                    error: Some(StepError::new(
-                        format!("cannot update CustomResourceDefinition {}: {message}", r.name),
-                        false,
-                    )),
-                    waiting_for_api,
-                };
-            }
-            if let Err(error) = existing_objects_valid(&ctx.client, &existing, &manifest).await {
-                return Pass {
-                    steps: out,
-                    error: Some(error),
-                    waiting_for_api,
-                };
-            }
-        }
-        let applied = match api.patch(&r.name, &params, &Patch::Apply(&manifest)).await {
-            Ok(applied) => applied,
-            Err(err) => {
-                if is_not_found(&err) {
-                    tracing::info!(step = %describe(&step, &namespace), "API not served yet");
-                }
-                return Pass {
-                    steps: out,
-                    error: Some(step_error(&step, &namespace, "patch", step_installer, &err)),
-                    waiting_for_api,
-                };
-            }
-        };
-        if r.kind == "ClusterServiceVersion"
-            && let Some(uid) = applied.uid()
-        {
-            csv_uids.insert(r.name.clone(), uid);
-        }
-        let mut status = if existing.is_some() {
-            StepStatus::Present
-        } else {
-            StepStatus::Created
-        };
-        if r.kind == "CustomResourceDefinition" {
-            let value = serde_json::to_value(&applied).unwrap_or(Value::Null);
-            if !established(&value) {
-                status = StepStatus::WaitingForApi;
-                waiting_for_api = true;
-            }
-        }
-        out[i].status = status;
     }
     Pass {
         steps: out,
