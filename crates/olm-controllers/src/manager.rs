@@ -160,9 +160,10 @@ impl Manager {
         let groups = caches.watch(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
         let namespaces = caches.watch(Api::<Namespace>::all(client.clone()), watcher::Config::default());
         let service_accounts = caches.watch(Api::<ServiceAccount>::all(client.clone()), watcher::Config::default());
-        let cluster_roles = caches.watch(
+        let cluster_roles = caches.watch_trimmed(
             Api::<ClusterRole>::all(client.clone()),
             watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),
+            crate::rbac::trim_cached_cluster_role,
         );
 
         // One Subscription cache for the CSV controller (spec.config) and the Subscription controller.
@@ -205,11 +206,16 @@ impl Manager {
             let state = csv::CsvState {
                 csvs: csvs.clone(),
                 groups: groups.clone(),
-                crds: caches.watch(Api::<CustomResourceDefinition>::all(client.clone()), watcher::Config::default()),
+                crds: caches.watch_trimmed(
+                    Api::<CustomResourceDefinition>::all(client.clone()),
+                    watcher::Config::default(),
+                    csv::reconcile::trim_cached_crd,
+                ),
                 service_accounts: service_accounts.clone(),
-                deployments: caches.watch(
+                deployments: caches.watch_trimmed(
                     Api::<Deployment>::all(client.clone()),
                     watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
+                    csv::deployment::trim_cached_deployment,
                 ),
                 namespaces: namespaces.clone(),
                 cluster_roles: cluster_roles.clone(),

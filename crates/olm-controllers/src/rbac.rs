@@ -132,11 +132,24 @@ pub fn provided_api_roles(csv: &ClusterServiceVersion, crd_uids: &BTreeMap<Strin
     roles
 }
 
-/// Whether an existing role already is what `wanted` describes (rules, our labels, owner).
+/// What the watch cache keeps of an OLM ClusterRole: an aggregated one without the rules
+/// kube-controller-manager aggregated into it (one copy per OperatorGroup of every provided
+/// API's rules), which `role_is_current` does not compare.
+pub fn trim_cached_cluster_role(role: &mut ClusterRole) {
+    if role.aggregation_rule.is_some() {
+        role.rules = None;
+    }
+}
+
+/// Whether `existing` already is `wanted` (labels, owners, rules unless aggregated, aggregation).
 pub fn role_is_current(existing: &ClusterRole, wanted: &ClusterRole) -> bool {
     let labels_ok = wanted.labels().iter().all(|(k, v)| existing.labels().get(k) == Some(v));
     let owners_ok = wanted.owner_references().iter().all(|w| existing.owner_references().iter().any(|e| e.uid == w.uid));
-    labels_ok && owners_ok && existing.rules == wanted.rules && existing.aggregation_rule == wanted.aggregation_rule
+    // An aggregated role's rules are filled in by kube-controller-manager's aggregation
+    // controller: comparing them with the (empty) wanted ones would re-apply the role on every
+    // reconcile.
+    let rules_ok = wanted.aggregation_rule.is_some() || existing.rules == wanted.rules;
+    labels_ok && owners_ok && rules_ok && existing.aggregation_rule == wanted.aggregation_rule
 }
 
 #[cfg(test)]
@@ -152,6 +165,32 @@ mod tests {
             aggregation_label("EtcdCluster.v1beta2.etcd.database.coreos.com", "view"),
             format!("olm.opgroup.permissions/aggregate-to-{}-view", gvk_hash("EtcdCluster.v1beta2.etcd.database.coreos.com"))
         );
+    }
+
+    #[test]
+    fn aggregated_roles_are_current_whatever_rules_were_aggregated_into_them() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+        let aggregation = AggregationRule {
+            cluster_role_selectors: Some(vec![LabelSelector {
+                match_labels: Some([("olm.opgroup.permissions/aggregate-to-x-view".to_owned(), "true".to_owned())].into()),
+                ..Default::default()
+            }]),
+        };
+        let wanted = ClusterRole {
+            aggregation_rule: Some(aggregation.clone()),
+            ..Default::default()
+        };
+        let mut existing = wanted.clone();
+        existing.rules = Some(vec![PolicyRule {
+            verbs: vec!["get".into()],
+            ..Default::default()
+        }]);
+        assert!(role_is_current(&existing, &wanted));
+        existing.aggregation_rule = None;
+        assert!(!role_is_current(&existing, &wanted), "a changed aggregation rule is not current");
+        // A plain role's rules still count.
+        let plain = ClusterRole { rules: Some(vec![]), ..Default::default() };
+        assert!(!role_is_current(&existing, &plain));
     }
 
     #[test]

@@ -887,7 +887,8 @@ pub fn trim_copy(csv: &mut ClusterServiceVersion) {
 }
 
 /// What the watch cache keeps of any CSV: a copy as [`trim_copy`] says; an original without
-/// what is there for people and consoles and no reconcile reads (icon, description, the
+/// what is there for people and consoles and no reconcile reads (icon, description, keywords,
+/// maintainers, provider, links, related images, fields this version does not know, the
 /// descriptors of its CRDs, the alm-examples annotation), most of a typical CSV. A copy is
 /// written with those fields from a fresh read of the original (`reconcile::act`).
 pub fn trim_cached_csv(csv: &mut ClusterServiceVersion) {
@@ -896,11 +897,18 @@ pub fn trim_cached_csv(csv: &mut ClusterServiceVersion) {
     }
     csv.spec.icon = None;
     csv.spec.description = None;
+    csv.spec.keywords = None;
+    csv.spec.maintainers = None;
+    csv.spec.provider = None;
+    csv.spec.links = None;
+    csv.spec.related_images = None;
+    csv.spec.extra = Default::default();
     if let Some(crds) = csv.spec.custom_resource_definitions.as_mut() {
         for crd in crds.owned.iter_mut().flatten().chain(crds.required.iter_mut().flatten()) {
             crd.spec_descriptors = None;
             crd.status_descriptors = None;
             crd.action_descriptors = None;
+            crd.description = None;
         }
     }
     if let Some(annotations) = csv.metadata.annotations.as_mut() {

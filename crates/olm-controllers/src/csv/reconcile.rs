@@ -81,6 +81,18 @@ pub fn deployment_selector() -> String {
     format!("{}=ClusterServiceVersion", keys::OWNER_KIND_LABEL)
 }
 
+/// What the watch cache keeps of a CRD: what `crd_state` and the provided-API roles read
+/// (names, versions served, conversion, conditions, uid), without the schemas, printer columns
+/// and subresources, which make OLM's own CRDs alone megabytes.
+pub fn trim_cached_crd(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        version.schema = None;
+        version.additional_printer_columns = None;
+        version.subresources = None;
+        version.selectable_fields = None;
+    }
+}
+
 fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
     let conditions = crd.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
     let is_true = |t: &str| conditions.iter().any(|c| c.type_ == t && c.status == "True");
@@ -557,6 +569,14 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
     let mut copy_error = None;
     // Copies carry what the cache leaves out of the original: read it once, only when copying.
     let mut full_original: Option<ClusterServiceVersion> = None;
+    // The ClusterRoles of the provided APIs (four per owned CRD) depend on nothing else the
+    // decision does: applied all at once, not one round trip after the other.
+    let roles = Api::<ClusterRole>::all(ctx.client.clone());
+    futures::future::try_join_all(decision.actions.iter().filter_map(|action| match action {
+        CsvAction::ApplyClusterRole(role) => Some(server_side_apply(&roles, None, role.as_ref(), &apply)),
+        _ => None,
+    }))
+    .await?;
     for action in &decision.actions {
         match action {
             CsvAction::Annotate(annotations) => {
@@ -586,9 +606,7 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
                     Err(err) => return Err(Error::api(format!("delete Deployment {namespace}/{dep_name}"), err)),
                 }
             }
-            CsvAction::ApplyClusterRole(role) => {
-                server_side_apply(&Api::<ClusterRole>::all(ctx.client.clone()), None, role.as_ref(), &apply).await?;
-            }
+            CsvAction::ApplyClusterRole(_) => {}
             CsvAction::ApplyOperatorCondition(condition) => {
                 let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
                 server_side_apply(&api, Some(&namespace), condition.as_ref(), &apply).await?;

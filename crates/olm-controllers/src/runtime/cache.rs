@@ -13,6 +13,9 @@ use serde::de::DeserializeOwned;
 
 use super::admin::Readiness;
 
+/// The annotation `kubectl apply` (client-side) records the applied object in.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// A watch cache of one resource type.
 pub struct Cache<K>
 where
@@ -178,7 +181,13 @@ impl Caches {
                     // No controller reads managedFields, and they are often a third of an
                     // object: keeping them would grow memory with every namespace for nothing.
                     .modify(move |obj| {
-                        obj.meta_mut().managed_fields = None;
+                        let meta = obj.meta_mut();
+                        meta.managed_fields = None;
+                        // kubectl's client-side apply keeps a whole second copy of the object
+                        // here; no controller reads it.
+                        if let Some(annotations) = meta.annotations.as_mut() {
+                            annotations.remove(LAST_APPLIED_ANNOTATION);
+                        }
                         trim(obj);
                     })
                     .reflect(writer)
