@@ -1,9 +1,18 @@
-//! Kubernetes Events (`events.k8s.io/v1`) through kube's `Recorder`, with PascalCase reasons.
+//! Kubernetes Events (`events.k8s.io/v1`) with PascalCase reasons; a repeat within six minutes
+//! counts on the first Event's `series`, with a bounded memory of what was published.
 //! Publishing is best effort: a failed Event is logged, never fails a reconcile.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::Client;
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
 
 /// Severity of an Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,25 +57,58 @@ impl EventNote {
     }
 }
 
+/// How long a repeated Event is counted on the existing object (its `series`) instead of
+/// creating a new one: kube's and client-go's recorders use six minutes too.
+const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+
+/// Most Events remembered for counting repeats. kube's `Recorder` keeps every Event it
+/// published for the whole window, whole: memory that grows with the number of objects (so
+/// with namespaces). Past the bound the oldest are forgotten, and a repeat of one of those
+/// starts a new Event, which loses nothing a user reads.
+const SERIES_LIMIT: usize = 1024;
+
+/// What makes two Events the same one repeated.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    regarding_uid: String,
+    regarding: String,
+    reason: String,
+    action: String,
+    warning: bool,
+    /// The message too: a new message is new information, never folded into an old Event.
+    message: String,
+}
+
+/// A published Event, as much as a repeat needs to count on it.
+struct Published {
+    name: String,
+    count: i32,
+    last: Instant,
+}
+
 /// Publishes Events for one controller (the reporting controller name, e.g. `olm/csv`).
 #[derive(Clone)]
 pub struct EventPublisher {
-    recorder: Recorder,
+    client: Client,
+    controller: String,
+    instance: String,
+    recent: Arc<Mutex<HashMap<SeriesKey, Published>>>,
 }
 
 impl EventPublisher {
     /// A publisher reporting as `controller`, with `instance` (pod name) when known.
     pub fn new(client: Client, controller: impl Into<String>, instance: Option<String>) -> Self {
-        let reporter = Reporter {
-            controller: controller.into(),
-            instance,
-        };
+        let controller = controller.into();
         Self {
-            recorder: Recorder::new(client, reporter),
+            client,
+            instance: instance.unwrap_or_else(|| controller.clone()),
+            controller,
+            recent: Arc::default(),
         }
     }
 
-    /// Publish `note` about `regarding`.
+    /// Publish `note` about `regarding`: a new Event, or one more count on the same Event
+    /// published less than six minutes ago.
     pub async fn publish(&self, regarding: &ObjectReference, note: &EventNote) {
         // The events API caps the note at 1 kB.
         let mut message = note.message.clone();
@@ -77,23 +119,126 @@ impl EventPublisher {
             }
             message.truncate(cut);
         }
-        let event = Event {
-            type_: match note.severity {
-                Severity::Normal => EventType::Normal,
-                Severity::Warning => EventType::Warning,
-            },
+        let namespace = regarding.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let key = SeriesKey {
+            regarding_uid: regarding.uid.clone().unwrap_or_default(),
+            regarding: format!(
+                "{}/{}/{}",
+                regarding.kind.as_deref().unwrap_or_default(),
+                namespace,
+                regarding.name.as_deref().unwrap_or_default()
+            ),
             reason: note.reason.clone(),
-            note: Some(message),
             action: note.action.clone(),
-            secondary: None,
+            warning: note.severity == Severity::Warning,
+            message: message.clone(),
         };
-        match self.recorder.publish(&event, regarding).await {
-            Ok(()) => {}
+        let now = Instant::now();
+        let repeat = {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            recent.retain(|_, p| now.duration_since(p.last) < SERIES_WINDOW);
+            recent.get_mut(&key).map(|p| {
+                p.count += 1;
+                p.last = now;
+                (p.name.clone(), p.count)
+            })
+        };
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
+        let wall = Timestamp::now();
+        let result = match repeat {
+            Some((name, count)) => {
+                let patch = json!({"series": {"count": count, "lastObservedTime": MicroTime(wall)}});
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| name)
+            }
+            None => {
+                let event = K8sEvent {
+                    metadata: ObjectMeta {
+                        namespace: Some(namespace.clone()),
+                        name: Some(format!(
+                            "{}.{:x}",
+                            regarding.name.as_deref().unwrap_or(&self.controller),
+                            wall.as_nanosecond()
+                        )),
+                        ..Default::default()
+                    },
+                    event_time: Some(MicroTime(wall)),
+                    action: Some(note.action.clone()),
+                    reason: Some(note.reason.clone()),
+                    note: Some(message),
+                    regarding: Some(regarding.clone()),
+                    reporting_controller: Some(self.controller.clone()),
+                    reporting_instance: Some(self.instance.clone()),
+                    type_: Some(match note.severity {
+                        Severity::Normal => "Normal".to_owned(),
+                        Severity::Warning => "Warning".to_owned(),
+                    }),
+                    ..Default::default()
+                };
+                api.create(&PostParams::default(), &event).await.map(|created| created.name_any())
+            }
+        };
+        match result {
+            Ok(name) => {
+                let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+                let entry = recent.entry(key).or_insert_with(|| Published {
+                    name,
+                    count: 1,
+                    last: now,
+                });
+                entry.last = now;
+                let over = recent.len().saturating_sub(SERIES_LIMIT);
+                if over > 0 {
+                    forget_oldest(&mut recent, over);
+                }
+            }
             // The namespace is going away with the object: nobody will read the Event.
             Err(kube::Error::Api(status)) if status.message.contains("is being terminated") => {
                 tracing::debug!(reason = %note.reason, "event not published: namespace terminating");
             }
-            Err(err) => tracing::warn!(%err, reason = %note.reason, "cannot publish event"),
+            Err(err) => {
+                // A series whose Event was deleted meanwhile starts again next time.
+                self.recent.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                tracing::warn!(%err, reason = %note.reason, "cannot publish event");
+            }
         }
+    }
+}
+
+fn forget_oldest(recent: &mut HashMap<SeriesKey, Published>, count: usize) {
+    let mut by_age: Vec<(Instant, SeriesKey)> = recent.iter().map(|(k, p)| (p.last, k.clone())).collect();
+    by_age.sort_by_key(|(last, _)| *last);
+    for (_, key) in by_age.into_iter().take(count) {
+        recent.remove(&key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: usize) -> SeriesKey {
+        SeriesKey {
+            regarding_uid: format!("uid-{n}"),
+            regarding: format!("ClusterServiceVersion/ns-{n}/csv"),
+            reason: "InstallSucceeded".into(),
+            action: "Transition".into(),
+            warning: false,
+            message: "install strategy completed with no errors".into(),
+        }
+    }
+
+    #[test]
+    fn the_oldest_published_events_are_forgotten_first() {
+        let start = Instant::now();
+        let mut recent: HashMap<SeriesKey, Published> = (0..10)
+            .map(|n| {
+                let last = start + Duration::from_millis(n as u64);
+                (key(n), Published { name: format!("e{n}"), count: 1, last })
+            })
+            .collect();
+        forget_oldest(&mut recent, 4);
+        assert_eq!(recent.len(), 6);
+        assert!((0..4).all(|n| !recent.contains_key(&key(n))), "the four oldest go");
+        assert!((4..10).all(|n| recent.contains_key(&key(n))));
     }
 }
