@@ -13,6 +13,8 @@ COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
 # bench is a workspace member: cargo needs its manifest to load the workspace.
 COPY bench ./bench
+# .cargo/config.toml configures the allocator of the binary (jemalloc background purging).
+COPY .cargo ./.cargo
 # Cache the registry and target dir between builds (BuildKit); copy the binary out of the cache.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
