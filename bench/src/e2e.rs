@@ -82,6 +82,9 @@ pub struct ProcMemory {
     pub settled_mib: f64,
     pub steady_mib: f64,
     pub peak_mib: f64,
+    /// RssAnon at the idle and settled readings.
+    pub idle_anon_mib: f64,
+    pub settled_anon_mib: f64,
 }
 
 pub enum Settle {
@@ -225,6 +228,10 @@ impl Scale {
     /// (settled − idle) / N, in KiB.
     pub fn per_namespace_kib(&self) -> f64 {
         (self.controllers_settled() - self.controllers_idle()) * 1024.0 / self.namespaces.max(1) as f64
+    }
+    /// (settled − idle) / N of the controllers' RssAnon, in KiB.
+    pub fn per_namespace_anon_kib(&self) -> f64 {
+        (self.controllers(|m| m.settled_anon_mib) - self.controllers(|m| m.idle_anon_mib)) * 1024.0 / self.namespaces.max(1) as f64
     }
     pub fn per_namespace_steady_kib(&self) -> f64 {
         (self.controllers_steady() - self.controllers_idle()) * 1024.0 / self.namespaces.max(1) as f64
@@ -871,8 +878,24 @@ fn create_files(layout: &olm_dev::Layout, files: &[PathBuf], timeout: Duration) 
     Ok(())
 }
 
-fn read_memory(procs: &[Proc]) -> Vec<(f64, f64)> {
-    procs.iter().map(Proc::memory).collect()
+/// Per process: (VmRSS, VmHWM, RssAnon) in MiB.
+fn read_memory(procs: &[Proc]) -> Vec<(f64, f64, f64)> {
+    procs
+        .iter()
+        .map(|p| {
+            let (rss, hwm) = p.memory();
+            (rss, hwm, anon_mib(p.child.id()).unwrap_or(f64::NAN))
+        })
+        .collect()
+}
+
+/// RssAnon: the process's own memory (heap, stacks), without the pages of its executable and
+/// libraries, which it shares and which grow when code runs for the first time, whatever the
+/// number of namespaces.
+fn anon_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix("RssAnon:"))?.split_whitespace().next()?;
+    kb.parse::<f64>().ok().map(|kb| kb / 1024.0)
 }
 
 fn scale(
@@ -981,6 +1004,8 @@ fn scale(
             settled_mib: s.0,
             steady_mib: st.0,
             peak_mib: st.1,
+            idle_anon_mib: i.2,
+            settled_anon_mib: s.2,
         })
         .collect();
     // Deleting hundreds of namespaces takes the namespace controller a while on 2 cores.
@@ -1034,7 +1059,16 @@ pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e>
     // One operator pod per namespace plus the AllNamespaces one.
     let extra_nodes = if opts.scale_namespaces > 0 { add_nodes(&layout, opts.scale_namespaces + 1)? } else { 0 };
     let mut results: BTreeMap<&str, SideResults> = BTreeMap::new();
+    // OLM_BENCH_SIDES=ours (or upstream) runs one side only: for working on it, never for the
+    // published figures, which need both sides in one run.
+    let only = std::env::var("OLM_BENCH_SIDES").ok();
     for imp in [Impl::Upstream, Impl::Ours] {
+        if only.as_deref().is_some_and(|o| o != imp.tag()) {
+            let skipped = format!("not run (OLM_BENCH_SIDES={})", only.as_deref().unwrap_or_default());
+            let scaled = (opts.scale_namespaces > 0).then(|| Err(skipped.clone()));
+            results.insert(imp.tag(), (Err(skipped), scaled));
+            continue;
+        }
         eprintln!("[e2e] {}: single install", imp.label());
         let side = single(imp, tools, &layout, work, &catalog_dir, &global).map_err(|e| format!("{e:#}"));
         let scaled = (opts.scale_namespaces > 0).then(|| {

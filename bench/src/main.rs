@@ -8,7 +8,8 @@
 //! (only the end-to-end part), `--scale-namespaces N` (namespaces of the end-to-end scale run;
 //! default 200, 10 with `--quick`, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES),
 //! `--scale-timeout SECS` (longest wait for the scale run to settle, per side; default 6 s per
-//! namespace, at least 300 s).
+//! namespace, at least 300 s). `OLM_BENCH_SIDES=ours` (or `upstream`) runs one side of the
+//! end-to-end part only, for working on it; published figures need both.
 
 mod catalogs;
 mod compare;

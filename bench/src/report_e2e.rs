@@ -239,20 +239,22 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
             }
         }
     }
-    writeln!(o, "\n| side | process | idle | settled | steady | peak (VmHWM) |\n|---|---|---|---|---|---|")?;
+    writeln!(o, "\n| side | process | idle | settled | steady | peak (VmHWM) | anonymous (RssAnon) idle → settled |\n|---|---|---|---|---|---|---|")?;
     for (_, s) in sides {
         if let Some(Ok(s)) = s {
             for m in &s.memory {
                 writeln!(
                     o,
-                    "| {} | {}{} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB |",
+                    "| {} | {}{} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} → {:.1} MiB |",
                     s.label,
                     m.label,
                     if m.controller { "" } else { " (not counted)" },
                     m.idle_mib,
                     m.settled_mib,
                     m.steady_mib,
-                    m.peak_mib
+                    m.peak_mib,
+                    m.idle_anon_mib,
+                    m.settled_anon_mib
                 )?;
             }
         }
@@ -264,9 +266,12 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
         };
         writeln!(
             o,
-            "\nOurs/upstream: memory per namespace {} (steady: {}); time to settle {}; controllers' settled RSS {}.\n",
+            "\nOurs/upstream: memory per namespace {} (steady: {}; anonymous memory only, {} vs {} per namespace: {}); time to settle {}; controllers' settled RSS {}.\n\nRSS counts the pages of the executable too, which grow the first time code runs whatever the number of namespaces; RssAnon is the processes' own memory (heap, stacks).\n",
             ratio(a.per_namespace_kib(), u.per_namespace_kib()),
             ratio(a.per_namespace_steady_kib(), u.per_namespace_steady_kib()),
+            kib(a.per_namespace_anon_kib()),
+            kib(u.per_namespace_anon_kib()),
+            ratio(a.per_namespace_anon_kib(), u.per_namespace_anon_kib()),
             settle_ratio,
             ratio(a.controllers_settled(), u.controllers_settled())
         )?;
@@ -457,15 +462,16 @@ pub fn e2e_losses(r: &E2e, losses: &mut Vec<String>) {
 /// Where our single install's milliseconds go: mechanisms read in crates/olm-controllers, located
 /// by the timeline above (a statement about the code, not a measurement).
 const TIMELINE_CAUSES: &str = "Reading the timeline with crates/olm-controllers: (1) **InstallPlan execution** (InstallPlan \
-Installing → CSV created) creates the bundle's CRDs and waits for the API server to report them Established before creating \
-the CSV (installplan/reconcile.rs looks again after 20 ms, backing off with the time waited); that wait is the API server's. \
-An approved plan enters Installing and applies its steps in the same pass. (2) **CSV created → Deployment created**: the \
-OperatorGroup controller first annotates the new CSV; the CSV controller then checks the operator's permissions with \
-SubjectAccessReviews (asked concurrently, csv/reconcile.rs `rule_allowed`) and moves None → Pending → InstallReady → \
-Installing in one pass when every requirement is met, writing the Deployment in that pass. The CSV is created before its \
-ServiceAccounts (InstallPlan step order, as upstream), so the first pass usually stops in Pending and the next one, triggered \
-by the ServiceAccount's creation, goes on. (3) **Deployment Available → CSV Succeeded** is one more CSV reconcile after the \
-Deployment's watch event. What is left is the API server's and kube-controller-manager's (Deployment created → Available).";
+Installing → CSV created): an approved plan enters Installing and applies its steps in the same pass, in rounds whose steps \
+go at once (installplan/reconcile.rs `execute`): the bundle's CRDs, the CSV, ServiceAccounts, roles, bindings. A CRD the API \
+server has not Established yet holds back only objects of its own kind, so the CSV does not wait for it; the plan stays \
+Installing until the CRDs are Established (InstallPlan Complete), looking again after 20 ms, backing off. (2) **CSV created → \
+Deployment created**: the OperatorGroup controller first annotates the new CSV; the CSV controller then checks the \
+operator's permissions with SubjectAccessReviews (asked concurrently, csv/reconcile.rs `rule_allowed`) and moves None → \
+Pending → InstallReady → Installing in one pass when every requirement is met (CRDs Established among them), writing the \
+Deployment in that pass. (3) **Deployment Available → CSV Succeeded** is one more CSV reconcile after the Deployment's watch \
+event, which also applies the provided APIs' ClusterRoles (at once). What is left is the API server's and \
+kube-controller-manager's (Deployment created → Available).";
 
 /// Why our memory per namespace is what it is: mechanisms read in crates/olm-controllers,
 /// located by the inventory and follower tables above.
@@ -473,15 +479,17 @@ const SCALE_CAUSES: &str = "Why ours grows per namespace (mechanisms in crates/o
 (1) **Watch caches of decoded objects.** `olm run` keeps every object of the kinds it watches decoded into typed structs, \
 which take several times their JSON size (compare the follower rows with the JSON column); every follower, whatever its \
 controller set, carries the CSV, InstallPlan, OperatorGroup, Namespace, ServiceAccount and ClusterRole caches (manager.rs, \
-catalogsource/operator.rs). What the caches already leave out (runtime/cache.rs `watch_trimmed`): managedFields of every \
-object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's copy-hash annotations), the \
-icon, description, CRD descriptors and alm-examples of every other CSV (about three quarters of etcd's CSV JSON; a copy is \
-written from a fresh read of its original), and the step manifests of Complete InstallPlans; one Subscription cache serves \
-both controllers that read Subscriptions. What is left is the decoded form of what reconciles do read. (2) **The leader's growth beyond the all-controllers follower** comes from the installing \
-itself (not measured apart): kube's event `Recorder` keeps every Event it published for six minutes (kube-runtime \
-events.rs), each subscriber of a cache has an unbounded channel of changed objects, and the allocator keeps pages freed \
-after decoding watch events of whole CSVs. (3) **The goal** (a tenth of upstream's growth) puts ours below the compact JSON \
-of the objects each namespace adds (inventory table): only caches that keep a small, purpose-built part of each object \
-could reach it. (4) **Reconciles** (table above): a controller whose reconciles per namespace run far above one or two is \
-re-reconciling on other objects' changes; that traffic also slows the API server for everyone during the run (a namespace \
-event reconciles only the OperatorGroups whose targets it can change).";
+catalogsource/operator.rs). What the caches leave out (runtime/cache.rs `watch_trimmed`): managedFields and kubectl's \
+last-applied copy of every object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's \
+copy-hash annotations), the icon, description, keywords, maintainers, links, related images, CRD descriptors and \
+alm-examples of every other CSV (a copy is written from a fresh read of its original), the pod spec of operator \
+Deployments (drift is told by the spec hash label, as upstream), the schemas of CRDs, and the step manifests of Complete \
+InstallPlans; one Subscription cache serves both controllers that read Subscriptions. What is left is the decoded form of \
+what reconciles do read. (2) **The leader's growth beyond the all-controllers follower** comes from the installing itself \
+(not measured apart): Events remembered for counting repeats (at most 1024, runtime/events.rs), each subscriber of a cache \
+has an unbounded channel of changed objects, and allocator pages not yet given back (jemalloc purges freed pages after a \
+second, from a background thread: .cargo/config.toml). (3) **The goal** (a tenth of upstream's growth) puts ours below the \
+compact JSON of the objects each namespace adds (inventory table): only caches that keep a small, purpose-built part of \
+each object could reach it. (4) **Reconciles** (table above): a controller whose reconciles per namespace run far above one \
+or two is re-reconciling on other objects' changes; that traffic also slows the API server for everyone during the run (a \
+namespace event reconciles only the OperatorGroups whose targets it can change).";
