@@ -482,9 +482,8 @@ controller set, carries the CSV, InstallPlan, OperatorGroup, Namespace, ServiceA
 catalogsource/operator.rs). What the caches leave out (runtime/cache.rs `watch_trimmed`): managedFields and kubectl's \
 last-applied copy of every object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's \
 copy-hash annotations), the icon, description, keywords, maintainers, links, related images, CRD descriptors and \
-alm-examples of every other CSV (a copy is written from a fresh read of its original), the pod spec of operator \
-Deployments (drift is told by the spec hash label, as upstream), the schemas of CRDs, and the step manifests of Complete \
-InstallPlans; one Subscription cache serves both controllers that read Subscriptions. What is left is the decoded form of \
+alm-examples of every other CSV (a copy is written from a fresh read of its original), the schemas of CRDs, the rules \
+kube-controller-manager aggregates into OperatorGroup ClusterRoles, and the step manifests of Complete InstallPlans; one Subscription cache serves both controllers that read Subscriptions. What is left is the decoded form of \
 what reconciles do read. (2) **The leader's growth beyond the all-controllers follower** comes from the installing itself \
 (not measured apart): Events remembered for counting repeats (at most 1024, runtime/events.rs), each subscriber of a cache \
 has an unbounded channel of changed objects, and allocator pages not yet given back (jemalloc purges freed pages after a \

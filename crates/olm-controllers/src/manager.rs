@@ -212,10 +212,9 @@ impl Manager {
                     csv::reconcile::trim_cached_crd,
                 ),
                 service_accounts: service_accounts.clone(),
-                deployments: caches.watch_trimmed(
+                deployments: caches.watch(
                     Api::<Deployment>::all(client.clone()),
                     watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
-                    csv::deployment::trim_cached_deployment,
                 ),
                 namespaces: namespaces.clone(),
                 cluster_roles: cluster_roles.clone(),

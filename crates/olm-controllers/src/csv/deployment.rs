@@ -141,6 +141,20 @@ pub fn desired_deployment(
     }
 }
 
+/// Whether every field of `wanted` is present with the same value in `actual`. Objects may have
+/// extra keys (server defaults); every element of a wanted list must match some element of the
+/// actual list (others may add elements, e.g. an injected sidecar, without counting as drift).
+pub fn json_contains(actual: &Value, wanted: &Value) -> bool {
+    match (actual, wanted) {
+        (_, Value::Null) => true,
+        (Value::Object(a), Value::Object(w)) => w
+            .iter()
+            .all(|(key, wv)| a.get(key).map_or(wv.is_null(), |av| json_contains(av, wv))),
+        (Value::Array(a), Value::Array(w)) => w.iter().all(|wv| a.iter().any(|av| json_contains(av, wv))),
+        (a, w) => a == w,
+    }
+}
+
 /// What is wrong with an installed Deployment (upstream's strategy error reasons).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DeploymentProblem {
@@ -203,25 +217,20 @@ pub fn check_drift(desired: &Deployment, actual: Option<&Deployment>) -> Result<
             )));
         }
     }
-    // As upstream: the spec hash label says whether the Deployment is the one this CSV (and
-    // Subscription config) wants. Its pod spec is not compared, so the cache need not keep it
-    // (see `trim_cached_deployment`).
     let wanted_hash = desired.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL);
     if actual.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL) != wanted_hash {
         return Err(DeploymentProblem::Updated(format!(
             "deployment {name} has an outdated spec hash, updating it"
         )));
     }
-    Ok(())
-}
-
-/// What the watch cache keeps of an operator Deployment: all but its pod spec, which no
-/// reconcile reads (drift is told by the spec hash label and the template's annotations) and
-/// which is most of a decoded Deployment.
-pub fn trim_cached_deployment(deployment: &mut Deployment) {
-    if let Some(spec) = deployment.spec.as_mut() {
-        spec.template.spec = None;
+    let wanted_spec = serde_json::to_value(&desired.spec).unwrap_or(Value::Null);
+    let actual_spec = serde_json::to_value(&actual.spec).unwrap_or(Value::Null);
+    if !json_contains(&actual_spec, &wanted_spec) {
+        return Err(DeploymentProblem::Updated(format!(
+            "deployment {name} was changed outside OLM, rolling it back"
+        )));
     }
+    Ok(())
 }
 
 /// Whether an installed Deployment is rolled out and Available.
@@ -270,21 +279,12 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_cache_keeps_no_pod_spec_and_drift_is_told_by_the_spec_hash() {
-        let mut actual: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": "op", "labels": {(keys::DEPLOYMENT_SPEC_HASH_LABEL): "h1"}},
-            "spec": {"selector": {}, "template": {
-                "metadata": {"annotations": {"a": "1"}},
-                "spec": {"containers": [{"name": "op", "image": "x"}]}}},
-        }))
-        .unwrap();
-        trim_cached_deployment(&mut actual);
-        let template = &actual.spec.as_ref().unwrap().template;
-        assert!(template.spec.is_none());
-        assert_eq!(template.metadata.as_ref().unwrap().annotations.as_ref().unwrap()["a"], "1");
-        let mut desired = actual.clone();
-        assert_eq!(check_drift(&desired, Some(&actual)), Ok(()));
-        desired.metadata.labels.as_mut().unwrap().insert(keys::DEPLOYMENT_SPEC_HASH_LABEL.into(), "h2".into());
-        assert!(matches!(check_drift(&desired, Some(&actual)), Err(DeploymentProblem::Updated(_))));
+    fn contains_ignores_defaults_and_extra_list_elements() {
+        let actual = json!({"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "a", "image": "x", "imagePullPolicy": "IfNotPresent"},
+            {"name": "sidecar", "image": "y"}]}}});
+        assert!(json_contains(&actual, &json!({"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}})));
+        assert!(!json_contains(&actual, &json!({"template": {"spec": {"containers": [{"name": "a", "image": "z"}]}}})));
+        assert!(!json_contains(&actual, &json!({"replicas": 2})));
     }
 }

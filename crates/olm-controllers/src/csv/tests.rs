@@ -489,10 +489,13 @@ fn installing_with_a_changed_deployment_goes_back_to_install_ready() {
 fn a_hand_edited_deployment_is_noticed_in_succeeded() {
     let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
     assert_eq!(world.decide().status, world.csv.status, "steady state writes nothing new");
-    // As upstream, the spec hash label tells a Deployment that is not the wanted one (the
-    // cache keeps no pod specs to compare).
-    if let Some(labels) = world.deployments.get_mut("etcd-operator").and_then(|d| d.metadata.labels.as_mut()) {
-        labels.insert(olm_api::keys::DEPLOYMENT_SPEC_HASH_LABEL.into(), "edited-by-hand".into());
+    if let Some(pod) = world
+        .deployments
+        .get_mut("etcd-operator")
+        .and_then(|d| d.spec.as_mut())
+        .and_then(|s| s.template.spec.as_mut())
+    {
+        pod.containers[0].image = Some("example.com/hacked:latest".into());
     }
     let decision = world.decide();
     assert_eq!(phase_reason(&decision), (CsvPhase::InstallReady, CsvReason::ComponentUnhealthy));
