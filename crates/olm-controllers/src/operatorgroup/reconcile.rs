@@ -184,8 +184,11 @@ pub fn run(
         .watches_shared_stream(state.groups.subscribe(), move |g: Arc<OperatorGroup>| {
             in_namespace(&peers_store, g.namespace())
         })
-        // Member CSVs need annotations and feed olm.providedAPIs.
+        // Member CSVs need annotations and feed olm.providedAPIs; copies are no members.
         .watches_shared_stream(state.csvs.subscribe(), move |csv: Arc<ClusterServiceVersion>| {
+            if csv.is_copied() {
+                return Vec::new();
+            }
             in_namespace(&by_namespace_store, csv.namespace())
         })
         // The group's service account appearing or going away.

@@ -669,7 +669,12 @@ pub fn run(
                 .map(|o| ObjectRef::new(&o.name).within(&namespace))
                 .collect::<Vec<_>>()
         })
+        // Copied CSVs are not installs of this namespace (resolution ignores them): an
+        // all-namespaces operator's copies would otherwise wake every Subscription everywhere.
         .watches_shared_stream(state.csvs.subscribe(), move |csv: Arc<ClusterServiceVersion>| {
+            if csv.is_copied() {
+                return Vec::new();
+            }
             subs_in(&s1, csv.namespace().as_deref())
         })
         .watches_shared_stream(state.catalogs.subscribe(), move |catalog: Arc<CatalogSource>| {
