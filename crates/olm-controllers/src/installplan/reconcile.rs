@@ -297,7 +297,12 @@ async fn apply_step(
 
 /// A CRD step applied in an earlier pass that the API server had not Established yet: look
 /// again (no re-apply).
-async fn recheck_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step, namespace: &str) -> Result<Applied, StepError> {
+async fn recheck_crd(
+    ctx: &ControllerContext<InstallPlanState>,
+    step: &Step,
+    namespace: &str,
+    installer: &Installer,
+) -> Result<Applied, StepError> {
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     let found = api
         .get_opt(&step.resource.name)
@@ -306,18 +311,10 @@ async fn recheck_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step, nam
     let status = match found {
         Some(crd) if established(&serde_json::to_value(&crd).unwrap_or(Value::Null)) => StepStatus::Created,
         Some(_) => StepStatus::WaitingForApi,
-        // Deleted meanwhile: apply it again.
-        None => return apply_step_as_olm(ctx, step, namespace).await,
+        // Deleted meanwhile: apply it again (as OLM: `apply_step` never uses the installer for CRDs).
+        None => return apply_step(ctx, step, namespace, installer, None).await,
     };
     Ok(Applied { status, csv_uid: None })
-}
-
-async fn apply_step_as_olm(ctx: &ControllerContext<InstallPlanState>, step: &Step, namespace: &str) -> Result<Applied, StepError> {
-    let installer = Installer {
-        client: ctx.client.clone(),
-        service_account: None,
-    };
-    apply_step(ctx, step, namespace, &installer, None).await
 }
 
 /// One execution pass. Steps go in rounds by `execution_rank` (CRDs, the CSV, ServiceAccounts,
@@ -366,7 +363,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             let owner = csv_uids.get(&step.resolving).map(String::as_str);
             async move {
                 if step.status == StepStatus::WaitingForApi && step.resource.kind == "CustomResourceDefinition" {
-                    recheck_crd(ctx, step, namespace).await
+                    recheck_crd(ctx, step, namespace, installer).await
                 } else {
                     apply_step(ctx, step, namespace, installer, owner).await
                 }
