@@ -894,8 +894,7 @@ fn read_memory(procs: &[Proc]) -> Vec<(f64, f64, f64)> {
 /// number of namespaces.
 fn anon_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb = status.lines().find_map(|l| l.strip_prefix("RssAnon:"))?.split_whitespace().next()?;
-    kb.parse::<f64>().ok().map(|kb| kb / 1024.0)
+    crate::serve::status_field_mib(&status, "RssAnon:")
 }
 
 fn scale(

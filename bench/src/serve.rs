@@ -150,15 +150,20 @@ async fn serving(addr: &str) -> bool {
 /// (VmRSS, VmHWM) in MiB.
 pub fn memory_mib(pid: u32) -> anyhow::Result<(f64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
-    };
-    Ok((field("VmRSS:").context("VmRSS missing")?, field("VmHWM:").context("VmHWM missing")?))
+    Ok((
+        status_field_mib(&status, "VmRSS:").context("VmRSS missing")?,
+        status_field_mib(&status, "VmHWM:").context("VmHWM missing")?,
+    ))
+}
+
+/// One kB field (e.g. `RssAnon:`) of a /proc/PID/status text, in MiB.
+pub fn status_field_mib(status: &str, name: &str) -> Option<f64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
 }
 
 pub async fn client(addr: &str) -> anyhow::Result<RegistryClient<Channel>> {
