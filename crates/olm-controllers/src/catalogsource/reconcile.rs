@@ -345,6 +345,7 @@ pub fn run(
         futures::future::ready(None::<ObjectRef<CatalogSource>>)
     });
     let controller = Controller::for_shared_stream(state.catalogs.subscribe(), store)
+        .with_config(crate::runtime::controller::controller_config())
         .reconcile_on(deletions)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);

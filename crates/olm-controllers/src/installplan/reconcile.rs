@@ -500,6 +500,7 @@ pub fn run(
     let state = ctx.state.clone();
     let plans_store = state.plans.store().clone();
     let controller = Controller::for_shared_stream(state.plans.subscribe(), state.plans.store().clone())
+        .with_config(crate::runtime::controller::controller_config())
         // A group appearing, or finding its ServiceAccount, lets waiting plans of its namespace go on.
         .watches_shared_stream(state.groups.subscribe(), move |group: Arc<OperatorGroup>| {
             plans_store

@@ -229,6 +229,7 @@ pub fn run(
     let state = ctx.state.clone();
     let singleton = || vec![ObjectRef::<OLMConfig>::new(OLM_CONFIG_NAME)];
     let controller = Controller::for_shared_stream(state.olm_configs.subscribe(), state.olm_configs.store().clone())
+        .with_config(crate::runtime::controller::controller_config())
         // Any CSV or namespace change can add or remove an expected copy. Requests for the one
         // singleton are deduplicated by the controller's queue.
         .watches_shared_stream(state.csvs.subscribe(), move |_csv: Arc<ClusterServiceVersion>| singleton())

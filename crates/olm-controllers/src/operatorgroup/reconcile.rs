@@ -180,6 +180,7 @@ pub fn run(
             .collect::<Vec<_>>()
     };
     let controller = Controller::for_shared_stream(state.groups.subscribe(), groups_store)
+        .with_config(crate::runtime::controller::controller_config())
         // Another group appearing or leaving changes MultipleOperatorGroup on its peers.
         .watches_shared_stream(state.groups.subscribe(), move |g: Arc<OperatorGroup>| {
             in_namespace(&peers_store, g.namespace())

@@ -57,6 +57,17 @@ impl<S> ControllerContext<S> {
     }
 }
 
+/// Most reconciles one controller runs at once. Unbounded (kube's default), a burst of
+/// changes (hundreds of namespaces created together) starts hundreds of reconciles, each with
+/// its own API connection and working set, that only queue up at the API server; a bound
+/// keeps the same throughput on a busy server with a fraction of the memory.
+pub const RECONCILE_CONCURRENCY: u16 = 16;
+
+/// The runtime settings every controller uses.
+pub fn controller_config() -> kube::runtime::controller::Config {
+    kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY)
+}
+
 /// The field manager used by controller `name`.
 pub fn field_manager(name: &str) -> String {
     format!("olm/{name}")

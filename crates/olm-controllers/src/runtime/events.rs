@@ -67,7 +67,8 @@ const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 /// starts a new Event, which loses nothing a user reads.
 const SERIES_LIMIT: usize = 1024;
 
-/// What makes two Events the same one repeated.
+/// What makes two Events the same one repeated. Only its hash is remembered
+/// ([`SeriesKey::id`]): the strings would cost far more than the Event name kept with it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct SeriesKey {
     regarding_uid: String,
@@ -77,6 +78,17 @@ struct SeriesKey {
     warning: bool,
     /// The message too: a new message is new information, never folded into an old Event.
     message: String,
+}
+
+impl SeriesKey {
+    /// A 64-bit hash of the key: two different Events collide with odds of about 1 in 10^13
+    /// among the 1024 remembered, and a collision only counts a repeat on the wrong Event.
+    fn id(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::hash::DefaultHasher::new();
+        self.hash(&mut hasher);
+        hasher.finish()
+    }
 }
 
 /// A published Event, as much as a repeat needs to count on it.
@@ -92,7 +104,7 @@ pub struct EventPublisher {
     client: Client,
     controller: String,
     instance: String,
-    recent: Arc<Mutex<HashMap<SeriesKey, Published>>>,
+    recent: Arc<Mutex<HashMap<u64, Published>>>,
 }
 
 impl EventPublisher {
@@ -132,7 +144,8 @@ impl EventPublisher {
             action: note.action.clone(),
             warning: note.severity == Severity::Warning,
             message: message.clone(),
-        };
+        }
+        .id();
         let now = Instant::now();
         let repeat = {
             let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
@@ -204,8 +217,8 @@ impl EventPublisher {
     }
 }
 
-fn forget_oldest(recent: &mut HashMap<SeriesKey, Published>, count: usize) {
-    let mut by_age: Vec<(Instant, SeriesKey)> = recent.iter().map(|(k, p)| (p.last, k.clone())).collect();
+fn forget_oldest(recent: &mut HashMap<u64, Published>, count: usize) {
+    let mut by_age: Vec<(Instant, u64)> = recent.iter().map(|(k, p)| (p.last, *k)).collect();
     by_age.sort_by_key(|(last, _)| *last);
     for (_, key) in by_age.into_iter().take(count) {
         recent.remove(&key);
@@ -216,7 +229,7 @@ fn forget_oldest(recent: &mut HashMap<SeriesKey, Published>, count: usize) {
 mod tests {
     use super::*;
 
-    fn key(n: usize) -> SeriesKey {
+    fn key(n: usize) -> u64 {
         SeriesKey {
             regarding_uid: format!("uid-{n}"),
             regarding: format!("ClusterServiceVersion/ns-{n}/csv"),
@@ -225,12 +238,13 @@ mod tests {
             warning: false,
             message: "install strategy completed with no errors".into(),
         }
+        .id()
     }
 
     #[test]
     fn the_oldest_published_events_are_forgotten_first() {
         let start = Instant::now();
-        let mut recent: HashMap<SeriesKey, Published> = (0..10)
+        let mut recent: HashMap<u64, Published> = (0..10)
             .map(|n| {
                 let last = start + Duration::from_millis(n as u64);
                 (key(n), Published { name: format!("e{n}"), count: 1, last })

@@ -31,6 +31,7 @@
 pub mod admin;
 pub mod backoff;
 pub mod cache;
+pub mod client;
 pub mod controller;
 pub mod decision;
 pub mod error;

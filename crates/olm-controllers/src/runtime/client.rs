@@ -1,0 +1,48 @@
+//! The API client of `olm run`: kube's request stack (base URI, retries, credentials, extra
+//! headers) over a connection pool that keeps few idle connections.
+
+use std::time::Duration;
+
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::client::ConfigExt;
+use kube::client::retry::RetryPolicy;
+use tower::retry::RetryLayer;
+use tower::{BoxError, ServiceBuilder};
+
+/// Idle connections kept to the API server. Over HTTP/1.1 every concurrent request needs its
+/// own connection; kube's default pool keeps every one of them for 90 s after a burst, each
+/// with its TLS state and a read buffer grown to the largest response it carried (tens of
+/// KiB): memory that grew with the burst, so with the number of namespaces.
+const MAX_IDLE_CONNECTIONS: usize = 8;
+
+/// How long an idle connection above is kept.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A client for `config` whose pool keeps at most [`MAX_IDLE_CONNECTIONS`] idle connections.
+pub fn build(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    let http_client: HttpClient<_, kube::client::Body> = HttpClient::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
+        .pool_idle_timeout(IDLE_TIMEOUT)
+        .build(connector);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(
+            config
+                .default_retry
+                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+        )
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(BoxError::from)
+        .service(http_client);
+    Ok(kube::Client::new(service, config.default_namespace))
+}
