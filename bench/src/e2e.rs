@@ -189,8 +189,13 @@ fn probe_followers(tools: &Tools, layout: &olm_dev::Layout, work: &Path, when: &
     Ok(out)
 }
 
-fn inventory(layout: &olm_dev::Layout) -> Vec<KindCount> {
+/// Count and size the cached kinds; with `keep`, also write each kind's list there (for
+/// looking at what the caches hold).
+fn inventory(layout: &olm_dev::Layout, keep: Option<&Path>) -> Vec<KindCount> {
     let mut out = Vec::new();
+    if let Some(dir) = keep {
+        let _ = std::fs::create_dir_all(dir);
+    }
     for (kind, selector) in CACHED_KINDS {
         // kubectl leaves managedFields out unless asked; a watch cache gets them.
         let mut args = vec!["get", kind, "-A", "-o", "json", "--show-managed-fields"];
@@ -199,6 +204,10 @@ fn inventory(layout: &olm_dev::Layout) -> Vec<KindCount> {
         }
         let Ok(text) = kubectl(layout, &args, None) else { continue };
         let Ok(list) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+        if let Some(dir) = keep {
+            let file = format!("{}.json", kind.split('.').next().unwrap_or(kind));
+            let _ = std::fs::write(dir.join(file), &text);
+        }
         let items = list.get("items").and_then(serde_json::Value::as_array).map(Vec::as_slice).unwrap_or_default();
         let size = |v: Option<&serde_json::Value>| v.map_or(0, |v| serde_json::to_string(v).map_or(0, |t| t.len()));
         let json_bytes = items.iter().map(|i| size(Some(i))).sum();
@@ -920,7 +929,7 @@ fn scale(
     }
     let idle = read_memory(&started.procs);
     save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-idle.txt")));
-    let inventory_idle = inventory(layout);
+    let inventory_idle = inventory(layout, None);
     let followers_idle = if imp == Impl::Ours { probe_followers(tools, layout, work, "idle")? } else { Vec::new() };
 
     // Objects: the AllNamespaces operator first, then the N namespaces, spread over a few files
@@ -985,7 +994,10 @@ fn scale(
     let copied_at_end = state.copied();
     let csvs_at_end = state.csvs.len();
     drop(watch);
-    let inventory_end = inventory(layout);
+    let inventory_end = inventory(
+        layout,
+        Some(&work.join(format!("e2e-{tag}-scale-inventory"))),
+    );
     let followers = if imp == Impl::Ours {
         let end = probe_followers(tools, layout, work, "end")?;
         followers_idle.into_iter().zip(end).map(|((set, idle), (_, end))| (set, idle, end)).collect()

@@ -483,12 +483,17 @@ catalogsource/operator.rs). What the caches leave out (runtime/cache.rs `watch_t
 last-applied copy of every object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's \
 copy-hash annotations), the icon, description, keywords, maintainers, links, related images, CRD descriptors and \
 alm-examples of every other CSV (a copy is written from a fresh read of its original), the schemas of CRDs, the rules \
-kube-controller-manager aggregates into OperatorGroup ClusterRoles, and the step manifests of Complete InstallPlans; one Subscription cache serves both controllers that read Subscriptions. What is left is the decoded form of \
-what reconciles do read. (2) **The leader's growth beyond the all-controllers follower** comes from the installing itself \
-(not measured apart): Events remembered for counting repeats (at most 1024, runtime/events.rs), each subscriber of a cache \
-has an unbounded channel of changed objects, and allocator pages not yet given back (jemalloc purges freed pages after a \
-second, from a background thread: .cargo/config.toml). (3) **The goal** (a tenth of upstream's growth) puts ours below the \
-compact JSON of the objects each namespace adds (inventory table): only caches that keep a small, purpose-built part of \
-each object could reach it. (4) **Reconciles** (table above): a controller whose reconciles per namespace run far above one \
+kube-controller-manager aggregates into OperatorGroup ClusterRoles, the pod templates of operator Deployments (drift is \
+told by the generation at which OLM applied or last checked each one, csv/deployment.rs `VerifiedSpecs`; a Deployment \
+changed since is read whole once), and the steps and bundle lookups of Complete InstallPlans; one Subscription cache \
+serves both controllers that read Subscriptions. What is left is the decoded form of what reconciles do read. (2) **The \
+leader's growth beyond the all-controllers follower** comes from the installing itself: reconciles in flight (at most 16 \
+per controller, runtime/controller.rs), API connections (over HTTP/1.1 each request in flight has one, with its TLS state \
+and read buffer; at most 8 stay idle, runtime/client.rs), Events remembered for counting repeats (at most 1024 hashes, \
+runtime/events.rs), and allocator pages not yet given back (jemalloc purges freed pages after a second, from a background \
+thread: .cargo/config.toml; the caches' thread allocates from an arena of its own, so the objects they keep do not hold \
+pages of the reconciles' short-lived allocations resident). (3) **What is left** is below the compact JSON of the objects \
+each namespace adds (inventory table); going further needs caches that keep a small, purpose-built part of each object \
+instead of k8s-openapi's structs (a Deployment is 2.4 KiB before any of its strings). (4) **Reconciles** (table above): a controller whose reconciles per namespace run far above one \
 or two is re-reconciling on other objects' changes; that traffic also slows the API server for everyone during the run (a \
 namespace event reconciles only the OperatorGroups whose targets it can change).";

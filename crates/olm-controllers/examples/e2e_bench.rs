@@ -242,6 +242,7 @@ async fn main() -> anyhow::Result<()> {
     let manager = Manager::start(
         client.clone(),
         ManagerConfig {
+            cache_thread_init: None,
             controllers: Vec::new(),
             admin_addr: None,
             leader_election: None,

@@ -117,6 +117,11 @@ pub struct ManagerConfig {
     pub admin_addr: Option<SocketAddr>,
     /// Lease-based leader election (None = always lead).
     pub leader_election: Option<LeaderElectionConfig>,
+    /// Run the watch caches on a thread of their own, started with this function (None = on
+    /// the caller's runtime). The binary binds that thread to an allocator arena of its own,
+    /// so the objects the caches keep for long are not scattered among the short-lived
+    /// allocations of reconciles (which would keep pages resident after a burst).
+    pub cache_thread_init: Option<fn()>,
 }
 
 /// Running controllers; `stop` shuts them down gracefully.
@@ -142,6 +147,9 @@ impl Manager {
         let metrics = Arc::new(Metrics::new());
         let readiness = Readiness::default();
         let mut caches = Caches::new(readiness.clone());
+        if let Some(init) = config.cache_thread_init {
+            caches = caches.on_own_thread(init);
+        }
         let mut tasks = Vec::new();
 
         let (leadership, leader_task) = match config.leader_election.clone() {
@@ -212,10 +220,12 @@ impl Manager {
                     csv::reconcile::trim_cached_crd,
                 ),
                 service_accounts: service_accounts.clone(),
-                deployments: caches.watch(
+                deployments: caches.watch_trimmed(
                     Api::<Deployment>::all(client.clone()),
                     watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
+                    csv::deployment::trim_cached_deployment,
                 ),
+                verified_specs: csv::deployment::VerifiedSpecs::default(),
                 namespaces: namespaces.clone(),
                 cluster_roles: cluster_roles.clone(),
                 olm_configs: olm_configs.clone(),

@@ -6,6 +6,7 @@ mod cli;
 
 // jemalloc, configured in .cargo/config.toml: glibc malloc kept up to twice the live heap
 // resident after the bursts of decoding a watch cache goes through.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -55,16 +55,17 @@ pub struct Shared<'a> {
     pub subscriptions: Option<&'a Cache<Subscription>>,
 }
 
-/// A finished plan's steps keep their object manifests on the server, but nothing reads them
-/// again: the cache keeps the steps without them (a plan's manifests are most of its size,
-/// and one plan stays per install in every namespace).
-fn trim_finished_plan(plan: &mut InstallPlan) {
+/// What the cache keeps of a Complete plan: its phase, conditions and message (what a
+/// Subscription reports), not its steps or bundle lookups. Nothing reads those again once the
+/// plan is Complete, and the steps (with their object manifests) are most of a plan's size;
+/// one plan stays per install in every namespace.
+pub fn trim_finished_plan(plan: &mut InstallPlan) {
     if let Some(status) = plan.status.as_mut()
         && status.phase == InstallPlanPhase::Complete
     {
-        for step in status.plan.iter_mut().flatten() {
-            step.resource.manifest = None;
-        }
+        status.plan = None;
+        status.bundle_lookups = None;
+        status.catalog_sources = Vec::new();
     }
 }
 
@@ -145,11 +146,11 @@ mod tests {
     }
 
     #[test]
-    fn only_a_complete_plan_loses_its_step_manifests() {
+    fn only_a_complete_plan_loses_its_steps() {
         let mut complete = plan(InstallPlanPhase::Complete);
         trim_finished_plan(&mut complete);
-        assert_eq!(manifests(&complete), [None]);
-        assert_eq!(complete.status.as_ref().and_then(|s| s.plan.as_ref()).map(Vec::len), Some(1), "the steps stay");
+        assert_eq!(manifests(&complete), Vec::<Option<String>>::new());
+        assert_eq!(complete.status.as_ref().map(|s| &s.phase), Some(&InstallPlanPhase::Complete), "the phase stays");
 
         let mut installing = plan(InstallPlanPhase::Installing);
         trim_finished_plan(&mut installing);

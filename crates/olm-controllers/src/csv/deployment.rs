@@ -1,7 +1,8 @@
 //! The `deployment` install strategy, pure part: the Deployments a CSV wants, their spec hash,
 //! drift detection and health.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
@@ -31,6 +32,74 @@ pub fn subscription_for<'a>(
             .find(|s| s.status.as_ref().and_then(pick).is_some_and(|n| *n == name))
     };
     naming(|st| st.installed_csv.as_ref()).or_else(|| naming(|st| st.current_csv.as_ref()))
+}
+
+/// What the watch cache keeps of an operator Deployment: everything but its pod spec (most of
+/// its decoded size). Drift is told without it: a pod spec OLM wrote, or read and found as
+/// wanted, is remembered by the Deployment's generation ([`VerifiedSpecs`]); any later change
+/// to the spec bumps the generation, and only then is the Deployment read whole again.
+pub fn trim_cached_deployment(deployment: &mut Deployment) {
+    if let Some(spec) = deployment.spec.as_mut() {
+        // The template's metadata too: its annotations are every CSV annotation, and the spec
+        // hash label covers them.
+        spec.template = Default::default();
+    }
+}
+
+/// Whether `deployment` is a cached copy without its pod spec ([`trim_cached_deployment`]).
+/// The API server never stores a Deployment without one.
+pub fn is_trimmed(deployment: &Deployment) -> bool {
+    deployment
+        .spec
+        .as_ref()
+        .is_some_and(|spec| spec.template.spec.is_none())
+}
+
+/// The generation of every operator Deployment whose spec holds what its CSV wants, by uid:
+/// written after OLM applies one and after a full read passes the drift check.
+#[derive(Clone, Default)]
+pub struct VerifiedSpecs(Arc<Mutex<HashMap<String, i64>>>);
+
+impl VerifiedSpecs {
+    /// Whether `deployment`'s spec is the one verified (same uid, same generation).
+    pub fn holds(&self, deployment: &Deployment) -> bool {
+        let (Some(uid), Some(generation)) = (
+            deployment.metadata.uid.as_ref(),
+            deployment.metadata.generation,
+        ) else {
+            return false;
+        };
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(uid)
+            == Some(&generation)
+    }
+
+    /// Remember `deployment`'s spec, as it is at its generation, as verified.
+    pub fn remember(&self, deployment: &Deployment) {
+        if let (Some(uid), Some(generation)) = (
+            deployment.metadata.uid.clone(),
+            deployment.metadata.generation,
+        ) {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(uid, generation);
+        }
+    }
+
+    /// Forget the Deployments whose uid `live` does not accept (deleted ones); run when the
+    /// memory holds more entries than `bound`.
+    pub fn prune(&self, bound: usize, live: impl Fn(&str) -> bool) {
+        let mut verified = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if verified.len() > bound {
+            verified.retain(|uid, _| live(uid));
+        }
+    }
 }
 
 /// Annotations never copied onto pod templates: client-side apply bookkeeping can be larger
@@ -198,6 +267,18 @@ pub fn check_drift(desired: &Deployment, actual: Option<&Deployment>) -> Result<
     let Some(actual) = actual else {
         return Err(DeploymentProblem::Missing(format!("deployment {name} not found")));
     };
+    let wanted_hash = desired.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL);
+    if is_trimmed(actual) {
+        // The reconcile passes a trimmed Deployment only when its spec is verified at this
+        // generation (see `VerifiedSpecs`): the spec is what was applied for this hash, which
+        // covers the pod template's annotations too.
+        return match actual.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL) == wanted_hash {
+            true => Ok(()),
+            false => Err(DeploymentProblem::Updated(format!(
+                "deployment {name} has an outdated spec hash, updating it"
+            ))),
+        };
+    }
     let wanted_annotations = desired
         .spec
         .as_ref()
@@ -217,7 +298,6 @@ pub fn check_drift(desired: &Deployment, actual: Option<&Deployment>) -> Result<
             )));
         }
     }
-    let wanted_hash = desired.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL);
     if actual.labels().get(keys::DEPLOYMENT_SPEC_HASH_LABEL) != wanted_hash {
         return Err(DeploymentProblem::Updated(format!(
             "deployment {name} has an outdated spec hash, updating it"
@@ -286,5 +366,73 @@ mod tests {
         assert!(json_contains(&actual, &json!({"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}})));
         assert!(!json_contains(&actual, &json!({"template": {"spec": {"containers": [{"name": "a", "image": "z"}]}}})));
         assert!(!json_contains(&actual, &json!({"replicas": 2})));
+    }
+
+    fn deployment(uid: &str, generation: i64, image: &str) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": "op", "uid": uid, "generation": generation,
+                         "labels": {keys::DEPLOYMENT_SPEC_HASH_LABEL: "h1"}},
+            "spec": {"selector": {}, "template": {"metadata": {"annotations": {"a": "1"}},
+                     "spec": {"containers": [{"name": "op", "image": image}]}}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_trimmed_deployment_keeps_its_spec_hash_but_not_its_pod_template() {
+        let mut cached = deployment("u1", 3, "op:1");
+        trim_cached_deployment(&mut cached);
+        assert!(is_trimmed(&cached));
+        assert_eq!(
+            cached
+                .labels()
+                .get(keys::DEPLOYMENT_SPEC_HASH_LABEL)
+                .map(String::as_str),
+            Some("h1")
+        );
+        assert!(!is_trimmed(&deployment("u1", 3, "op:1")));
+    }
+
+    #[test]
+    fn a_verified_spec_holds_until_the_generation_or_the_object_changes() {
+        let verified = VerifiedSpecs::default();
+        let applied = deployment("u1", 3, "op:1");
+        assert!(
+            !verified.holds(&applied),
+            "nothing is verified before it is remembered"
+        );
+        verified.remember(&applied);
+        assert!(verified.holds(&deployment("u1", 3, "op:1")));
+        assert!(
+            !verified.holds(&deployment("u1", 4, "op:1")),
+            "someone changed the spec"
+        );
+        assert!(
+            !verified.holds(&deployment("u2", 3, "op:1")),
+            "a recreated Deployment is another object"
+        );
+        verified.prune(0, |uid| uid != "u1");
+        assert!(!verified.holds(&applied), "pruned once deleted");
+    }
+
+    #[test]
+    fn drift_of_a_trimmed_deployment_is_told_by_its_spec_hash() {
+        let desired = deployment("", 0, "op:1");
+        let mut cached = deployment("u1", 3, "op:2");
+        trim_cached_deployment(&mut cached);
+        assert_eq!(check_drift(&desired, Some(&cached)), Ok(()));
+        let mut other_hash = cached.clone();
+        other_hash
+            .labels_mut()
+            .insert(keys::DEPLOYMENT_SPEC_HASH_LABEL.into(), "h2".into());
+        assert!(matches!(
+            check_drift(&desired, Some(&other_hash)),
+            Err(DeploymentProblem::Updated(_))
+        ));
+        // Read whole, the changed image is drift.
+        assert!(matches!(
+            check_drift(&desired, Some(&deployment("u1", 3, "op:2"))),
+            Err(DeploymentProblem::Updated(_))
+        ));
     }
 }

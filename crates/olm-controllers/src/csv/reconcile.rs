@@ -51,8 +51,11 @@ pub struct CsvState {
     pub crds: Cache<CustomResourceDefinition>,
     /// Every ServiceAccount.
     pub service_accounts: Cache<ServiceAccount>,
-    /// Deployments labelled `olm.owner.kind=ClusterServiceVersion`.
+    /// Deployments labelled `olm.owner.kind=ClusterServiceVersion`, without their pod specs
+    /// (`deployment::trim_cached_deployment`).
     pub deployments: Cache<Deployment>,
+    /// The operator Deployments whose pod spec is known to be as wanted.
+    pub verified_specs: super::deployment::VerifiedSpecs,
     /// Every Namespace.
     pub namespaces: Cache<Namespace>,
     /// ClusterRoles labelled `olm.managed=true`.
@@ -392,13 +395,29 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         None
     };
     let strategy_names: BTreeSet<String> = csv.spec.strategy_deployment_names().map(str::to_owned).collect();
-    let deployments: BTreeMap<String, Deployment> = state
-        .deployments
-        .list_in(&namespace)
-        .into_iter()
-        .filter(|d| strategy_names.contains(&d.name_any()) || super::deployment::owned_by(d.labels(), &csv))
-        .map(|d| (d.name_any(), (*d).clone()))
-        .collect();
+    // The cache has no pod specs: a Deployment whose spec is not verified at its current
+    // generation (changed by someone, or first seen since this process started) is read whole.
+    let mut deployments: BTreeMap<String, Deployment> = BTreeMap::new();
+    let mut read_whole = Vec::new();
+    for cached in state.deployments.list_in(&namespace) {
+        let dep_name = cached.name_any();
+        if !strategy_names.contains(&dep_name) && !super::deployment::owned_by(cached.labels(), &csv) {
+            continue;
+        }
+        if state.verified_specs.holds(&cached) {
+            deployments.insert(dep_name, (*cached).clone());
+            continue;
+        }
+        let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+        match api.get_opt(&dep_name).await {
+            Ok(Some(full)) => {
+                read_whole.push(dep_name.clone());
+                deployments.insert(dep_name, full);
+            }
+            Ok(None) => {}
+            Err(err) => return Err(Error::api(format!("read Deployment {namespace}/{dep_name}"), err)),
+        }
+    }
     let all_csvs = state.csvs.list();
     let peers: Vec<&ClusterServiceVersion> = all_csvs
         .iter()
@@ -489,6 +508,8 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         copied_csvs_disabled,
     };
 
+    remember_verified_specs(state, &observed, &read_whole);
+
     // Decide.
     let mut decision = decide(&observed, now);
 
@@ -545,6 +566,36 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     Ok(action_for(decision.requeue_after))
 }
 
+/// Remember the Deployments just read whole whose spec holds what the CSV wants, so that later
+/// reconciles take them from the cache (drift is still told by their generation).
+fn remember_verified_specs(state: &CsvState, observed: &Observed<'_>, read_whole: &[String]) {
+    if read_whole.is_empty() {
+        return;
+    }
+    let desired = super::decide::desired_deployments(
+        observed.csv,
+        observed.subscription_config,
+        observed.serving_certs,
+    );
+    for want in &desired {
+        let name = want.name_any();
+        if !read_whole.contains(&name) {
+            continue;
+        }
+        if let Some(actual) = observed.deployments.get(&name)
+            && super::deployment::check_drift(want, Some(actual)).is_ok()
+        {
+            state.verified_specs.remember(actual);
+        }
+    }
+    let cached = state.deployments.list();
+    state.verified_specs.prune(2 * cached.len() + 64, |uid| {
+        cached
+            .iter()
+            .any(|d| d.metadata.uid.as_deref() == Some(uid))
+    });
+}
+
 /// The client for the operator's Deployments: the ServiceAccount named by the namespace's
 /// OperatorGroup (`spec.serviceAccountName`), as upstream does, else OLM's own. Built per call
 /// (Deployments are written rarely); see `crate::scoped_client`.
@@ -595,8 +646,14 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
             }
             CsvAction::ApplyDeployment(deployment) => {
                 let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
-                server_side_apply(&api, Some(&namespace), deployment.as_ref(), &apply).await?;
-                tracing::info!(deployment = %deployment.name_any(), "applied deployment");
+                let dep_name = deployment.name_any();
+                let applied = api
+                    .patch(&dep_name, &apply, &Patch::Apply(deployment.as_ref()))
+                    .await
+                    .map_err(|err| Error::api(format!("apply Deployment {namespace}/{dep_name}"), err))?;
+                // What was just applied is what the CSV wants, at the generation returned.
+                ctx.state.verified_specs.remember(&applied);
+                tracing::info!(deployment = %dep_name, "applied deployment");
             }
             CsvAction::DeleteDeployment(dep_name) => {
                 let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
@@ -1167,6 +1224,7 @@ pub fn run(
     let by_validating = move |config: Arc<ValidatingWebhookConfiguration>| by_owner_labels(config.labels());
     let by_mutating = move |config: Arc<MutatingWebhookConfiguration>| by_owner_labels(config.labels());
     let controller = Controller::for_shared_stream(state.csvs.subscribe(), store)
+        .with_config(crate::runtime::controller::controller_config())
         .watches_shared_stream(state.api_services.subscribe(), by_api_service)
         .watches_shared_stream(state.validating_webhooks.subscribe(), by_validating)
         .watches_shared_stream(state.mutating_webhooks.subscribe(), by_mutating)

@@ -103,6 +103,21 @@ where
     }
 }
 
+/// What a cache does to every object before storing it: drop what no controller reads and
+/// every object may carry, then `trim` it the way its cache asks.
+pub fn prepare<K: Resource>(obj: &mut K, trim: fn(&mut K)) {
+    let meta = obj.meta_mut();
+    // No controller reads managedFields, and they are often a third of an object: keeping them
+    // would grow memory with every namespace for nothing.
+    meta.managed_fields = None;
+    // kubectl's client-side apply keeps a whole second copy of the object here; no controller
+    // reads it.
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
+    trim(obj);
+}
+
 /// The set of caches of a process. Create caches, subscribe controllers, then `start`.
 /// Dropping the set stops its watches.
 #[derive(Default)]
@@ -110,6 +125,9 @@ pub struct Caches {
     readiness: Readiness,
     pending: Vec<BoxFuture<'static, Vec<tokio::task::JoinHandle<()>>>>,
     running: Vec<tokio::task::JoinHandle<()>>,
+    /// Where the watches run (decoding and storing objects): a dedicated thread's runtime, or
+    /// the caller's when None.
+    watch_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Drop for Caches {
@@ -128,7 +146,32 @@ impl Caches {
             readiness,
             pending: Vec::new(),
             running: Vec::new(),
+            watch_runtime: None,
         }
+    }
+
+    /// Run the watches on a dedicated thread (a single-threaded runtime), which calls `init`
+    /// first. Falls back to the caller's runtime when the thread cannot be started.
+    pub fn on_own_thread(mut self, init: fn()) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let started = std::thread::Builder::new().name("olm-caches".into()).spawn(move || {
+            init();
+            match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => {
+                    let _ = tx.send(Some(runtime.handle().clone()));
+                    // Runs until the process exits; the watch tasks are aborted with their set.
+                    runtime.block_on(std::future::pending::<()>());
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "cannot start the caches' runtime; watches run on the main one");
+                    let _ = tx.send(None);
+                }
+            }
+        });
+        if started.is_ok() {
+            self.watch_runtime = rx.recv().ok().flatten();
+        }
+        self
     }
 
     /// The readiness tracker the caches report to.
@@ -165,6 +208,7 @@ impl Caches {
             synced: synced_rx,
         };
         let readiness = self.readiness.clone();
+        let watch_runtime = self.watch_runtime.clone();
         self.pending.push(Box::pin(async move {
             let ready_store = store.clone();
             let ready_name = name.clone();
@@ -175,21 +219,10 @@ impl Caches {
                     synced_tx.send_replace(true);
                 }
             });
-            let watch_task = tokio::spawn(async move {
+            let watch = async move {
                 watcher(api, config)
                     .default_backoff()
-                    // No controller reads managedFields, and they are often a third of an
-                    // object: keeping them would grow memory with every namespace for nothing.
-                    .modify(move |obj| {
-                        let meta = obj.meta_mut();
-                        meta.managed_fields = None;
-                        // kubectl's client-side apply keeps a whole second copy of the object
-                        // here; no controller reads it.
-                        if let Some(annotations) = meta.annotations.as_mut() {
-                            annotations.remove(LAST_APPLIED_ANNOTATION);
-                        }
-                        trim(obj);
-                    })
+                    .modify(move |obj| prepare(obj, trim))
                     .reflect(writer)
                     .for_each(|event| {
                         match event {
@@ -207,7 +240,11 @@ impl Caches {
                         futures::future::ready(())
                     })
                     .await;
-            });
+            };
+            let watch_task = match &watch_runtime {
+                Some(runtime) => runtime.spawn(watch),
+                None => tokio::spawn(watch),
+            };
             vec![ready_task, watch_task]
         }));
         cache

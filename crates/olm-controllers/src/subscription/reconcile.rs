@@ -92,10 +92,11 @@ pub fn package_of(csv: &ClusterServiceVersion) -> Option<String> {
 }
 
 fn plan_view(plan: &InstallPlan) -> PlanView {
-    let status = plan.status.clone().unwrap_or_default();
+    // Borrowed: a plan being installed carries every step's manifest.
+    let status = plan.status.as_ref();
     let failed_reason = status
-        .conditions
-        .iter()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
         .flatten()
         .find(|c| c.type_ == Some(InstallPlanConditionType::Installed))
         .and_then(|c| c.reason.as_ref().map(|r| r.as_str().to_owned()));
@@ -103,9 +104,9 @@ fn plan_view(plan: &InstallPlan) -> PlanView {
         name: plan.name_any(),
         uid: plan.uid().unwrap_or_default(),
         generation: plan.spec.generation,
-        phase: status.phase,
+        phase: status.map_or(InstallPlanPhase::None, |s| s.phase.clone()),
         failed_reason,
-        message: status.message,
+        message: status.and_then(|s| s.message.clone()),
     }
 }
 
@@ -661,6 +662,7 @@ pub fn run(
         futures::stream::iter(subs_in(&s4, scope.as_deref()))
     });
     let controller = Controller::for_shared_stream(state.subscriptions.subscribe(), store)
+        .with_config(crate::runtime::controller::controller_config())
         .watches_shared_stream(state.plans.subscribe(), move |plan: Arc<InstallPlan>| {
             let namespace = plan.namespace().unwrap_or_default();
             plan.owner_references()

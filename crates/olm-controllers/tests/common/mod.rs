@@ -110,6 +110,7 @@ async fn start_manager(kubeconfig: PathBuf) -> anyhow::Result<std::net::SocketAd
                 let manager = Manager::start(
                     client,
                     ManagerConfig {
+                        cache_thread_init: None,
                         controllers: Vec::new(),
                         admin_addr: Some("127.0.0.1:0".parse()?),
                         leader_election: None,

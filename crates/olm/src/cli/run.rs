@@ -66,7 +66,7 @@ async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
             .await
             .context("no cluster configuration found: pass --kubeconfig or set KUBECONFIG")?,
     };
-    kube::Client::try_from(config).context("cannot build a Kubernetes client")
+    olm_controllers::runtime::client::build(config).context("cannot build a Kubernetes client")
 }
 
 async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Result<ExitCode> {
@@ -84,9 +84,29 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
             controllers,
             admin_addr: Some(args.metrics_addr),
             leader_election,
+            cache_thread_init: cache_thread_init(),
         },
     )
     .await?;
+    #[cfg(feature = "jemalloc")]
+    if std::env::var_os("OLM_DEBUG_ALLOC").is_some() {
+        tokio::spawn(async {
+            use tikv_jemalloc_ctl::{epoch, stats};
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let _ = epoch::advance();
+                eprintln!(
+                    "ALLOC allocated={} active={} resident={} mapped={} retained={} metadata={}",
+                    stats::allocated::read().unwrap_or(0),
+                    stats::active::read().unwrap_or(0),
+                    stats::resident::read().unwrap_or(0),
+                    stats::mapped::read().unwrap_or(0),
+                    stats::retained::read().unwrap_or(0),
+                    stats::metadata::read().unwrap_or(0),
+                );
+            }
+        });
+    }
     if let Some(addr) = manager.admin_addr() {
         eprintln!("olm: controllers running; admin server on http://{addr} (/metrics, /healthz, /readyz)");
     }
@@ -94,6 +114,28 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
     eprintln!("olm: shutting down");
     manager.stop(Duration::from_secs(20)).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// With jemalloc, the caches' thread allocates from an arena of its own (see
+/// `ManagerConfig::cache_thread_init`).
+#[cfg(feature = "jemalloc")]
+fn cache_thread_init() -> Option<fn()> {
+    fn own_arena() {
+        use tikv_jemalloc_ctl::{Access, AsName};
+        let arena: Result<u32, _> = b"arenas.create\0".name().read();
+        match arena.and_then(|arena| b"thread.arena\0".name().write(arena)) {
+            Ok(()) => {}
+            Err(err) => {
+                eprintln!("olm: cannot give the caches an allocator arena of their own: {err}")
+            }
+        }
+    }
+    Some(own_arena)
+}
+
+#[cfg(not(feature = "jemalloc"))]
+fn cache_thread_init() -> Option<fn()> {
+    None
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {
