@@ -646,14 +646,10 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
             }
             CsvAction::ApplyDeployment(deployment) => {
                 let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
-                let dep_name = deployment.name_any();
-                let applied = api
-                    .patch(&dep_name, &apply, &Patch::Apply(deployment.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply Deployment {namespace}/{dep_name}"), err))?;
+                let applied = server_side_apply(&api, Some(&namespace), deployment.as_ref(), &apply).await?;
                 // What was just applied is what the CSV wants, at the generation returned.
                 ctx.state.verified_specs.remember(&applied);
-                tracing::info!(deployment = %dep_name, "applied deployment");
+                tracing::info!(deployment = %deployment.name_any(), "applied deployment");
             }
             CsvAction::DeleteDeployment(dep_name) => {
                 let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
@@ -941,12 +937,13 @@ where
     object.meta_mut().name = Some(name.clone());
     object.meta_mut().generate_name = None;
     let apply = PatchParams::apply(&ctx.field_manager()).force();
-    server_side_apply(&Api::<K>::all(ctx.client.clone()), None, &object, &apply).await
+    server_side_apply(&Api::<K>::all(ctx.client.clone()), None, &object, &apply).await.map(drop)
 }
 
-/// Server-side apply `object` (under its own name) through `api`; an error names the kind, the
-/// namespace (`None` for cluster-scoped kinds) and the name.
-async fn server_side_apply<K>(api: &Api<K>, namespace: Option<&str>, object: &K, params: &PatchParams) -> Result<()>
+/// Server-side apply `object` (under its own name) through `api`, returning the object as the
+/// server stored it; an error names the kind, the namespace (`None` for cluster-scoped kinds)
+/// and the name.
+async fn server_side_apply<K>(api: &Api<K>, namespace: Option<&str>, object: &K, params: &PatchParams) -> Result<K>
 where
     K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
@@ -954,8 +951,7 @@ where
     api.patch(&name, params, &Patch::Apply(object)).await.map_err(|err| {
         let at = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
         Error::api(format!("apply {} {at}{name}", K::kind(&())), err)
-    })?;
-    Ok(())
+    })
 }
 
 /// Apply a JSON patch to the CSV's finalizers. A failed `test` (422: the object changed since
