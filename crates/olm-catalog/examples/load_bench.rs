@@ -68,7 +68,7 @@ fn main() {
         use sha2::Digest as _;
         let mut hasher = sha2::Sha256::new();
         for meta in catalog.all_metas() {
-            hasher.update(meta.blob.as_bytes());
+            hasher.update(meta.blob.text().as_bytes());
         }
         hex::encode(hasher.finalize())
     };

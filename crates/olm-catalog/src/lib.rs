@@ -27,7 +27,7 @@ pub mod version;
 pub use error::{CatalogError, Problem};
 pub use model::{
     Bundle, Catalog, Channel, ChannelEntry, Constraint, ConstraintKind, DeprecationEntry,
-    DeprecationReference, Document, Gvk, Icon, JsonText, Meta, MetaFilter, Package,
+    Blob, DeprecationReference, Document, Gvk, Icon, JsonText, Meta, MetaFilter, Package,
     PackageProperty, PackageRequired, Property, PropertyKind, RelatedImage,
 };
 pub use render::{ObjectMode, RenderOptions};

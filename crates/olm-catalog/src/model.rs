@@ -7,6 +7,7 @@
 //! `Arc<Catalog>`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::borrow::Cow;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
@@ -52,7 +53,7 @@ pub struct Meta {
     pub package: String,
     pub name: String,
     /// Canonical JSON (compact, keys sorted), terminated by `\n`.
-    pub blob: Arc<str>,
+    pub blob: Blob,
     pub source: Option<Arc<Path>>,
 }
 
@@ -60,14 +61,15 @@ impl Meta {
     /// Build a meta from a JSON object: extract `schema`, `package`, `name`
     /// (case-insensitive keys, like opm) and encode the canonical blob.
     pub fn from_value(value: &Value, source: Option<Arc<Path>>) -> Result<Meta, String> {
-        Meta::from_value_with_ranges(value, source).map(|(meta, _)| meta)
+        Meta::from_value_with_ranges(value, source).map(|(meta, _, _)| meta)
     }
 
-    /// Like [`Meta::from_value`], also returning where each property value sits in the blob.
+    /// Like [`Meta::from_value`], also returning the blob's text and where each
+    /// property value sits in it.
     pub(crate) fn from_value_with_ranges(
         value: &Value,
         source: Option<Arc<Path>>,
-    ) -> Result<(Meta, Vec<Option<(usize, usize)>>), String> {
+    ) -> Result<(Meta, Vec<Option<(usize, usize)>>, String), String> {
         let Value::Object(map) = value else {
             return Err(format!(
                 "a catalog document must be a JSON/YAML object, found {}",
@@ -120,10 +122,11 @@ impl Meta {
                 schema,
                 package,
                 name,
-                blob: Arc::from(blob),
+                blob: Blob::new(&blob),
                 source,
             },
             ranges,
+            blob,
         ))
     }
 }
@@ -202,8 +205,115 @@ pub enum PropertyKind {
     Other,
 }
 
-/// Compact JSON text of a property value. Large values share the bytes of their
-/// bundle's blob instead of holding a copy. Dereferences to `str`.
+/// The canonical text of a catalog document, held LZ4-compressed when that pays.
+///
+/// A catalog's memory is mostly these texts (CSV metadata: CRD descriptions, examples,
+/// long descriptions), and each is read only when served; compressed they take about a
+/// third of the bytes, and decompressing one costs microseconds. Short texts, and texts
+/// that do not compress, are kept as they are.
+#[derive(Clone)]
+pub struct Blob(BlobRepr);
+
+#[derive(Clone)]
+enum BlobRepr {
+    Plain(Arc<str>),
+    Lz4 { len: u32, bytes: Arc<[u8]> },
+}
+
+impl Blob {
+    /// Texts shorter than this are not worth a decompression on every read.
+    const COMPRESS_FROM: usize = 1024;
+
+    /// Hold `text`, compressed when that saves at least an eighth of it.
+    pub fn new(text: &str) -> Blob {
+        if text.len() >= Self::COMPRESS_FROM
+            && let Ok(len) = u32::try_from(text.len())
+        {
+            let compressed = lz4_flex::block::compress(text.as_bytes());
+            if compressed.len() <= text.len() - text.len() / 8 {
+                return Blob(BlobRepr::Lz4 { len, bytes: Arc::from(compressed) });
+            }
+        }
+        Blob(BlobRepr::Plain(Arc::from(text)))
+    }
+
+    /// Length of the text (not of its compressed form).
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            BlobRepr::Plain(text) => text.len(),
+            BlobRepr::Lz4 { len, .. } => *len as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held in memory for the text.
+    pub fn stored_len(&self) -> usize {
+        match &self.0 {
+            BlobRepr::Plain(text) => text.len(),
+            BlobRepr::Lz4 { bytes, .. } => bytes.len(),
+        }
+    }
+
+    /// The text, decompressed when held compressed.
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.0 {
+            BlobRepr::Plain(text) => Cow::Borrowed(text),
+            BlobRepr::Lz4 { len, bytes } => {
+                // Only `Blob::new` makes these, from valid UTF-8, so neither step fails;
+                // were memory ever corrupted, an empty text fails JSON parsing loudly
+                // downstream instead of aborting the server.
+                let decoded = lz4_flex::block::decompress(bytes, *len as usize).unwrap_or_default();
+                Cow::Owned(String::from_utf8(decoded).unwrap_or_default())
+            }
+        }
+    }
+
+    /// `start..end` of the text.
+    fn slice(&self, start: usize, end: usize) -> Cow<'_, str> {
+        match self.text() {
+            Cow::Borrowed(text) => Cow::Borrowed(text.get(start..end).unwrap_or_default()),
+            Cow::Owned(text) => Cow::Owned(text.get(start..end).unwrap_or_default().to_string()),
+        }
+    }
+
+    fn is_compressed(&self) -> bool {
+        matches!(self.0, BlobRepr::Lz4 { .. })
+    }
+}
+
+impl From<&str> for Blob {
+    fn from(text: &str) -> Blob {
+        Blob::new(text)
+    }
+}
+
+impl PartialEq for Blob {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.text() == other.text()
+    }
+}
+impl Eq for Blob {}
+
+impl fmt::Debug for Blob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Blob")
+            .field("len", &self.len())
+            .field("stored", &self.stored_len())
+            .finish()
+    }
+}
+
+impl fmt::Display for Blob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+/// Compact JSON text of a property value. Large values share their bundle's blob
+/// instead of holding a copy; read the text with [`JsonText::text`].
 #[derive(Clone)]
 pub struct JsonText(JsonTextRepr);
 
@@ -211,7 +321,7 @@ pub struct JsonText(JsonTextRepr);
 enum JsonTextRepr {
     Owned(Box<str>),
     Shared {
-        blob: Arc<str>,
+        blob: Blob,
         start: u32,
         end: u32,
     },
@@ -222,10 +332,13 @@ impl JsonText {
         JsonText(JsonTextRepr::Owned(text.into_boxed_str()))
     }
 
-    /// The text at `start..end` of `blob`: shared when long, copied when short.
-    fn from_blob(blob: &Arc<str>, start: usize, end: usize) -> Option<JsonText> {
-        let text = blob.get(start..end)?;
-        if text.len() >= 64 && end <= u32::MAX as usize {
+    /// The text at `start..end` of `blob`, whose text is `plain`: shared when long,
+    /// copied when short. A compressed blob is shared only for values that make most of
+    /// it (a CSV's metadata), so reading a small value never decompresses a whole document.
+    fn from_blob(blob: &Blob, plain: &str, start: usize, end: usize) -> Option<JsonText> {
+        let text = plain.get(start..end)?;
+        let share_from = if blob.is_compressed() { Blob::COMPRESS_FROM } else { 64 };
+        if text.len() >= share_from && end <= u32::MAX as usize {
             Some(JsonText(JsonTextRepr::Shared {
                 blob: blob.clone(),
                 start: start as u32,
@@ -235,40 +348,44 @@ impl JsonText {
             Some(JsonText::owned(text.to_string()))
         }
     }
-}
 
-impl std::ops::Deref for JsonText {
-    type Target = str;
-    fn deref(&self) -> &str {
+    /// The JSON text.
+    pub fn text(&self) -> Cow<'_, str> {
         match &self.0 {
-            JsonTextRepr::Owned(s) => s,
-            JsonTextRepr::Shared { blob, start, end } => &blob[*start as usize..*end as usize],
+            JsonTextRepr::Owned(s) => Cow::Borrowed(s),
+            JsonTextRepr::Shared { blob, start, end } => blob.slice(*start as usize, *end as usize),
         }
     }
-}
 
-impl AsRef<str> for JsonText {
-    fn as_ref(&self) -> &str {
-        self
+    /// Length of the JSON text.
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            JsonTextRepr::Owned(s) => s.len(),
+            JsonTextRepr::Shared { start, end, .. } => (*end - *start) as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
 impl PartialEq for JsonText {
     fn eq(&self, other: &Self) -> bool {
-        **self == **other
+        self.len() == other.len() && self.text() == other.text()
     }
 }
 impl Eq for JsonText {}
 
 impl fmt::Debug for JsonText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
+        fmt::Debug::fmt(&*self.text(), f)
     }
 }
 
 impl fmt::Display for JsonText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self)
+        f.write_str(&self.text())
     }
 }
 
@@ -323,7 +440,7 @@ impl Property {
 
     /// The value as JSON (parsed on demand).
     pub fn value(&self) -> Value {
-        serde_json::from_str(&self.value_json).unwrap_or(Value::Null)
+        serde_json::from_str(&self.value_json.text()).unwrap_or(Value::Null)
     }
 
     /// `{"type": ..., "value": ...}`
@@ -927,7 +1044,7 @@ mod build {
 
     pub(crate) fn prepare(doc: Document) -> Prepared {
         let src = doc.source.as_deref();
-        let (meta, ranges) = match Meta::from_value_with_ranges(&doc.value, doc.source.clone()) {
+        let (meta, ranges, text) = match Meta::from_value_with_ranges(&doc.value, doc.source.clone()) {
             Ok(m) => m,
             Err(e) => return Prepared::Failed(Problem::new(e).file(src)),
         };
@@ -945,7 +1062,7 @@ mod build {
                     .package(&meta.package)
                     .channel(&meta.name)
             })),
-            SCHEMA_BUNDLE => Item::Bundle(parse_bundle(obj, &meta, &ranges).map_err(|e| {
+            SCHEMA_BUNDLE => Item::Bundle(parse_bundle(obj, &meta, &text, &ranges).map_err(|e| {
                 Problem::new(e)
                     .file(src)
                     .package(&meta.package)
@@ -1294,7 +1411,7 @@ mod build {
     /// Parse `properties`; with `blob`, values are taken from the blob's bytes.
     fn parse_properties_in(
         obj: &Map<String, Value>,
-        blob: Option<(&Arc<str>, &[Option<(usize, usize)>])>,
+        blob: Option<(&Blob, &str, &[Option<(usize, usize)>])>,
     ) -> Result<Vec<Property>, String> {
         // Ranges only exist for the exact key "properties".
         let exact = obj.contains_key("properties");
@@ -1305,11 +1422,11 @@ mod build {
                 .enumerate()
                 .map(|(i, p)| {
                     let text = match blob {
-                        Some((b, ranges)) if exact => ranges
+                        Some((b, text, ranges)) if exact => ranges
                             .get(i)
                             .copied()
                             .flatten()
-                            .and_then(|(s, e)| JsonText::from_blob(b, s, e)),
+                            .and_then(|(s, e)| JsonText::from_blob(b, text, s, e)),
                         _ => None,
                     };
                     Property::parse_with_text(p, text).map_err(|e| format!("properties[{i}]: {e}"))
@@ -1458,6 +1575,7 @@ mod build {
     fn parse_bundle(
         obj: &Map<String, Value>,
         meta: &Meta,
+        text: &str,
         ranges: &[Option<(usize, usize)>],
     ) -> Result<Bundle, String> {
         if meta.name.is_empty() {
@@ -1474,7 +1592,7 @@ mod build {
                 "image {image:?} is not a valid image reference: {err}"
             ));
         }
-        let properties = parse_properties_in(obj, Some((&meta.blob, ranges)))?;
+        let properties = parse_properties_in(obj, Some((&meta.blob, text, ranges)))?;
         let pkg_props: Vec<&PackageProperty> = properties
             .iter()
             .filter_map(|p| match &p.kind {
@@ -2017,6 +2135,49 @@ mod tests {
     }
 
     #[test]
+    fn large_blobs_are_held_compressed_and_read_back_whole() {
+        let description = "An operator that manages etcd clusters. ".repeat(100);
+        let mut big = bundle("p.v1.0.0", "1.0.0");
+        big["properties"].as_array_mut().unwrap().push(json!({"type": "olm.csv.metadata",
+            "value": {"description": description, "displayName": "P"}}));
+        let (cat, problems) = Catalog::build(docs(vec![
+            json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [{"name": "p.v1.0.0"}]}),
+            big.clone(),
+        ]));
+        assert!(problems.is_empty(), "{problems:?}");
+        let meta = cat.metas(MetaFilter { schema: Some(SCHEMA_BUNDLE), ..Default::default() }).next().unwrap();
+        assert!(meta.blob.is_compressed());
+        assert!(meta.blob.stored_len() * 4 < meta.blob.len(), "{:?}", meta.blob);
+        // The text read back is the canonical JSON of the document, byte for byte.
+        let mut canonical = to_canonical_string(&big);
+        canonical.push('\n');
+        assert_eq!(meta.blob.text(), canonical);
+        assert_eq!(meta.blob.len(), canonical.len());
+        // The CSV metadata shares the compressed blob; small values are copies.
+        let b = cat.bundle("p", "p.v1.0.0").unwrap();
+        assert_eq!(b.csv_metadata().unwrap()["description"], description.as_str());
+        let gvk = b.properties.iter().find(|p| p.type_name == "olm.gvk").unwrap();
+        assert!(matches!(gvk.value_json.0, JsonTextRepr::Owned(_)));
+        assert_eq!(gvk.value_json.text(), r#"{"group":"x.io","kind":"X","version":"v1"}"#);
+        // Short documents stay as they are.
+        let package = cat.metas(MetaFilter { schema: Some(SCHEMA_PACKAGE), ..Default::default() }).next().unwrap();
+        assert!(!package.blob.is_compressed());
+        // Text that does not compress is not held compressed either.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let noise: String = (0..4000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'!' + (state % 90) as u8)
+            })
+            .collect();
+        assert!(!Blob::new(&noise).is_compressed());
+        assert_eq!(Blob::new(&noise).text(), noise);
+    }
+
+    #[test]
     fn builds_indexes_and_head() {
         let (cat, problems) = Catalog::build(docs(vec![
             json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
@@ -2065,7 +2226,7 @@ mod tests {
             .next()
             .unwrap();
         assert_eq!(
-            &*custom.blob,
+            &*custom.blob.text(),
             "{\"a\":2,\"name\":\"c\",\"package\":\"p\",\"schema\":\"my.custom\",\"z\":1}\n"
         );
         assert_eq!(cat.bundle("p", "p.v1.1.0").unwrap().channels, ["stable"]);
@@ -2178,7 +2339,7 @@ mod tests {
         // unknown property types are kept
         let other = Property::new("olm.maxOpenShiftVersion", json!("4.8")).unwrap();
         assert_eq!(other.kind, PropertyKind::Other);
-        assert_eq!(&*other.value_json, "\"4.8\"");
+        assert_eq!(&*other.value_json.text(), "\"4.8\"");
     }
 
     #[test]

@@ -255,7 +255,7 @@ pub fn write_metas<'a, W: Write>(
     format: OutputFormat,
 ) -> std::io::Result<()> {
     for meta in metas {
-        let value: Value = serde_json::from_str(&meta.blob).map_err(std::io::Error::other)?;
+        let value: Value = serde_json::from_str(&meta.blob.text()).map_err(std::io::Error::other)?;
         match format {
             OutputFormat::Json => {
                 let mut ser = serde_json::Serializer::with_formatter(

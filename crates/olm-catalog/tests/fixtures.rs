@@ -139,8 +139,8 @@ fn rendered_yaml_and_json_read_back_to_the_same_blobs() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("catalog.out"), &text).unwrap();
         let reread = load_catalog(dir.path()).unwrap();
-        let a: Vec<&str> = original.all_metas().iter().map(|m| &*m.blob).collect();
-        let b: Vec<&str> = reread.all_metas().iter().map(|m| &*m.blob).collect();
+        let a: Vec<String> = original.all_metas().iter().map(|m| m.blob.to_string()).collect();
+        let b: Vec<String> = reread.all_metas().iter().map(|m| m.blob.to_string()).collect();
         assert_eq!(a, b, "{format:?} output does not read back identically");
     }
 }

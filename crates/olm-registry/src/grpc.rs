@@ -395,7 +395,7 @@ impl pb::experimental_registry_server::ExperimentalRegistry for ExperimentalServ
         };
         let mut out = Vec::new();
         for meta in snap.catalog.metas(filter) {
-            match serde_json::from_str::<serde_json::Value>(&meta.blob) {
+            match serde_json::from_str::<serde_json::Value>(&meta.blob.text()) {
                 Ok(serde_json::Value::Object(map)) => out.push(to_struct(map)),
                 _ => return Err(Status::internal(format!("stored blob of schema {:?} is not a JSON object", meta.schema))),
             }

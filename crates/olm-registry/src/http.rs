@@ -512,7 +512,7 @@ impl http_body::Body for JsonLinesBody {
         let mut chunk = BytesMut::with_capacity(CHUNK_BYTES);
         while this.next < this.indices.len() && (chunk.is_empty() || chunk.len() < CHUNK_BYTES) {
             if let Some(meta) = metas.get(this.indices[this.next] as usize) {
-                chunk.extend_from_slice(meta.blob.as_bytes());
+                chunk.extend_from_slice(meta.blob.text().as_bytes());
             }
             this.next += 1;
         }

@@ -153,7 +153,7 @@ impl CatalogSnapshot {
         let mut hasher = Sha256::new();
         let mut all_len = 0u64;
         for meta in catalog.all_metas() {
-            hasher.update(meta.blob.as_bytes());
+            hasher.update(meta.blob.text().as_bytes());
             all_len += meta.blob.len() as u64;
         }
         CatalogSnapshot {

@@ -94,7 +94,7 @@ pub fn snapshot(catalog: &Catalog, key: CatalogKey, priority: i32) -> CatalogSna
                             Err(e) => problems.push(e),
                         },
                         PropertyKind::Other if prop.type_name == "olm.label" || prop.type_name == "olm.label.required" => {
-                            let label = serde_json::from_str::<serde_json::Value>(&prop.value_json)
+                            let label = serde_json::from_str::<serde_json::Value>(&prop.value_json.text())
                                 .ok()
                                 .and_then(|v| v.get("label").and_then(|l| l.as_str()).map(str::to_string));
                             match (label, prop.type_name.as_str()) {

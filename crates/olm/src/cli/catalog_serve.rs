@@ -186,6 +186,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     runtime.block_on(async move {
         let server = olm_registry::start(config).await.context("starting the catalog server")?;
+        super::spawn_alloc_report();
         for catalog in server.catalogs.iter() {
             match catalog.snapshot() {
                 Some(s) => {

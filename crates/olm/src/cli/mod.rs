@@ -40,6 +40,31 @@ enum Command {
     Version,
 }
 
+/// With `OLM_DEBUG_ALLOC` set, print the allocator's figures to stderr every 5 s from a
+/// task of the current runtime: what memory measurements need to tell live heap from
+/// fragmentation and from pages not yet returned.
+fn spawn_alloc_report() {
+    #[cfg(feature = "jemalloc")]
+    if std::env::var_os("OLM_DEBUG_ALLOC").is_some() {
+        tokio::spawn(async {
+            use tikv_jemalloc_ctl::{epoch, stats};
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                let _ = epoch::advance();
+                eprintln!(
+                    "ALLOC allocated={} active={} resident={} mapped={} retained={} metadata={}",
+                    stats::allocated::read().unwrap_or(0),
+                    stats::active::read().unwrap_or(0),
+                    stats::resident::read().unwrap_or(0),
+                    stats::mapped::read().unwrap_or(0),
+                    stats::retained::read().unwrap_or(0),
+                    stats::metadata::read().unwrap_or(0),
+                );
+            }
+        });
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

@@ -88,25 +88,7 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
         },
     )
     .await?;
-    #[cfg(feature = "jemalloc")]
-    if std::env::var_os("OLM_DEBUG_ALLOC").is_some() {
-        tokio::spawn(async {
-            use tikv_jemalloc_ctl::{epoch, stats};
-            loop {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let _ = epoch::advance();
-                eprintln!(
-                    "ALLOC allocated={} active={} resident={} mapped={} retained={} metadata={}",
-                    stats::allocated::read().unwrap_or(0),
-                    stats::active::read().unwrap_or(0),
-                    stats::resident::read().unwrap_or(0),
-                    stats::mapped::read().unwrap_or(0),
-                    stats::retained::read().unwrap_or(0),
-                    stats::metadata::read().unwrap_or(0),
-                );
-            }
-        });
-    }
+    super::spawn_alloc_report();
     if let Some(addr) = manager.admin_addr() {
         eprintln!("olm: controllers running; admin server on http://{addr} (/metrics, /healthz, /readyz)");
     }
