@@ -166,12 +166,23 @@ pub struct Verbatim<T> {
     original: Option<Box<Original>>,
 }
 
+/// Kept as compact text and a digest rather than as two JSON trees: watch caches hold every
+/// CSV's install strategy, and the trees cost several times their text.
 #[derive(Clone, Debug)]
 struct Original {
-    /// What was read.
-    raw: Value,
-    /// What the typed value serialised to right after reading.
-    typed: Value,
+    /// What was read, as compact JSON.
+    raw: Box<str>,
+    /// Digest of the compact JSON the typed value serialised to right after reading.
+    typed: u64,
+}
+
+/// Digest of `value`'s compact JSON (SipHash with fixed keys: stable within and across runs).
+fn digest_of<T: Serialize>(value: &T) -> Result<u64, serde_json::Error> {
+    use std::hash::{Hash, Hasher};
+    let text = serde_json::to_string(value)?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    text.hash(&mut hasher);
+    Ok(hasher.finish())
 }
 
 impl<T> Verbatim<T> {
@@ -228,7 +239,14 @@ impl<'de, T: DeserializeOwned + Serialize> Deserialize<'de> for Verbatim<T> {
         // Explicit nulls (`creationTimestamp: null` in operator-sdk pod templates) mean
         // "absent"; dropping them first keeps the common case free of a second copy.
         let raw = without_null_members(raw);
-        let original = (typed != raw).then(|| Box::new(Original { raw, typed }));
+        let original = if typed == raw {
+            None
+        } else {
+            Some(Box::new(Original {
+                raw: raw.to_string().into_boxed_str(),
+                typed: digest_of(&typed).map_err(D::Error::custom)?,
+            }))
+        };
         Ok(Verbatim { value, original })
     }
 }
@@ -236,9 +254,11 @@ impl<'de, T: DeserializeOwned + Serialize> Deserialize<'de> for Verbatim<T> {
 impl<T: Serialize> Serialize for Verbatim<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if let Some(original) = &self.original {
+            // Same digest as right after reading: the value is unchanged, write what was read.
             let now = serde_json::to_value(&self.value).map_err(serde::ser::Error::custom)?;
-            if now == original.typed {
-                return original.raw.serialize(serializer);
+            if digest_of(&now).map_err(serde::ser::Error::custom)? == original.typed {
+                let raw: Value = serde_json::from_str(&original.raw).map_err(serde::ser::Error::custom)?;
+                return raw.serialize(serializer);
             }
         }
         self.value.serialize(serializer)

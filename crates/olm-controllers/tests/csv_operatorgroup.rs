@@ -267,7 +267,7 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
     let mut csv = load_csv(ETCD_CLUSTERWIDE, &name)?;
     // The clusterwide bundle only has clusterPermissions; add a namespaced permission so that
     // its Role (created as the InstallPlan would) must be lifted to a ClusterRole.
-    if let Some(strategy) = csv.spec.install.spec.as_mut() {
+    if let Some(strategy) = std::sync::Arc::make_mut(&mut csv.spec.install).spec.as_mut() {
         strategy.permissions = Some(vec![StrategyDeploymentPermissions {
             service_account_name: "etcd-operator".into(),
             rules: vec![Verbatim::new(PolicyRule {
@@ -467,9 +467,7 @@ async fn refused_deployment_fails_with_install_component_failed() -> anyhow::Res
     let mut csv = load_csv(ETCD, &name)?;
     csv.metadata.name = Some("broken.v1.0.0".into());
     csv.spec.replaces = None;
-    if let Some(pod) = csv
-        .spec
-        .install
+    if let Some(pod) = std::sync::Arc::make_mut(&mut csv.spec.install)
         .spec
         .as_mut()
         .and_then(|s| s.deployments.first_mut())

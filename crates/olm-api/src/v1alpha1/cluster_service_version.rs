@@ -4,6 +4,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
 use k8s_openapi::api::apps::v1::DeploymentSpec;
@@ -48,7 +49,9 @@ pub const CONDITIONS_LENGTH_LIMIT: usize = 20;
 )]
 pub struct ClusterServiceVersionSpec {
     /// How to install the operator.
-    pub install: NamedInstallStrategy,
+    // Shared: every namespace's CSV of one operator carries the same strategy, and a watch
+    // cache keeps one copy of it (see the CSV cache's trim).
+    pub install: Arc<NamedInstallStrategy>,
     /// The operator's semantic version.
     // Kept as written; `ClusterServiceVersionSpec::semver` parses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -674,8 +677,9 @@ pub struct ClusterServiceVersionStatus {
     /// History of phase and reason changes, newest last (at most 20 entries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<ClusterServiceVersionCondition>>,
+    // Shared like `spec.install`: the same operator's CSVs report the same requirements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requirement_status: Option<Vec<RequirementStatus>>,
+    pub requirement_status: Option<Arc<Vec<RequirementStatus>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certs_last_updated: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

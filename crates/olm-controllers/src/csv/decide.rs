@@ -5,6 +5,7 @@
 //! on every pass, as upstream does; copies into target namespaces are decided last.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -890,10 +891,20 @@ pub fn trim_copy(csv: &mut ClusterServiceVersion) {
 /// what is there for people and consoles and no reconcile reads (icon, description, keywords,
 /// maintainers, provider, links, related images, fields this version does not know, the
 /// descriptors of its CRDs, the alm-examples annotation), most of a typical CSV. A copy is
-/// written with those fields from a fresh read of the original (`reconcile::act`).
+/// written with those fields from a fresh read of the original (`reconcile::act`). The install
+/// strategy, the largest part left, and the requirement status are held once for all CSVs
+/// that carry the same.
 pub fn trim_cached_csv(csv: &mut ClusterServiceVersion) {
     if csv.labels().contains_key(keys::COPIED_FROM_LABEL) {
         return trim_copy(csv);
+    }
+    static INSTALL_STRATEGIES: std::sync::LazyLock<crate::runtime::cache::Interner<olm_api::v1alpha1::cluster_service_version::NamedInstallStrategy>> =
+        std::sync::LazyLock::new(Default::default);
+    INSTALL_STRATEGIES.intern(&mut csv.spec.install);
+    static REQUIREMENTS: std::sync::LazyLock<crate::runtime::cache::Interner<Vec<olm_api::v1alpha1::RequirementStatus>>> =
+        std::sync::LazyLock::new(Default::default);
+    if let Some(requirements) = csv.status.as_mut().and_then(|status| status.requirement_status.as_mut()) {
+        REQUIREMENTS.intern(requirements);
     }
     csv.spec.icon = None;
     csv.spec.description = None;
@@ -1541,7 +1552,7 @@ fn decide_phase(
                     now,
                 );
                 if let Some(status) = d.status.as_mut() {
-                    status.requirement_status = Some(entries);
+                    status.requirement_status = Some(Arc::new(entries));
                 }
                 return d.requeue(REQUEUE_REQUIREMENTS);
             }
@@ -1560,7 +1571,7 @@ fn decide_phase(
                 // Wait until the CSV we replace hands over (it moves to Replacing when it sees
                 // us); its status change triggers this CSV again.
                 let mut status = previous.clone();
-                status.requirement_status = Some(entries);
+                status.requirement_status = Some(Arc::new(entries));
                 return CsvDecision::status(status).requeue(REQUEUE_WAITING);
             }
             let mut d = transition(
@@ -1571,7 +1582,7 @@ fn decide_phase(
                 now,
             );
             if let Some(status) = d.status.as_mut() {
-                status.requirement_status = Some(entries);
+                status.requirement_status = Some(Arc::new(entries));
             }
             and_then_phase(d, observed, CsvPhase::InstallReady, fail_forward, namespace_selector, now)
         }
@@ -1699,7 +1710,7 @@ fn decide_phase(
                     now,
                 );
                 if let Some(status) = d.status.as_mut() {
-                    status.requirement_status = Some(entries);
+                    status.requirement_status = Some(Arc::new(entries));
                 }
                 return d;
             }
@@ -1743,7 +1754,7 @@ fn decide_phase(
                     now,
                 );
                 if let Some(status) = d.status.as_mut() {
-                    status.requirement_status = Some(entries);
+                    status.requirement_status = Some(Arc::new(entries));
                 }
                 return d.requeue(REQUEUE_REQUIREMENTS);
             }

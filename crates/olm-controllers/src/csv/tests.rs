@@ -402,7 +402,7 @@ fn crd_owned_by_an_unrelated_csv_is_an_owner_conflict() {
 #[test]
 fn unknown_strategy_is_invalid() {
     let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
-    world.csv.spec.install.strategy = "helm".into();
+    std::sync::Arc::make_mut(&mut world.csv.spec.install).strategy = "helm".into();
     let decision = world.decide();
     assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::InvalidInstallStrategy));
     assert!(decision.status.and_then(|s| s.message).unwrap_or_default().contains("spec.install.strategy"));
@@ -1727,7 +1727,7 @@ fn min_kube_version_native_apis_and_required_apiservices_are_requirements() {
         decision
             .status
             .as_ref()
-            .and_then(|s| s.requirement_status.clone())
+            .and_then(|s| s.requirement_status.as_deref().cloned())
             .unwrap_or_default()
             .into_iter()
             .find(|r| r.kind == kind)
@@ -1786,7 +1786,7 @@ fn an_owned_apiservice_needs_its_deployment_in_the_strategy() {
     let owned = decision
         .status
         .as_ref()
-        .and_then(|s| s.requirement_status.clone())
+        .and_then(|s| s.requirement_status.as_deref().cloned())
         .unwrap_or_default()
         .into_iter()
         .find(|r| r.kind == "APIService")
@@ -1946,4 +1946,44 @@ fn a_trimmed_original_still_yields_complete_copies() {
     let mut cached_copy = written.clone();
     trim_cached_csv(&mut cached_copy);
     assert!(copy_is_current(&cached_copy, &copy_of(&cached, "team-a", &status)));
+}
+
+/// Every namespace's CSV of one operator carries the same install strategy: the cache holds
+/// it once, and a CSV with another strategy keeps its own.
+#[test]
+fn cached_csvs_share_equal_install_strategies() {
+    use super::decide::trim_cached_csv;
+    let read = |namespace: &str| {
+        // As the watch hands them over: each decoded on its own.
+        let mut csv = etcd();
+        csv.metadata.namespace = Some(namespace.into());
+        csv.status = Some(olm_api::v1alpha1::ClusterServiceVersionStatus {
+            requirement_status: Some(std::sync::Arc::new(vec![olm_api::v1alpha1::RequirementStatus {
+                group: "".into(),
+                version: "v1".into(),
+                kind: "ServiceAccount".into(),
+                name: "etcd-operator".into(),
+                status: olm_api::v1alpha1::StatusReason::Present,
+                message: "".into(),
+                uuid: None,
+                dependents: None,
+            }])),
+            ..Default::default()
+        });
+        let mut decoded: ClusterServiceVersion = serde_json::from_value(serde_json::to_value(&csv).unwrap()).unwrap();
+        trim_cached_csv(&mut decoded);
+        decoded
+    };
+    let (a, b) = (read("team-a"), read("team-b"));
+    assert!(std::sync::Arc::ptr_eq(&a.spec.install, &b.spec.install));
+    let (ra, rb) = (a.status.as_ref().and_then(|s| s.requirement_status.as_ref()), b.status.as_ref().and_then(|s| s.requirement_status.as_ref()));
+    assert!(std::sync::Arc::ptr_eq(ra.expect("etcd() has requirement status"), rb.expect("etcd() has requirement status")));
+    assert_eq!(a.spec.install, etcd().spec.install);
+
+    let mut other = etcd();
+    std::sync::Arc::make_mut(&mut other.spec.install).strategy = "helm".into();
+    let mut other: ClusterServiceVersion = serde_json::from_value(serde_json::to_value(&other).unwrap()).unwrap();
+    trim_cached_csv(&mut other);
+    assert!(!std::sync::Arc::ptr_eq(&a.spec.install, &other.spec.install));
+    assert_eq!(other.spec.install.strategy, "helm");
 }

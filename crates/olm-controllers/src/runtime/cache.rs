@@ -118,6 +118,70 @@ pub fn prepare<K: Resource>(obj: &mut K, trim: fn(&mut K)) {
     trim(obj);
 }
 
+/// Equal values held once. Caches of many objects that carry the same large part (every
+/// namespace's CSV of one operator has the same install strategy) keep a single copy of it:
+/// a cache's `trim` swaps each object's part for the shared one. Values are found by a
+/// digest of their JSON and confirmed equal; entries whose every holder is gone are pruned
+/// as new values arrive, so the interner never keeps a value alive.
+pub struct Interner<T> {
+    entries: Mutex<InternerEntries<T>>,
+}
+
+struct InternerEntries<T> {
+    by_digest: std::collections::HashMap<u64, Vec<std::sync::Weak<T>>>,
+    inserted_since_prune: usize,
+}
+
+impl<T: serde::Serialize + PartialEq> Interner<T> {
+    pub fn new() -> Self {
+        Interner {
+            entries: Mutex::new(InternerEntries { by_digest: Default::default(), inserted_since_prune: 0 }),
+        }
+    }
+
+    /// Replace `value` with the held equal value, or hold it as the first of its kind.
+    pub fn intern(&self, value: &mut Arc<T>) {
+        use std::hash::{Hash, Hasher};
+        let Ok(text) = serde_json::to_string(&**value) else {
+            return;
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        text.hash(&mut hasher);
+        let digest = hasher.finish();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let bucket = entries.by_digest.entry(digest).or_default();
+        if let Some(existing) = bucket.iter().filter_map(std::sync::Weak::upgrade).find(|held| **held == **value) {
+            *value = existing;
+            return;
+        }
+        bucket.push(Arc::downgrade(value));
+        entries.inserted_since_prune += 1;
+        if entries.inserted_since_prune >= 256 {
+            entries.inserted_since_prune = 0;
+            entries.by_digest.retain(|_, bucket| {
+                bucket.retain(|held| held.strong_count() > 0);
+                !bucket.is_empty()
+            });
+        }
+    }
+
+    /// Number of distinct values with a holder.
+    pub fn len(&self) -> usize {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.by_digest.values().flatten().filter(|held| held.strong_count() > 0).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T: serde::Serialize + PartialEq> Default for Interner<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The set of caches of a process. Create caches, subscribe controllers, then `start`.
 /// Dropping the set stops its watches.
 #[derive(Default)]
@@ -271,3 +335,31 @@ pub async fn wait_synced(readiness: &Readiness, names: &[&str]) {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::Interner;
+    use std::sync::Arc;
+
+    #[test]
+    fn equal_values_are_held_once_and_dropped_values_are_forgotten() {
+        let interner = Interner::<Vec<String>>::new();
+        let mut a = Arc::new(vec!["x".to_string(), "y".to_string()]);
+        let mut b = Arc::new(vec!["x".to_string(), "y".to_string()]);
+        let mut c = Arc::new(vec!["z".to_string()]);
+        interner.intern(&mut a);
+        interner.intern(&mut b);
+        interner.intern(&mut c);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(interner.len(), 2);
+        drop((a, b));
+        // The interner holds no value alive.
+        assert_eq!(interner.len(), 1);
+        let mut again = Arc::new(vec!["x".to_string(), "y".to_string()]);
+        let before = Arc::as_ptr(&again);
+        interner.intern(&mut again);
+        assert_eq!(Arc::as_ptr(&again), before, "a value whose holders are gone is not revived");
+        assert_eq!(interner.len(), 2);
+    }
+}
