@@ -415,8 +415,8 @@ includes getting the catalog: ours parses the FBC from disk, upstream reads opm'
 pub const KNOWN_CAUSES: &str = "Known causes (from reading the code, not measured): **GetBundleForChannel** — the real catalog's \
 bundles carry `olm.csv.metadata` and no `olm.bundle.object`, so both servers synthesize the channel head's CSV; ours builds it on \
 the first request and keeps it for the life of the catalog snapshot (crates/olm-registry `store::BundleContentCache`, bounded). \
-**Catalog server memory** — ours keeps its whole indexed snapshot in memory (the canonical JSON of every object), while opm \
-serves bundle content from its cache directory on disk. **Latency percentiles** — the load generator shares the two cores with \
+**Catalog server memory** — ours keeps its whole indexed snapshot in memory (the canonical JSON of every object, LZ4-compressed \
+when at least 1 KiB: crates/olm-catalog `Blob`), while opm serves bundle content from its cache directory on disk. **Latency percentiles** — the load generator shares the two cores with \
 the server, so a p99 of a few ms is a scheduling hiccup as often as server work. **First resolution** — ours parses and indexes \
 the FBC from disk, upstream receives opm's pre-parsed bundles over gRPC; a running controller pays this once per catalog change, \
 not per resolution. **Resolution answers** — where the channel of a chosen bundle differs, see \"Channel attribution\" in §2: \

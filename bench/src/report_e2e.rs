@@ -486,7 +486,8 @@ alm-examples of every other CSV (a copy is written from a fresh read of its orig
 kube-controller-manager aggregates into OperatorGroup ClusterRoles, the pod templates of operator Deployments (drift is \
 told by the generation at which OLM applied or last checked each one, csv/deployment.rs `VerifiedSpecs`; a Deployment \
 changed since is read whole once), and the steps and bundle lookups of Complete InstallPlans; one Subscription cache \
-serves both controllers that read Subscriptions. What is left is the decoded form of what reconciles do read. (2) **The \
+serves both controllers that read Subscriptions; CSVs of the same operator share one copy of their install strategy and \
+requirement status (runtime/cache.rs `Interner`), which are most of what is left of an original CSV. What is left is the decoded form of what reconciles do read. (2) **The \
 leader's growth beyond the all-controllers follower** comes from the installing itself: reconciles in flight (at most 16 \
 per controller, runtime/controller.rs), API connections (over HTTP/1.1 each request in flight has one, with its TLS state \
 and read buffer; at most 8 stay idle, runtime/client.rs), Events remembered for counting repeats (at most 1024 hashes, \
