@@ -89,6 +89,7 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
         steady_after: Duration::from_secs(if quick { 10 } else { 30 }),
         idle_after: Duration::from_secs(if quick { 5 } else { 15 }),
         create_concurrency: 4,
+        single_runs: if quick { 1 } else { 5 },
     };
     Ok(Options { out, fbc, quick, e2e, e2e_only, e2e_options })
 }

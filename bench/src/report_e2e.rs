@@ -86,24 +86,31 @@ pub fn section_e2e(o: &mut String, e2e: Option<&Result<E2e, String>>) -> anyhow:
     )?;
     writeln!(
         o,
-        "### Single install\n\nNamespaces `e2e-upstream` / `e2e-ours` with an OperatorGroup targeting the namespace, then a \
+        "### Single install\n\nNamespace `e2e-SIDE-N` with an OperatorGroup targeting the namespace, then a \
          Subscription to etcd, channel singlenamespace-alpha, Automatic. Install time = from the Subscription's ADDED event to \
          {} Succeeded, both as they arrive on `kubectl get -w` streams started beforehand (same path at both ends; the \
-         `kubectl apply` start-up before the ADDED event is shown apart and not counted). RSS 2 s later.\n",
-        g.per_namespace_csv
+         `kubectl apply` start-up before the ADDED event is shown apart and not counted). RSS 2 s later. Each side installs \
+         {} times, each time from scratch (its CRDs installed, its processes started, a new namespace; all removed \
+         afterwards): the median run is reported (its RSS and timeline below), every run's time is listed.\n",
+        g.per_namespace_csv,
+        r.options.single_runs.max(1)
     )?;
-    writeln!(o, "| side | Subscription → CSV Succeeded | kubectl apply → ADDED (not counted) | RSS per process |\n|---|---|---|---|")?;
+    writeln!(
+        o,
+        "| side | Subscription → CSV Succeeded (median) | every run | kubectl apply → ADDED (not counted) | RSS per process |\n|---|---|---|---|---|"
+    )?;
     for (label, side) in [("upstream", &r.upstream), ("ours", &r.ours)] {
         match side {
             Ok(s) => writeln!(
                 o,
-                "| {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} |",
                 s.label,
                 ms(s.install),
+                s.runs.iter().map(|d| ms(*d)).collect::<Vec<_>>().join(", "),
                 ms(s.apply_to_added),
                 s.rss.iter().map(|(p, m)| format!("{p}: {m:.1} MiB")).collect::<Vec<_>>().join("; ")
             )?,
-            Err(e) => writeln!(o, "| {label} | failed: {} | — | — |", clean(e))?,
+            Err(e) => writeln!(o, "| {label} | failed: {} | — | — | — |", clean(e))?,
         }
     }
     if let (Ok(u), Ok(a)) = (&r.upstream, &r.ours) {
@@ -286,7 +293,7 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
     }
     writeln!(
         o,
-        "Logs: target/olm-bench/e2e-SIDE-{{single,scale}}-*.log (processes), e2e-ours-single-metrics.txt and \
+        "Logs: target/olm-bench/e2e-SIDE-{{single,scale}}-*.log (processes), e2e-ours-single-N-metrics.txt and \
          e2e-ours-scale-metrics-{{idle,settled,steady}}.txt (`olm run` /metrics after the install and at the three readings; \
          reconcile durations per controller), e2e-ours-scale-follower-*.log, e2e-SIDE-scale-objects/ (the created objects).\n"
     )?;
