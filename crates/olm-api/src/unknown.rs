@@ -177,7 +177,7 @@ struct Original {
 }
 
 /// Digest of `value`'s compact JSON (SipHash with fixed keys: stable within and across runs).
-fn digest_of<T: Serialize>(value: &T) -> Result<u64, serde_json::Error> {
+pub fn json_digest<T: Serialize>(value: &T) -> Result<u64, serde_json::Error> {
     use std::hash::{Hash, Hasher};
     let text = serde_json::to_string(value)?;
     let mut hasher = std::hash::DefaultHasher::new();
@@ -244,7 +244,7 @@ impl<'de, T: DeserializeOwned + Serialize> Deserialize<'de> for Verbatim<T> {
         } else {
             Some(Box::new(Original {
                 raw: raw.to_string().into_boxed_str(),
-                typed: digest_of(&typed).map_err(D::Error::custom)?,
+                typed: json_digest(&typed).map_err(D::Error::custom)?,
             }))
         };
         Ok(Verbatim { value, original })
@@ -256,7 +256,7 @@ impl<T: Serialize> Serialize for Verbatim<T> {
         if let Some(original) = &self.original {
             // Same digest as right after reading: the value is unchanged, write what was read.
             let now = serde_json::to_value(&self.value).map_err(serde::ser::Error::custom)?;
-            if digest_of(&now).map_err(serde::ser::Error::custom)? == original.typed {
+            if json_digest(&now).map_err(serde::ser::Error::custom)? == original.typed {
                 let raw: Value = serde_json::from_str(&original.raw).map_err(serde::ser::Error::custom)?;
                 return raw.serialize(serializer);
             }

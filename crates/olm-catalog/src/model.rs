@@ -284,12 +284,6 @@ impl Blob {
     }
 }
 
-impl From<&str> for Blob {
-    fn from(text: &str) -> Blob {
-        Blob::new(text)
-    }
-}
-
 impl PartialEq for Blob {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len() && self.text() == other.text()

@@ -141,13 +141,9 @@ impl<T: serde::Serialize + PartialEq> Interner<T> {
 
     /// Replace `value` with the held equal value, or hold it as the first of its kind.
     pub fn intern(&self, value: &mut Arc<T>) {
-        use std::hash::{Hash, Hasher};
-        let Ok(text) = serde_json::to_string(&**value) else {
+        let Ok(digest) = olm_api::unknown::json_digest(&**value) else {
             return;
         };
-        let mut hasher = std::hash::DefaultHasher::new();
-        text.hash(&mut hasher);
-        let digest = hasher.finish();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let bucket = entries.by_digest.entry(digest).or_default();
         if let Some(existing) = bucket.iter().filter_map(std::sync::Weak::upgrade).find(|held| **held == **value) {
