@@ -178,9 +178,11 @@ pub enum CsvAction {
     /// Write the OperatorCondition's status: the conditions its spec reports, stamped with
     /// the generation they were observed at.
     ApplyOperatorConditionStatus(Box<olm_api::v2::OperatorConditionStatus>),
-    /// Create or update a ClusterRole: a per-API role (`<crd>-<version>-admin|edit|view|crdview`)
-    /// or a Role lifted for an all-namespaces group.
+    /// Create or update a Role lifted to a ClusterRole for an all-namespaces group.
     ApplyClusterRole(Box<ClusterRole>),
+    /// Create or update a provided API's ClusterRole (`<crd>-<version>-admin|edit|view|crdview`):
+    /// nothing else in the pass needs it, so it is written last.
+    ApplyApiRole(Box<ClusterRole>),
     /// Create or update a ClusterRoleBinding lifted from a RoleBinding (all-namespaces group).
     ApplyClusterRoleBinding(Box<ClusterRoleBinding>),
     /// Create or update a Role copied into a target namespace (owned by the copied CSV there).
@@ -244,6 +246,38 @@ pub enum CsvAction {
         /// Namespace of the copy.
         namespace: String,
     },
+}
+
+impl CsvAction {
+    /// The action's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Annotate(_) => "Annotate",
+            Self::Label(_) => "Label",
+            Self::ApplyDeployment(_) => "ApplyDeployment",
+            Self::DeleteDeployment(_) => "DeleteDeployment",
+            Self::ApplyOperatorCondition(_) => "ApplyOperatorCondition",
+            Self::ApplyOperatorConditionStatus(_) => "ApplyOperatorConditionStatus",
+            Self::ApplyClusterRole(_) => "ApplyClusterRole",
+            Self::ApplyApiRole(_) => "ApplyApiRole",
+            Self::ApplyClusterRoleBinding(_) => "ApplyClusterRoleBinding",
+            Self::ApplyRole(_) => "ApplyRole",
+            Self::ApplyRoleBinding(_) => "ApplyRoleBinding",
+            Self::DeleteSelf => "DeleteSelf",
+            Self::AddFinalizer { .. } => "AddFinalizer",
+            Self::DeleteOwnedClusterObjects => "DeleteOwnedClusterObjects",
+            Self::RemoveFinalizer { .. } => "RemoveFinalizer",
+            Self::ApplySecret(_) => "ApplySecret",
+            Self::ApplyService(_) => "ApplyService",
+            Self::ApplyApiService(_) => "ApplyApiService",
+            Self::ApplyWebhook { .. } => "ApplyWebhook",
+            Self::ApplyCrdConversion { .. } => "ApplyCrdConversion",
+            Self::ResetCrdConversion { .. } => "ResetCrdConversion",
+            Self::DeleteWebhook { .. } => "DeleteWebhook",
+            Self::ApplyCopy(_) => "ApplyCopy",
+            Self::DeleteCopy { .. } => "DeleteCopy",
+        }
+    }
 }
 
 /// The decision for one CSV.
@@ -1311,6 +1345,36 @@ pub fn api_label_changes(csv: &ClusterServiceVersion) -> BTreeMap<String, Option
     changes
 }
 
+/// What the CSV controller's first passes would write into a new CSV's metadata before
+/// anything else (the cleanup finalizer, the API labels, its OperatorGroup's annotations when
+/// the namespace has exactly one group with resolved targets): the InstallPlan creates the CSV
+/// with them, so the install does not start with one write and one watch round trip per item.
+pub struct CreationMetadata {
+    /// Finalizers to add.
+    pub finalizers: Vec<String>,
+    /// Labels to set.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations to set.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// See [`CreationMetadata`]; `groups` are the OperatorGroups of the CSV's namespace.
+pub fn creation_metadata(csv: &ClusterServiceVersion, groups: &[&OperatorGroup]) -> CreationMetadata {
+    let labels = api_label_changes(csv).into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
+    let annotations = match groups {
+        [group] => match group.status.as_ref().and_then(|s| s.namespaces.as_deref()) {
+            Some(targets) if !targets.is_empty() => member_annotations(group, targets),
+            _ => BTreeMap::new(),
+        },
+        _ => BTreeMap::new(),
+    };
+    CreationMetadata {
+        finalizers: vec![keys::CSV_CLEANUP_FINALIZER.to_owned()],
+        labels,
+        annotations,
+    }
+}
+
 /// Decide one pass over a non-copied CSV.
 pub fn decide(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
     let csv = observed.csv;
@@ -1470,7 +1534,8 @@ fn with_condition_rbac_and_status(observed: &Observed<'_>, condition: &OperatorC
     decision
 }
 
-/// A Succeeded CSV keeps admin/edit/view ClusterRoles for each API it provides.
+/// An installed CSV keeps admin/edit/view ClusterRoles for each API it provides (written from
+/// Installing on).
 fn with_api_roles(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDecision {
     for role in crate::rbac::provided_api_roles(observed.csv, observed.crd_uids) {
         let current = observed
@@ -1478,7 +1543,7 @@ fn with_api_roles(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDeci
             .get(&role.name_any())
             .is_some_and(|existing| crate::rbac::role_is_current(existing, &role));
         if !current {
-            decision = decision.act(CsvAction::ApplyClusterRole(Box::new(role)));
+            decision = decision.act(CsvAction::ApplyApiRole(Box::new(role)));
         }
     }
     decision
@@ -1637,7 +1702,9 @@ fn decide_phase(
                     d = d.act(CsvAction::DeleteDeployment(name.clone()));
                 }
             }
-            d.requeue(REQUEUE_WAITING)
+            // The provided APIs' roles are written while the Deployment rolls out, so that
+            // Succeeded is nothing but a status write when it becomes Available.
+            with_api_roles(observed, d).requeue(REQUEUE_WAITING)
         }
         CsvPhase::Installing => {
             let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);

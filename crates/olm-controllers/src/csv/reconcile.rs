@@ -32,7 +32,7 @@ use super::decide::{
     CsvAction, CsvDecision, ExistingApiService, ExistingWebhook, Observed, OwnedRbac, OwnerLabels, decide, decide_copy,
     needs_permission_check, set_phase,
 };
-use super::requirements::{CrdState, PermissionCheck, declared_rules, declared_service_accounts};
+use super::requirements::{CrdState, GeneratedRbac, PermissionCheck, declared_rules, declared_service_accounts, granted_by};
 use crate::runtime::controller::action_for;
 use crate::runtime::error::is_not_found;
 use crate::runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
@@ -201,12 +201,20 @@ async fn check_permissions(
 ) -> Result<Vec<PermissionCheck>> {
     let own = csv.namespace().unwrap_or_default();
     let own = own.as_str();
-    futures::stream::iter(declared_rules(csv).into_iter().filter(|(sa, _, _)| existing_service_accounts.contains(sa)))
+    let rules: Vec<(String, bool, PolicyRule)> =
+        declared_rules(csv).into_iter().filter(|(sa, _, _)| existing_service_accounts.contains(sa)).collect();
+    let generated = if rules.is_empty() {
+        GeneratedRbac::default()
+    } else {
+        generated_rbac(client, csv, rules.iter().any(|(_, cluster, _)| *cluster)).await
+    };
+    let generated = &generated;
+    futures::stream::iter(rules)
         .map(|(sa, cluster, rule)| async move {
             // As upstream: namespaced rules in the operator's namespace (for all-namespaces
             // groups the Roles are then lifted to ClusterRoles), cluster rules cluster-wide.
-            let namespace = if cluster { None } else { Some(own) };
-            let satisfied = rule_allowed(client, own, &sa, namespace, &rule).await?;
+            let satisfied = granted_by(generated, own, &sa, cluster, &rule)
+                || rule_allowed(client, own, &sa, (!cluster).then_some(own), &rule).await?;
             Ok::<PermissionCheck, Error>(PermissionCheck {
                 service_account: sa,
                 cluster,
@@ -218,6 +226,36 @@ async fn check_permissions(
         .buffered(REVIEWS_IN_FLIGHT)
         .try_collect()
         .await
+}
+
+/// The RBAC labelled as generated for `csv`, listed at once (the cluster-scoped kinds only
+/// when it has cluster rules). A list that fails leaves its part empty: the rules it would
+/// have granted are then asked of the API server.
+async fn generated_rbac(client: &kube::Client, csv: &ClusterServiceVersion, cluster: bool) -> GeneratedRbac {
+    let namespace = csv.namespace().unwrap_or_default();
+    let params = kube::api::ListParams::default().labels(&owner_selector(csv));
+    async fn listed<K>(api: Api<K>, params: &kube::api::ListParams, wanted: bool) -> Vec<K>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        if !wanted {
+            return Vec::new();
+        }
+        match api.list(params).await {
+            Ok(list) => list.items,
+            Err(err) => {
+                tracing::debug!(%err, "cannot list generated RBAC; asking SubjectAccessReviews instead");
+                Vec::new()
+            }
+        }
+    }
+    let (roles, bindings, cluster_roles, cluster_bindings) = futures::join!(
+        listed(Api::<Role>::namespaced(client.clone(), &namespace), &params, true),
+        listed(Api::<RoleBinding>::namespaced(client.clone(), &namespace), &params, true),
+        listed(Api::<ClusterRole>::all(client.clone()), &params, cluster),
+        listed(Api::<ClusterRoleBinding>::all(client.clone()), &params, cluster),
+    );
+    GeneratedRbac { roles, bindings, cluster_roles, cluster_bindings }
 }
 
 /// The label selector of what is labelled as owned by `csv`.
@@ -281,6 +319,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     }
 
     // Observe.
+    let started = std::time::Instant::now();
     let all_groups = state.groups.list();
     let groups: Vec<Arc<OperatorGroup>> = all_groups
         .iter()
@@ -512,9 +551,17 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
 
     // Decide.
     let mut decision = decide(&observed, now);
+    let observed_in = started.elapsed();
 
     // Act.
-    if let Err(err) = act(&ctx, &csv, &decision).await {
+    let acted = act(&ctx, &csv, &decision).await;
+    tracing::debug!(
+        observe_ms = observed_in.as_secs_f64() * 1e3,
+        act_ms = (started.elapsed() - observed_in).as_secs_f64() * 1e3,
+        actions = ?decision.actions.iter().map(CsvAction::name).collect::<Vec<_>>(),
+        "pass timing"
+    );
+    if let Err(err) = acted {
         if err.retryable() {
             return Err(err);
         }
@@ -611,218 +658,252 @@ fn workload_client(ctx: &ControllerContext<CsvState>, namespace: &str) -> Result
         })
 }
 
-/// Apply the decision's actions in order. Copies are best effort (a namespace may be going
-/// away); every other failure stops the pass.
+/// Apply the decision's actions. The CSV's own metadata (finalizer first, labels,
+/// annotations) goes first, in order. Then the OperatorCondition, which nothing in the pass
+/// waits for, at the same time as everything else in order (the operator's Deployment among
+/// it: what the install waits for should not queue behind writes it does not need). The
+/// provided APIs' ClusterRoles go last, all at once. Copies are best effort (a namespace may
+/// be going away); every other failure stops the pass.
 async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
-    let namespace = csv.namespace().unwrap_or_default();
-    let name = csv.name_any();
     let apply = PatchParams::apply(&ctx.field_manager()).force();
-    let mut copy_error = None;
-    // Copies carry what the cache leaves out of the original: read it once, only when copying.
-    let mut full_original: Option<ClusterServiceVersion> = None;
-    // The ClusterRoles of the provided APIs (four per owned CRD) depend on nothing else the
-    // decision does: applied all at once, not one round trip after the other.
-    let roles = Api::<ClusterRole>::all(ctx.client.clone());
-    futures::future::try_join_all(decision.actions.iter().filter_map(|action| match action {
-        CsvAction::ApplyClusterRole(role) => Some(server_side_apply(&roles, None, role.as_ref(), &apply)),
-        _ => None,
+    let mut copies = Copies::default();
+    let is_metadata = |a: &CsvAction| matches!(a, CsvAction::AddFinalizer { .. } | CsvAction::Label(_) | CsvAction::Annotate(_));
+    let is_side = |a: &CsvAction| matches!(a, CsvAction::ApplyOperatorCondition(_));
+    let is_last = |a: &CsvAction| matches!(a, CsvAction::ApplyApiRole(_));
+    for action in decision.actions.iter().filter(|a| is_metadata(a)) {
+        act_one(ctx, csv, action, &apply, &mut copies).await?;
+    }
+    let side = futures::future::try_join_all(decision.actions.iter().filter(|a| is_side(a)).map(|action| {
+        let apply = &apply;
+        async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }
+    }));
+    let ordered = async {
+        for action in decision.actions.iter().filter(|a| !is_metadata(a) && !is_side(a) && !is_last(a)) {
+            act_one(ctx, csv, action, &apply, &mut copies).await?;
+        }
+        Ok(())
+    };
+    futures::future::try_join(side, ordered).await?;
+    futures::future::try_join_all(decision.actions.iter().filter(|a| is_last(a)).map(|action| {
+        let apply = &apply;
+        async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }
     }))
     .await?;
-    for action in &decision.actions {
-        match action {
-            CsvAction::Annotate(annotations) => {
+    // A copy failure must not hide the status of the CSV itself: copies are retried on the
+    // next pass (the periodic resync at the latest).
+    if let Some(err) = copies.error {
+        tracing::warn!(%err, error.category = err.category(), "some copies failed; retrying on the next pass");
+    }
+    Ok(())
+}
+
+/// What the copies of one pass share: the original read whole once, and the first failure.
+#[derive(Default)]
+struct Copies {
+    full_original: Option<ClusterServiceVersion>,
+    error: Option<Error>,
+}
+
+/// Apply one action.
+async fn act_one(
+    ctx: &ControllerContext<CsvState>,
+    csv: &ClusterServiceVersion,
+    action: &CsvAction,
+    apply: &PatchParams,
+    copies: &mut Copies,
+) -> Result<()> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    match action {
+        CsvAction::Annotate(annotations) => {
+            let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+            let patch = json!({ "metadata": { "annotations": annotations } });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|err| Error::api(format!("annotate ClusterServiceVersion {namespace}/{name}"), err))?;
+        }
+        CsvAction::Label(labels) => {
+            let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+            let patch = json!({ "metadata": { "labels": labels } });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|err| Error::api(format!("label ClusterServiceVersion {namespace}/{name}"), err))?;
+        }
+        CsvAction::ApplyDeployment(deployment) => {
+            let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
+            let applied = server_side_apply(&api, Some(&namespace), deployment.as_ref(), apply).await?;
+            // What was just applied is what the CSV wants, at the generation returned.
+            ctx.state.verified_specs.remember(&applied);
+            tracing::info!(deployment = %deployment.name_any(), "applied deployment");
+        }
+        CsvAction::DeleteDeployment(dep_name) => {
+            let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
+            match api.delete(dep_name, &DeleteParams::background()).await {
+                Ok(_) => tracing::info!(deployment = %dep_name, "deleted deployment no longer in the strategy"),
+                Err(err) if is_not_found(&err) => {}
+                Err(err) => return Err(Error::api(format!("delete Deployment {namespace}/{dep_name}"), err)),
+            }
+        }
+        CsvAction::ApplyClusterRole(role) | CsvAction::ApplyApiRole(role) => {
+            server_side_apply(&Api::<ClusterRole>::all(ctx.client.clone()), None, role.as_ref(), apply).await?;
+        }
+        CsvAction::ApplyOperatorCondition(condition) => {
+            let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
+            server_side_apply(&api, Some(&namespace), condition.as_ref(), apply).await?;
+        }
+        CsvAction::ApplyOperatorConditionStatus(status) => {
+            let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
+            let patch = json!({ "status": status });
+            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => {}
+                // Created in this pass but not visible yet, or gone: the next pass syncs it.
+                Err(err) if is_not_found(&err) => {}
+                Err(err) => return Err(Error::api(format!("update the status of OperatorCondition {namespace}/{name}"), err)),
+            }
+        }
+        CsvAction::ApplyClusterRoleBinding(binding) => {
+            server_side_apply(&Api::<ClusterRoleBinding>::all(ctx.client.clone()), None, binding.as_ref(), apply).await?;
+        }
+        CsvAction::ApplyRole(role) => {
+            let target = role.namespace().unwrap_or_default();
+            let api: Api<Role> = Api::namespaced(ctx.client.clone(), &target);
+            server_side_apply(&api, Some(&target), role.as_ref(), apply).await?;
+        }
+        CsvAction::ApplyRoleBinding(binding) => {
+            let target = binding.namespace().unwrap_or_default();
+            let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &target);
+            server_side_apply(&api, Some(&target), binding.as_ref(), apply).await?;
+        }
+        CsvAction::AddFinalizer { current, resource_version } => {
+            let finalizer = keys::CSV_CLEANUP_FINALIZER;
+            let ops = match current {
+                Some(list) if !list.is_empty() => json!([
+                    {"op": "test", "path": "/metadata/finalizers", "value": list},
+                    {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
+                ]),
+                _ => json!([
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+                    {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
+                ]),
+            };
+            patch_finalizers(ctx, &namespace, &name, ops, "add the cleanup finalizer to").await?;
+        }
+        CsvAction::DeleteOwnedClusterObjects => {
+            delete_owned_cluster_objects(&ctx.client, csv).await?;
+        }
+        CsvAction::RemoveFinalizer { index } => {
+            let path = format!("/metadata/finalizers/{index}");
+            let ops = json!([
+                {"op": "test", "path": path, "value": keys::CSV_CLEANUP_FINALIZER},
+                {"op": "remove", "path": path},
+            ]);
+            patch_finalizers(ctx, &namespace, &name, ops, "remove the cleanup finalizer from").await?;
+            tracing::info!("cluster-scoped objects deleted; cleanup finalizer removed");
+        }
+        CsvAction::ApplySecret(secret) => {
+            let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+            server_side_apply(&api, Some(&namespace), secret.as_ref(), apply).await?;
+        }
+        CsvAction::ApplyService(service) => {
+            let api: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
+            server_side_apply(&api, Some(&namespace), service.as_ref(), apply).await?;
+        }
+        CsvAction::ApplyApiService(api_service) => {
+            server_side_apply(&Api::<APIService>::all(ctx.client.clone()), None, api_service.as_ref(), apply).await?;
+        }
+        CsvAction::ApplyWebhook { existing, config } => {
+            apply_webhook(ctx, existing.as_deref(), config).await?;
+        }
+        CsvAction::ApplyCrdConversion { crd, conversion } => {
+            // A merge patch of `spec.conversion` only: the rest of the CRD belongs to
+            // whoever installed it, and `url: null` keeps exactly one client target.
+            let mut wanted = serde_json::to_value(conversion.as_ref()).map_err(|source| Error::Serialize {
+                what: format!("conversion of CustomResourceDefinition {crd}"),
+                source,
+            })?;
+            if let Some(client) = wanted.pointer_mut("/webhook/clientConfig").and_then(|c| c.as_object_mut()) {
+                client.insert("url".to_owned(), serde_json::Value::Null);
+            }
+            let patch = json!({ "spec": { "conversion": wanted } });
+            let params = PatchParams {
+                field_manager: Some(ctx.field_manager()),
+                ..PatchParams::default()
+            };
+            Api::<CustomResourceDefinition>::all(ctx.client.clone())
+                .patch(crd, &params, &Patch::Merge(&patch))
+                .await
+                .map_err(|err| Error::api(format!("configure the conversion webhook of CustomResourceDefinition {crd}"), err))?;
+        }
+        CsvAction::ResetCrdConversion { crd } => {
+            let patch = json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } });
+            let params = PatchParams {
+                field_manager: Some(ctx.field_manager()),
+                ..PatchParams::default()
+            };
+            match Api::<CustomResourceDefinition>::all(ctx.client.clone())
+                .patch(crd, &params, &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => tracing::info!(%crd, "conversion webhook removed from the CRD"),
+                Err(err) if is_not_found(&err) => {}
+                Err(err) => return Err(Error::api(format!("remove the conversion webhook of CustomResourceDefinition {crd}"), err)),
+            }
+        }
+        CsvAction::DeleteWebhook { kind, name: config_name } => {
+            let deleted = if kind == "MutatingWebhookConfiguration" {
+                Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
+                    .delete(config_name, &DeleteParams::default())
+                    .await
+                    .map(|_| ())
+            } else {
+                Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
+                    .delete(config_name, &DeleteParams::default())
+                    .await
+                    .map(|_| ())
+            };
+            match deleted {
+                Ok(()) => tracing::info!(%kind, name = %config_name, "deleted webhook configuration no longer declared"),
+                Err(err) if is_not_found(&err) => {}
+                Err(err) => return Err(Error::api(format!("delete {kind} {config_name}"), err)),
+            }
+        }
+        CsvAction::DeleteSelf => {
+            let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+            match api.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => tracing::info!("deleted ClusterServiceVersion"),
+                Err(err) if is_not_found(&err) => {}
+                Err(err) => return Err(Error::api(format!("delete ClusterServiceVersion {namespace}/{name}"), err)),
+            }
+        }
+        CsvAction::ApplyCopy(copy) => {
+            if copies.full_original.is_none() {
                 let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                let patch = json!({ "metadata": { "annotations": annotations } });
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map_err(|err| Error::api(format!("annotate ClusterServiceVersion {namespace}/{name}"), err))?;
-            }
-            CsvAction::Label(labels) => {
-                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                let patch = json!({ "metadata": { "labels": labels } });
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map_err(|err| Error::api(format!("label ClusterServiceVersion {namespace}/{name}"), err))?;
-            }
-            CsvAction::ApplyDeployment(deployment) => {
-                let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
-                let applied = server_side_apply(&api, Some(&namespace), deployment.as_ref(), &apply).await?;
-                // What was just applied is what the CSV wants, at the generation returned.
-                ctx.state.verified_specs.remember(&applied);
-                tracing::info!(deployment = %deployment.name_any(), "applied deployment");
-            }
-            CsvAction::DeleteDeployment(dep_name) => {
-                let api: Api<Deployment> = Api::namespaced(workload_client(ctx, &namespace)?, &namespace);
-                match api.delete(dep_name, &DeleteParams::background()).await {
-                    Ok(_) => tracing::info!(deployment = %dep_name, "deleted deployment no longer in the strategy"),
-                    Err(err) if is_not_found(&err) => {}
-                    Err(err) => return Err(Error::api(format!("delete Deployment {namespace}/{dep_name}"), err)),
-                }
-            }
-            CsvAction::ApplyClusterRole(_) => {}
-            CsvAction::ApplyOperatorCondition(condition) => {
-                let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
-                server_side_apply(&api, Some(&namespace), condition.as_ref(), &apply).await?;
-            }
-            CsvAction::ApplyOperatorConditionStatus(status) => {
-                let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), &namespace);
-                let patch = json!({ "status": status });
-                match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                    Ok(_) => {}
-                    // Created in this pass but not visible yet, or gone: the next pass syncs it.
-                    Err(err) if is_not_found(&err) => {}
-                    Err(err) => return Err(Error::api(format!("update the status of OperatorCondition {namespace}/{name}"), err)),
-                }
-            }
-            CsvAction::ApplyClusterRoleBinding(binding) => {
-                server_side_apply(&Api::<ClusterRoleBinding>::all(ctx.client.clone()), None, binding.as_ref(), &apply).await?;
-            }
-            CsvAction::ApplyRole(role) => {
-                let target = role.namespace().unwrap_or_default();
-                let api: Api<Role> = Api::namespaced(ctx.client.clone(), &target);
-                server_side_apply(&api, Some(&target), role.as_ref(), &apply).await?;
-            }
-            CsvAction::ApplyRoleBinding(binding) => {
-                let target = binding.namespace().unwrap_or_default();
-                let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &target);
-                server_side_apply(&api, Some(&target), binding.as_ref(), &apply).await?;
-            }
-            CsvAction::AddFinalizer { current, resource_version } => {
-                let finalizer = keys::CSV_CLEANUP_FINALIZER;
-                let ops = match current {
-                    Some(list) if !list.is_empty() => json!([
-                        {"op": "test", "path": "/metadata/finalizers", "value": list},
-                        {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
-                    ]),
-                    _ => json!([
-                        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
-                        {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
-                    ]),
-                };
-                patch_finalizers(ctx, &namespace, &name, ops, "add the cleanup finalizer to").await?;
-            }
-            CsvAction::DeleteOwnedClusterObjects => {
-                delete_owned_cluster_objects(&ctx.client, csv).await?;
-            }
-            CsvAction::RemoveFinalizer { index } => {
-                let path = format!("/metadata/finalizers/{index}");
-                let ops = json!([
-                    {"op": "test", "path": path, "value": keys::CSV_CLEANUP_FINALIZER},
-                    {"op": "remove", "path": path},
-                ]);
-                patch_finalizers(ctx, &namespace, &name, ops, "remove the cleanup finalizer from").await?;
-                tracing::info!("cluster-scoped objects deleted; cleanup finalizer removed");
-            }
-            CsvAction::ApplySecret(secret) => {
-                let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-                server_side_apply(&api, Some(&namespace), secret.as_ref(), &apply).await?;
-            }
-            CsvAction::ApplyService(service) => {
-                let api: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-                server_side_apply(&api, Some(&namespace), service.as_ref(), &apply).await?;
-            }
-            CsvAction::ApplyApiService(api_service) => {
-                server_side_apply(&Api::<APIService>::all(ctx.client.clone()), None, api_service.as_ref(), &apply).await?;
-            }
-            CsvAction::ApplyWebhook { existing, config } => {
-                apply_webhook(ctx, existing.as_deref(), config).await?;
-            }
-            CsvAction::ApplyCrdConversion { crd, conversion } => {
-                // A merge patch of `spec.conversion` only: the rest of the CRD belongs to
-                // whoever installed it, and `url: null` keeps exactly one client target.
-                let mut wanted = serde_json::to_value(conversion.as_ref()).map_err(|source| Error::Serialize {
-                    what: format!("conversion of CustomResourceDefinition {crd}"),
-                    source,
-                })?;
-                if let Some(client) = wanted.pointer_mut("/webhook/clientConfig").and_then(|c| c.as_object_mut()) {
-                    client.insert("url".to_owned(), serde_json::Value::Null);
-                }
-                let patch = json!({ "spec": { "conversion": wanted } });
-                let params = PatchParams {
-                    field_manager: Some(ctx.field_manager()),
-                    ..PatchParams::default()
-                };
-                Api::<CustomResourceDefinition>::all(ctx.client.clone())
-                    .patch(crd, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|err| Error::api(format!("configure the conversion webhook of CustomResourceDefinition {crd}"), err))?;
-            }
-            CsvAction::ResetCrdConversion { crd } => {
-                let patch = json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } });
-                let params = PatchParams {
-                    field_manager: Some(ctx.field_manager()),
-                    ..PatchParams::default()
-                };
-                match Api::<CustomResourceDefinition>::all(ctx.client.clone())
-                    .patch(crd, &params, &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => tracing::info!(%crd, "conversion webhook removed from the CRD"),
-                    Err(err) if is_not_found(&err) => {}
-                    Err(err) => return Err(Error::api(format!("remove the conversion webhook of CustomResourceDefinition {crd}"), err)),
-                }
-            }
-            CsvAction::DeleteWebhook { kind, name: config_name } => {
-                let deleted = if kind == "MutatingWebhookConfiguration" {
-                    Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
-                        .delete(config_name, &DeleteParams::default())
-                        .await
-                        .map(|_| ())
-                } else {
-                    Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
-                        .delete(config_name, &DeleteParams::default())
-                        .await
-                        .map(|_| ())
-                };
-                match deleted {
-                    Ok(()) => tracing::info!(%kind, name = %config_name, "deleted webhook configuration no longer declared"),
-                    Err(err) if is_not_found(&err) => {}
-                    Err(err) => return Err(Error::api(format!("delete {kind} {config_name}"), err)),
-                }
-            }
-            CsvAction::DeleteSelf => {
-                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                match api.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => tracing::info!("deleted ClusterServiceVersion"),
-                    Err(err) if is_not_found(&err) => {}
-                    Err(err) => return Err(Error::api(format!("delete ClusterServiceVersion {namespace}/{name}"), err)),
-                }
-            }
-            CsvAction::ApplyCopy(copy) => {
-                if full_original.is_none() {
-                    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                    match api.get(&name).await {
-                        Ok(full) => full_original = Some(full),
-                        Err(err) => {
-                            // Best effort like every copy: retried on the next pass.
-                            copy_error.get_or_insert(Error::api(format!("read ClusterServiceVersion {namespace}/{name} to copy it"), err));
-                            continue;
-                        }
-                    }
-                }
-                let Some(full) = &full_original else { continue };
-                let copy = super::decide::with_full_content(copy, full);
-                if let Err(err) = apply_copy(ctx, &copy).await {
-                    tracing::warn!(target_namespace = %copy.namespace().unwrap_or_default(), %err, "cannot copy the CSV");
-                    copy_error.get_or_insert(err);
-                }
-            }
-            CsvAction::DeleteCopy { namespace: target } => {
-                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), target);
-                match api.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => tracing::info!(target_namespace = %target, "deleted copied CSV"),
-                    Err(err) if is_not_found(&err) => {}
+                match api.get(&name).await {
+                    Ok(full) => copies.full_original = Some(full),
                     Err(err) => {
-                        copy_error.get_or_insert(Error::api(format!("delete copied ClusterServiceVersion {target}/{name}"), err));
+                        // Best effort like every copy: retried on the next pass.
+                        copies.error.get_or_insert(Error::api(format!("read ClusterServiceVersion {namespace}/{name} to copy it"), err));
+                        return Ok(());
                     }
+                }
+            }
+            let Some(full) = &copies.full_original else { return Ok(()) };
+            let copy = super::decide::with_full_content(copy, full);
+            if let Err(err) = apply_copy(ctx, &copy).await {
+                tracing::warn!(target_namespace = %copy.namespace().unwrap_or_default(), %err, "cannot copy the CSV");
+                copies.error.get_or_insert(err);
+            }
+        }
+        CsvAction::DeleteCopy { namespace: target } => {
+            let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), target);
+            match api.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => tracing::info!(target_namespace = %target, "deleted copied CSV"),
+                Err(err) if is_not_found(&err) => {}
+                Err(err) => {
+                    copies.error.get_or_insert(Error::api(format!("delete copied ClusterServiceVersion {target}/{name}"), err));
                 }
             }
         }
-    }
-    // A copy failure must not hide the status of the CSV itself: copies are retried on the
-    // next pass (the periodic resync at the latest).
-    if let Some(err) = copy_error {
-        tracing::warn!(%err, error.category = err.category(), "some copies failed; retrying on the next pass");
     }
     Ok(())
 }

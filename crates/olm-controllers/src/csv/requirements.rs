@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceConversion;
 use olm_api::v1alpha1::cluster_service_version::{
     ClusterServiceVersion, DependentStatus, RequirementStatus, StatusReason,
@@ -35,6 +35,55 @@ pub struct PermissionCheck {
     pub rule: PolicyRule,
     /// Whether the ServiceAccount may do everything the rule says.
     pub satisfied: bool,
+}
+
+/// The RBAC labelled as generated for a CSV (what its InstallPlan wrote from the install
+/// strategy): read once per permission check instead of asking the API server one
+/// SubjectAccessReview per verb and resource.
+#[derive(Clone, Debug, Default)]
+pub struct GeneratedRbac {
+    /// Roles in the CSV's namespace.
+    pub roles: Vec<Role>,
+    /// RoleBindings in the CSV's namespace.
+    pub bindings: Vec<RoleBinding>,
+    /// ClusterRoles.
+    pub cluster_roles: Vec<ClusterRole>,
+    /// ClusterRoleBindings.
+    pub cluster_bindings: Vec<ClusterRoleBinding>,
+}
+
+/// Whether `generated` alone grants `rule` to ServiceAccount `sa` of `namespace` (in that
+/// namespace, or cluster-wide when `cluster`): a role holding the very rule, bound to the
+/// account. RBAC only adds permissions, so this is enough; when it does not hold (someone
+/// else's roles, aggregation, an edited role) the caller asks the API server.
+pub fn granted_by(generated: &GeneratedRbac, namespace: &str, sa: &str, cluster: bool, rule: &PolicyRule) -> bool {
+    let binds_account = |subjects: Option<&Vec<Subject>>| {
+        subjects.into_iter().flatten().any(|s| {
+            s.kind == "ServiceAccount" && s.name == sa && s.namespace.as_deref() == Some(namespace)
+        })
+    };
+    let refers = |role_ref: &RoleRef, kind: &str, name: Option<&String>| role_ref.kind == kind && Some(&role_ref.name) == name;
+    let holds = |rules: Option<&Vec<PolicyRule>>| rules.into_iter().flatten().any(|r| r == rule);
+    let cluster_wide = generated.cluster_roles.iter().filter(|r| r.aggregation_rule.is_none() && holds(r.rules.as_ref())).any(|role| {
+        generated
+            .cluster_bindings
+            .iter()
+            .any(|b| refers(&b.role_ref, "ClusterRole", role.metadata.name.as_ref()) && binds_account(b.subjects.as_ref()))
+    });
+    if cluster || cluster_wide {
+        return cluster_wide;
+    }
+    generated
+        .roles
+        .iter()
+        .filter(|r| r.metadata.namespace.as_deref() == Some(namespace) && holds(r.rules.as_ref()))
+        .any(|role| {
+            generated.bindings.iter().any(|b| {
+                b.metadata.namespace.as_deref() == Some(namespace)
+                    && refers(&b.role_ref, "Role", role.metadata.name.as_ref())
+                    && binds_account(b.subjects.as_ref())
+            })
+        })
 }
 
 /// Every rule of the CSV with its ServiceAccount and scope, in declaration order.

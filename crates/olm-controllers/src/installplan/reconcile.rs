@@ -212,14 +212,32 @@ fn defined_kind(manifest: Option<&str>) -> Option<(String, String)> {
     Some((group, kind))
 }
 
-/// Apply one step: read what exists (for `Present` vs `Created` and the CRD safety checks),
-/// then server-side apply the manifest.
+/// Read a CRD step's CRD and check that applying the step is safe (stored versions kept,
+/// existing objects still valid): whether it exists.
+async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Result<bool, StepError> {
+    let r = &step.resource;
+    let manifest: Value = serde_json::from_str(r.manifest.as_deref().unwrap_or("{}"))
+        .map_err(|err| StepError::new(format!("the manifest of step {} is not valid JSON: {err}", describe(step, "")), false))?;
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let existing = api.get_opt(&r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?;
+    let Some(existing) = existing else { return Ok(false) };
+    let existing = serde_json::to_value(&existing).unwrap_or(Value::Null);
+    stored_versions_kept(&existing, &manifest)
+        .map_err(|message| StepError::new(format!("cannot update CustomResourceDefinition {}: {message}", r.name), false))?;
+    existing_objects_valid(&ctx.client, &existing, &manifest).await?;
+    Ok(true)
+}
+
+/// Apply one step: read what exists (for `Present` vs `Created`; for a CRD not checked yet,
+/// `check_crd`), then server-side apply the manifest. `crd_existed` is what `check_crd` found
+/// earlier in the pass.
 async fn apply_step(
     ctx: &ControllerContext<InstallPlanState>,
     step: &Step,
     namespace: &str,
     installer: &Installer,
     owner_uid: Option<&str>,
+    crd_existed: Option<bool>,
 ) -> Result<Applied, StepError> {
     let r = &step.resource;
     let Some((plural, namespaced)) = resource_of(&r.group, &r.kind) else {
@@ -267,16 +285,18 @@ async fn apply_step(
             }]);
         }
     }
-    let existing = api
-        .get_opt(&r.name)
-        .await
-        .map_err(|err| step_error(step, namespace, "get", step_installer, &err))?;
-    if is_crd && let Some(existing) = &existing {
-        let existing = serde_json::to_value(existing).unwrap_or(Value::Null);
-        stored_versions_kept(&existing, &manifest)
-            .map_err(|message| StepError::new(format!("cannot update CustomResourceDefinition {}: {message}", r.name), false))?;
-        existing_objects_valid(&ctx.client, &existing, &manifest).await?;
+    if r.kind == "ClusterServiceVersion" {
+        stamp_csv(&mut manifest, &ctx.state.groups.list_in(namespace));
     }
+    let existed = match (is_crd, crd_existed) {
+        (true, Some(existed)) => existed,
+        (true, None) => check_crd(ctx, step).await?,
+        (false, _) => api
+            .get_opt(&r.name)
+            .await
+            .map_err(|err| step_error(step, namespace, "get", step_installer, &err))?
+            .is_some(),
+    };
     let params = PatchParams::apply(&ctx.field_manager()).force();
     let applied = api.patch(&r.name, &params, &Patch::Apply(&manifest)).await.map_err(|err| {
         if is_not_found(&err) {
@@ -286,13 +306,40 @@ async fn apply_step(
     })?;
     let status = if is_crd && !established(&serde_json::to_value(&applied).unwrap_or(Value::Null)) {
         StepStatus::WaitingForApi
-    } else if existing.is_some() {
+    } else if existed {
         StepStatus::Present
     } else {
         StepStatus::Created
     };
     let csv_uid = (r.kind == "ClusterServiceVersion").then(|| applied.uid()).flatten();
     Ok(Applied { status, csv_uid })
+}
+
+/// Write into a CSV manifest what the CSV controller would add first (see
+/// `csv::decide::creation_metadata`). Applied on every apply of the step, not only the first:
+/// server-side apply removes the fields its manager stops sending.
+fn stamp_csv(manifest: &mut Value, groups: &[Arc<OperatorGroup>]) {
+    let Ok(csv) = serde_json::from_value::<olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion>(manifest.clone()) else {
+        // The CSV controller reports what is wrong with it.
+        return;
+    };
+    let groups: Vec<&OperatorGroup> = groups.iter().map(Arc::as_ref).collect();
+    let stamp = crate::csv::decide::creation_metadata(&csv, &groups);
+    let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    for (field, entries) in [("labels", stamp.labels), ("annotations", stamp.annotations)] {
+        if let Some(map) = metadata.entry(field).or_insert_with(|| json!({})).as_object_mut() {
+            for (key, value) in entries {
+                map.insert(key, json!(value));
+            }
+        }
+    }
+    if let Some(list) = metadata.entry("finalizers").or_insert_with(|| json!([])).as_array_mut() {
+        for finalizer in stamp.finalizers {
+            if !list.iter().any(|f| f.as_str() == Some(finalizer.as_str())) {
+                list.push(json!(finalizer));
+            }
+        }
+    }
 }
 
 /// A CRD step applied in an earlier pass that the API server had not Established yet: look
@@ -312,13 +359,13 @@ async fn recheck_crd(
         Some(crd) if established(&serde_json::to_value(&crd).unwrap_or(Value::Null)) => StepStatus::Created,
         Some(_) => StepStatus::WaitingForApi,
         // Deleted meanwhile: apply it again (as OLM: `apply_step` never uses the installer for CRDs).
-        None => return apply_step(ctx, step, namespace, installer, None).await,
+        None => return apply_step(ctx, step, namespace, installer, None, None).await,
     };
     Ok(Applied { status, csv_uid: None })
 }
 
-/// One execution pass. Steps go in rounds by `execution_rank` (CRDs, the CSV, ServiceAccounts,
-/// roles, bindings, the rest); the steps of a round are applied concurrently, since none
+/// One execution pass. Steps go in rounds by `execution_rank` (CRDs with the CSV,
+/// ServiceAccounts with roles, bindings, the rest); the steps of a round are applied concurrently, since none
 /// depends on another of its round. Steps done in an earlier pass (Created, Present) are not
 /// applied again, except the CSVs, whose uids own the rest. A CRD the API server has not
 /// Established yet holds back only the steps of the kind it defines (upstream's
@@ -342,6 +389,31 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
     let mut csv_uids: HashMap<String, String> = HashMap::new();
     let mut pending_kinds: Vec<(String, String)> = Vec::new();
     let mut waiting_for_api = false;
+    // The CRDs this pass changes are read and checked before anything is written: an unsafe
+    // CRD upgrade then writes nothing, not even the CSV, which goes in the CRDs' round.
+    let to_check: Vec<usize> = todo
+        .iter()
+        .copied()
+        .filter(|&i| out[i].resource.kind == "CustomResourceDefinition" && out[i].status != StepStatus::WaitingForApi)
+        .collect();
+    let checks_started = std::time::Instant::now();
+    let checked = futures::future::join_all(to_check.iter().map(|&i| check_crd(ctx, &out[i]))).await;
+    tracing::debug!(crds = to_check.len(), ms = checks_started.elapsed().as_secs_f64() * 1e3, "CRD changes checked");
+    let mut crd_existed: HashMap<usize, bool> = HashMap::new();
+    for (&i, result) in to_check.iter().zip(checked) {
+        match result {
+            Ok(existed) => {
+                crd_existed.insert(i, existed);
+            }
+            Err(error) => {
+                return Pass {
+                    steps: out,
+                    error: Some(error),
+                    waiting_for_api: false,
+                };
+            }
+        }
+    }
     let mut rest = todo.as_slice();
     while let Some(&first) = rest.first() {
         let rank = execution_rank(&out[first]);
@@ -357,19 +429,22 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             })
             .collect();
         waiting_for_api |= runnable.len() < round.len();
+        let round_started = std::time::Instant::now();
         let results = futures::future::join_all(runnable.iter().map(|&i| {
             let step = &out[i];
             let namespace = namespace.as_str();
             let owner = csv_uids.get(&step.resolving).map(String::as_str);
+            let existed = crd_existed.get(&i).copied();
             async move {
                 if step.status == StepStatus::WaitingForApi && step.resource.kind == "CustomResourceDefinition" {
                     recheck_crd(ctx, step, namespace, installer).await
                 } else {
-                    apply_step(ctx, step, namespace, installer, owner).await
+                    apply_step(ctx, step, namespace, installer, owner, existed).await
                 }
             }
         }))
         .await;
+        tracing::debug!(rank, steps = runnable.len(), ms = round_started.elapsed().as_secs_f64() * 1e3, "steps applied");
         let mut first_error = None;
         for (&i, result) in runnable.iter().zip(results) {
             match result {

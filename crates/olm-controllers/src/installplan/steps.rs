@@ -237,16 +237,18 @@ pub fn bundle_steps(bundle: &BundleContent, source: &StepSource, namespace: &str
     Ok(csv_steps)
 }
 
-/// The order steps are applied in: CRDs first (the CSV's requirement check needs them), then
-/// the CSV (namespaced objects are owned by it), ServiceAccounts, RBAC, everything else.
+/// The rounds steps are applied in. CRDs and the CSV first, together: the CSV does not need
+/// its CRDs to exist (its requirement check waits for them) and the CSV controller can start
+/// while the API server establishes them; `execute` checks CRD upgrades for safety before any
+/// of the round is written. Then ServiceAccounts and roles (the namespaced ones are owned by
+/// the CSV, by uid), then bindings (binding a role that does not exist yet may be refused as
+/// an escalation), then everything else.
 pub fn execution_rank(step: &Step) -> u8 {
     match step.resource.kind.as_str() {
-        "CustomResourceDefinition" => 0,
-        "ClusterServiceVersion" => 1,
-        "ServiceAccount" => 2,
-        "Role" | "ClusterRole" => 3,
-        "RoleBinding" | "ClusterRoleBinding" => 4,
-        _ => 5,
+        "CustomResourceDefinition" | "ClusterServiceVersion" => 0,
+        "ServiceAccount" | "Role" | "ClusterRole" => 1,
+        "RoleBinding" | "ClusterRoleBinding" => 2,
+        _ => 3,
     }
 }
 

@@ -94,6 +94,10 @@ where
     if !ctx.leadership.is_leader() {
         return Ok(Action::await_change());
     }
+    if ctx.status.is_stale(obj.as_ref()) {
+        tracing::debug!("the cache has not caught up with this controller's last status write; waiting for it");
+        return Ok(Action::await_change());
+    }
     let key = object_key(obj.as_ref());
     let started = Instant::now();
     let result = reconcile(obj, ctx.clone()).await;

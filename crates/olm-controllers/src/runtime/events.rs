@@ -120,7 +120,9 @@ impl EventPublisher {
     }
 
     /// Publish `note` about `regarding`: a new Event, or one more count on the same Event
-    /// published less than six minutes ago.
+    /// published less than six minutes ago. The request is sent in the background: Events are
+    /// best effort, and a reconcile that waited for one would hold its object's next pass (and
+    /// the install it is part of) behind a write nobody waits for.
     pub async fn publish(&self, regarding: &ObjectReference, note: &EventNote) {
         // The events API caps the note at 1 kB.
         let mut message = note.message.clone();
@@ -147,73 +149,74 @@ impl EventPublisher {
         }
         .id();
         let now = Instant::now();
-        let repeat = {
+        let wall = Timestamp::now();
+        // The series is counted here, before the request goes: a repeat published meanwhile
+        // counts on the same Event (whose name is chosen here) instead of creating another.
+        let (name, repeat) = {
             let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
             recent.retain(|_, p| now.duration_since(p.last) < SERIES_WINDOW);
-            recent.get_mut(&key).map(|p| {
-                p.count += 1;
-                p.last = now;
-                (p.name.clone(), p.count)
-            })
-        };
-        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
-        let wall = Timestamp::now();
-        let result = match repeat {
-            Some((name, count)) => {
-                let patch = json!({"series": {"count": count, "lastObservedTime": MicroTime(wall)}});
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| name)
-            }
-            None => {
-                let event = K8sEvent {
-                    metadata: ObjectMeta {
-                        namespace: Some(namespace.clone()),
-                        name: Some(format!(
-                            "{}.{:x}",
-                            regarding.name.as_deref().unwrap_or(&self.controller),
-                            wall.as_nanosecond()
-                        )),
-                        ..Default::default()
-                    },
-                    event_time: Some(MicroTime(wall)),
-                    action: Some(note.action.clone()),
-                    reason: Some(note.reason.clone()),
-                    note: Some(message),
-                    regarding: Some(regarding.clone()),
-                    reporting_controller: Some(self.controller.clone()),
-                    reporting_instance: Some(self.instance.clone()),
-                    type_: Some(match note.severity {
-                        Severity::Normal => "Normal".to_owned(),
-                        Severity::Warning => "Warning".to_owned(),
-                    }),
-                    ..Default::default()
-                };
-                api.create(&PostParams::default(), &event).await.map(|created| created.name_any())
-            }
-        };
-        match result {
-            Ok(name) => {
-                let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-                let entry = recent.entry(key).or_insert_with(|| Published {
-                    name,
-                    count: 1,
-                    last: now,
-                });
-                entry.last = now;
-                let over = recent.len().saturating_sub(SERIES_LIMIT);
-                if over > 0 {
-                    forget_oldest(&mut recent, over);
+            match recent.get_mut(&key) {
+                Some(p) => {
+                    p.count += 1;
+                    p.last = now;
+                    (p.name.clone(), Some(p.count))
+                }
+                None => {
+                    let name = format!("{}.{:x}", regarding.name.as_deref().unwrap_or(&self.controller), wall.as_nanosecond());
+                    recent.insert(key, Published { name: name.clone(), count: 1, last: now });
+                    let over = recent.len().saturating_sub(SERIES_LIMIT);
+                    if over > 0 {
+                        forget_oldest(&mut recent, over);
+                    }
+                    (name, None)
                 }
             }
-            // The namespace is going away with the object: nobody will read the Event.
-            Err(kube::Error::Api(status)) if status.message.contains("is being terminated") => {
-                tracing::debug!(reason = %note.reason, "event not published: namespace terminating");
+        };
+        let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
+        let event = repeat.is_none().then(|| K8sEvent {
+            metadata: ObjectMeta {
+                namespace: Some(namespace.clone()),
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(wall)),
+            action: Some(note.action.clone()),
+            reason: Some(note.reason.clone()),
+            note: Some(message),
+            regarding: Some(regarding.clone()),
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            type_: Some(match note.severity {
+                Severity::Normal => "Normal".to_owned(),
+                Severity::Warning => "Warning".to_owned(),
+            }),
+            ..Default::default()
+        });
+        let recent = self.recent.clone();
+        let reason = note.reason.clone();
+        tokio::spawn(async move {
+            let result = match (repeat, event) {
+                (Some(count), _) => {
+                    let patch = json!({"series": {"count": count, "lastObservedTime": MicroTime(wall)}});
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
+                }
+                (None, Some(event)) => api.create(&PostParams::default(), &event).await.map(|_| ()),
+                (None, None) => Ok(()),
+            };
+            match result {
+                Ok(()) => {}
+                // The namespace is going away with the object: nobody will read the Event.
+                Err(kube::Error::Api(status)) if status.message.contains("is being terminated") => {
+                    tracing::debug!(%reason, "event not published: namespace terminating");
+                }
+                Err(err) => {
+                    // A series whose Event was never created or was deleted meanwhile starts
+                    // again next time.
+                    recent.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                    tracing::warn!(%err, %reason, "cannot publish event");
+                }
             }
-            Err(err) => {
-                // A series whose Event was deleted meanwhile starts again next time.
-                self.recent.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
-                tracing::warn!(%err, reason = %note.reason, "cannot publish event");
-            }
-        }
+        });
     }
 }
 

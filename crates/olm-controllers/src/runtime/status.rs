@@ -1,6 +1,9 @@
 //! Status writes: server-side apply on the status subresource with one field manager per
 //! controller, skipped when the desired status equals the observed one ignoring timestamps.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use kube::api::{Patch, PatchParams};
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -45,6 +48,20 @@ pub fn same_ignoring_timestamps(observed: Option<&Value>, desired: &Value) -> bo
 pub struct StatusWriter {
     client: Client,
     field_manager: String,
+    /// For each object whose status this writer changed and whose new version the watch cache
+    /// has not shown yet: the resourceVersion the write replaced.
+    replaced: Arc<Mutex<HashMap<ObjectKey, String>>>,
+}
+
+/// Kind, namespace, name.
+type ObjectKey = (String, String, String);
+
+/// Objects written but not seen again, kept at most (their watch events normally arrive within
+/// milliseconds; an object deleted meanwhile would otherwise stay forever).
+const REPLACED_KEPT: usize = 4096;
+
+fn key_of<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectKey {
+    (K::kind(&()).into_owned(), obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 impl StatusWriter {
@@ -53,6 +70,23 @@ impl StatusWriter {
         Self {
             client,
             field_manager: field_manager.into(),
+            replaced: Arc::default(),
+        }
+    }
+
+    /// Whether `obj` is the version this writer's last status write replaced: the watch cache
+    /// has not caught up with the write yet. A pass on it would decide again from the old
+    /// status (and redo its work); the write's own watch event brings the next pass.
+    pub fn is_stale<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+        let mut replaced = self.replaced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = key_of(obj);
+        match (replaced.get(&key), obj.meta().resource_version.as_ref()) {
+            (Some(old), Some(seen)) if old == seen => true,
+            (Some(_), _) => {
+                replaced.remove(&key);
+                false
+            }
+            (None, _) => false,
         }
     }
 
@@ -112,9 +146,20 @@ impl StatusWriter {
             "status": desired,
         });
         let params = PatchParams::apply(&self.field_manager).force();
-        api.patch_status(&name, &params, &Patch::Apply(&patch))
+        let written = api
+            .patch_status(&name, &params, &Patch::Apply(&patch))
             .await
             .map_err(|err| Error::api(format!("apply status of {} {}", K::kind(&()), name), err))?;
+        // Only a write that made a new version can be waited for: a no-op keeps the old one.
+        if let (Some(old), Some(new)) = (obj.meta().resource_version.as_ref(), written.meta().resource_version.as_ref())
+            && old != new
+        {
+            let mut replaced = self.replaced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if replaced.len() >= REPLACED_KEPT {
+                replaced.clear();
+            }
+            replaced.insert(key_of(obj), old.clone());
+        }
         Ok(true)
     }
 }
