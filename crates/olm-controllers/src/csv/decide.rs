@@ -181,7 +181,8 @@ pub enum CsvAction {
     /// Create or update a Role lifted to a ClusterRole for an all-namespaces group.
     ApplyClusterRole(Box<ClusterRole>),
     /// Create or update a provided API's ClusterRole (`<crd>-<version>-admin|edit|view|crdview`):
-    /// nothing else in the pass needs it, so it is written last.
+    /// nothing in the pass needs it, so it is written after the status (a CSV turns Succeeded
+    /// without waiting for a dozen role writes).
     ApplyApiRole(Box<ClusterRole>),
     /// Create or update a ClusterRoleBinding lifted from a RoleBinding (all-namespaces group).
     ApplyClusterRoleBinding(Box<ClusterRoleBinding>),
@@ -1534,8 +1535,8 @@ fn with_condition_rbac_and_status(observed: &Observed<'_>, condition: &OperatorC
     decision
 }
 
-/// An installed CSV keeps admin/edit/view ClusterRoles for each API it provides (written from
-/// Installing on).
+/// A Succeeded CSV keeps admin/edit/view ClusterRoles for each API it provides (written after
+/// the status, see `ApplyApiRole`).
 fn with_api_roles(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDecision {
     for role in crate::rbac::provided_api_roles(observed.csv, observed.crd_uids) {
         let current = observed
@@ -1702,9 +1703,7 @@ fn decide_phase(
                     d = d.act(CsvAction::DeleteDeployment(name.clone()));
                 }
             }
-            // The provided APIs' roles are written while the Deployment rolls out, so that
-            // Succeeded is nothing but a status write when it becomes Available.
-            with_api_roles(observed, d).requeue(REQUEUE_WAITING)
+            d.requeue(REQUEUE_WAITING)
         }
         CsvPhase::Installing => {
             let desired = desired_deployments(csv, observed.subscription_config, observed.serving_certs);

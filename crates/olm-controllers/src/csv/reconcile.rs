@@ -233,7 +233,9 @@ async fn check_permissions(
 /// have granted are then asked of the API server.
 async fn generated_rbac(client: &kube::Client, csv: &ClusterServiceVersion, cluster: bool) -> GeneratedRbac {
     let namespace = csv.namespace().unwrap_or_default();
-    let params = kube::api::ListParams::default().labels(&owner_selector(csv));
+    // From the API server's watch cache: a list that misses a role created a moment ago only
+    // sends its rules to SubjectAccessReviews.
+    let params = kube::api::ListParams::default().labels(&owner_selector(csv)).match_any();
     async fn listed<K>(api: Api<K>, params: &kube::api::ListParams, wanted: bool) -> Vec<K>
     where
         K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -610,7 +612,20 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     for note in &decision.events {
         ctx.events.publish(&reference, note).await;
     }
+    apply_api_roles(&ctx, &csv, &decision).await?;
     Ok(action_for(decision.requeue_after))
+}
+
+/// The provided APIs' ClusterRoles, all at once, after the status: nothing waits for them,
+/// and the status (Succeeded) should not wait for a dozen writes either.
+async fn apply_api_roles(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
+    let apply = PatchParams::apply(&ctx.field_manager()).force();
+    futures::future::try_join_all(decision.actions.iter().filter(|a| matches!(a, CsvAction::ApplyApiRole(_))).map(|action| {
+        let apply = &apply;
+        async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }
+    }))
+    .await?;
+    Ok(())
 }
 
 /// Remember the Deployments just read whole whose spec holds what the CSV wants, so that later
@@ -662,14 +677,14 @@ fn workload_client(ctx: &ControllerContext<CsvState>, namespace: &str) -> Result
 /// annotations) goes first, in order. Then the OperatorCondition, which nothing in the pass
 /// waits for, at the same time as everything else in order (the operator's Deployment among
 /// it: what the install waits for should not queue behind writes it does not need). The
-/// provided APIs' ClusterRoles go last, all at once. Copies are best effort (a namespace may
-/// be going away); every other failure stops the pass.
+/// provided APIs' ClusterRoles are left to `apply_api_roles`, after the status. Copies are best
+/// effort (a namespace may be going away); every other failure stops the pass.
 async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
     let apply = PatchParams::apply(&ctx.field_manager()).force();
     let mut copies = Copies::default();
     let is_metadata = |a: &CsvAction| matches!(a, CsvAction::AddFinalizer { .. } | CsvAction::Label(_) | CsvAction::Annotate(_));
     let is_side = |a: &CsvAction| matches!(a, CsvAction::ApplyOperatorCondition(_));
-    let is_last = |a: &CsvAction| matches!(a, CsvAction::ApplyApiRole(_));
+    let is_later = |a: &CsvAction| matches!(a, CsvAction::ApplyApiRole(_));
     for action in decision.actions.iter().filter(|a| is_metadata(a)) {
         act_one(ctx, csv, action, &apply, &mut copies).await?;
     }
@@ -678,17 +693,12 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
         async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }
     }));
     let ordered = async {
-        for action in decision.actions.iter().filter(|a| !is_metadata(a) && !is_side(a) && !is_last(a)) {
+        for action in decision.actions.iter().filter(|a| !is_metadata(a) && !is_side(a) && !is_later(a)) {
             act_one(ctx, csv, action, &apply, &mut copies).await?;
         }
         Ok(())
     };
     futures::future::try_join(side, ordered).await?;
-    futures::future::try_join_all(decision.actions.iter().filter(|a| is_last(a)).map(|action| {
-        let apply = &apply;
-        async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }
-    }))
-    .await?;
     // A copy failure must not hide the status of the CSV itself: copies are retried on the
     // next pass (the periodic resync at the latest).
     if let Some(err) = copies.error {

@@ -212,6 +212,19 @@ fn defined_kind(manifest: Option<&str>) -> Option<(String, String)> {
     Some((group, kind))
 }
 
+/// `name` as the API server's watch cache has it (`resourceVersion=0`: no read from storage,
+/// which on a busy control plane waits behind the writes in flight), or None.
+async fn get_cached_opt<K>(api: &Api<K>, name: &str) -> std::result::Result<Option<K>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_with(name, &kube::api::GetParams::any()).await {
+        Ok(found) => Ok(Some(found)),
+        Err(err) if is_not_found(&err) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
 /// Read a CRD step's CRD and check that applying the step is safe (stored versions kept,
 /// existing objects still valid): whether it exists.
 async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Result<bool, StepError> {
@@ -219,6 +232,12 @@ async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Re
     let manifest: Value = serde_json::from_str(r.manifest.as_deref().unwrap_or("{}"))
         .map_err(|err| StepError::new(format!("the manifest of step {} is not valid JSON: {err}", describe(step, "")), false))?;
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    // First from the API server's watch cache (no storage read): most installs bring new CRDs.
+    // A CRD created elsewhere a moment ago may be missed; the API server itself still refuses
+    // an update that drops a stored version.
+    if get_cached_opt(&api, &r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?.is_none() {
+        return Ok(false);
+    }
     let existing = api.get_opt(&r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?;
     let Some(existing) = existing else { return Ok(false) };
     let existing = serde_json::to_value(&existing).unwrap_or(Value::Null);
@@ -291,8 +310,8 @@ async fn apply_step(
     let existed = match (is_crd, crd_existed) {
         (true, Some(existed)) => existed,
         (true, None) => check_crd(ctx, step).await?,
-        (false, _) => api
-            .get_opt(&r.name)
+        // Only for Created vs Present: the watch cache's view is enough.
+        (false, _) => get_cached_opt(&api, &r.name)
             .await
             .map_err(|err| step_error(step, namespace, "get", step_installer, &err))?
             .is_some(),
@@ -351,8 +370,8 @@ async fn recheck_crd(
     installer: &Installer,
 ) -> Result<Applied, StepError> {
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    let found = api
-        .get_opt(&step.resource.name)
+    // The watch cache's view is enough: a stale answer only means one more look.
+    let found = get_cached_opt(&api, &step.resource.name)
         .await
         .map_err(|err| step_error(step, namespace, "get", None, &err))?;
     let status = match found {
@@ -365,7 +384,7 @@ async fn recheck_crd(
 }
 
 /// One execution pass. Steps go in rounds by `execution_rank` (CRDs with the CSV,
-/// ServiceAccounts with roles, bindings, the rest); the steps of a round are applied concurrently, since none
+/// ServiceAccounts with roles and bindings, the rest); the steps of a round are applied concurrently, since none
 /// depends on another of its round. Steps done in an earlier pass (Created, Present) are not
 /// applied again, except the CSVs, whose uids own the rest. A CRD the API server has not
 /// Established yet holds back only the steps of the kind it defines (upstream's
@@ -385,7 +404,8 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
     let mut todo: Vec<usize> = (0..out.len())
         .filter(|&i| !done(&out[i]) || (is_csv(&out[i]) && owned_left.contains(&out[i].resource.name.as_str())))
         .collect();
-    todo.sort_by_key(|&i| execution_rank(&out[i]));
+    let scoped = installer.service_account.is_some();
+    todo.sort_by_key(|&i| execution_rank(&out[i], scoped));
     let mut csv_uids: HashMap<String, String> = HashMap::new();
     let mut pending_kinds: Vec<(String, String)> = Vec::new();
     let mut waiting_for_api = false;
@@ -416,8 +436,8 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
     }
     let mut rest = todo.as_slice();
     while let Some(&first) = rest.first() {
-        let rank = execution_rank(&out[first]);
-        let split = rest.iter().position(|&i| execution_rank(&out[i]) != rank).unwrap_or(rest.len());
+        let rank = execution_rank(&out[first], scoped);
+        let split = rest.iter().position(|&i| execution_rank(&out[i], scoped) != rank).unwrap_or(rest.len());
         let (round, after) = rest.split_at(split);
         rest = after;
         let runnable: Vec<usize> = round

@@ -241,12 +241,15 @@ pub fn bundle_steps(bundle: &BundleContent, source: &StepSource, namespace: &str
 /// its CRDs to exist (its requirement check waits for them) and the CSV controller can start
 /// while the API server establishes them; `execute` checks CRD upgrades for safety before any
 /// of the round is written. Then ServiceAccounts and roles (the namespaced ones are owned by
-/// the CSV, by uid), then bindings (binding a role that does not exist yet may be refused as
-/// an escalation), then everything else.
-pub fn execution_rank(step: &Step) -> u8 {
+/// the CSV, by uid) with their bindings, then everything else. When the plan is installed with
+/// a group's ServiceAccount (`scoped`), bindings wait for their roles: without the `bind` verb
+/// (OLM's own account has it), binding a role that does not exist yet is refused as an
+/// escalation.
+pub fn execution_rank(step: &Step, scoped: bool) -> u8 {
     match step.resource.kind.as_str() {
         "CustomResourceDefinition" | "ClusterServiceVersion" => 0,
         "ServiceAccount" | "Role" | "ClusterRole" => 1,
+        "RoleBinding" | "ClusterRoleBinding" if !scoped => 1,
         "RoleBinding" | "ClusterRoleBinding" => 2,
         _ => 3,
     }

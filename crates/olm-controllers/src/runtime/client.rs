@@ -24,6 +24,10 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 pub fn build(config: kube::Config) -> Result<kube::Client, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
+    // Without it a new connection's first request waits for the server's delayed ACK (40 ms
+    // on Linux) behind the TLS handshake's last write: every burst of concurrent requests that
+    // opens connections (an install's first steps) paid that.
+    http.set_nodelay(true);
     let https = config.rustls_https_connector_with_connector(http)?;
     let mut connector = hyper_timeout::TimeoutConnector::new(https);
     connector.set_connect_timeout(config.connect_timeout);
