@@ -469,16 +469,17 @@ pub fn e2e_losses(r: &E2e, losses: &mut Vec<String>) {
 /// Where our single install's milliseconds go: mechanisms read in crates/olm-controllers, located
 /// by the timeline above (a statement about the code, not a measurement).
 const TIMELINE_CAUSES: &str = "Reading the timeline with crates/olm-controllers: (1) **InstallPlan execution** (InstallPlan \
-Installing → CSV created): an approved plan enters Installing and applies its steps in the same pass, in rounds whose steps \
-go at once (installplan/reconcile.rs `execute`): the bundle's CRDs, the CSV, ServiceAccounts, roles, bindings. A CRD the API \
-server has not Established yet holds back only objects of its own kind, so the CSV does not wait for it; the plan stays \
-Installing until the CRDs are Established (InstallPlan Complete), looking again after 20 ms, backing off. (2) **CSV created → \
-Deployment created**: the OperatorGroup controller first annotates the new CSV; the CSV controller then checks the \
-operator's permissions with SubjectAccessReviews (asked concurrently, csv/reconcile.rs `rule_allowed`) and moves None → \
-Pending → InstallReady → Installing in one pass when every requirement is met (CRDs Established among them), writing the \
-Deployment in that pass. (3) **Deployment Available → CSV Succeeded** is one more CSV reconcile after the Deployment's watch \
-event, which also applies the provided APIs' ClusterRoles (at once). What is left is the API server's and \
-kube-controller-manager's (Deployment created → Available).";
+Installing → CSV created): an approved plan enters Installing and applies its steps in the same pass (installplan/reconcile.rs \
+`execute`): the CRD changes are checked first, then the CRDs and the CSV go at once, the CSV already carrying its finalizer, \
+API labels and OperatorGroup annotations (csv/decide.rs `creation_metadata`), then ServiceAccounts, roles and bindings at \
+once. A CRD the API server has not Established yet holds back only objects of its own kind; the plan stays Installing until \
+the CRDs are Established (InstallPlan Complete), looking again after 20 ms, backing off. (2) **CSV created → Deployment \
+created**: the CSV controller's first pass creates the OperatorCondition and finds the requirements not met yet (Pending) \
+while the plan writes the RBAC; the pass that sees the bindings and the CRDs Established finds the permissions held by the \
+generated Role and binding (no SubjectAccessReview; csv/requirements.rs `granted_by`) and moves Pending → InstallReady → \
+Installing in that pass, writing the Deployment. (3) **Deployment Available → CSV Succeeded** is one more CSV pass after the \
+Deployment's watch event, a status write; the provided APIs' ClusterRoles are written after it. What is left is the API \
+server's (CRDs Established) and kube-controller-manager's (Deployment created → Available).";
 
 /// Why our memory per namespace is what it is: mechanisms read in crates/olm-controllers,
 /// located by the inventory and follower tables above.

@@ -109,7 +109,7 @@ pub fn run(args: PackageServerArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let client = client(args.kubeconfig.as_ref()).await?;
+        let client = super::run::client(args.kubeconfig.as_ref()).await?;
         olm_packageserver::cluster::run(client, config, shutdown_signal())
             .await
             .context("package server")?;
@@ -131,20 +131,4 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     eprintln!("olm packageserver: shutting down");
-}
-
-async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await
-                .with_context(|| format!("kubeconfig {} is not usable", path.display()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no cluster configuration found: pass --kubeconfig or set KUBECONFIG")?,
-    };
-    kube::Client::try_from(config).context("cannot build a Kubernetes client")
 }
