@@ -620,11 +620,18 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
 /// and the status (Succeeded) should not wait for a dozen writes either.
 async fn apply_api_roles(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
     let apply = PatchParams::apply(&ctx.field_manager()).force();
-    futures::future::try_join_all(decision.actions.iter().filter(|a| matches!(a, CsvAction::ApplyApiRole(_))).map(|action| {
-        let apply = &apply;
-        async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }
-    }))
-    .await?;
+    act_at_once(ctx, csv, decision.actions.iter().filter(|a| matches!(a, CsvAction::ApplyApiRole(_))), &apply).await
+}
+
+/// Apply `actions` concurrently (none of them depends on another, and none copies the CSV).
+async fn act_at_once<'a>(
+    ctx: &ControllerContext<CsvState>,
+    csv: &ClusterServiceVersion,
+    actions: impl Iterator<Item = &'a CsvAction>,
+    apply: &PatchParams,
+) -> Result<()> {
+    futures::future::try_join_all(actions.map(|action| async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }))
+        .await?;
     Ok(())
 }
 
@@ -688,10 +695,7 @@ async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, dec
     for action in decision.actions.iter().filter(|a| is_metadata(a)) {
         act_one(ctx, csv, action, &apply, &mut copies).await?;
     }
-    let side = futures::future::try_join_all(decision.actions.iter().filter(|a| is_side(a)).map(|action| {
-        let apply = &apply;
-        async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }
-    }));
+    let side = act_at_once(ctx, csv, decision.actions.iter().filter(|a| is_side(a)), &apply);
     let ordered = async {
         for action in decision.actions.iter().filter(|a| !is_metadata(a) && !is_side(a) && !is_later(a)) {
             act_one(ctx, csv, action, &apply, &mut copies).await?;
