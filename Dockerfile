@@ -11,8 +11,9 @@ FROM docker.io/library/rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
-# bench is a workspace member: cargo needs its manifest to load the workspace.
+# bench and tests are workspace members: cargo needs their manifests to load the workspace.
 COPY bench ./bench
+COPY tests ./tests
 # .cargo/config.toml configures the allocator of the binary (jemalloc background purging).
 COPY .cargo ./.cargo
 # Cache the registry and target dir between builds (BuildKit); copy the binary out of the cache.

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use olm_registry::pb;
+use olm_registry_api::pb;
 use serde_json::{Map, Value, json};
 
 use crate::serve::{Targets, client};

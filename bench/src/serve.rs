@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use olm_registry::pb;
-use olm_registry::pb::registry_client::RegistryClient;
+use olm_registry_api::pb;
+use olm_registry_api::pb::registry_client::RegistryClient;
 use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;

@@ -16,7 +16,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use kube::Resource;
 use olm_api::v1::OperatorGroup;
 use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription};
-use olm_controllers::runtime::cache::prepare;
+use olm_runtime::cache::prepare;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -96,7 +96,7 @@ fn main() -> anyhow::Result<()> {
     cost::<InstallPlan>(
         dir,
         "installplans.json",
-        olm_controllers::catalogsource::operator::trim_finished_plan,
+        olm_controllers::catalog_operator::trim_finished_plan,
     )?;
     cost::<Subscription>(dir, "subscriptions.json", |_| {})?;
     cost::<OperatorGroup>(dir, "operatorgroups.json", |_| {})?;

@@ -1,16 +1,21 @@
-//! OLM controllers: the shared controller runtime and one module per controller.
+//! OLM controllers, one module per controller, on the generic runtime of `olm-runtime`.
 
 #![forbid(unsafe_code)]
 
-pub mod runtime;
 pub mod csv;
 pub mod manager;
+pub mod metadata;
 pub mod operatorgroup;
 pub mod olmconfig;
 pub mod selector;
-pub mod registry_client;
 pub mod catalogsource;
+pub mod catalog_metrics;
+pub mod catalog_operator;
+pub mod plan_steps;
 pub mod installplan;
 pub mod subscription;
 pub mod rbac;
 pub mod scoped_client;
+
+/// The field-manager and Event-reporter prefix of every OLM controller: `olm/<controller>`.
+pub const FIELD_MANAGER_PREFIX: &str = "olm";

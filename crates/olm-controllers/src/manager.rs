@@ -15,9 +15,9 @@ use olm_api::v1::olm_config::OLMConfig;
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 
-use crate::runtime::leader::{self, LeaderElectionConfig, Leadership};
-use crate::runtime::shutdown::Shutdown;
-use crate::runtime::{Caches, ControllerContext, Metrics, Readiness, admin};
+use olm_runtime::leader::{self, LeaderElectionConfig, Leadership};
+use olm_runtime::shutdown::Shutdown;
+use olm_runtime::{Caches, ControllerContext, Metrics, Readiness, admin};
 use crate::{csv, operatorgroup};
 
 /// The controllers `olm run` can run.
@@ -144,7 +144,10 @@ impl Manager {
             config.controllers.clone()
         };
         let shutdown = Shutdown::default();
-        let metrics = Arc::new(Metrics::new());
+        let mut metrics = Metrics::new("olm_controller");
+        let csv_metrics = csv::metrics::CsvMetrics::register(metrics.registry_mut());
+        let catalog_metrics = crate::catalog_metrics::CatalogMetrics::register(metrics.registry_mut());
+        let metrics = Arc::new(metrics);
         let readiness = Readiness::default();
         let mut caches = Caches::new(readiness.clone());
         if let Some(init) = config.cache_thread_init {
@@ -187,7 +190,7 @@ impl Manager {
                 service_accounts: service_accounts.clone(),
             };
             let ctx = Arc::new(ControllerContext::new(
-                operatorgroup::NAME,
+                (crate::FIELD_MANAGER_PREFIX, operatorgroup::NAME),
                 client.clone(),
                 metrics.clone(),
                 leadership.clone(),
@@ -204,7 +207,7 @@ impl Manager {
                 namespaces: namespaces.clone(),
             };
             let olm_config_ctx = Arc::new(ControllerContext::new(
-                crate::olmconfig::NAME,
+                (crate::FIELD_MANAGER_PREFIX, crate::olmconfig::NAME),
                 client.clone(),
                 metrics.clone(),
                 leadership.clone(),
@@ -260,22 +263,24 @@ impl Manager {
                     Api::<k8s_openapi::api::rbac::v1::RoleBinding>::all(client.clone()),
                     watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),
                 ),
+                metrics: csv_metrics.clone(),
             };
-            let ctx = Arc::new(ControllerContext::new(csv::NAME, client.clone(), metrics.clone(), leadership.clone(), state));
+            let ctx = Arc::new(ControllerContext::new((crate::FIELD_MANAGER_PREFIX, csv::NAME), client.clone(), metrics.clone(), leadership.clone(), state));
             tasks.push(tokio::spawn(csv::run(ctx, shutdown.signal())));
         }
-        tasks.extend(crate::catalogsource::operator::start(
+        tasks.extend(crate::catalog_operator::start(
             &mut caches,
-            crate::catalogsource::operator::Shared {
+            crate::catalog_operator::Shared {
                 client: &client,
                 metrics: &metrics,
+                catalog_metrics: &catalog_metrics,
                 leadership: &leadership,
                 shutdown: &shutdown,
                 csvs: &csvs,
                 groups: &groups,
                 subscriptions: subscriptions.as_ref(),
             },
-            crate::catalogsource::operator::Selection {
+            crate::catalog_operator::Selection {
                 catalogsource: kinds.contains(&ControllerKind::CatalogSource),
                 subscription: kinds.contains(&ControllerKind::Subscription),
                 installplan: kinds.contains(&ControllerKind::InstallPlan),

@@ -21,8 +21,7 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use olm_api::packages::v1::{GROUP, PLURAL};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_controllers::catalogsource::decide::{self, Source};
-use olm_controllers::registry_client::{self, SourceLocation};
+use olm_catalog_client::location::{self, Location};
 use olm_resolver::CatalogKey;
 
 use crate::error::Error;
@@ -253,41 +252,19 @@ fn catalog_info(catalog: &CatalogSource) -> CatalogInfo {
     }
 }
 
-/// Where to read a CatalogSource's content, and a fingerprint that changes when that changes.
-enum Location {
-    Remote(SourceLocation),
-    ConfigMap(String),
-}
-
-fn location(catalog: &CatalogSource) -> Result<Location, String> {
-    let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
-    match decide::source(catalog)? {
-        Source::Address(address) => Ok(Location::Remote(SourceLocation::from_address(&address))),
-        Source::Image { service, .. } => {
-            // The registry Service the CatalogSource controller runs for the image.
-            let status = catalog.status.as_ref().and_then(|s| s.registry_service.as_ref());
-            let service_name = status.and_then(|s| s.service_name.clone()).unwrap_or(service);
-            let service_namespace = status.and_then(|s| s.service_namespace.clone()).unwrap_or(namespace);
-            let port = status.and_then(|s| s.port.clone()).unwrap_or_else(|| decide::REGISTRY_PORT.to_string());
-            Ok(Location::Remote(SourceLocation::Grpc(format!("{service_name}.{service_namespace}.svc:{port}"))))
-        }
-        Source::ConfigMap(name) => Ok(Location::ConfigMap(name)),
-    }
-}
-
 /// Read one catalog into the store.
 async fn read_catalog(client: &Client, store: &Store, catalog: &CatalogSource) {
     let info = catalog_info(catalog);
     let key = CatalogKey::new(info.name.clone(), info.namespace.clone());
     let priority = i32::try_from(catalog.spec.priority.unwrap_or(0)).unwrap_or(0);
     let started = Instant::now();
-    let content = match location(catalog) {
+    let content = match location::source(catalog).map(|source| location::location(catalog, &source)) {
         Err(message) => Err(message),
-        Ok(Location::Remote(loc)) => registry_client::fetch(&loc, key, priority).await.map_err(|e| e.to_string()),
+        Ok(Location::Remote(loc)) => olm_catalog_client::fetch(&loc, key, priority).await.map_err(|e| e.to_string()),
         Ok(Location::ConfigMap(name)) => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), &info.namespace);
             match api.get(&name).await {
-                Ok(cm) => registry_client::configmap::content(key, priority, &cm.data.unwrap_or_default()),
+                Ok(cm) => olm_catalog_client::configmap::content(key, priority, &cm.data.unwrap_or_default()),
                 Err(e) => Err(format!("cannot read ConfigMap {}/{name}: {e}", info.namespace)),
             }
         }
@@ -316,7 +293,7 @@ async fn read_catalog(client: &Client, store: &Store, catalog: &CatalogSource) {
 
 /// CSVs of channel heads the listing did not carry, fetched one by one (GetBundle), as
 /// upstream's GetBundleForChannel per channel. Failures leave the channel out (logged by build).
-async fn head_csvs(content: &registry_client::CatalogContent) -> HashMap<String, serde_json::Value> {
+async fn head_csvs(content: &olm_catalog_client::CatalogContent) -> HashMap<String, serde_json::Value> {
     use futures::StreamExt as _;
     let missing = manifest::heads_without_csv(&content.catalog);
     futures::stream::iter(missing)
@@ -396,13 +373,13 @@ pub async fn sync_catalogs(client: Client, store: Arc<Store>, refresh: Duration,
                         let _permit = permits.acquire_owned().await;
                         read_catalog(&client, &store, &catalog).await;
                         let failed = store.entry(&key.0, &key.1).is_some_and(|e| e.error.is_some());
-                        let interval = decide::poll_interval(&catalog).0.min(refresh);
+                        let interval = location::poll_interval(&catalog).0.min(refresh);
                         if let Ok(mut tracked) = tracked.lock()
                             && let Some(entry) = tracked.get_mut(&key)
                         {
                             entry.reading = false;
                             entry.failures = if failed { entry.failures + 1 } else { 0 };
-                            let wait = if failed { decide::retry_delay(entry.failures) } else { interval };
+                            let wait = if failed { location::retry_delay(entry.failures) } else { interval };
                             entry.next_read = Some(Instant::now() + wait);
                         }
                     });
@@ -422,7 +399,7 @@ pub async fn sync_catalogs(client: Client, store: Arc<Store>, refresh: Duration,
                 tracing::warn!(error = %err, "cannot list CatalogSources; serving what is known");
             }
         }
-        let wait = if list_failures == 0 { CATALOG_LIST_INTERVAL } else { decide::retry_delay(list_failures).max(CATALOG_LIST_INTERVAL) };
+        let wait = if list_failures == 0 { CATALOG_LIST_INTERVAL } else { location::retry_delay(list_failures).max(CATALOG_LIST_INTERVAL) };
         tokio::select! {
             () = &mut shutdown => return,
             () = tokio::time::sleep(wait) => {}

@@ -10,7 +10,7 @@ use olm_api::packages::v1::{
     ChannelEntry, CsvDescription, Deprecation, PackageChannel, PackageIcon, PackageManifest, PackageManifestStatus,
 };
 use olm_catalog::{Catalog, Package};
-use olm_registry::convert;
+use olm_registry_api::convert;
 use serde_json::Value;
 
 /// What a PackageManifest takes from its CatalogSource.

@@ -6,8 +6,8 @@
 //!     cargo run --release -p olm-registry --example opm_compare -- CATALOG_DIR 127.0.0.1:25051
 //!
 //! Prints the number of differing answers and one example per (RPC, field).
-use olm_registry::pb;
-use olm_registry::pb::registry_client::RegistryClient;
+use olm_registry_api::pb;
+use olm_registry_api::pb::registry_client::RegistryClient;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 

@@ -19,8 +19,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use olm_registry::pb;
-use olm_registry::pb::registry_client::RegistryClient;
+use olm_registry_api::pb;
+use olm_registry_api::pb::registry_client::RegistryClient;
 use serde_json::Value;
 
 // `--features bench-mimalloc`: measure with mimalloc instead of the system allocator.

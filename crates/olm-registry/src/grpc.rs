@@ -12,9 +12,9 @@ use futures::{Stream, StreamExt};
 use olm_catalog::{Catalog, Gvk};
 use tonic::{Request, Response, Status};
 
-use crate::convert::{self, Content};
+use olm_registry_api::convert::{self, Content};
 use crate::metrics::Metrics;
-use crate::pb;
+use olm_registry_api::pb;
 use crate::store::{CatalogSnapshot, ServedCatalog};
 
 type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;

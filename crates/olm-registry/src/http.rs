@@ -23,7 +23,7 @@ use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::convert;
+use olm_registry_api::convert;
 use crate::store::{CatalogSet, CatalogSnapshot, ServedCatalog};
 
 /// Limits applied to every HTTP request.

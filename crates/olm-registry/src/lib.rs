@@ -2,16 +2,15 @@
 //! gRPC API (`api.Registry`), over immutable catalog snapshots that reload when their
 //! directories change.
 //!
-//! Entry point: [`server::start`] with a [`server::ServeConfig`].
+//! Entry point: [`server::start`] with a [`server::ServeConfig`]. The gRPC types and the model →
+//! wire conversions live in `olm-registry-api`, shared with the clients.
 
-pub mod convert;
 pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod loader;
 pub mod metrics;
 pub mod openapi;
-pub mod pb;
 pub mod reload;
 pub mod server;
 pub mod store;

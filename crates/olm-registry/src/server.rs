@@ -20,7 +20,7 @@ use crate::error::RegistryError;
 use crate::grpc::{ExperimentalService, RegistryService};
 use crate::http::{HttpLimits, router};
 use crate::metrics::Metrics;
-use crate::pb;
+use olm_registry_api::pb;
 use crate::reload;
 use crate::store::{CatalogSet, ServedCatalog};
 

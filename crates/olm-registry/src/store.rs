@@ -14,7 +14,7 @@ use arc_swap::ArcSwapOption;
 use olm_catalog::{Blob, Bundle, Catalog, Package};
 use sha2::{Digest, Sha256};
 
-use crate::convert::BundleContent;
+use olm_registry_api::convert::BundleContent;
 use crate::metrics::Metrics;
 
 /// An immutable, indexed catalog plus what the server derives from it once.
@@ -358,7 +358,7 @@ impl CatalogSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::{self, Content};
+    use olm_registry_api::convert::{self, Content};
 
     fn demo_catalog() -> Catalog {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/catalog");

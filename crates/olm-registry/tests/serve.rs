@@ -11,8 +11,8 @@ use hyper::StatusCode;
 use hyper::header::HeaderMap;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use olm_registry::pb::registry_client::RegistryClient;
-use olm_registry::pb;
+use olm_registry_api::pb::registry_client::RegistryClient;
+use olm_registry_api::pb;
 use olm_registry::{RunningServer, ServeConfig};
 use serde_json::Value;
 use tonic::transport::Channel;
@@ -589,7 +589,7 @@ async fn grpc_health_reports_registry_serving() {
 
 #[tokio::test]
 async fn grpc_experimental_custom_schemas() {
-    use olm_registry::pb::experimental_registry_client::ExperimentalRegistryClient;
+    use olm_registry_api::pb::experimental_registry_client::ExperimentalRegistryClient;
     let h = Harness::start().await;
     let addr = h.server.grpc_addrs["community"];
     let mut client = ExperimentalRegistryClient::connect(format!("http://{addr}")).await.unwrap();

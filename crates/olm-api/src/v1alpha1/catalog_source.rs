@@ -207,18 +207,6 @@ pub struct RegistryServiceStatus {
     pub created_at: Option<Time>,
 }
 
-impl RegistryServiceStatus {
-    /// `<service>.<namespace>.svc:<port>`, the address upstream dials.
-    pub fn address(&self) -> String {
-        format!(
-            "{}.{}.svc:{}",
-            self.service_name.as_deref().unwrap_or_default(),
-            self.service_namespace.as_deref().unwrap_or_default(),
-            self.port.as_deref().unwrap_or_default()
-        )
-    }
-}
-
 /// The last observed gRPC connection state (`IDLE`, `CONNECTING`, `READY`,
 /// `TRANSIENT_FAILURE`, `SHUTDOWN`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -230,14 +218,4 @@ pub struct GrpcConnectionState {
     pub last_observed_state: String,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "lastConnect")]
     pub last_connect: Option<Time>,
-}
-
-impl CatalogSource {
-    /// The address to dial: `spec.address`, else the registry Service's address.
-    pub fn address(&self) -> Option<String> {
-        if let Some(address) = self.spec.address.as_deref().filter(|a| !a.is_empty()) {
-            return Some(address.to_owned());
-        }
-        self.status.as_ref()?.registry_service.as_ref().map(RegistryServiceStatus::address)
-    }
 }

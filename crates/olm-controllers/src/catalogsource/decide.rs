@@ -6,114 +6,15 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use olm_api::v1alpha1::catalog_source::{
-    CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, DEFAULT_REGISTRY_POLL_INTERVAL, GrpcConnectionState,
-    RegistryServiceStatus, SourceType,
+    CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState, RegistryServiceStatus,
 };
 use olm_api::v1alpha1::cluster_service_version::CsvReason;
+use olm_catalog_client::location::{REGISTRY_PORT, retry_delay};
+use olm_catalog_client::{CatalogState, ConnectionState};
 
-use super::cache::{CatalogState, ConnectionState};
-
-/// The port of a registry server, as upstream.
-pub const REGISTRY_PORT: i32 = 50051;
-/// First retry delay after a failed read; doubles up to [`MAX_RETRY`].
-pub const FIRST_RETRY: Duration = Duration::from_secs(1);
-/// Longest retry delay of a failing catalog.
-pub const MAX_RETRY: Duration = Duration::from_secs(60);
 /// How often a ConfigMap catalog checks its ConfigMap for changes (one GET; no cluster-wide
 /// ConfigMap watch just for legacy catalogs).
 pub const CONFIGMAP_RECHECK: Duration = Duration::from_secs(5);
-
-/// Where the spec says the content is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// `spec.address` (gRPC `host:port`, or an `http(s)://` URL of our catalog server).
-    Address(String),
-    /// `spec.image`: OLM runs the registry Pod and Service; the content is read through the Service.
-    Image {
-        /// The catalog image.
-        image: String,
-        /// The Service name (the catalog name with dots replaced by dashes).
-        service: String,
-    },
-    /// `spec.configMap`.
-    ConfigMap(String),
-}
-
-/// The source of `catalog`, or the SpecInvalidError message.
-pub fn source(catalog: &CatalogSource) -> Result<Source, String> {
-    let spec = &catalog.spec;
-    let non_empty = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-    match spec.source_type {
-        SourceType::Grpc => {
-            // As upstream, the image wins when both are set.
-            if let Some(image) = non_empty(&spec.image) {
-                let name = catalog.metadata.name.clone().unwrap_or_default();
-                Ok(Source::Image {
-                    image,
-                    service: name.replace('.', "-"),
-                })
-            } else if let Some(address) = non_empty(&spec.address) {
-                Ok(Source::Address(address))
-            } else {
-                Err("sourceType grpc needs spec.image or spec.address (host:port of a registry server, or the http:// URL of a catalog on an OLM catalog server)".into())
-            }
-        }
-        SourceType::ConfigMap | SourceType::Internal => match non_empty(&spec.config_map) {
-            Some(name) => Ok(Source::ConfigMap(name)),
-            None => Err(format!(
-                "sourceType {} needs spec.configMap (the name of a ConfigMap in this namespace)",
-                spec.source_type.as_str()
-            )),
-        },
-    }
-}
-
-/// Parse a Go duration (`90s`, `15m`, `1h30m`, `500ms`).
-pub fn parse_go_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if digits == 0 {
-            return None;
-        }
-        let number: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            "us" | "µs" => 0.000_001,
-            "ns" => 0.000_000_001,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += Duration::try_from_secs_f64(number * seconds).ok()?;
-    }
-    Some(total)
-}
-
-/// The refresh interval and, when the spec's value is unusable, the InvalidIntervalError message.
-pub fn poll_interval(catalog: &CatalogSource) -> (Duration, Option<String>) {
-    match catalog.spec.poll_interval() {
-        None => (DEFAULT_REGISTRY_POLL_INTERVAL, None),
-        Some(text) => match parse_go_duration(text) {
-            Some(d) if d >= Duration::from_secs(1) => (d, None),
-            _ => (
-                DEFAULT_REGISTRY_POLL_INTERVAL,
-                Some(format!(
-                    "spec.updateStrategy.registryPoll.interval {text:?} is not a duration of at least 1s like \"10m\" or \"1h30m\"; polling every 15m instead"
-                )),
-            ),
-        },
-    }
-}
 
 /// When to read the content: `Some(Duration::ZERO)` means now.
 pub fn next_fetch(state: Option<&CatalogState>, fingerprint: &str, interval: Duration, now: Timestamp) -> Duration {
@@ -133,12 +34,6 @@ pub fn next_fetch(state: Option<&CatalogState>, fingerprint: &str, interval: Dur
     };
     let elapsed = Duration::try_from(now.duration_since(last)).unwrap_or(Duration::ZERO);
     wait.saturating_sub(elapsed)
-}
-
-/// Bounded exponential retry delay after `failures` failed reads.
-pub fn retry_delay(failures: u32) -> Duration {
-    let exponent = failures.saturating_sub(1).min(10);
-    FIRST_RETRY.saturating_mul(1 << exponent).min(MAX_RETRY)
 }
 
 /// Observed facts for the status.
@@ -235,41 +130,14 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use olm_api::v1alpha1::catalog_source::CatalogSourceSpec;
+    use olm_api::v1alpha1::catalog_source::{CatalogSourceSpec, DEFAULT_REGISTRY_POLL_INTERVAL};
+    use olm_catalog_client::location::poll_interval;
 
     fn catalog(yaml: &str) -> CatalogSource {
         let spec: CatalogSourceSpec = serde_json::from_value(serde_json::from_str::<serde_json::Value>(yaml).expect("json")).expect("spec");
         let mut c = CatalogSource::new("community.v1", spec);
         c.metadata.namespace = Some("olm".into());
         c
-    }
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("15m"), Some(Duration::from_secs(900)));
-        assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_go_duration("10"), None);
-        assert_eq!(parse_go_duration("ten minutes"), None);
-    }
-
-    #[test]
-    fn the_spec_names_one_source_or_says_what_is_missing() {
-        assert_eq!(
-            source(&catalog(r#"{"sourceType":"grpc","address":"127.0.0.1:50051"}"#)),
-            Ok(Source::Address("127.0.0.1:50051".into()))
-        );
-        assert_eq!(
-            source(&catalog(r#"{"sourceType":"grpc","address":"x:1","image":"quay.io/c:1"}"#)),
-            Ok(Source::Image {
-                image: "quay.io/c:1".into(),
-                service: "community-v1".into()
-            })
-        );
-        let err = source(&catalog(r#"{"sourceType":"grpc"}"#)).unwrap_err();
-        assert!(err.contains("spec.image or spec.address"), "{err}");
-        let err = source(&catalog(r#"{"sourceType":"configmap"}"#)).unwrap_err();
-        assert!(err.contains("spec.configMap"), "{err}");
     }
 
     #[test]
@@ -313,7 +181,6 @@ mod tests {
         assert_eq!(next_fetch(Some(&ready), "b", interval, now), Duration::ZERO, "address changed");
         let failing = state(ConnectionState::TransientFailure, 3, 999);
         assert_eq!(next_fetch(Some(&failing), "a", interval, now), Duration::from_secs(3));
-        assert_eq!(retry_delay(30), MAX_RETRY);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The CatalogSource controller: reads each catalog (gRPC address, image, ConfigMap, or the
-//! HTTP API of an OLM catalog server) into the shared [`cache::CatalogCache`], keeps it fresh
+//! HTTP API of an OLM catalog server) into the shared [`olm_catalog_client::CatalogCache`], keeps it fresh
 //! (`updateStrategy.registryPoll.interval`, bounded retry while it is down) and reports
 //! `status.connectionState`.
 //!
@@ -8,11 +8,7 @@
 //! catalog server (`olm catalog serve`). Upstream OLM would treat such an address as an
 //! unreachable gRPC target, so the same object is harmless there.
 
-pub mod cache;
 pub mod decide;
-pub mod metrics;
-pub mod operator;
 pub mod reconcile;
 
-pub use cache::{CatalogCache, CatalogState, ConnectionState};
 pub use reconcile::{CatalogSourceState, NAME, run};

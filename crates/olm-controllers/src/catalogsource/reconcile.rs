@@ -19,10 +19,11 @@ use olm_resolver::CatalogKey;
 use serde_json::json;
 use tracing::instrument;
 
-use super::cache::{CatalogCache, CatalogState, ConnectionState};
-use super::decide::{self, REGISTRY_PORT, Source, StatusInputs};
-use crate::registry_client::{self, SourceLocation, configmap};
-use crate::runtime::{Cache, ControllerContext, Error, EventNote, Result, error_policy, guarded};
+use olm_catalog_client::location::{self, Location, REGISTRY_PORT, Source};
+use olm_catalog_client::{CatalogCache, CatalogState, ConnectionState, configmap};
+
+use super::decide::{self, StatusInputs};
+use olm_runtime::{Cache, ControllerContext, Error, EventNote, Result, error_policy, guarded};
 
 /// Controller name: metric label, field manager `olm/catalogsource`.
 pub const NAME: &str = "catalogsource";
@@ -34,6 +35,8 @@ pub struct CatalogSourceState {
     pub catalogs: Cache<CatalogSource>,
     /// The content cache shared with the Subscription and InstallPlan controllers.
     pub content: CatalogCache,
+    /// The catalog-operator metrics.
+    pub metrics: crate::catalog_metrics::CatalogMetrics,
 }
 
 fn key_of(catalog: &CatalogSource) -> CatalogKey {
@@ -157,9 +160,9 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
         return Ok(Action::await_change());
     }
     let mut inputs = StatusInputs::default();
-    let (interval, interval_error) = decide::poll_interval(&catalog);
+    let (interval, interval_error) = location::poll_interval(&catalog);
     inputs.interval_error = interval_error;
-    let source = match decide::source(&catalog) {
+    let source = match location::source(&catalog) {
         Ok(source) => source,
         Err(message) => {
             inputs.spec_error = Some(message);
@@ -172,18 +175,21 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
 
     // Observe the source and work out what identifies its content.
     let mut configmap_data = None;
+    let remote = match location::location(&catalog, &source) {
+        Location::Remote(remote) => Some(remote),
+        Location::ConfigMap(_) => None,
+    };
     let (location, fingerprint) = match &source {
         Source::Address(address) => {
             inputs.address = Some(address.clone());
-            (Some(SourceLocation::from_address(address)), format!("address={address}"))
+            (remote, format!("address={address}"))
         }
         Source::Image { image, service } => {
             let created = ensure_registry(&ctx, &catalog, image, service).await?;
             inputs.registry_service = Some((service.clone(), created));
             inputs.polls = catalog.spec.update_strategy.as_ref().is_some_and(|u| u.registry_poll.is_some());
-            let address = format!("{service}.{namespace}.svc:{REGISTRY_PORT}");
-            inputs.address = Some(address.clone());
-            (Some(SourceLocation::Grpc(address)), format!("image={image}"))
+            inputs.address = remote.as_ref().map(|remote| remote.address().to_owned());
+            (remote, format!("image={image}"))
         }
         Source::ConfigMap(name) => {
             let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -210,7 +216,7 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     let mut current = previous.clone();
     if wait.is_zero() {
         let result = match (&location, &configmap_data) {
-            (Some(location), _) => registry_client::fetch(location, key.clone(), priority_of(&catalog))
+            (Some(location), _) => olm_catalog_client::fetch(location, key.clone(), priority_of(&catalog))
                 .await
                 .map_err(|err| (err.to_string(), err.category())),
             (None, Some(data)) => configmap::content(key.clone(), priority_of(&catalog), data).map_err(|message| {
@@ -300,8 +306,7 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     }
     inputs.state = current.clone();
     observe_counts(&ctx);
-    ctx.metrics
-        .catalog
+    ctx.state.metrics
         .set_ready(&namespace, &key.name, current.as_ref().is_some_and(CatalogState::healthy));
     ctx.status.apply(catalog.as_ref(), &decide::status(&catalog, &inputs, now)).await?;
 
@@ -317,8 +322,7 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
 
 fn observe_counts(ctx: &ControllerContext<CatalogSourceState>) {
     let count = ctx.state.catalogs.store().len();
-    ctx.metrics
-        .catalog
+    ctx.state.metrics
         .catalog_source_count
         .set(i64::try_from(count).unwrap_or(i64::MAX));
 }
@@ -333,19 +337,19 @@ pub fn run(
     let store = state.catalogs.store().clone();
     let deletions_store = store.clone();
     let cache = state.content.clone();
-    let metrics = ctx.metrics.clone();
+    let metrics = ctx.state.metrics.clone();
     // A deleted CatalogSource leaves the store: drop its content.
     let deletions = state.catalogs.subscribe().filter_map(move |catalog: Arc<CatalogSource>| {
         let key = key_of(&catalog);
         if deletions_store.get(&ObjectRef::from_obj(catalog.as_ref())).is_none() {
             cache.remove(&key);
-            metrics.catalog.forget_catalog(&key.namespace, &key.name);
+            metrics.forget_catalog(&key.namespace, &key.name);
             tracing::info!(catalog = %key, "CatalogSource deleted; its content is dropped");
         }
         futures::future::ready(None::<ObjectRef<CatalogSource>>)
     });
     let controller = Controller::for_shared_stream(state.catalogs.subscribe(), store)
-        .with_config(crate::runtime::controller::controller_config())
+        .with_config(olm_runtime::controller::controller_config())
         .reconcile_on(deletions)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);

@@ -33,7 +33,7 @@ use olm_api::v1alpha1::cluster_service_version::{
 };
 use sha2::{Digest, Sha256};
 
-use super::deployment::{owner_labels, owner_reference};
+use crate::metadata::{owner_labels, owner_reference};
 
 /// Secret key holding the CA certificate (upstream's name).
 pub const CA_KEY: &str = "olmCAKey";

@@ -22,11 +22,12 @@ use olm_api::v1alpha1::cluster_service_version::{
     CsvPhase, CsvReason, INSTALL_STRATEGY_DEPLOYMENT, InstallModeType, WebhookAdmissionType,
 };
 
+use olm_runtime::{Decision, EventNote};
+
 use super::certs::{self, ServingCert, WebhookConfig, cert_deployments};
-use super::deployment::{DeploymentProblem, check_drift, check_health, desired_deployment, owned_by};
+use super::deployment::{DeploymentProblem, check_drift, check_health, desired_deployment};
 use super::requirements::{self, CrdState, PermissionCheck};
-use crate::operatorgroup::decide::member_annotations;
-use crate::runtime::{Decision, EventNote};
+use crate::metadata::{api_label_changes, is_copiable, member_annotations, owned_by};
 
 /// How long Installing may wait for healthy components before failing (upstream: 5 min).
 pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -390,7 +391,7 @@ fn static_group_refuses(observed: &Observed<'_>, group: &OperatorGroup, targets:
     if group.spec.static_provided_apis != Some(true) {
         return false;
     }
-    let mine = crate::operatorgroup::decide::provided_apis(observed.csv);
+    let mine = crate::metadata::provided_apis(observed.csv);
     if mine.is_empty() {
         return false;
     }
@@ -408,7 +409,7 @@ fn static_group_refuses(observed: &Observed<'_>, group: &OperatorGroup, targets:
 
 /// Another OperatorGroup whose targets intersect ours already provides one of our APIs.
 fn inter_group_conflict(observed: &Observed<'_>, targets: &[String]) -> Option<String> {
-    let mine = crate::operatorgroup::decide::provided_apis(observed.csv);
+    let mine = crate::metadata::provided_apis(observed.csv);
     if mine.is_empty() {
         return None;
     }
@@ -896,8 +897,8 @@ pub fn copy_of(csv: &ClusterServiceVersion, namespace: &str, status: &ClusterSer
     // their spec (one per namespace for every all-namespaces operator).
     let copied = serde_json::json!({"spec": &csv.spec, "labels": &labels, "annotations": &annotations});
     let status_key = serde_json::json!([&copy_status.phase, &copy_status.reason, &copy_status.message]);
-    annotations.insert(keys::COPY_HASH_SPEC_ANNOTATION.to_owned(), super::deployment::hash_json(&copied));
-    annotations.insert(keys::COPY_HASH_STATUS_ANNOTATION.to_owned(), super::deployment::hash_json(&status_key));
+    annotations.insert(keys::COPY_HASH_SPEC_ANNOTATION.to_owned(), crate::metadata::hash_json(&copied));
+    annotations.insert(keys::COPY_HASH_STATUS_ANNOTATION.to_owned(), crate::metadata::hash_json(&status_key));
     ClusterServiceVersion {
         metadata: ObjectMeta {
             name: Some(csv.name_any()),
@@ -933,11 +934,11 @@ pub fn trim_cached_csv(csv: &mut ClusterServiceVersion) {
     if csv.labels().contains_key(keys::COPIED_FROM_LABEL) {
         return trim_copy(csv);
     }
-    static INSTALL_STRATEGIES: std::sync::LazyLock<crate::runtime::cache::Interner<olm_api::v1alpha1::cluster_service_version::NamedInstallStrategy>> =
-        std::sync::LazyLock::new(Default::default);
+    static INSTALL_STRATEGIES: std::sync::LazyLock<olm_runtime::cache::Interner<olm_api::v1alpha1::cluster_service_version::NamedInstallStrategy>> =
+        std::sync::LazyLock::new(|| olm_runtime::cache::Interner::new(|value| olm_api::unknown::json_digest(value).ok()));
     INSTALL_STRATEGIES.intern(&mut csv.spec.install);
-    static REQUIREMENTS: std::sync::LazyLock<crate::runtime::cache::Interner<Vec<olm_api::v1alpha1::RequirementStatus>>> =
-        std::sync::LazyLock::new(Default::default);
+    static REQUIREMENTS: std::sync::LazyLock<olm_runtime::cache::Interner<Vec<olm_api::v1alpha1::RequirementStatus>>> =
+        std::sync::LazyLock::new(|| olm_runtime::cache::Interner::new(|value| olm_api::unknown::json_digest(value).ok()));
     if let Some(requirements) = csv.status.as_mut().and_then(|status| status.requirement_status.as_mut()) {
         REQUIREMENTS.intern(requirements);
     }
@@ -980,7 +981,7 @@ pub fn with_full_content(copy: &ClusterServiceVersion, full: &ClusterServiceVers
 /// ClusterRoleBindings of the same names (plus read access to namespaces), as upstream does.
 /// Lifted roles carry `olm.managed=true` and the CSV's owner labels (they are deleted with it).
 fn lift_rbac(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDecision {
-    let owner = super::deployment::owner_labels(observed.csv);
+    let owner = crate::metadata::owner_labels(observed.csv);
     for role in &observed.owned_rbac.roles {
         let mut labels = role.labels().clone();
         labels.extend(owner.clone());
@@ -1036,7 +1037,7 @@ fn lift_rbac(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDecision 
 pub fn tenant_rbac(original: &ClusterServiceVersion, owned: &OwnedRbac, copy: &ClusterServiceVersion) -> Vec<CsvAction> {
     let own = original.namespace().unwrap_or_default();
     let target = copy.namespace().unwrap_or_default();
-    let mut labels = super::deployment::owner_labels(copy);
+    let mut labels = crate::metadata::owner_labels(copy);
     labels.insert(keys::COPIED_FROM_LABEL.to_owned(), own);
     let owner = copy.uid().map(|uid| {
         vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
@@ -1083,7 +1084,7 @@ pub fn desired_operator_condition(csv: &ClusterServiceVersion) -> OperatorCondit
         metadata: ObjectMeta {
             name: Some(csv.name_any()),
             namespace: csv.namespace(),
-            owner_references: Some(vec![super::deployment::owner_reference(csv)]),
+            owner_references: Some(vec![crate::metadata::owner_reference(csv)]),
             ..Default::default()
         },
         // Only the fields OLM owns are applied; conditions and overrides belong to others.
@@ -1201,16 +1202,6 @@ pub(crate) fn copy_is_current(existing: &ClusterServiceVersion, wanted: &Cluster
         && status_key(existing) == status_key(wanted)
 }
 
-/// Whether a CSV with `status` is copied into its target namespaces: once it has a phase, and
-/// unless its reason says the group does not fit it.
-pub fn is_copiable(status: &ClusterServiceVersionStatus) -> bool {
-    match (&status.phase, &status.reason) {
-        (None | Some(CsvPhase::None), _) => false,
-        (_, Some(reason)) => !reason.is_uncopiable(),
-        (_, None) => true,
-    }
-}
-
 /// Add the copy actions for the status the CSV ends up with.
 fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>, mut decision: CsvDecision) -> CsvDecision {
     let csv = observed.csv;
@@ -1303,77 +1294,6 @@ pub fn decide_deletion(csv: &ClusterServiceVersion, replaced_by_peer: bool) -> O
         decision = decision.act(CsvAction::RemoveFinalizer { index });
     }
     Some(decision)
-}
-
-/// The `olm.api.<hash>` label of an API: FNV-1a (64 bit, lower-case hex) of `Kind.version.group`,
-/// as upstream computes it.
-pub fn api_label_key(kind: &str, version: &str, group: &str) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in format!("{kind}.{version}.{group}").bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{}{hash:x}", keys::API_LABEL_PREFIX)
-}
-
-/// The label changes that index the CSV by the APIs it provides (`provided`) and requires
-/// (`required`; upstream computes these but never writes them, we do), removing stale ones.
-pub fn api_label_changes(csv: &ClusterServiceVersion) -> BTreeMap<String, Option<String>> {
-    let mut wanted: BTreeMap<String, String> = BTreeMap::new();
-    for crd in csv.spec.owned_crds() {
-        wanted.insert(api_label_key(&crd.kind, &crd.version, crd.group()), "provided".to_owned());
-    }
-    for api in csv.spec.owned_api_services() {
-        wanted.insert(api_label_key(&api.kind, &api.version, &api.group), "provided".to_owned());
-    }
-    for crd in csv.spec.required_crds() {
-        wanted.insert(api_label_key(&crd.kind, &crd.version, crd.group()), "required".to_owned());
-    }
-    for api in csv.spec.required_api_services() {
-        wanted.insert(api_label_key(&api.kind, &api.version, &api.group), "required".to_owned());
-    }
-    let labels = csv.labels();
-    let mut changes: BTreeMap<String, Option<String>> = wanted
-        .iter()
-        .filter(|(k, v)| labels.get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
-    for key in labels.keys() {
-        if key.starts_with(keys::API_LABEL_PREFIX) && !wanted.contains_key(key) {
-            changes.insert(key.clone(), None);
-        }
-    }
-    changes
-}
-
-/// What the CSV controller's first passes would write into a new CSV's metadata before
-/// anything else (the cleanup finalizer, the API labels, its OperatorGroup's annotations when
-/// the namespace has exactly one group with resolved targets): the InstallPlan creates the CSV
-/// with them, so the install does not start with one write and one watch round trip per item.
-pub struct CreationMetadata {
-    /// Finalizers to add.
-    pub finalizers: Vec<String>,
-    /// Labels to set.
-    pub labels: BTreeMap<String, String>,
-    /// Annotations to set.
-    pub annotations: BTreeMap<String, String>,
-}
-
-/// See [`CreationMetadata`]; `groups` are the OperatorGroups of the CSV's namespace.
-pub fn creation_metadata(csv: &ClusterServiceVersion, groups: &[&OperatorGroup]) -> CreationMetadata {
-    let labels = api_label_changes(csv).into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
-    let annotations = match groups {
-        [group] => match group.status.as_ref().and_then(|s| s.namespaces.as_deref()) {
-            Some(targets) if !targets.is_empty() => member_annotations(group, targets),
-            _ => BTreeMap::new(),
-        },
-        _ => BTreeMap::new(),
-    };
-    CreationMetadata {
-        finalizers: vec![keys::CSV_CLEANUP_FINALIZER.to_owned()],
-        labels,
-        annotations,
-    }
 }
 
 /// Decide one pass over a non-copied CSV.

@@ -6,15 +6,15 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::EnvVar;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::{Resource, ResourceExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
 use olm_api::keys;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, StrategyDeploymentSpec};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConfig, SubscriptionStatus};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-use crate::subscription::config::apply_config;
+use crate::metadata::{hash_json, owner_labels, owner_reference};
+use super::subscription_config::apply_config;
 
 /// The Subscription whose config applies to `csv`: in its namespace, the one whose
 /// `status.installedCSV` names it, else the one whose `status.currentCSV` does.
@@ -105,39 +105,6 @@ impl VerifiedSpecs {
 /// Annotations never copied onto pod templates: client-side apply bookkeeping can be larger
 /// than what an annotation on a Deployment may hold, and means nothing to the operator.
 const NOT_PROPAGATED_ANNOTATIONS: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
-
-/// The owner labels OLM puts on everything it creates for a CSV.
-pub fn owner_labels(csv: &ClusterServiceVersion) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (keys::OWNER_LABEL.to_owned(), csv.name_any()),
-        (keys::OWNER_NAMESPACE_LABEL.to_owned(), csv.namespace().unwrap_or_default()),
-        (keys::OWNER_KIND_LABEL.to_owned(), ClusterServiceVersion::kind(&()).into_owned()),
-    ])
-}
-
-/// Whether `labels` name `csv` as owner.
-pub fn owned_by(labels: &BTreeMap<String, String>, csv: &ClusterServiceVersion) -> bool {
-    owner_labels(csv).iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
-/// The ownerReference pointing at the CSV (not a controller reference, never blocks deletion).
-pub fn owner_reference(csv: &ClusterServiceVersion) -> OwnerReference {
-    OwnerReference {
-        api_version: ClusterServiceVersion::api_version(&()).into_owned(),
-        kind: ClusterServiceVersion::kind(&()).into_owned(),
-        name: csv.name_any(),
-        uid: csv.uid().unwrap_or_default(),
-        controller: Some(false),
-        block_owner_deletion: Some(false),
-    }
-}
-
-/// A short, stable hash of a JSON value (the serialization is canonical: sorted maps).
-pub fn hash_json(value: &Value) -> String {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    let digest = Sha256::digest(&bytes);
-    hex::encode(&digest[..10])
-}
 
 /// The Deployment OLM applies for one strategy entry of `csv`, with the `spec.config` of the
 /// Subscription that installed it (if any) applied before the spec hash is taken, so a config

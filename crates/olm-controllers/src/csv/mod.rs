@@ -4,8 +4,10 @@
 pub mod certs;
 pub mod decide;
 pub mod deployment;
+pub mod metrics;
 pub mod reconcile;
 pub mod requirements;
+pub mod subscription_config;
 
 pub use reconcile::{CsvState, NAME, run};
 

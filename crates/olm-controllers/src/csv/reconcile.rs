@@ -33,9 +33,9 @@ use super::decide::{
     needs_permission_check, set_phase,
 };
 use super::requirements::{CrdState, GeneratedRbac, PermissionCheck, declared_rules, declared_service_accounts, granted_by};
-use crate::runtime::controller::action_for;
-use crate::runtime::error::is_not_found;
-use crate::runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
+use olm_runtime::controller::action_for;
+use olm_runtime::error::is_not_found;
+use olm_runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
 
 /// Controller name: metric label, field manager `olm/csv`.
 pub const NAME: &str = "csv";
@@ -76,6 +76,8 @@ pub struct CsvState {
     pub managed_roles: Cache<Role>,
     /// RoleBindings labelled `olm.managed=true`.
     pub managed_role_bindings: Cache<RoleBinding>,
+    /// The CSV metrics.
+    pub metrics: super::metrics::CsvMetrics,
 }
 
 /// The label selector of the Deployment and webhook configuration caches (what OLM generated
@@ -262,7 +264,7 @@ async fn generated_rbac(client: &kube::Client, csv: &ClusterServiceVersion, clus
 
 /// The label selector of what is labelled as owned by `csv`.
 fn owner_selector(csv: &ClusterServiceVersion) -> String {
-    super::deployment::owner_labels(csv)
+    crate::metadata::owner_labels(csv)
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
@@ -291,7 +293,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     let state = &ctx.state;
     let namespace = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
-    ctx.metrics.csv_count.set(i64::try_from(state.csvs.store().len()).unwrap_or(i64::MAX));
+    ctx.state.metrics.csv_count.set(i64::try_from(state.csvs.store().len()).unwrap_or(i64::MAX));
 
     if csv.is_copied() {
         let origin = csv.labels().get(keys::COPIED_FROM_LABEL).cloned().unwrap_or_default();
@@ -336,7 +338,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
             crd_uids.insert(crd.name.clone(), found.uid().unwrap_or_default());
         }
     }
-    let owner = super::deployment::owner_labels(&csv);
+    let owner = crate::metadata::owner_labels(&csv);
     let mut cluster_roles: BTreeMap<String, ClusterRole> = csv
         .spec
         .owned_crds()
@@ -442,7 +444,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     let mut read_whole = Vec::new();
     for cached in state.deployments.list_in(&namespace) {
         let dep_name = cached.name_any();
-        if !strategy_names.contains(&dep_name) && !super::deployment::owned_by(cached.labels(), &csv) {
+        if !strategy_names.contains(&dep_name) && !crate::metadata::owned_by(cached.labels(), &csv) {
             continue;
         }
         if state.verified_specs.holds(&cached) {
@@ -577,7 +579,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
             format!("install strategy failed: {err}"),
             now,
         );
-        decision = CsvDecision::status(status).event(crate::runtime::EventNote::warning(
+        decision = CsvDecision::status(status).event(olm_runtime::EventNote::warning(
             CsvReason::InstallComponentFailed.as_str(),
             "Install",
             format!("install strategy failed: {err}"),
@@ -588,9 +590,9 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         let previous_phase = csv.phase().cloned();
         ctx.status.apply(csv.as_ref(), status).await?;
         if status.phase == Some(CsvPhase::Replacing) && previous_phase != Some(CsvPhase::Replacing) {
-            ctx.metrics.csv_upgrade_count.inc();
+            ctx.state.metrics.csv_upgrade_count.inc();
         }
-        ctx.metrics.observe_csv(
+        ctx.state.metrics.observe_csv(
             &namespace,
             &name,
             csv.spec.version.as_deref().unwrap_or_default(),
@@ -950,7 +952,7 @@ async fn observe_exposure(client: &kube::Client, state: &CsvState, csv: &Cluster
     }
     if !csv.spec.webhooks().is_empty() {
         let generated = |labels: &BTreeMap<String, String>| {
-            super::deployment::owned_by(labels, csv)
+            crate::metadata::owned_by(labels, csv)
                 .then(|| labels.get(keys::WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL).cloned())
                 .flatten()
         };
@@ -1066,7 +1068,7 @@ async fn patch_finalizers(
     match api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch)).await {
         Ok(_) => Ok(()),
         Err(err) if is_not_found(&err) => Ok(()),
-        Err(err) if crate::runtime::error::api_status_code(&err) == Some(422) => {
+        Err(err) if olm_runtime::error::api_status_code(&err) == Some(422) => {
             tracing::debug!(%err, "the CSV changed since it was observed; finalizer patch skipped until the next pass");
             Ok(())
         }
@@ -1178,7 +1180,7 @@ pub fn run(
     let store = state.csvs.store().clone();
 
     let related_store = store.clone();
-    let metrics = ctx.metrics.clone();
+    let metrics = ctx.state.metrics.clone();
     // Replacement-chain neighbours and copies/originals react to each other.
     let related = move |changed: Arc<ClusterServiceVersion>| {
         let ns = changed.namespace().unwrap_or_default();
@@ -1315,7 +1317,7 @@ pub fn run(
     let by_validating = move |config: Arc<ValidatingWebhookConfiguration>| by_owner_labels(config.labels());
     let by_mutating = move |config: Arc<MutatingWebhookConfiguration>| by_owner_labels(config.labels());
     let controller = Controller::for_shared_stream(state.csvs.subscribe(), store)
-        .with_config(crate::runtime::controller::controller_config())
+        .with_config(olm_runtime::controller::controller_config())
         .watches_shared_stream(state.api_services.subscribe(), by_api_service)
         .watches_shared_stream(state.validating_webhooks.subscribe(), by_validating)
         .watches_shared_stream(state.mutating_webhooks.subscribe(), by_mutating)

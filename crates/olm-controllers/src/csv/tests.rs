@@ -12,7 +12,7 @@ use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterS
 
 use super::decide::{CsvAction, CsvDecision, Observed, decide, decide_copy, desired_deployments, set_phase};
 use super::requirements::{CrdState, PermissionCheck, declared_rules};
-use crate::runtime::Severity;
+use olm_runtime::Severity;
 
 const NS: &str = "ns";
 const ETCD_CSV: &str = include_str!("../../testdata/etcd-0.9.4/etcdoperator.v0.9.4.clusterserviceversion.yaml");
@@ -30,7 +30,7 @@ fn load(text: &str) -> ClusterServiceVersion {
     csv.metadata.resource_version = Some("1".into());
     // As after the first pass; the finalizer tests start without it.
     csv.metadata.finalizers = Some(vec![keys::CSV_CLEANUP_FINALIZER.to_owned()]);
-    let labels: BTreeMap<String, String> = super::decide::api_label_changes(&csv)
+    let labels: BTreeMap<String, String> = crate::metadata::api_label_changes(&csv)
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
         .collect();
@@ -63,7 +63,7 @@ fn group(name: &str, targets: &[&str]) -> OperatorGroup {
 fn annotate_for(mut csv: ClusterServiceVersion, og: &OperatorGroup) -> ClusterServiceVersion {
     let targets = og.status.as_ref().and_then(|s| s.namespaces.clone()).unwrap_or_default();
     let annotations = csv.metadata.annotations.get_or_insert_with(BTreeMap::new);
-    annotations.extend(crate::operatorgroup::decide::member_annotations(og, &targets));
+    annotations.extend(crate::metadata::member_annotations(og, &targets));
     csv
 }
 
@@ -999,7 +999,7 @@ fn with_exposure_installed(mut world: World, available: bool) -> World {
         super::decide::ExistingApiService {
             available,
             ca_bundle: Some(ca.clone()),
-            owner: super::decide::OwnerLabels::of(&super::deployment::owner_labels(&world.csv)),
+            owner: super::decide::OwnerLabels::of(&crate::metadata::owner_labels(&world.csv)),
         },
     )]);
     for (generate_name, kind) in [
@@ -1515,7 +1515,7 @@ fn an_apiservice_of_the_replaced_csv_is_adopted() {
         _ => None,
     });
     let applied = applied.expect("the APIService is applied");
-    assert!(super::deployment::owned_by(applied.labels(), &world.csv), "{:?}", applied.labels());
+    assert!(crate::metadata::owned_by(applied.labels(), &world.csv), "{:?}", applied.labels());
     let spec = applied.spec.as_ref().expect("spec");
     assert_eq!(spec.ca_bundle.as_ref().map(|b| b.0.clone()), Some(ca.into_bytes()));
     assert_eq!(spec.service.as_ref().and_then(|s| s.name.as_deref()), Some("etcd-operator-service"));
@@ -1556,7 +1556,7 @@ fn a_static_operator_group_refuses_apis_it_does_not_list() {
     );
 
     // Listing every API of the CSV: accepted as is, and a refused CSV comes back.
-    let all: Vec<String> = crate::operatorgroup::decide::provided_apis(&world.csv).into_iter().collect();
+    let all: Vec<String> = crate::metadata::provided_apis(&world.csv).into_iter().collect();
     let mut listed = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
     static_group(&mut listed, &all.join(","));
     assert_eq!(phase_reason(&listed.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
@@ -1803,7 +1803,7 @@ fn an_owned_apiservice_needs_its_deployment_in_the_strategy() {
 
 #[test]
 fn csvs_are_labelled_by_the_apis_they_provide_and_require() {
-    use super::decide::{api_label_changes, api_label_key};
+    use crate::metadata::{api_label_changes, api_label_key};
     // Upstream's own test vectors (FNV-1a of Kind.version.group).
     assert_eq!(api_label_key("Ghost", "v1alpha1", "ghouls"), "olm.api.6435ab0d7c6bda64");
     assert_eq!(api_label_key("Goblin", "v1alpha1", "ghouls"), "olm.api.557c9f42470aa352");
@@ -2109,7 +2109,7 @@ fn a_csv_created_with_its_creation_metadata_installs_in_its_first_pass() {
     bare.metadata.namespace = Some(NS.into());
     bare.metadata.uid = Some("uid-1".into());
     let og = world.groups[0].clone();
-    let stamp = super::decide::creation_metadata(&bare, &[&og]);
+    let stamp = crate::metadata::creation_metadata(&bare, &[&og]);
     bare.metadata.finalizers = Some(stamp.finalizers);
     bare.metadata.labels.get_or_insert_with(BTreeMap::new).extend(stamp.labels);
     bare.metadata.annotations.get_or_insert_with(BTreeMap::new).extend(stamp.annotations);
@@ -2125,8 +2125,8 @@ fn a_csv_created_with_its_creation_metadata_installs_in_its_first_pass() {
 
     // With two groups (or none resolved) nothing is guessed: the CSV controller decides.
     let second = group("second", &[NS]);
-    assert!(super::decide::creation_metadata(&world.csv, &[&og, &second]).annotations.is_empty());
+    assert!(crate::metadata::creation_metadata(&world.csv, &[&og, &second]).annotations.is_empty());
     let mut unresolved = og.clone();
     unresolved.status = None;
-    assert!(super::decide::creation_metadata(&world.csv, &[&unresolved]).annotations.is_empty());
+    assert!(crate::metadata::creation_metadata(&world.csv, &[&unresolved]).annotations.is_empty());
 }

@@ -10,7 +10,7 @@ use olm_api::v1alpha1::install_plan::{
     InstallPlan, InstallPlanCondition, InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase, InstallPlanStatus, Step,
 };
 
-use crate::runtime::EventNote;
+use olm_runtime::EventNote;
 
 /// How long transient errors are retried after `status.startTime` (upstream's
 /// `--install-plan-retry-timeout` default).
@@ -262,30 +262,10 @@ pub fn after_pass(previous: &InstallPlanStatus, pass: Pass, now: Timestamp) -> (
     }
 }
 
-/// At most this many InstallPlans are kept per namespace (upstream's number).
-pub const MAX_PLANS_PER_NAMESPACE: usize = 5;
-
-/// Which finished plans to delete so that at most [`MAX_PLANS_PER_NAMESPACE`] remain: the
-/// lowest generations first, never one a Subscription references or one still in progress,
-/// at most five per pass. `plans` are (name, generation, phase).
-pub fn plans_to_collect(plans: &[(String, i64, InstallPlanPhase)], referenced: &[String]) -> Vec<String> {
-    let excess = plans.len().saturating_sub(MAX_PLANS_PER_NAMESPACE);
-    let mut candidates: Vec<&(String, i64, InstallPlanPhase)> = plans
-        .iter()
-        .filter(|(name, _, phase)| !referenced.contains(name) && matches!(phase, InstallPlanPhase::Complete | InstallPlanPhase::Failed))
-        .collect();
-    candidates.sort_by_key(|(_, generation, _)| *generation);
-    candidates
-        .into_iter()
-        .take(excess.min(5))
-        .map(|(name, _, _)| name.clone())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::status::without_timestamps;
+    use olm_runtime::status::without_timestamps;
     use olm_api::v1alpha1::install_plan::{Approval, InstallPlanSpec, StepResource, StepStatus};
 
     fn plan(approved: bool, phase: Option<InstallPlanPhase>, with_steps: bool) -> InstallPlan {
@@ -328,26 +308,6 @@ mod tests {
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::Installing), true)), Next::Execute);
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::Complete), true)), Next::Wait);
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::Failed), true)), Next::Wait);
-    }
-
-    #[test]
-    fn old_finished_unreferenced_plans_are_collected() {
-        let plans: Vec<(String, i64, InstallPlanPhase)> = (1..=8)
-            .map(|g| {
-                (
-                    format!("p{g}"),
-                    g,
-                    if g == 2 {
-                        InstallPlanPhase::Installing
-                    } else {
-                        InstallPlanPhase::Complete
-                    },
-                )
-            })
-            .collect();
-        let referenced = vec!["p1".to_owned()];
-        assert_eq!(plans_to_collect(&plans, &referenced), ["p3", "p4", "p5"]);
-        assert!(plans_to_collect(&plans[..5], &[]).is_empty());
     }
 
     fn step(status: StepStatus) -> Step {

@@ -1,13 +1,12 @@
 //! The InstallPlan controller: approval, then applying the plan's steps (CRDs, the CSV,
 //! ServiceAccounts, RBAC and the other bundle objects) with bounded retries, ending Complete or
 //! Failed with a message naming the object and the API error. The steps themselves are built
-//! from catalog content by [`steps::bundle_steps`] when the Subscription controller creates the
+//! from catalog content by [`crate::plan_steps::bundle_steps`] when the Subscription controller creates the
 //! plan (no bundle unpack Job: the catalog server hands out the manifests).
 
 pub mod crd_check;
 pub mod decide;
 pub mod reconcile;
 pub mod scope;
-pub mod steps;
 
 pub use reconcile::{InstallPlanState, NAME, run};

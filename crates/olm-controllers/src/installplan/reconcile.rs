@@ -21,10 +21,10 @@ use tracing::instrument;
 use super::crd_check;
 use super::decide::{self, Next, Pass, StepError};
 use super::scope::{self, RefusedStep};
-use super::steps::{execution_rank, resource_of};
-use crate::runtime::controller::action_for;
-use crate::runtime::error::{api_status_code, is_not_found};
-use crate::runtime::{Cache, ControllerContext, Result, error_policy, guarded};
+use crate::plan_steps::{execution_rank, resource_of};
+use olm_runtime::controller::action_for;
+use olm_runtime::error::{api_status_code, is_not_found};
+use olm_runtime::{Cache, ControllerContext, Result, error_policy, guarded};
 use crate::scoped_client::{InstallIdentity, ScopedClients, ServiceAccountRef, install_identity};
 
 /// Controller name: metric label, field manager `olm/installplan`.
@@ -39,6 +39,8 @@ pub struct InstallPlanState {
     pub groups: Cache<OperatorGroup>,
     /// OLM's client and the ServiceAccount-impersonating ones derived from it.
     pub clients: ScopedClients,
+    /// The catalog-operator metrics.
+    pub metrics: crate::catalog_metrics::CatalogMetrics,
 }
 
 /// Who applies a plan's steps (CRDs excepted: OLM always applies those itself, as upstream).
@@ -343,7 +345,7 @@ fn stamp_csv(manifest: &mut Value, groups: &[Arc<OperatorGroup>]) {
         return;
     };
     let groups: Vec<&OperatorGroup> = groups.iter().map(Arc::as_ref).collect();
-    let stamp = crate::csv::decide::creation_metadata(&csv, &groups);
+    let stamp = crate::metadata::creation_metadata(&csv, &groups);
     let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) else { return };
     for (field, entries) in [("labels", stamp.labels), ("annotations", stamp.annotations)] {
         if let Some(map) = metadata.entry(field).or_insert_with(|| json!({})).as_object_mut() {
@@ -503,8 +505,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
 
 #[instrument(skip_all, fields(kind = "InstallPlan", namespace = %plan.namespace().unwrap_or_default(), name = %plan.name_any()))]
 async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<ControllerContext<InstallPlanState>>) -> Result<Action> {
-    ctx.metrics
-        .catalog
+    ctx.state.metrics
         .install_plan_count
         .set(i64::try_from(ctx.state.plans.store().len()).unwrap_or(i64::MAX));
     let now = Timestamp::now();
@@ -595,7 +596,7 @@ pub fn run(
     let state = ctx.state.clone();
     let plans_store = state.plans.store().clone();
     let controller = Controller::for_shared_stream(state.plans.subscribe(), state.plans.store().clone())
-        .with_config(crate::runtime::controller::controller_config())
+        .with_config(olm_runtime::controller::controller_config())
         // A group appearing, or finding its ServiceAccount, lets waiting plans of its namespace go on.
         .watches_shared_stream(state.groups.subscribe(), move |group: Arc<OperatorGroup>| {
             plans_store

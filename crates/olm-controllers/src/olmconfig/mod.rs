@@ -21,7 +21,7 @@ use olm_api::v1::olm_config::{
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use tracing::instrument;
 
-use crate::runtime::{Cache, ControllerContext, Decision, Result, error_policy, guarded};
+use olm_runtime::{Cache, ControllerContext, Decision, Result, error_policy, guarded};
 
 /// Controller name: metric label, field manager `olm/olmconfig`.
 pub const NAME: &str = "olmconfig";
@@ -65,7 +65,7 @@ pub struct Observed {
 fn is_copied_all_namespaces_operator(csv: &ClusterServiceVersion) -> bool {
     let namespace = csv.namespace().unwrap_or_default();
     !csv.is_copied()
-        && csv.status.as_ref().is_some_and(crate::csv::decide::is_copiable)
+        && csv.status.as_ref().is_some_and(crate::metadata::is_copiable)
         && csv.annotation(keys::TARGET_NAMESPACES_ANNOTATION) == Some("")
         && csv.annotation(keys::OPERATOR_NAMESPACE_ANNOTATION) == Some(namespace.as_str())
 }
@@ -229,7 +229,7 @@ pub fn run(
     let state = ctx.state.clone();
     let singleton = || vec![ObjectRef::<OLMConfig>::new(OLM_CONFIG_NAME)];
     let controller = Controller::for_shared_stream(state.olm_configs.subscribe(), state.olm_configs.store().clone())
-        .with_config(crate::runtime::controller::controller_config())
+        .with_config(olm_runtime::controller::controller_config())
         // Any CSV or namespace change can add or remove an expected copy. Requests for the one
         // singleton are deduplicated by the controller's queue.
         .watches_shared_stream(state.csvs.subscribe(), move |_csv: Arc<ClusterServiceVersion>| singleton())

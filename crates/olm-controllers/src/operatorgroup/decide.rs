@@ -16,8 +16,10 @@ use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use olm_runtime::Decision;
+
+use crate::metadata::{member_annotations, operator_group_owner_labels, provided_apis};
 use crate::rbac::{ROLE_TYPES, operator_group_aggregation, operator_group_role_prefix, role_is_current};
-use crate::runtime::Decision;
 use crate::selector;
 
 /// A namespace as the OperatorGroup controller sees it.
@@ -102,41 +104,6 @@ pub fn target_namespaces(group: &OperatorGroup, namespaces: &[NamespaceView]) ->
     }
 }
 
-/// The value of `olm.targetNamespaces` for a target list.
-pub fn target_namespaces_annotation(targets: &[String]) -> String {
-    targets.join(",")
-}
-
-/// The APIs a CSV provides, as `Kind.version.group` (owned CRDs and owned APIServices).
-pub fn provided_apis(csv: &ClusterServiceVersion) -> BTreeSet<String> {
-    let crds = csv
-        .spec
-        .owned_crds()
-        .iter()
-        .map(|crd| format!("{}.{}.{}", crd.kind, crd.version, crd.group()));
-    let services = csv
-        .spec
-        .owned_api_services()
-        .iter()
-        .map(|api| format!("{}.{}.{}", api.kind, api.version, api.group));
-    crds.chain(services).collect()
-}
-
-/// The three annotations every member CSV carries for `group` with `targets`.
-pub fn member_annotations(group: &OperatorGroup, targets: &[String]) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (keys::OPERATOR_GROUP_ANNOTATION.to_owned(), group.name_any()),
-        (
-            keys::OPERATOR_NAMESPACE_ANNOTATION.to_owned(),
-            group.namespace().unwrap_or_default(),
-        ),
-        (
-            keys::TARGET_NAMESPACES_ANNOTATION.to_owned(),
-            target_namespaces_annotation(targets),
-        ),
-    ])
-}
-
 /// CSVs whose APIs do not count as provided by the group: not yet past the group checks
 /// (phase None: counting them early would make an older CSV elsewhere see a conflict first), or
 /// failed because of their group.
@@ -152,19 +119,10 @@ fn excluded_from_provided_apis(csv: &ClusterServiceVersion) -> bool {
     )
 }
 
-/// Labels marking a ClusterRole as owned by `group`.
-pub fn operator_group_owner_labels(group: &OperatorGroup) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (keys::OWNER_LABEL.to_owned(), group.name_any()),
-        (keys::OWNER_NAMESPACE_LABEL.to_owned(), group.namespace().unwrap_or_default()),
-        (keys::OWNER_KIND_LABEL.to_owned(), "OperatorGroup".to_owned()),
-    ])
-}
-
 /// The group's `suffix` role. The name ends in 5 characters derived from the group's uid (upstream
 /// lets the API server pick them), so that re-applying never creates a second role.
 pub fn operator_group_role(group: &OperatorGroup, suffix: &str, apis: &BTreeSet<String>) -> ClusterRole {
-    let tag = crate::csv::deployment::hash_json(&serde_json::Value::String(group.uid().unwrap_or_default()));
+    let tag = crate::metadata::hash_json(&serde_json::Value::String(group.uid().unwrap_or_default()));
     let mut labels = operator_group_owner_labels(group);
     labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
     ClusterRole {

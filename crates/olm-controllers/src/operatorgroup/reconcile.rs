@@ -17,8 +17,8 @@ use serde_json::json;
 use tracing::instrument;
 
 use super::decide::{NamespaceView, Observed, OgAction, decide};
-use crate::runtime::controller::action_for;
-use crate::runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
+use olm_runtime::controller::action_for;
+use olm_runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
 
 /// Controller name: metric label, field manager `olm/operatorgroup`.
 pub const NAME: &str = "operatorgroup";
@@ -57,7 +57,7 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
     let namespaces = namespace_views(&state.namespaces);
     let csvs = state.csvs.list_in(&namespace);
     let groups_in_namespace = state.groups.list_in(&namespace).len().max(1);
-    let owner = super::decide::operator_group_owner_labels(&group);
+    let owner = crate::metadata::operator_group_owner_labels(&group);
     let roles = state
         .cluster_roles
         .store()
@@ -105,7 +105,7 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
                 let api: Api<ClusterRole> = Api::all(ctx.client.clone());
                 match api.delete(name, &kube::api::DeleteParams::default()).await {
                     Ok(_) => {}
-                    Err(err) if crate::runtime::error::is_not_found(&err) => {}
+                    Err(err) if olm_runtime::error::is_not_found(&err) => {}
                     Err(err) => return Err(Error::api(format!("delete ClusterRole {name}"), err)),
                 }
             }
@@ -134,7 +134,7 @@ fn delete_roles_of_deleted_groups(ctx: Arc<ControllerContext<OgState>>) -> impl 
             if ctx.state.groups.store().get(&ObjectRef::from_obj(group.as_ref())).is_some() || !ctx.leadership.is_leader() {
                 continue;
             }
-            let selector = super::decide::operator_group_owner_labels(&group)
+            let selector = crate::metadata::operator_group_owner_labels(&group)
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
@@ -180,7 +180,7 @@ pub fn run(
             .collect::<Vec<_>>()
     };
     let controller = Controller::for_shared_stream(state.groups.subscribe(), groups_store)
-        .with_config(crate::runtime::controller::controller_config())
+        .with_config(olm_runtime::controller::controller_config())
         // Another group appearing or leaving changes MultipleOperatorGroup on its peers.
         .watches_shared_stream(state.groups.subscribe(), move |g: Arc<OperatorGroup>| {
             in_namespace(&peers_store, g.namespace())

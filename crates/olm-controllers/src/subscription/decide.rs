@@ -424,6 +424,26 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
     st
 }
 
+/// At most this many InstallPlans are kept per namespace (upstream's number).
+pub const MAX_PLANS_PER_NAMESPACE: usize = 5;
+
+/// Which finished plans to delete so that at most [`MAX_PLANS_PER_NAMESPACE`] remain: the
+/// lowest generations first, never one a Subscription references or one still in progress,
+/// at most five per pass. `plans` are (name, generation, phase).
+pub fn plans_to_collect(plans: &[(String, i64, InstallPlanPhase)], referenced: &[String]) -> Vec<String> {
+    let excess = plans.len().saturating_sub(MAX_PLANS_PER_NAMESPACE);
+    let mut candidates: Vec<&(String, i64, InstallPlanPhase)> = plans
+        .iter()
+        .filter(|(name, _, phase)| !referenced.contains(name) && matches!(phase, InstallPlanPhase::Complete | InstallPlanPhase::Failed))
+        .collect();
+    candidates.sort_by_key(|(_, generation, _)| *generation);
+    candidates
+        .into_iter()
+        .take(excess.min(5))
+        .map(|(name, _, _)| name.clone())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -632,5 +652,25 @@ mod tests {
             Gate::Wait(_)
         ));
         assert_eq!(gate(None, true, None, true), Gate::Resolve, "a vanished plan is replanned");
+    }
+
+    #[test]
+    fn old_finished_unreferenced_plans_are_collected() {
+        let plans: Vec<(String, i64, InstallPlanPhase)> = (1..=8)
+            .map(|g| {
+                (
+                    format!("p{g}"),
+                    g,
+                    if g == 2 {
+                        InstallPlanPhase::Installing
+                    } else {
+                        InstallPlanPhase::Complete
+                    },
+                )
+            })
+            .collect();
+        let referenced = vec!["p1".to_owned()];
+        assert_eq!(plans_to_collect(&plans, &referenced), ["p3", "p4", "p5"]);
+        assert!(plans_to_collect(&plans[..5], &[]).is_empty());
     }
 }

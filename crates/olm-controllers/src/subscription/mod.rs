@@ -3,7 +3,6 @@
 //! creates the Subscription's InstallPlans and reports its status. See [`decide`] for where we
 //! differ from upstream (failure isolation, per-Subscription Manual approval).
 
-pub mod config;
 pub mod decide;
 pub mod reconcile;
 

@@ -29,12 +29,12 @@ use serde_json::{Value, json};
 use tracing::instrument;
 
 use super::decide::{self, CatalogView, CsvView, Deprecations, Gate, Observed, PlanView, Resolved};
-use crate::catalogsource::CatalogCache;
-use crate::catalogsource::metrics::SubscriptionSyncLabels;
-use crate::installplan::steps::{StepSource, bundle_steps};
-use crate::registry_client::CatalogContent;
-use crate::runtime::controller::action_for;
-use crate::runtime::{Cache, ControllerContext, Error, EventNote, Result, error_policy, guarded};
+use olm_catalog_client::CatalogCache;
+use crate::catalog_metrics::SubscriptionSyncLabels;
+use crate::plan_steps::{StepSource, bundle_steps};
+use olm_catalog_client::CatalogContent;
+use olm_runtime::controller::action_for;
+use olm_runtime::{Cache, ControllerContext, Error, EventNote, Result, error_policy, guarded};
 
 /// Controller name: metric label, field manager `olm/subscription`.
 pub const NAME: &str = "subscription";
@@ -75,6 +75,8 @@ pub struct SubscriptionControllerState {
     pub global_namespace: String,
     /// Per-namespace planning locks.
     pub locks: NamespaceLocks,
+    /// The catalog-operator metrics.
+    pub metrics: crate::catalog_metrics::CatalogMetrics,
 }
 
 /// The package of an installed CSV, from its `operatorframework.io/properties` annotation.
@@ -331,7 +333,7 @@ async fn create_plan(
     let created = match api.create(&PostParams::default(), &plan).await {
         Ok(created) => created,
         // Another OLM replica (or a retry after a lost answer) made the same plan: use it.
-        Err(err) if crate::runtime::error::api_status_code(&err) == Some(409) => {
+        Err(err) if olm_runtime::error::api_status_code(&err) == Some(409) => {
             let existing_name = plan.metadata.name.clone().unwrap_or_default();
             let existing = api
                 .get(&existing_name)
@@ -406,7 +408,7 @@ async fn collect_old_plans(ctx: &ControllerContext<SubscriptionControllerState>,
         .filter_map(|s| s.status.as_ref()?.install_plan_ref.as_ref()?.name.clone())
         .collect();
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
-    for name in crate::installplan::decide::plans_to_collect(&plans, &referenced) {
+    for name in super::decide::plans_to_collect(&plans, &referenced) {
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => tracing::info!(plan = %name, "deleted an old InstallPlan"),
             Err(err) => tracing::warn!(plan = %name, %err, "cannot delete an old InstallPlan"),
@@ -456,8 +458,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     let name = cached.name_any();
     let lock = state.locks.get(&namespace);
     let _guard = lock.lock().await;
-    ctx.metrics
-        .catalog
+    ctx.state.metrics
         .subscription_count
         .set(i64::try_from(state.subscriptions.store().len()).unwrap_or(i64::MAX));
 
@@ -564,8 +565,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
             }
             let resolution = olm_resolver::resolve(&catalogs, &request);
             let mine_failed = resolution.errors.iter().find(|e| e.subscription == name);
-            ctx.metrics
-                .catalog
+            ctx.state.metrics
                 .resolution(mine_failed.is_none(), started.elapsed().as_secs_f64());
             if let Some(error) = mine_failed {
                 let changed = previous
@@ -627,7 +627,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     };
     let desired = decide::status(&observed, now);
     ctx.status.apply(&sub, &desired).await?;
-    ctx.metrics.catalog.subscription_synced(SubscriptionSyncLabels {
+    ctx.state.metrics.subscription_synced(SubscriptionSyncLabels {
         name: name.clone(),
         installed: desired.installed_csv.clone().unwrap_or_default(),
         channel: sub.spec.channel.clone().unwrap_or_default(),
@@ -662,7 +662,7 @@ pub fn run(
         futures::stream::iter(subs_in(&s4, scope.as_deref()))
     });
     let controller = Controller::for_shared_stream(state.subscriptions.subscribe(), store)
-        .with_config(crate::runtime::controller::controller_config())
+        .with_config(olm_runtime::controller::controller_config())
         .watches_shared_stream(state.plans.subscribe(), move |plan: Arc<InstallPlan>| {
             let namespace = plan.namespace().unwrap_or_default();
             plan.owner_references()

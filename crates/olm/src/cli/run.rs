@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use olm_controllers::manager::{ControllerKind, Manager, ManagerConfig};
-use olm_controllers::runtime::LeaderElectionConfig;
+use olm_runtime::LeaderElectionConfig;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -53,7 +53,7 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
 }
 
-/// The API client of `olm run` and `olm packageserver` (`olm_controllers::runtime::client`).
+/// The API client of `olm run` and `olm packageserver` (`olm_runtime::client`).
 pub(super) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
@@ -67,7 +67,7 @@ pub(super) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube:
             .await
             .context("no cluster configuration found: pass --kubeconfig or set KUBECONFIG")?,
     };
-    olm_controllers::runtime::client::build(config).context("cannot build a Kubernetes client")
+    olm_runtime::client::build(config).context("cannot build a Kubernetes client")
 }
 
 async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Result<ExitCode> {

@@ -1,0 +1,295 @@
+//! Reading the content of a catalog from where a CatalogSource points, into one in-memory
+//! form: an `olm_catalog::Catalog` (packages, channels, bundles) plus the resolver's
+//! [`olm_resolver::CatalogSnapshot`], and the bundle manifests when an InstallPlan needs them.
+//!
+//! Sources:
+//! - operator-registry gRPC (`api.Registry`: ours or `opm serve`): ListPackages + GetPackage +
+//!   ListBundles for the listing, GetBundle for a bundle's CSV and objects;
+//! - our catalog server's HTTP API (`<url>/api/v1/all`, FBC): everything in one request;
+//! - a legacy ConfigMap (`packages`, `clusterServiceVersions`, `customResourceDefinitions`).
+//!
+//! [`location`] says where a CatalogSource's content is and how often to read it again;
+//! [`cache`] holds what was read, shared by the controllers that use it. Used by the
+//! controllers (`olm-controllers`) and the package server (`olm-packageserver`).
+
+pub mod cache;
+pub mod configmap;
+mod grpc;
+mod http;
+pub mod location;
+
+pub use cache::{CatalogCache, CatalogState, ConnectionState};
+pub use location::{Location, Source};
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use olm_catalog::{Catalog, PropertyKind};
+use olm_resolver::{CatalogKey, CatalogSnapshot};
+use serde_json::{Value, json};
+
+/// How long one whole listing may take before the catalog counts as failing.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long connecting may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why catalog content could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing answered at the address.
+    #[error("cannot connect to catalog {address}: {message}")]
+    Connect {
+        /// `host:port` or URL.
+        address: String,
+        /// What the transport said.
+        message: String,
+    },
+    /// The server answered a call with an error.
+    #[error("catalog {address}: {call} failed: {message}")]
+    Call {
+        /// `host:port` or URL.
+        address: String,
+        /// The RPC or HTTP path.
+        call: String,
+        /// The status and message.
+        message: String,
+        /// Whether asking again can help.
+        retryable: bool,
+    },
+    /// The answer could not be used as a catalog.
+    #[error("catalog {address} sent content that is not a usable catalog: {message}")]
+    Invalid {
+        /// Where it came from.
+        address: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The catalog has no such bundle.
+    #[error("bundle {bundle} of package {package} is not in catalog {catalog}")]
+    BundleNotFound {
+        /// The catalog.
+        catalog: String,
+        /// Package name.
+        package: String,
+        /// Bundle (CSV) name.
+        bundle: String,
+    },
+    /// The whole operation took too long.
+    #[error("catalog {address} did not answer within {}s", timeout.as_secs())]
+    Timeout {
+        /// Where.
+        address: String,
+        /// The limit.
+        timeout: Duration,
+    },
+}
+
+impl ClientError {
+    /// PascalCase category (Event reason, metric label).
+    pub fn category(&self) -> &'static str {
+        match self {
+            ClientError::Connect { .. } => "CatalogUnreachable",
+            ClientError::Call { .. } => "CatalogCallFailed",
+            ClientError::Invalid { .. } => "InvalidCatalogContent",
+            ClientError::BundleNotFound { .. } => "BundleNotFound",
+            ClientError::Timeout { .. } => "CatalogTimeout",
+        }
+    }
+
+    /// Whether trying again later can succeed without anybody changing anything.
+    pub fn retryable(&self) -> bool {
+        match self {
+            ClientError::Connect { .. } | ClientError::Timeout { .. } => true,
+            ClientError::Call { retryable, .. } => *retryable,
+            // The catalog may be fixed or updated; the caller decides how slowly to retry.
+            ClientError::Invalid { .. } | ClientError::BundleNotFound { .. } => false,
+        }
+    }
+}
+
+/// Where catalog content comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceLocation {
+    /// An operator-registry gRPC endpoint, `host:port`.
+    Grpc(String),
+    /// The base URL of one catalog on our catalog server, e.g.
+    /// `http://127.0.0.1:8080/catalogs/community`; the content is read from `<url>/api/v1/all`.
+    Http(String),
+}
+
+impl SourceLocation {
+    /// The location for `spec.address`: an `http://`/`https://` URL is an HTTP catalog,
+    /// anything else a gRPC `host:port`.
+    pub fn from_address(address: &str) -> SourceLocation {
+        let address = address.trim();
+        if address.starts_with("http://") || address.starts_with("https://") {
+            SourceLocation::Http(address.trim_end_matches('/').to_owned())
+        } else {
+            SourceLocation::Grpc(address.to_owned())
+        }
+    }
+
+    /// The address as shown in `status.connectionState.address`.
+    pub fn address(&self) -> &str {
+        match self {
+            SourceLocation::Grpc(a) | SourceLocation::Http(a) => a,
+        }
+    }
+}
+
+/// Manifests that came with a listing: bundle name → (CSV JSON, every object as JSON).
+pub type InlineManifests = HashMap<String, (String, Vec<String>)>;
+
+/// The manifests of one bundle, as an InstallPlan needs them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BundleContent {
+    /// CSV name.
+    pub name: String,
+    /// Package.
+    pub package: String,
+    /// The bundle image (`bundlePath`), empty when unknown.
+    pub bundle_path: String,
+    /// The CSV as JSON text.
+    pub csv_json: String,
+    /// Every manifest of the bundle as JSON text (the CSV included).
+    pub objects: Vec<String>,
+    /// `{"properties": [...]}` for the `operatorframework.io/properties` annotation.
+    pub properties_annotation: String,
+}
+
+/// The content of one catalog, shared by the controllers.
+#[derive(Debug)]
+pub struct CatalogContent {
+    /// Which CatalogSource.
+    pub key: CatalogKey,
+    /// `spec.priority`.
+    pub priority: i32,
+    /// Packages, channels and bundles.
+    pub catalog: Catalog,
+    /// The resolver's view.
+    pub snapshot: CatalogSnapshot,
+    /// Where bundles without inlined manifests are fetched from (gRPC GetBundle).
+    pub location: Option<SourceLocation>,
+    /// Manifests that came with the listing (CSV JSON and objects), by bundle name.
+    pub inline: InlineManifests,
+    /// Problems found while building the catalog that did not stop it.
+    pub problems: Vec<String>,
+}
+
+impl CatalogContent {
+    /// Build the content from catalog documents.
+    pub fn from_documents(
+        key: CatalogKey,
+        priority: i32,
+        documents: Vec<olm_catalog::Document>,
+        location: Option<SourceLocation>,
+        inline: InlineManifests,
+    ) -> Result<CatalogContent, String> {
+        let (catalog, problems) = Catalog::build(documents);
+        if catalog.packages().is_empty() && !problems.is_empty() {
+            let list: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
+            return Err(list.join("; "));
+        }
+        let snapshot = olm_resolver::adapter::snapshot(&catalog, key.clone(), priority);
+        Ok(CatalogContent {
+            key,
+            priority,
+            catalog,
+            snapshot,
+            location,
+            inline,
+            problems: problems.iter().map(ToString::to_string).collect(),
+        })
+    }
+
+    /// Number of packages and bundles.
+    pub fn counts(&self) -> (usize, usize) {
+        let bundles = self.catalog.packages().iter().map(|p| p.bundles().len()).sum();
+        (self.catalog.packages().len(), bundles)
+    }
+
+    /// The manifests of `bundle` (of `package`, as listed in `channel`): from memory when the
+    /// listing carried them, else from the catalog server.
+    pub async fn bundle(&self, package: &str, channel: &str, bundle: &str) -> Result<BundleContent, ClientError> {
+        let not_found = || ClientError::BundleNotFound {
+            catalog: self.key.to_string(),
+            package: package.to_owned(),
+            bundle: bundle.to_owned(),
+        };
+        let pkg = self.catalog.package(package).ok_or_else(not_found)?;
+        let model = pkg.bundle(bundle).ok_or_else(not_found)?;
+        let properties_annotation = properties_annotation(model);
+        let (csv_json, objects) = if let Some((csv, objects)) = self.inline.get(bundle) {
+            (csv.clone(), objects.clone())
+        } else {
+            let (csv, objects) = olm_registry_api::convert::csv_json_and_objects(pkg, model);
+            if !csv.is_empty() && model.csv().is_some() {
+                (csv, objects)
+            } else if let Some(SourceLocation::Grpc(address)) = &self.location {
+                let fetched = grpc::get_bundle(address, package, channel, bundle).await?;
+                (fetched.csv_json, fetched.object)
+            } else {
+                (csv, objects)
+            }
+        };
+        if csv_json.is_empty() {
+            return Err(ClientError::Invalid {
+                address: self.key.to_string(),
+                message: format!("bundle {bundle} of package {package} has no ClusterServiceVersion"),
+            });
+        }
+        Ok(BundleContent {
+            name: bundle.to_owned(),
+            package: package.to_owned(),
+            bundle_path: model.image.clone(),
+            csv_json,
+            objects,
+            properties_annotation,
+        })
+    }
+}
+
+/// The bundle's properties, without the manifests, as upstream writes them on the CSV.
+fn properties_annotation(bundle: &olm_catalog::Bundle) -> String {
+    let properties: Vec<Value> = bundle
+        .properties
+        .iter()
+        .filter(|p| !matches!(p.kind, PropertyKind::BundleObject | PropertyKind::CsvMetadata))
+        .map(|p| json!({"type": p.type_name, "value": p.value()}))
+        .collect();
+    json!({ "properties": properties }).to_string()
+}
+
+/// Read the whole content of a catalog at `location`.
+pub async fn fetch(location: &SourceLocation, key: CatalogKey, priority: i32) -> Result<CatalogContent, ClientError> {
+    let work = async {
+        match location {
+            SourceLocation::Grpc(address) => grpc::list(address, key, priority).await,
+            SourceLocation::Http(url) => http::list(url, key, priority).await,
+        }
+    };
+    match tokio::time::timeout(FETCH_TIMEOUT, work).await {
+        Ok(result) => result,
+        Err(_) => Err(ClientError::Timeout {
+            address: location.address().to_owned(),
+            timeout: FETCH_TIMEOUT,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_urls_and_grpc_addresses_are_told_apart() {
+        assert_eq!(
+            SourceLocation::from_address("http://127.0.0.1:8080/catalogs/community/"),
+            SourceLocation::Http("http://127.0.0.1:8080/catalogs/community".into())
+        );
+        assert_eq!(
+            SourceLocation::from_address("community.olm.svc:50051"),
+            SourceLocation::Grpc("community.olm.svc:50051".into())
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! Where a CatalogSource's content is: the one answer to that question, for the CatalogSource
+//! controller (which reads the content and reports on it) and the package server (which reads
+//! the same content for PackageManifests); and how often to read it again.
+
+use std::time::Duration;
+
+use olm_api::v1alpha1::catalog_source::{CatalogSource, DEFAULT_REGISTRY_POLL_INTERVAL, SourceType};
+
+use crate::SourceLocation;
+
+/// The port of a registry server, as upstream.
+pub const REGISTRY_PORT: i32 = 50051;
+/// First retry delay after a failed read; doubles up to [`MAX_RETRY`].
+pub const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// Longest retry delay of a failing catalog.
+pub const MAX_RETRY: Duration = Duration::from_secs(60);
+
+/// Where the spec says the content is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `spec.address` (gRPC `host:port`, or an `http(s)://` URL of our catalog server).
+    Address(String),
+    /// `spec.image`: OLM runs the registry Pod and Service; the content is read through the Service.
+    Image {
+        /// The catalog image.
+        image: String,
+        /// The Service name (the catalog name with dots replaced by dashes).
+        service: String,
+    },
+    /// `spec.configMap`.
+    ConfigMap(String),
+}
+
+/// The source of `catalog`, or the SpecInvalidError message.
+pub fn source(catalog: &CatalogSource) -> Result<Source, String> {
+    let spec = &catalog.spec;
+    let non_empty = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+    match spec.source_type {
+        SourceType::Grpc => {
+            // As upstream, the image wins when both are set.
+            if let Some(image) = non_empty(&spec.image) {
+                let name = catalog.metadata.name.clone().unwrap_or_default();
+                Ok(Source::Image {
+                    image,
+                    service: name.replace('.', "-"),
+                })
+            } else if let Some(address) = non_empty(&spec.address) {
+                Ok(Source::Address(address))
+            } else {
+                Err("sourceType grpc needs spec.image or spec.address (host:port of a registry server, or the http:// URL of a catalog on an OLM catalog server)".into())
+            }
+        }
+        SourceType::ConfigMap | SourceType::Internal => match non_empty(&spec.config_map) {
+            Some(name) => Ok(Source::ConfigMap(name)),
+            None => Err(format!(
+                "sourceType {} needs spec.configMap (the name of a ConfigMap in this namespace)",
+                spec.source_type.as_str()
+            )),
+        },
+    }
+}
+
+/// Where to read a CatalogSource's content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// A catalog server: gRPC `host:port`, or the HTTP URL of one catalog.
+    Remote(SourceLocation),
+    /// A legacy ConfigMap in the catalog's namespace, by name.
+    ConfigMap(String),
+}
+
+/// Where the content of `catalog` is read from, for its `source`. An image catalog is read
+/// through the registry Service OLM runs for it: the one `status.registryService` names, or,
+/// before that status is written, the Service OLM creates (`<name>.<namespace>.svc:50051`).
+pub fn location(catalog: &CatalogSource, source: &Source) -> Location {
+    match source {
+        Source::Address(address) => Location::Remote(SourceLocation::from_address(address)),
+        Source::Image { service, .. } => {
+            let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
+            let status = catalog.status.as_ref().and_then(|s| s.registry_service.as_ref());
+            let service_name = status.and_then(|s| s.service_name.clone()).unwrap_or_else(|| service.clone());
+            let service_namespace = status.and_then(|s| s.service_namespace.clone()).unwrap_or(namespace);
+            let port = status.and_then(|s| s.port.clone()).unwrap_or_else(|| REGISTRY_PORT.to_string());
+            Location::Remote(SourceLocation::Grpc(format!("{service_name}.{service_namespace}.svc:{port}")))
+        }
+        Source::ConfigMap(name) => Location::ConfigMap(name.clone()),
+    }
+}
+
+/// Parse a Go duration (`90s`, `15m`, `1h30m`, `500ms`).
+pub fn parse_go_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            "us" | "µs" => 0.000_001,
+            "ns" => 0.000_000_001,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += Duration::try_from_secs_f64(number * seconds).ok()?;
+    }
+    Some(total)
+}
+
+/// The refresh interval and, when the spec's value is unusable, the InvalidIntervalError message.
+pub fn poll_interval(catalog: &CatalogSource) -> (Duration, Option<String>) {
+    match catalog.spec.poll_interval() {
+        None => (DEFAULT_REGISTRY_POLL_INTERVAL, None),
+        Some(text) => match parse_go_duration(text) {
+            Some(d) if d >= Duration::from_secs(1) => (d, None),
+            _ => (
+                DEFAULT_REGISTRY_POLL_INTERVAL,
+                Some(format!(
+                    "spec.updateStrategy.registryPoll.interval {text:?} is not a duration of at least 1s like \"10m\" or \"1h30m\"; polling every 15m instead"
+                )),
+            ),
+        },
+    }
+}
+
+/// Bounded exponential retry delay after `failures` failed reads.
+pub fn retry_delay(failures: u32) -> Duration {
+    olm_runtime::backoff::exponential(failures, FIRST_RETRY, MAX_RETRY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use olm_api::v1alpha1::catalog_source::CatalogSourceSpec;
+
+    fn catalog(yaml: &str) -> CatalogSource {
+        let spec: CatalogSourceSpec = serde_json::from_value(serde_json::from_str::<serde_json::Value>(yaml).expect("json")).expect("spec");
+        let mut c = CatalogSource::new("community.v1", spec);
+        c.metadata.namespace = Some("olm".into());
+        c
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("15m"), Some(Duration::from_secs(900)));
+        assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_go_duration("10"), None);
+        assert_eq!(parse_go_duration("ten minutes"), None);
+    }
+
+    #[test]
+    fn the_spec_names_one_source_or_says_what_is_missing() {
+        assert_eq!(
+            source(&catalog(r#"{"sourceType":"grpc","address":"127.0.0.1:50051"}"#)),
+            Ok(Source::Address("127.0.0.1:50051".into()))
+        );
+        assert_eq!(
+            source(&catalog(r#"{"sourceType":"grpc","address":"x:1","image":"quay.io/c:1"}"#)),
+            Ok(Source::Image {
+                image: "quay.io/c:1".into(),
+                service: "community-v1".into()
+            })
+        );
+        let err = source(&catalog(r#"{"sourceType":"grpc"}"#)).unwrap_err();
+        assert!(err.contains("spec.image or spec.address"), "{err}");
+        let err = source(&catalog(r#"{"sourceType":"configmap"}"#)).unwrap_err();
+        assert!(err.contains("spec.configMap"), "{err}");
+    }
+
+    #[test]
+    fn an_invalid_interval_falls_back() {
+        let c = catalog(r#"{"sourceType":"grpc","image":"i","updateStrategy":{"registryPoll":{"interval":"often"}}}"#);
+        let (interval, error) = poll_interval(&c);
+        assert_eq!(interval, DEFAULT_REGISTRY_POLL_INTERVAL);
+        assert!(error.expect("reported").contains("\"often\""));
+    }
+
+    #[test]
+    fn an_image_catalog_is_read_through_its_registry_service() {
+        let mut c = catalog(r#"{"sourceType":"grpc","image":"quay.io/c:1"}"#);
+        let source = source(&c).expect("valid");
+        assert_eq!(
+            location(&c, &source),
+            Location::Remote(SourceLocation::Grpc("community-v1.olm.svc:50051".into())),
+            "before the status names the Service, the one OLM creates"
+        );
+        c.status = Some(serde_json::from_value(serde_json::json!({
+            "registryService": {"protocol": "grpc", "serviceName": "community-v1", "serviceNamespace": "olm", "port": "50052"}
+        })).expect("status"));
+        assert_eq!(location(&c, &source), Location::Remote(SourceLocation::Grpc("community-v1.olm.svc:50052".into())));
+        let address = catalog(r#"{"sourceType":"grpc","address":"http://127.0.0.1:8080/catalogs/community/"}"#);
+        assert_eq!(
+            location(&address, &super::source(&address).expect("valid")),
+            Location::Remote(SourceLocation::Http("http://127.0.0.1:8080/catalogs/community".into()))
+        );
+    }
+
+    #[test]
+    fn retries_back_off_to_a_bound() {
+        assert_eq!(retry_delay(1), FIRST_RETRY);
+        assert_eq!(retry_delay(3), Duration::from_secs(4));
+        assert_eq!(retry_delay(30), MAX_RETRY);
+    }
+}

@@ -1,0 +1,359 @@
+//! Shared watch caches: one watch per resource type for the whole process, read by every
+//! controller through a `Store`, and fanned out to controllers as shared trigger streams.
+
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt, future::BoxFuture};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use super::admin::Readiness;
+
+/// The annotation `kubectl apply` (client-side) records the applied object in.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A watch cache of one resource type.
+pub struct Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store: Store<K>,
+    name: String,
+    subscribers: Subscribers<K>,
+    // kube's `Store::wait_until_ready` wakes only the last of several concurrent waiters, so
+    // exactly one task waits on it and publishes the result here for everybody else.
+    synced: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The senders of every subscriber of one cache. Each subscriber gets its own unbounded
+/// channel, so a slow controller never stalls the watch or the other subscribers, and no
+/// change is ever dropped.
+type Subscribers<K> = Arc<Mutex<Vec<mpsc::UnboundedSender<Arc<K>>>>>;
+
+impl<K> Clone for Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    fn clone(&self) -> Self {
+        Self {
+            store: self.store.clone(),
+            name: self.name.clone(),
+            subscribers: self.subscribers.clone(),
+            synced: self.synced.clone(),
+        }
+    }
+}
+
+impl<K> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
+    /// The cache's name (used by `/readyz`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The store (read-only view of every object).
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+
+    /// Every cached object.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+
+    /// Cached objects in `namespace`.
+    pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.store
+            .state_filter(|obj| obj.meta().namespace.as_deref() == Some(namespace))
+    }
+
+    /// One object by namespace (None for cluster-scoped) and name.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let mut key = ObjectRef::<K>::new(name);
+        if let Some(ns) = namespace {
+            key = key.within(ns);
+        }
+        self.store.get(&key)
+    }
+
+    /// Wait for the initial list (returns at once when it already finished).
+    pub async fn synced(&self) {
+        let mut synced = self.synced.clone();
+        // An error means the watch task is gone (shutdown): nothing left to wait for.
+        let _ = synced.wait_for(|ready| *ready).await;
+    }
+
+    /// Whether the initial list finished.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// A stream of every object that changed (applied or deleted; deleted objects are no
+    /// longer in the store). Subscribe before `Caches::start` to also see the initial list.
+    pub fn subscribe(&self) -> impl Stream<Item = Arc<K>> + Send + 'static + use<K> {
+        let (tx, rx) = mpsc::unbounded();
+        self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
+        rx
+    }
+}
+
+/// What a cache does to every object before storing it: drop what no controller reads and
+/// every object may carry, then `trim` it the way its cache asks.
+pub fn prepare<K: Resource>(obj: &mut K, trim: fn(&mut K)) {
+    let meta = obj.meta_mut();
+    // No controller reads managedFields, and they are often a third of an object: keeping them
+    // would grow memory with every namespace for nothing.
+    meta.managed_fields = None;
+    // kubectl's client-side apply keeps a whole second copy of the object here; no controller
+    // reads it.
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
+    trim(obj);
+}
+
+/// Equal values held once. Caches of many objects that carry the same large part (every
+/// namespace's CSV of one operator has the same install strategy) keep a single copy of it:
+/// a cache's `trim` swaps each object's part for the shared one. Values are found by a
+/// digest (the function the interner is made with) and confirmed equal; entries whose every holder is gone are pruned
+/// as new values arrive, so the interner never keeps a value alive.
+pub struct Interner<T> {
+    digest: fn(&T) -> Option<u64>,
+    entries: Mutex<InternerEntries<T>>,
+}
+
+struct InternerEntries<T> {
+    by_digest: std::collections::HashMap<u64, Vec<std::sync::Weak<T>>>,
+    inserted_since_prune: usize,
+}
+
+impl<T: PartialEq> Interner<T> {
+    /// An interner that finds equal values by `digest` (None: the value is not shared).
+    pub fn new(digest: fn(&T) -> Option<u64>) -> Self {
+        Interner {
+            digest,
+            entries: Mutex::new(InternerEntries { by_digest: Default::default(), inserted_since_prune: 0 }),
+        }
+    }
+
+    /// Replace `value` with the held equal value, or hold it as the first of its kind.
+    pub fn intern(&self, value: &mut Arc<T>) {
+        let Some(digest) = (self.digest)(value) else {
+            return;
+        };
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let bucket = entries.by_digest.entry(digest).or_default();
+        if let Some(existing) = bucket.iter().filter_map(std::sync::Weak::upgrade).find(|held| **held == **value) {
+            *value = existing;
+            return;
+        }
+        bucket.push(Arc::downgrade(value));
+        entries.inserted_since_prune += 1;
+        if entries.inserted_since_prune >= 256 {
+            entries.inserted_since_prune = 0;
+            entries.by_digest.retain(|_, bucket| {
+                bucket.retain(|held| held.strong_count() > 0);
+                !bucket.is_empty()
+            });
+        }
+    }
+
+    /// Number of distinct values with a holder.
+    pub fn len(&self) -> usize {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.by_digest.values().flatten().filter(|held| held.strong_count() > 0).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The set of caches of a process. Create caches, subscribe controllers, then `start`.
+/// Dropping the set stops its watches.
+#[derive(Default)]
+pub struct Caches {
+    readiness: Readiness,
+    pending: Vec<BoxFuture<'static, Vec<tokio::task::JoinHandle<()>>>>,
+    running: Vec<tokio::task::JoinHandle<()>>,
+    /// Where the watches run (decoding and storing objects): a dedicated thread's runtime, or
+    /// the caller's when None.
+    watch_runtime: Option<tokio::runtime::Handle>,
+}
+
+impl Drop for Caches {
+    fn drop(&mut self) {
+        // The watches belong to this set: stop them with it.
+        for task in &self.running {
+            task.abort();
+        }
+    }
+}
+
+impl Caches {
+    /// Caches that report their initial sync to `readiness`.
+    pub fn new(readiness: Readiness) -> Self {
+        Self {
+            readiness,
+            pending: Vec::new(),
+            running: Vec::new(),
+            watch_runtime: None,
+        }
+    }
+
+    /// Run the watches on a dedicated thread (a single-threaded runtime), which calls `init`
+    /// first. Falls back to the caller's runtime when the thread cannot be started.
+    pub fn on_own_thread(mut self, init: fn()) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let started = std::thread::Builder::new().name("olm-caches".into()).spawn(move || {
+            init();
+            match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => {
+                    let _ = tx.send(Some(runtime.handle().clone()));
+                    // Runs until the process exits; the watch tasks are aborted with their set.
+                    runtime.block_on(std::future::pending::<()>());
+                }
+                Err(err) => {
+                    tracing::warn!(%err, "cannot start the caches' runtime; watches run on the main one");
+                    let _ = tx.send(None);
+                }
+            }
+        });
+        if started.is_ok() {
+            self.watch_runtime = rx.recv().ok().flatten();
+        }
+        self
+    }
+
+    /// The readiness tracker the caches report to.
+    pub fn readiness(&self) -> &Readiness {
+        &self.readiness
+    }
+
+    /// Add a cache of `api` filtered by `config`. The watch runs only after `start`.
+    pub fn watch<K>(&mut self, api: Api<K>, config: watcher::Config) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.watch_trimmed(api, config, |_| {})
+    }
+
+    /// Like [`Caches::watch`], with `trim` applied to every object before it is stored: for
+    /// fields no controller reads, which would otherwise cost memory for every object.
+    pub fn watch_trimmed<K>(&mut self, api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> Cache<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    {
+        let name = match &config.label_selector {
+            Some(selector) => format!("{}[{selector}]", K::kind(&())),
+            None => K::kind(&()).into_owned(),
+        };
+        let (store, writer) = reflector::store::<K>();
+        let subscribers: Subscribers<K> = Arc::default();
+        self.readiness.register(name.clone());
+        let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
+        let cache = Cache {
+            store: store.clone(),
+            name: name.clone(),
+            subscribers: subscribers.clone(),
+            synced: synced_rx,
+        };
+        let readiness = self.readiness.clone();
+        let watch_runtime = self.watch_runtime.clone();
+        self.pending.push(Box::pin(async move {
+            let ready_store = store.clone();
+            let ready_name = name.clone();
+            let ready_task = tokio::spawn(async move {
+                if ready_store.wait_until_ready().await.is_ok() {
+                    tracing::info!(cache = %ready_name, objects = ready_store.len(), "watch cache synced");
+                    readiness.mark_ready(&ready_name);
+                    synced_tx.send_replace(true);
+                }
+            });
+            let watch = async move {
+                watcher(api, config)
+                    .default_backoff()
+                    .modify(move |obj| prepare(obj, trim))
+                    .reflect(writer)
+                    .for_each(|event| {
+                        match event {
+                            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) | watcher::Event::Delete(obj)) => {
+                                let obj = Arc::new(obj);
+                                let mut subs = subscribers.lock().unwrap_or_else(|p| p.into_inner());
+                                // A closed channel means its controller stopped: forget it.
+                                subs.retain(|tx| tx.unbounded_send(obj.clone()).is_ok());
+                            }
+                            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                            Err(err) => {
+                                tracing::warn!(cache = %name, %err, "watch failed; retrying with backoff");
+                            }
+                        }
+                        futures::future::ready(())
+                    })
+                    .await;
+            };
+            let watch_task = match &watch_runtime {
+                Some(runtime) => runtime.spawn(watch),
+                None => tokio::spawn(watch),
+            };
+            vec![ready_task, watch_task]
+        }));
+        cache
+    }
+
+    /// Start every watch. Subscriptions must have been taken before.
+    pub async fn start(&mut self) {
+        let pending: Vec<_> = self.pending.drain(..).collect();
+        for start in pending {
+            let tasks = start.await;
+            self.running.extend(tasks);
+        }
+    }
+}
+
+/// Wait until every cache in `names` reports synced through `readiness`.
+pub async fn wait_synced(readiness: &Readiness, names: &[&str]) {
+    loop {
+        let pending = readiness.pending();
+        if names.iter().all(|name| !pending.iter().any(|p| p == name)) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::Interner;
+    use std::sync::Arc;
+
+    #[test]
+    fn equal_values_are_held_once_and_dropped_values_are_forgotten() {
+        // A digest that puts every value in one bucket: equality alone must tell them apart.
+        let interner = Interner::<Vec<String>>::new(|_| Some(0));
+        let mut a = Arc::new(vec!["x".to_string(), "y".to_string()]);
+        let mut b = Arc::new(vec!["x".to_string(), "y".to_string()]);
+        let mut c = Arc::new(vec!["z".to_string()]);
+        interner.intern(&mut a);
+        interner.intern(&mut b);
+        interner.intern(&mut c);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(interner.len(), 2);
+        drop((a, b));
+        // The interner holds no value alive.
+        assert_eq!(interner.len(), 1);
+        let mut again = Arc::new(vec!["x".to_string(), "y".to_string()]);
+        let before = Arc::as_ptr(&again);
+        interner.intern(&mut again);
+        assert_eq!(Arc::as_ptr(&again), before, "a value whose holders are gone is not revived");
+        assert_eq!(interner.len(), 2);
+    }
+}

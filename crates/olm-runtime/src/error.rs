@@ -1,0 +1,136 @@
+//! The error type every controller returns from `reconcile`.
+//!
+//! Each variant knows whether a retry can help (`retryable`) and has a PascalCase `category`,
+//! which is the failure-metric label, the Event reason and the `error.category` log field.
+
+/// A reconcile failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A request to the API server failed.
+    #[error("{action}: {source}")]
+    Api {
+        /// What we were doing, e.g. "apply Deployment ns/etcd-operator".
+        action: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// An object we read does not have the shape we need; the message names the field to fix.
+    #[error("{kind} {name}: {message}")]
+    InvalidObject {
+        /// Kind of the object, e.g. "ClusterServiceVersion".
+        kind: &'static str,
+        /// `namespace/name` of the object.
+        name: String,
+        /// What is wrong and what to change.
+        message: String,
+    },
+    /// A value could not be turned into JSON (a bug, not bad input).
+    #[error("cannot serialize {what}: {source}")]
+    Serialize {
+        /// What was being serialized.
+        what: String,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A watch cache the reconcile reads from has not finished its initial list yet.
+    #[error("the watch cache for {0} has not synced yet")]
+    CacheNotSynced(&'static str),
+}
+
+impl Error {
+    /// Wrap a client error with what we were doing.
+    pub fn api(action: impl Into<String>, source: kube::Error) -> Self {
+        Error::Api {
+            action: action.into(),
+            source,
+        }
+    }
+
+    /// Whether trying again later can succeed without anybody changing anything.
+    pub fn retryable(&self) -> bool {
+        match self {
+            Error::Api { source, .. } => api_error_retryable(source),
+            Error::InvalidObject { .. } | Error::Serialize { .. } => false,
+            Error::CacheNotSynced(_) => true,
+        }
+    }
+
+    /// PascalCase category: metric label, Event reason, log field.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Api { source, .. } => match api_status_code(source) {
+                Some(403) => "ApiForbidden",
+                Some(404) => "ApiNotFound",
+                Some(409) => "ApiConflict",
+                Some(400 | 422) => "ApiInvalid",
+                Some(429) => "ApiThrottled",
+                Some(code) if code >= 500 => "ApiServerError",
+                _ => "ApiUnavailable",
+            },
+            Error::InvalidObject { .. } => "InvalidObject",
+            Error::Serialize { .. } => "SerializationFailed",
+            Error::CacheNotSynced(_) => "CacheNotSynced",
+        }
+    }
+}
+
+/// The HTTP status of an API error, when the server answered.
+pub fn api_status_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Whether the API server said the object does not exist.
+pub fn is_not_found(err: &kube::Error) -> bool {
+    api_status_code(err) == Some(404)
+}
+
+fn api_error_retryable(err: &kube::Error) -> bool {
+    match api_status_code(err) {
+        // The request itself is wrong or not allowed: the same request fails again.
+        Some(400 | 403 | 405 | 413 | 415 | 422) => false,
+        // Conflicts, missing objects (caches lag), throttling and server errors clear up.
+        Some(_) => true,
+        // Transport errors: the server may come back.
+        None => true,
+    }
+}
+
+/// Result alias for reconcile code.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> Error {
+        Error::api(
+            "apply Deployment ns/x",
+            kube::Error::Api(Box::new(kube::core::Status::failure("boom", "Reason").with_code(code))),
+        )
+    }
+
+    #[test]
+    fn categories_and_retryability_follow_the_status_code() {
+        assert_eq!(api_error(409).category(), "ApiConflict");
+        assert!(api_error(409).retryable());
+        assert_eq!(api_error(403).category(), "ApiForbidden");
+        assert!(!api_error(403).retryable());
+        assert_eq!(api_error(422).category(), "ApiInvalid");
+        assert!(!api_error(422).retryable());
+        assert_eq!(api_error(503).category(), "ApiServerError");
+        assert!(api_error(503).retryable());
+        let invalid = Error::InvalidObject {
+            kind: "ClusterServiceVersion",
+            name: "ns/x".into(),
+            message: "spec.install.strategy must be \"deployment\"".into(),
+        };
+        assert_eq!(invalid.category(), "InvalidObject");
+        assert!(!invalid.retryable());
+        assert!(invalid.to_string().contains("spec.install.strategy"));
+    }
+}

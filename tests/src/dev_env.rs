@@ -1,0 +1,91 @@
+//! A throwaway `olm dev` environment for tests that run the README flow (`olm dev up` with its
+//! host processes): its own temporary state directory and its own free port base, so it touches
+//! neither the developer's cluster (base 28000) nor the tests' shared one (base 29000), and is
+//! always stopped and purged (`olm dev down --purge`) by its guard.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Port offsets `olm dev` uses from its base (see `olm dev --help`).
+const OFFSETS: [u16; 10] = [379, 380, 443, 257, 259, 247, 550, 580, 581, 543];
+
+/// The first base from `first` (in steps of 1000) whose ports are all free right now.
+fn free_base(first: u16) -> u16 {
+    let mut base = first;
+    while base <= 60000 {
+        let listeners: Vec<_> = OFFSETS.iter().map(|o| std::net::TcpListener::bind(("127.0.0.1", base + o))).collect();
+        if listeners.iter().all(Result::is_ok) {
+            return base;
+        }
+        base += 1000;
+    }
+    panic!("no free port base from {first} to 60000");
+}
+
+pub struct DevEnvironment {
+    state: tempfile::TempDir,
+    pub base: u16,
+    stopped: bool,
+}
+
+impl DevEnvironment {
+    /// A new environment; nothing runs until `olm dev up`.
+    pub fn new(first_base: u16) -> DevEnvironment {
+        let state = tempfile::Builder::new().prefix("olm-dev-throwaway-").tempdir().expect("temporary state directory");
+        DevEnvironment { state, base: free_base(first_base), stopped: false }
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        self.state.path()
+    }
+
+    /// `olm <args>` as a user of this environment runs it.
+    pub fn olm(&self, args: &[&str]) -> Output {
+        Command::new(crate::olm_bin())
+            .args(args)
+            .env("OLM_DEV_STATE_DIR", self.state.path())
+            .env("OLM_DEV_PORT_BASE", self.base.to_string())
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("olm runs")
+    }
+
+    /// Pids recorded under pids/ (control plane and OLM host processes).
+    pub fn recorded_pids(&self) -> Vec<(String, u32)> {
+        let dir: PathBuf = self.state.path().join("pids");
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = std::fs::read_to_string(entry.path()).ok().and_then(|t| t.trim().parse().ok()) {
+                pids.push((name, pid));
+            }
+        }
+        pids.sort();
+        pids
+    }
+
+    /// `olm dev down --purge`; returns its output. The guard does not run it again.
+    pub fn down(&mut self) -> Output {
+        self.stopped = true;
+        self.olm(&["dev", "down", "--purge"])
+    }
+}
+
+/// Whether a process runs (and is not a zombie) now.
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(')').map(|(_, rest)| !rest.trim_start().starts_with('Z')).unwrap_or(true),
+        Err(_) => false,
+    }
+}
+
+impl Drop for DevEnvironment {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let out = self.olm(&["dev", "down", "--purge"]);
+            if !out.status.success() {
+                eprintln!("cleanup: olm dev down --purge failed: {}", String::from_utf8_lossy(&out.stderr));
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The harness of the end-to-end suites in `tests/tests/`: each suite drives the whole system
+//! against a real control plane (`olm_testkit::cluster()` starts it once and every suite reuses
+//! it; each test gets its own namespaces, removed afterwards).
+//!
+//! - [`controllers`]: OLM's controllers in-process (one manager per suite binary), the CRDs, the
+//!   etcd catalog on a catalog server, CSV fixtures, and waits that print the namespace's
+//!   Subscriptions, InstallPlans and CSVs with their conditions, and its Events, on timeout.
+//! - [`dev_env`]: a throwaway `olm dev` environment for the README flow (`olm dev up` with its
+//!   host processes), on its own state directory and ports.
+//! - [`olm_bin`]: the `olm` binary under test.
+//!
+//! Run one suite alone: `cargo build -p olm && cargo test -p olm-e2e --test quickstart`.
+
+use std::path::{Path, PathBuf};
+
+pub mod controllers;
+pub mod dev_env;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().expect("repository root")
+}
+
+/// The `olm` binary of this build: `OLM_BIN` when set, else `target/<profile>/olm` beside this
+/// test executable (`cargo test --workspace` builds it, as the `olm` crate has tests of its
+/// own; to run a suite alone, `cargo build -p olm` first).
+pub fn olm_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("OLM_BIN") {
+        return PathBuf::from(path);
+    }
+    // target/<profile>/deps/<suite>-<hash> → target/<profile>/olm
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let olm = profile_dir.join(format!("olm{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        olm.is_file(),
+        "{} does not exist: build the binary first (`cargo build -p olm`), or set OLM_BIN",
+        olm.display()
+    );
+    olm
+}

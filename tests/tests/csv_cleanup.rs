@@ -1,0 +1,84 @@
+//! The `operators.coreos.com/csv-cleanup` finalizer against the real local control plane: a
+//! deleted CSV stays until its cluster-scoped RBAC is gone, and CRDs are never deleted.
+
+use olm_e2e::controllers;
+
+use std::time::Duration;
+
+use controllers::{create_csv_with_permissions, create_own_namespace_group, load_csv, setup, wait_gone, wait_phase};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use olm_api::keys;
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use serde_json::json;
+
+const ETCD: &str = "etcd-0.9.4/etcdoperator.v0.9.4.clusterserviceversion.yaml";
+const CSV_NAME: &str = "etcdoperator.v0.9.4";
+/// A finalizer of the test's own, holding the CSV after OLM released it so the test can look.
+const TEST_HOLD: &str = "example.com/test-hold";
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn deleting_a_csv_removes_its_cluster_rbac_before_the_finalizer_is_released() -> anyhow::Result<()> {
+    let (cluster, _admin) = setup().await?;
+    let _apis = controllers::ETCD_APIS.read().await;
+    let client = cluster.client();
+    let ns = cluster.namespace("csv-cleanup").await?;
+    let name = ns.name().to_owned();
+
+    create_own_namespace_group(&ns, "etcd-og").await?;
+    let mut csv = load_csv(ETCD, &name)?;
+    csv.metadata.finalizers = Some(vec![TEST_HOLD.to_owned()]);
+    // Cluster-wide grants labelled with the CSV as owner, as an InstallPlan creates them.
+    create_csv_with_permissions(&ns, &csv, true).await?;
+    wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
+
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    let finalizers = csvs.get(CSV_NAME).await?.finalizers().to_vec();
+    assert_eq!(finalizers, vec![TEST_HOLD.to_owned(), keys::CSV_CLEANUP_FINALIZER.to_owned()], "added, others kept");
+
+    let owner = format!(
+        "{}={CSV_NAME},{}={name},{}=ClusterServiceVersion",
+        keys::OWNER_LABEL,
+        keys::OWNER_NAMESPACE_LABEL,
+        keys::OWNER_KIND_LABEL
+    );
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let owned = ListParams::default().labels(&owner);
+    assert!(!roles.list(&owned).await?.items.is_empty(), "the owned ClusterRole exists before deletion");
+    assert!(!bindings.list(&owned).await?.items.is_empty(), "the owned ClusterRoleBinding exists before deletion");
+
+    csvs.delete(CSV_NAME, &DeleteParams::default()).await?;
+    ns.wait_for("OLM to release its finalizer", TIMEOUT, &["clusterserviceversions"], || {
+        let csvs = csvs.clone();
+        async move {
+            let csv = csvs.get(CSV_NAME).await.map_err(|e| e.to_string())?;
+            if csv.finalizers() == [TEST_HOLD.to_owned()] {
+                Ok(Some(()))
+            } else {
+                Err(format!("finalizers {:?}", csv.finalizers()))
+            }
+        }
+    })
+    .await?;
+    // By the time OLM lets go, what it owned cluster-wide is gone.
+    let left_roles: Vec<String> = roles.list(&owned).await?.items.iter().map(|r| r.name_any()).collect();
+    let left_bindings: Vec<String> = bindings.list(&owned).await?.items.iter().map(|r| r.name_any()).collect();
+    assert!(left_roles.is_empty(), "ClusterRoles left: {left_roles:?}");
+    assert!(left_bindings.is_empty(), "ClusterRoleBindings left: {left_bindings:?}");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    assert!(crds.get_opt("etcdclusters.etcd.database.coreos.com").await?.is_some(), "CRDs are never deleted");
+
+    let release = json!([
+        {"op": "test", "path": "/metadata/finalizers/0", "value": TEST_HOLD},
+        {"op": "remove", "path": "/metadata/finalizers/0"},
+    ]);
+    csvs.patch(CSV_NAME, &PatchParams::default(), &Patch::<()>::Json(serde_json::from_value(release)?))
+        .await?;
+    wait_gone(&ns, "the CSV to be gone", &csvs, CSV_NAME, &["clusterserviceversions"]).await?;
+    ns.cleanup().await?;
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! The README quick start, run as a new user would: the real `olm` binary and kubectl.
+//!
+//!   olm dev up
+//!   eval "$(olm dev env)"
+//!   kubectl get packagemanifests -n olm
+//!   kubectl get packagemanifest etcd -n olm -o jsonpath='{.status.defaultChannel}'
+//!   kubectl apply -f - (an OperatorGroup and a Subscription for etcd)
+//!   kubectl get csv -n <ns> -w   (until Succeeded)
+//!
+//! plus: stopping the package server leaves `kubectl get pods -A` working, `olm dev up`
+//! brings it back, and `olm dev down --purge` stops every process `olm dev up` started.
+//!
+//! All of it on a throwaway environment (temporary OLM_DEV_STATE_DIR, a free OLM_DEV_PORT_BASE
+//! from 30000), so neither the developer's `olm dev` cluster nor the tests' shared one is touched.
+
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use olm_e2e::dev_env::{DevEnvironment, process_alive};
+
+/// What `eval "$(olm dev env)"` sets.
+struct Shell {
+    kubeconfig: String,
+    path: String,
+}
+
+fn eval_dev_env(env: &DevEnvironment) -> Shell {
+    let olm = |args: &[&str]| env.olm(args);
+    let out = olm(&["dev", "env"]);
+    assert!(out.status.success(), "olm dev env: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let cluster_env = olm(&["dev", "cluster", "env"]);
+    assert_eq!(text, String::from_utf8_lossy(&cluster_env.stdout), "olm dev env prints what olm dev cluster env prints");
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .unwrap_or_else(|| panic!("olm dev env sets {name}:\n{text}"))
+            .to_owned()
+    };
+    let kubeconfig = value("KUBECONFIG").trim_matches('\'').to_owned();
+    let bin = value("PATH").split(':').next().unwrap_or_default().trim_matches('\'').to_owned();
+    Shell { kubeconfig, path: format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()) }
+}
+
+impl Shell {
+    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = Command::new("kubectl")
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("PATH", &self.path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is on the PATH olm dev env sets");
+        if let Some(input) = stdin {
+            child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
+        }
+        drop(child.stdin.take());
+        child.wait_with_output().expect("kubectl finishes")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args, None);
+        assert!(out.status.success(), "kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+struct NamespaceGuard<'a>(&'a Shell, String);
+
+impl Drop for NamespaceGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kubectl(&["delete", "namespace", &self.1, "--wait=false", "--ignore-not-found"], None);
+    }
+}
+
+#[test]
+fn readme_quick_start_works_verbatim() {
+    // Dropped on any exit, a failed assertion included: `olm dev down --purge`.
+    let mut env = DevEnvironment::new(30000);
+    let olm = |args: &[&str]| env.olm(args);
+    let up = olm(&["dev", "up"]);
+    assert!(
+        up.status.success(),
+        "olm dev up failed:\n{}\n{}",
+        String::from_utf8_lossy(&up.stdout),
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let shell = eval_dev_env(&env);
+
+    let started = Instant::now();
+    let table = shell.ok(&["get", "packagemanifests", "-n", "olm"]);
+    let list_latency = started.elapsed();
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.split_whitespace().eq(["NAME", "CATALOG", "AGE"]), "columns as upstream: {header}");
+    assert!(
+        table.lines().any(|l| l.split_whitespace().next() == Some("etcd") && l.contains("Community Operators")),
+        "etcd listed:\n{table}"
+    );
+    eprintln!("kubectl get packagemanifests -n olm took {list_latency:?} (including kubectl start-up)");
+
+    let channel = shell.ok(&["get", "packagemanifest", "etcd", "-n", "olm", "-o", "jsonpath={.status.defaultChannel}"]);
+    assert_eq!(channel, "singlenamespace-alpha");
+    let catalog = shell.ok(&["get", "packagemanifest", "etcd", "-n", "olm", "-o", "jsonpath={.status.catalogSource}"]);
+    let catalog_ns = shell.ok(&["get", "packagemanifest", "etcd", "-n", "olm", "-o", "jsonpath={.status.catalogSourceNamespace}"]);
+    assert_eq!((catalog.as_str(), catalog_ns.as_str()), ("community", "olm"));
+    let yaml = shell.ok(&["get", "packagemanifest", "etcd", "-n", "olm", "-o", "yaml"]);
+    assert!(yaml.contains("kind: PackageManifest") && yaml.contains("currentCSV: etcdoperator.v"), "{yaml}");
+    let describe = shell.ok(&["describe", "packagemanifest", "etcd", "-n", "olm"]);
+    assert!(describe.contains("Default Channel:") && describe.contains("singlenamespace-alpha"), "{describe}");
+
+    // The user's namespace sees the global catalog too.
+    let ns = format!("quickstart-{}", std::process::id());
+    let _guard = NamespaceGuard(&shell, ns.clone());
+    shell.ok(&["create", "namespace", &ns]);
+    let in_ns = shell.ok(&["get", "packagemanifests", "-n", &ns, "-o", "name"]);
+    assert!(in_ns.lines().any(|l| l == "packagemanifest.packages.operators.coreos.com/etcd"), "{in_ns}");
+
+    let subscription = format!(
+        r#"apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata:
+  name: etcd
+  namespace: {ns}
+spec:
+  targetNamespaces:
+  - {ns}
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: Subscription
+metadata:
+  name: etcd
+  namespace: {ns}
+spec:
+  name: etcd
+  channel: {channel}
+  source: {catalog}
+  sourceNamespace: {catalog_ns}
+"#
+    );
+    let applied = shell.kubectl(&["apply", "-f", "-"], Some(&subscription));
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let last = loop {
+        let out = shell.kubectl(&["get", "csv", "-n", &ns, "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase}{\"\\n\"}{end}"], None);
+        let last = String::from_utf8_lossy(&out.stdout).into_owned();
+        if last.lines().any(|l| l.starts_with("etcdoperator.v") && l.ends_with("=Succeeded")) {
+            break last;
+        }
+        if Instant::now() > deadline {
+            let sub = shell.kubectl(&["get", "subscription", "etcd", "-n", &ns, "-o", "yaml"], None);
+            panic!(
+                "the etcd CSV did not reach Succeeded in 180s; CSVs: {last:?}\nsubscription:\n{}",
+                String::from_utf8_lossy(&sub.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    eprintln!("CSV: {last}");
+
+    // Stopping the package server must not break kubectl for anything else.
+    let pid_file = env.state_dir().join("pids/olm-packageserver.pid");
+    let pid = std::fs::read_to_string(&pid_file).expect("olm dev up records the package server pid");
+    let killed = Command::new("kill").arg(pid.trim()).status().expect("kill runs");
+    assert!(killed.success());
+    std::thread::sleep(Duration::from_secs(2));
+    let pods = shell.kubectl(&["get", "pods", "-A"], None);
+    assert!(pods.status.success(), "kubectl get pods -A with the package server down: {}", String::from_utf8_lossy(&pods.stderr));
+    assert!(String::from_utf8_lossy(&pods.stdout).contains(&ns), "pods listed");
+    let status = olm(&["dev", "status"]);
+    assert!(!status.status.success(), "olm dev status reports the stopped package server");
+    assert!(String::from_utf8_lossy(&status.stdout).contains("olm-packageserver"), "{}", String::from_utf8_lossy(&status.stdout));
+
+    // `olm dev up` again restores it (idempotent).
+    let again = olm(&["dev", "up"]);
+    assert!(again.status.success(), "second olm dev up: {}", String::from_utf8_lossy(&again.stderr));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("olm-controllers already running"));
+    let status = olm(&["dev", "status"]);
+    assert!(status.status.success(), "olm dev status after up:\n{}", String::from_utf8_lossy(&status.stdout));
+    shell.ok(&["get", "packagemanifest", "etcd", "-n", &ns]);
+    drop(_guard);
+
+    // `olm dev down --purge` stops everything `olm dev up` started: the OLM host processes and
+    // the control plane, each by its recorded pid.
+    let started: Vec<(String, u32)> = env.recorded_pids();
+    let names: Vec<&str> = started.iter().map(|(n, _)| n.as_str()).collect();
+    for expected in ["olm-catalog", "olm-controllers", "olm-packageserver", "etcd", "kube-apiserver"] {
+        assert!(names.iter().any(|n| n.starts_with(expected)), "olm dev up records a pid for {expected}: {names:?}");
+    }
+    let down = env.down();
+    assert!(
+        down.status.success(),
+        "olm dev down --purge failed:\n{}\n{}",
+        String::from_utf8_lossy(&down.stdout),
+        String::from_utf8_lossy(&down.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let alive: Vec<&(String, u32)> = started.iter().filter(|(_, pid)| process_alive(*pid)).collect();
+        if alive.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still running after olm dev down: {alive:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!env.state_dir().join("kubeconfig").exists(), "--purge deletes the kubeconfig");
+    let status = env.olm(&["dev", "status"]);
+    assert!(!status.status.success(), "olm dev status after down reports nothing healthy");
+}
