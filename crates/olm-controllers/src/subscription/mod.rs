@@ -3,7 +3,11 @@
 //! creates the Subscription's InstallPlans and reports its status. See [`decide`] for where we
 //! differ from upstream (failure isolation, per-Subscription Manual approval).
 
+pub mod act;
 pub mod decide;
+pub mod observe;
+pub mod plan;
 pub mod reconcile;
+pub mod resolution;
 
 pub use reconcile::{NAME, NamespaceLocks, SubscriptionControllerState, run};

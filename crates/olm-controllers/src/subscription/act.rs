@@ -1,0 +1,125 @@
+//! Act for one Subscription: create the InstallPlan resolution asked for (its bundles' content
+//! read from their catalogs, then the plan and its status), and keep the namespace's plans
+//! bounded.
+
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Resource, ResourceExt};
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
+use olm_api::v1alpha1::subscription::Subscription;
+use olm_resolver::Selected;
+use olm_runtime::{ControllerContext, Error, EventNote, Result};
+
+use super::decide::PlanView;
+use super::observe::{Facts, plan_view};
+use super::reconcile::SubscriptionControllerState;
+
+/// Read the bundles' manifests, create the InstallPlan and write its plan. Errors that come
+/// from catalog content are returned as `Ok(Err(message))`.
+pub async fn create_plan(
+    ctx: &ControllerContext<SubscriptionControllerState>,
+    facts: &Facts,
+    bundles: &[&Selected],
+    now: Timestamp,
+) -> Result<std::result::Result<PlanView, String>> {
+    let sub = &facts.sub;
+    let namespace = sub.namespace().unwrap_or_default();
+    let mut fetched = Vec::with_capacity(bundles.len());
+    for bundle in bundles {
+        let Some(content) = facts.contents.get(&bundle.catalog) else {
+            return Ok(Err(format!(
+                "catalog {} of bundle {} is not available",
+                bundle.catalog, bundle.name
+            )));
+        };
+        match content.bundle(&bundle.package, &bundle.channel, &bundle.name).await {
+            Ok(content) => fetched.push(content),
+            Err(err) => {
+                return Ok(Err(format!(
+                    "cannot read bundle {} from catalog {}: {err}",
+                    bundle.name, bundle.catalog
+                )));
+            }
+        }
+    }
+    let (plan, status) = match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, facts.next_plan_generation, now) {
+        Ok(built) => built,
+        Err(message) => return Ok(Err(message)),
+    };
+    let approval = plan.spec.approval;
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
+    let created = match api.create(&PostParams::default(), &plan).await {
+        Ok(created) => created,
+        // Another OLM replica (or a retry after a lost answer) made the same plan: use it.
+        Err(err) if olm_runtime::error::api_status_code(&err) == Some(409) => {
+            let existing_name = plan.metadata.name.clone().unwrap_or_default();
+            let existing = api
+                .get(&existing_name)
+                .await
+                .map_err(|err| Error::api(format!("get InstallPlan {namespace}/{existing_name}"), err))?;
+            if existing.status.as_ref().is_some_and(|s| s.plan.is_some()) {
+                tracing::info!(plan = %existing_name, "InstallPlan already exists; using it");
+                return Ok(Ok(plan_view(&existing)));
+            }
+            existing
+        }
+        Err(err) => {
+            return Err(Error::api(
+                format!("create InstallPlan in {namespace} for Subscription {}", sub.name_any()),
+                err,
+            ));
+        }
+    };
+    if let Err(err) = ctx.status.apply(&created, &status).await {
+        // A plan without steps would be found again and never executed: remove it.
+        let _ = api.delete(&created.name_any(), &DeleteParams::default()).await;
+        return Err(err);
+    }
+    tracing::info!(plan = %created.name_any(), csvs = ?created.spec.cluster_service_version_names, approval = approval.as_str(), "InstallPlan created");
+    ctx.events
+        .publish(
+            &sub.object_ref(&()),
+            &EventNote::normal(
+                "InstallPlanCreated",
+                "Resolve",
+                format!(
+                    "InstallPlan {} installs {} ({})",
+                    created.name_any(),
+                    created.spec.cluster_service_version_names.join(", "),
+                    approval.as_str()
+                ),
+            ),
+        )
+        .await;
+    let mut view = plan_view(&created);
+    view.phase = status.phase;
+    Ok(Ok(view))
+}
+
+/// Keep the namespace's InstallPlans bounded (best effort: a failed delete is retried with
+/// the next plan).
+pub async fn collect_old_plans(ctx: &ControllerContext<SubscriptionControllerState>, namespace: &str, subs: &[Arc<Subscription>]) {
+    let plans: Vec<(String, i64, InstallPlanPhase)> = ctx
+        .state
+        .plans
+        .list_in(namespace)
+        .iter()
+        .map(|p| {
+            let phase = p.status.as_ref().map(|s| s.phase.clone()).unwrap_or(InstallPlanPhase::None);
+            (p.name_any(), p.spec.generation.unwrap_or(0), phase)
+        })
+        .collect();
+    let referenced: Vec<String> = subs
+        .iter()
+        .filter_map(|s| s.status.as_ref()?.install_plan_ref.as_ref()?.name.clone())
+        .collect();
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in super::decide::plans_to_collect(&plans, &referenced) {
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(plan = %name, "deleted an old InstallPlan"),
+            Err(err) => tracing::warn!(plan = %name, %err, "cannot delete an old InstallPlan"),
+        }
+    }
+}

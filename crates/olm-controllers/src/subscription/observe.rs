@@ -1,0 +1,174 @@
+//! Observe, for one Subscription: the Subscription itself, its namespace's other
+//! Subscriptions and installed CSVs, the catalogs visible from the namespace with their
+//! content, and the InstallPlan and CSV it references.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kube::{Api, Resource, ResourceExt};
+use olm_api::keys;
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanConditionType, InstallPlanPhase};
+use olm_api::v1alpha1::subscription::Subscription;
+use olm_catalog_client::CatalogContent;
+use olm_resolver::CatalogKey;
+use olm_runtime::{ControllerContext, Error, Result};
+
+use super::decide::{CatalogView, CsvView, PlanView};
+use super::reconcile::SubscriptionControllerState;
+
+/// What one reconcile of a Subscription works from.
+pub struct Facts {
+    /// The Subscription, fresh from the API server.
+    pub sub: Subscription,
+    /// The other Subscriptions of its namespace and this one, sorted by name: resolution
+    /// covers the whole namespace.
+    pub subs: Vec<Arc<Subscription>>,
+    /// The namespace's CSVs.
+    pub csvs: Vec<Arc<ClusterServiceVersion>>,
+    /// Catalogs visible from the namespace, sorted by namespace and name.
+    pub catalogs: Vec<CatalogView>,
+    /// The content of those that have been read.
+    pub contents: HashMap<CatalogKey, Arc<CatalogContent>>,
+    /// The InstallPlan `status.installPlanRef` names, when it exists.
+    pub plan: Option<PlanView>,
+    /// A plan is referenced but does not exist.
+    pub plan_missing: bool,
+    /// The current CSV, when it exists in the namespace (copies do not count).
+    pub current: Option<CsvView>,
+    /// The namespace whose catalogs every namespace sees.
+    pub global_namespace: String,
+    /// The generation the namespace's next InstallPlan gets.
+    pub next_plan_generation: i64,
+}
+
+/// Observe the Subscription `cached` names; None when it is gone or being deleted.
+///
+/// Two reads go to the API server rather than the caches, on purpose: the Subscription (the
+/// cache may not yet show the plan this controller just referenced, and planning twice would
+/// create a second plan) and a referenced plan the cache does not have yet (our own create).
+pub async fn observe(
+    ctx: &ControllerContext<SubscriptionControllerState>,
+    cached: &Subscription,
+) -> Result<Option<Facts>> {
+    let state = &ctx.state;
+    let namespace = cached.namespace().unwrap_or_default();
+    let name = cached.name_any();
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Some(sub) = api
+        .get_opt(&name)
+        .await
+        .map_err(|err| Error::api(format!("get Subscription {namespace}/{name}"), err))?
+    else {
+        return Ok(None);
+    };
+    if sub.meta().deletion_timestamp.is_some() {
+        return Ok(None);
+    }
+    let previous = sub.status.clone().unwrap_or_default();
+
+    // Catalogs visible from the namespace.
+    let exclude_global = state.groups.list_in(&namespace).iter().any(|g| {
+        g.annotations()
+            .get(keys::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION)
+            .map(String::as_str)
+            == Some("true")
+    });
+    let mut views = Vec::new();
+    let mut contents: HashMap<CatalogKey, Arc<CatalogContent>> = HashMap::new();
+    for catalog in state.catalogs.list() {
+        let catalog_namespace = catalog.namespace().unwrap_or_default();
+        let visible = catalog_namespace == namespace || (catalog_namespace == state.global_namespace && !exclude_global);
+        if !visible {
+            continue;
+        }
+        let key = CatalogKey::new(catalog.name_any(), catalog_namespace);
+        let content_state = state.content.get(&key);
+        views.push(CatalogView {
+            key: key.clone(),
+            uid: catalog.uid(),
+            healthy: content_state.as_ref().is_some_and(|s| s.healthy()),
+            error: content_state.as_ref().and_then(|s| s.last_error.clone()),
+        });
+        if let Some(content) = content_state.and_then(|s| s.content) {
+            contents.insert(key, content);
+        }
+    }
+    views.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
+
+    // The referenced plan (read through when the cache lags behind our own create).
+    let plan_name = previous.install_plan_ref.as_ref().and_then(|r| r.name.clone());
+    let (plan, plan_missing) = match &plan_name {
+        Some(plan_name) => {
+            let found = match state.plans.get(Some(&namespace), plan_name) {
+                Some(p) => Some((*p).clone()),
+                None => Api::<InstallPlan>::namespaced(ctx.client.clone(), &namespace)
+                    .get_opt(plan_name)
+                    .await
+                    .map_err(|err| Error::api(format!("get InstallPlan {namespace}/{plan_name}"), err))?,
+            };
+            match found {
+                Some(p) => (Some(plan_view(&p)), false),
+                None => (None, true),
+            }
+        }
+        None => (None, false),
+    };
+    let current = previous
+        .current_csv
+        .as_ref()
+        .and_then(|csv| state.csvs.get(Some(&namespace), csv))
+        .filter(|csv| !csv.is_copied())
+        .map(|csv| CsvView {
+            name: csv.name_any(),
+            phase: csv.phase().cloned(),
+        });
+
+    let mut subs: Vec<Arc<Subscription>> = state
+        .subscriptions
+        .list_in(&namespace)
+        .into_iter()
+        .filter(|s| s.name_any() != name)
+        .collect();
+    subs.push(Arc::new(sub.clone()));
+    subs.sort_by_key(|s| s.name_any());
+    let next_plan_generation = state
+        .plans
+        .list_in(&namespace)
+        .iter()
+        .filter_map(|p| p.spec.generation)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    Ok(Some(Facts {
+        sub,
+        subs,
+        csvs: state.csvs.list_in(&namespace),
+        catalogs: views,
+        contents,
+        plan,
+        plan_missing,
+        current,
+        global_namespace: state.global_namespace.clone(),
+        next_plan_generation,
+    }))
+}
+
+pub fn plan_view(plan: &InstallPlan) -> PlanView {
+    // Borrowed: a plan being installed carries every step's manifest.
+    let status = plan.status.as_ref();
+    let failed_reason = status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == Some(InstallPlanConditionType::Installed))
+        .and_then(|c| c.reason.as_ref().map(|r| r.as_str().to_owned()));
+    PlanView {
+        name: plan.name_any(),
+        uid: plan.uid().unwrap_or_default(),
+        generation: plan.spec.generation,
+        phase: status.map_or(InstallPlanPhase::None, |s| s.phase.clone()),
+        failed_reason,
+        message: status.and_then(|s| s.message.clone()),
+    }
+}

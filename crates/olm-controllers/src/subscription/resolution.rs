@@ -1,0 +1,312 @@
+//! Resolution for one Subscription, pure: the resolver's request for its namespace (installed
+//! operators and every Subscription), the gate that says whether to resolve now, and what this
+//! Subscription should get — nothing, a failure to report, or the bundles of a new InstallPlan.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use olm_api::keys;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
+use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, reasons};
+use olm_catalog_client::CatalogContent;
+use olm_resolver::{CatalogKey, Catalogs, Installed, Request, Selected};
+use olm_runtime::EventNote;
+use serde_json::{Value, json};
+
+use super::decide::{self, CatalogView, Deprecations, Gate};
+use super::observe::Facts;
+
+/// How soon to try again when the targeted catalog cannot be read (its recovery also
+/// triggers a reconcile at once).
+pub const CATALOG_RETRY: Duration = Duration::from_secs(30);
+
+/// What this reconcile should do for the Subscription.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Intent {
+    /// Nothing: a plan is in flight, or the installed CSV has not finished (see [`Gate`]).
+    Wait,
+    /// Report that the Subscription cannot be resolved.
+    Fail {
+        /// `ConstraintsNotSatisfiable` or `ErrorPreventedResolution`.
+        reason: &'static str,
+        /// Why, and what to change.
+        message: String,
+        /// When to look again.
+        requeue: Option<Duration>,
+    },
+    /// Nothing new for this Subscription.
+    UpToDate,
+    /// Create an InstallPlan for these bundles: this Subscription's first, then the
+    /// dependencies no Subscription asked for.
+    Install {
+        /// The bundles.
+        bundles: Vec<Selected>,
+        /// The CSV it installs for this Subscription.
+        current_csv: String,
+    },
+}
+
+/// The resolution decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolutionDecision {
+    /// What to do.
+    pub intent: Intent,
+    /// An installed CSV of the package this Subscription takes over (it has no currentCSV yet).
+    pub adopted: Option<String>,
+    /// Whether the resolver ran, and if so whether this Subscription resolved (the metric).
+    pub resolver_ran: Option<bool>,
+    /// The Event to send (a new resolution failure).
+    pub event: Option<EventNote>,
+}
+
+/// Decide, from what was observed, whether to resolve and what this Subscription gets.
+pub fn decide(facts: &Facts) -> ResolutionDecision {
+    let sub = &facts.sub;
+    let name = sub.name_any();
+    let namespace = sub.namespace().unwrap_or_default();
+    let previous = sub.status.clone().unwrap_or_default();
+    let plan_ref = previous.install_plan_ref.as_ref().and_then(|r| r.name.as_ref());
+    let mut decision = ResolutionDecision { intent: Intent::Wait, adopted: None, resolver_ran: None, event: None };
+    let gate = decide::gate(facts.plan.as_ref(), facts.plan_missing, facts.current.as_ref(), plan_ref.is_some());
+    tracing::debug!(?gate, plan = ?plan_ref, plan_phase = ?facts.plan.as_ref().map(|p| p.phase.clone()), plan_missing = facts.plan_missing, current = ?facts.current, "resolution gate");
+    if gate != Gate::Resolve {
+        return decision;
+    }
+    let target = decide::target(sub);
+    if !facts.contents.contains_key(&target) {
+        decision.intent = Intent::Fail {
+            reason: reasons::ERROR_PREVENTED_RESOLUTION,
+            message: catalog_unavailable(&target, &facts.catalogs),
+            requeue: Some(CATALOG_RETRY),
+        };
+        return decision;
+    }
+    let catalogs = Catalogs::new(facts.contents.values().map(|c| c.snapshot.clone()));
+    let (request, owned) = build_request(&namespace, &facts.global_namespace, &facts.subs, &facts.csvs, &catalogs);
+    if previous.current_csv.is_none() {
+        decision.adopted = owned.get(&name).cloned();
+    }
+    let resolution = olm_resolver::resolve(&catalogs, &request);
+    let mine_failed = resolution.errors.iter().find(|e| e.subscription == name);
+    decision.resolver_ran = Some(mine_failed.is_none());
+    if let Some(error) = mine_failed {
+        let changed = previous
+            .condition(&SubscriptionConditionType::ResolutionFailed)
+            .is_none_or(|c| c.message.as_deref() != Some(error.message.as_str()));
+        if changed {
+            decision.event = Some(EventNote::warning("ResolutionFailed", "Resolve", format!("{}: {}", error.category, error.message)));
+        }
+        decision.intent = Intent::Fail {
+            reason: reasons::CONSTRAINTS_NOT_SATISFIABLE,
+            message: error.message.clone(),
+            requeue: None,
+        };
+        return decision;
+    }
+    let mine: Vec<&Selected> = resolution
+        .bundles
+        .iter()
+        .filter(|b| b.subscription.as_deref() == Some(name.as_str()))
+        .collect();
+    decision.intent = match mine.first() {
+        None => Intent::UpToDate,
+        Some(first) => Intent::Install {
+            current_csv: first.name.clone(),
+            bundles: mine
+                .iter()
+                .copied()
+                .chain(resolution.bundles.iter().filter(|b| b.subscription.is_none()))
+                .cloned()
+                .collect(),
+        },
+    };
+    decision
+}
+
+/// The package of an installed CSV, from its `operatorframework.io/properties` annotation.
+pub fn package_of(csv: &ClusterServiceVersion) -> Option<String> {
+    let text = csv.annotations().get(keys::PROPERTIES_ANNOTATION)?;
+    let value: Value = serde_json::from_str(text).ok()?;
+    value
+        .get("properties")?
+        .as_array()?
+        .iter()
+        .find(|p| p.get("type") == Some(&json!("olm.package")))
+        .and_then(|p| p.pointer("/value/packageName"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// Installed operators and the resolver's Subscriptions for `namespace`. Returns the request
+/// and, per Subscription name, the installed CSV it owns (by status or adoption).
+fn build_request(
+    namespace: &str,
+    global_namespace: &str,
+    subs: &[Arc<Subscription>],
+    csvs: &[Arc<ClusterServiceVersion>],
+    catalogs: &Catalogs,
+) -> (Request, HashMap<String, String>) {
+    let replaced: HashSet<String> = csvs.iter().filter_map(|c| c.spec.replaces.clone()).collect();
+    let live: Vec<&Arc<ClusterServiceVersion>> = csvs
+        .iter()
+        .filter(|c| !c.is_copied())
+        .filter(|c| !matches!(c.phase(), Some(CsvPhase::Replacing | CsvPhase::Deleting)))
+        .filter(|c| !replaced.contains(&c.name_any()))
+        .collect();
+    let mut owner: HashMap<String, String> = HashMap::new();
+    let mut owned_csv: HashMap<String, String> = HashMap::new();
+    for sub in subs {
+        let status = sub.status.clone().unwrap_or_default();
+        for name in [status.installed_csv, status.current_csv].into_iter().flatten() {
+            if live.iter().any(|c| c.name_any() == name) && !owner.contains_key(&name) {
+                owner.insert(name.clone(), sub.name_any());
+                owned_csv.insert(sub.name_any(), name);
+                break;
+            }
+        }
+    }
+    // A Subscription without a current CSV takes over an installed CSV of its package.
+    for sub in subs {
+        let has_current = sub.status.as_ref().and_then(|s| s.current_csv.as_ref()).is_some();
+        if has_current || owned_csv.contains_key(&sub.name_any()) {
+            continue;
+        }
+        if let Some(csv) = live
+            .iter()
+            .find(|c| !owner.contains_key(&c.name_any()) && package_of(c).as_deref() == Some(sub.spec.name.as_str()))
+        {
+            owner.insert(csv.name_any(), sub.name_any());
+            owned_csv.insert(sub.name_any(), csv.name_any());
+        }
+    }
+    let mut request = Request::new(namespace);
+    request.global_namespace = global_namespace.to_owned();
+    for csv in &live {
+        let name = csv.name_any();
+        let owning = owner.get(&name).and_then(|s| subs.iter().find(|sub| &sub.name_any() == s));
+        let package = package_of(csv).or_else(|| owning.map(|s| s.spec.name.clone())).unwrap_or_default();
+        let catalog = owning.map(|s| decide::target(s));
+        let version = csv
+            .spec
+            .version
+            .as_deref()
+            .and_then(|v| olm_catalog::version::parse_version(v).ok());
+        request
+            .installed
+            .push(Installed::from_catalogs(catalogs, &name, &package, catalog.as_ref(), version));
+    }
+    for sub in subs {
+        request.subscriptions.push(olm_resolver::Subscription {
+            name: sub.name_any(),
+            package: sub.spec.name.clone(),
+            channel: sub.spec.channel.clone().filter(|c| !c.is_empty()),
+            catalog: decide::target(sub),
+            starting_csv: sub.spec.starting_csv.clone().filter(|c| !c.is_empty()),
+            installed_csv: owned_csv.get(&sub.name_any()).cloned(),
+        });
+    }
+    (request, owned_csv)
+}
+
+fn catalog_unavailable(target: &CatalogKey, views: &[CatalogView]) -> String {
+    match views.iter().find(|v| &v.key == target) {
+        Some(view) => format!(
+            "catalog {} cannot be read: {}; resolution of this subscription resumes when it is back",
+            target,
+            view.error.clone().unwrap_or_else(|| "not read yet".into())
+        ),
+        None => {
+            let known: Vec<String> = views.iter().map(|v| v.key.to_string()).collect();
+            format!(
+                "CatalogSource {} (spec.source, spec.sourceNamespace) does not exist; catalogs visible from this namespace: {}",
+                target,
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            )
+        }
+    }
+}
+
+pub fn deprecations(content: Option<&Arc<CatalogContent>>, sub: &Subscription, installed: Option<&str>) -> Deprecations {
+    let mut out = Deprecations::default();
+    let Some(content) = content else {
+        return out;
+    };
+    for d in content.snapshot.deprecations.iter().filter(|d| d.package == sub.spec.name) {
+        match d.scope.as_str() {
+            "olm.package" => out.package = Some(d.message.clone()),
+            "olm.channel" if sub.spec.channel.as_deref() == Some(d.name.as_str()) => out.channel = Some(d.message.clone()),
+            "olm.bundle" if installed == Some(d.name.as_str()) => out.bundle = Some(d.message.clone()),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use olm_api::v1alpha1::subscription::{SubscriptionSpec, SubscriptionStatus};
+
+    fn csv(name: &str, package: &str, replaces: Option<&str>) -> Arc<ClusterServiceVersion> {
+        let mut c: ClusterServiceVersion = serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": name, "namespace": "ns", "annotations": {
+                keys::PROPERTIES_ANNOTATION: json!({"properties": [{"type": "olm.package", "value": {"packageName": package, "version": "0.9.0"}}]}).to_string()
+            }},
+            "spec": {"version": "0.9.0", "displayName": name, "install": {"strategy": "deployment"}},
+        }))
+        .expect("csv");
+        c.spec.replaces = replaces.map(str::to_owned);
+        Arc::new(c)
+    }
+
+    fn sub(name: &str, package: &str, current: Option<&str>) -> Arc<Subscription> {
+        let mut s = Subscription::new(
+            name,
+            SubscriptionSpec {
+                source: "community".into(),
+                source_namespace: "olm".into(),
+                name: package.into(),
+                ..Default::default()
+            },
+        );
+        s.metadata.namespace = Some("ns".into());
+        s.status = current.map(|c| SubscriptionStatus {
+            current_csv: Some(c.into()),
+            ..Default::default()
+        });
+        Arc::new(s)
+    }
+
+    #[test]
+    fn installed_operators_are_owned_by_their_subscriptions_or_adopted() {
+        let catalogs = Catalogs::new(Vec::new());
+        let csvs = vec![
+            csv("etcd.v1", "etcd", None),
+            csv("etcd.v2", "etcd", Some("etcd.v1")),
+            csv("other.v1", "other", None),
+        ];
+        let subs = vec![sub("etcd", "etcd", Some("etcd.v2")), sub("other", "other", None)];
+        let (request, owned) = build_request("ns", "olm", &subs, &csvs, &catalogs);
+        let names: Vec<_> = request.installed.iter().map(|i| i.entry.name.clone()).collect();
+        assert_eq!(names, vec!["etcd.v2", "other.v1"], "a replaced CSV is not an installed operator");
+        assert_eq!(owned.get("etcd").map(String::as_str), Some("etcd.v2"));
+        assert_eq!(owned.get("other").map(String::as_str), Some("other.v1"), "adopted by package");
+        assert_eq!(request.subscriptions[1].installed_csv.as_deref(), Some("other.v1"));
+        assert_eq!(request.installed[1].entry.package, "other");
+    }
+
+    #[test]
+    fn a_missing_catalog_message_lists_what_exists() {
+        let views = vec![CatalogView {
+            key: CatalogKey::new("community", "olm"),
+            uid: None,
+            healthy: true,
+            error: None,
+        }];
+        let message = catalog_unavailable(&CatalogKey::new("nope", "ns"), &views);
+        assert!(message.contains("ns/nope") && message.contains("olm/community"), "{message}");
+    }
+}
