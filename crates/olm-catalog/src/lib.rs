@@ -20,9 +20,11 @@ pub mod error;
 mod ignore;
 pub mod load;
 pub mod model;
+mod parallel;
 pub mod render;
 pub mod source;
 pub mod version;
+mod text;
 
 pub use error::{CatalogError, Problem};
 pub use model::{

@@ -49,7 +49,8 @@ use serde_json::{Map, Value, json};
 
 use crate::canonical::to_canonical_string;
 use crate::error::{CatalogError, Problem};
-use crate::load::{parallel_map, parse_file};
+use crate::load::parse_file;
+use crate::parallel::parallel_map;
 use crate::model::{Document, get_ci, is_csv_object};
 use crate::version::Version;
 
