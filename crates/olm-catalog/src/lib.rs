@@ -18,6 +18,7 @@
 pub mod canonical;
 pub mod error;
 mod ignore;
+pub mod graph;
 pub mod load;
 pub mod model;
 mod parallel;

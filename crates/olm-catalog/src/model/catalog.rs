@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::meta::{Document, Meta};
 use super::property::{Constraint, Gvk, PackageRequired, Property, PropertyKind};
 use crate::error::{CatalogError, Problem};
+use crate::graph::{ChannelGraph, EdgeKind, UpgradeEdges};
 use crate::version::{Version, VersionRange};
 
 /// `icon` of an `olm.package`.
@@ -106,13 +107,26 @@ impl ChannelEntry {
     /// Whether this entry is an upgrade from the bundle `name` at `version`
     /// (replaces it, skips it, or its skipRange contains the version).
     pub fn upgrades_from(&self, name: &str, version: Option<&Version>) -> bool {
-        self.replaces.as_deref() == Some(name)
-            || self.skips.iter().any(|s| s == name)
-            || matches!((&self.skip_range_parsed, version), (Some(r), Some(v)) if r.contains(v))
+        UpgradeEdges::upgrades_from(self, name, version)
     }
 }
 
-/// A channel (`olm.channel`) with its computed head and replaces chain.
+impl UpgradeEdges for ChannelEntry {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn replaces(&self) -> Option<&str> {
+        self.replaces.as_deref()
+    }
+    fn skips(&self) -> &[String] {
+        &self.skips
+    }
+    fn skip_range(&self) -> Option<&VersionRange> {
+        self.skip_range_parsed.as_ref()
+    }
+}
+
+/// A channel (`olm.channel`) with its upgrade graph.
 #[derive(Debug, Clone)]
 pub struct Channel {
     pub name: String,
@@ -121,9 +135,8 @@ pub struct Channel {
     pub properties: Vec<Property>,
     pub source: Option<Arc<Path>>,
     pub(super) entries: Vec<ChannelEntry>,
-    pub(super) entry_index: HashMap<String, usize>,
-    pub(super) head: Option<usize>,
-    pub(super) replaces_chain: Vec<usize>,
+    /// Built when the catalog is assembled (skipRange edges need the bundles' versions).
+    pub(super) graph: ChannelGraph,
 }
 
 impl Channel {
@@ -132,24 +145,38 @@ impl Channel {
         &self.entries
     }
     pub fn entry(&self, name: &str) -> Option<&ChannelEntry> {
-        self.entry_index.get(name).map(|&i| &self.entries[i])
+        self.graph.entry(name).map(|i| &self.entries[i])
+    }
+    /// The upgrade graph; its entry numbers index [`Channel::entries`].
+    pub fn graph(&self) -> &ChannelGraph {
+        &self.graph
     }
     /// The unique entry nothing replaces or skips (None if the channel has no
     /// unique head, which validation reports).
     pub fn head(&self) -> Option<&ChannelEntry> {
-        self.head.map(|i| &self.entries[i])
+        self.graph.head().map(|i| &self.entries[i])
     }
     /// Entries from the head following `replaces` (newest first), stopping at a
-    /// skipped entry, a missing target or a cycle.
+    /// missing target or a cycle.
     pub fn replaces_chain(&self) -> impl Iterator<Item = &ChannelEntry> {
-        self.replaces_chain.iter().map(|&i| &self.entries[i])
+        self.graph.replaces_chain().map(|i| &self.entries[i])
     }
     /// Entries that upgrade from bundle `name` at `version` in this channel.
     pub fn successors(&self, name: &str, version: Option<&Version>) -> Vec<&ChannelEntry> {
-        self.entries
-            .iter()
-            .filter(|e| e.name != name && e.upgrades_from(name, version))
+        self.graph
+            .successors(|i| &self.entries[i], name, version)
+            .into_iter()
+            .map(|i| &self.entries[i])
+            .filter(|e| e.name != name)
             .collect()
+    }
+    /// The shortest upgrade path from bundle `name` at `version` (listed in the
+    /// channel or not) to the head: each entry on the way and the kind of edge by which
+    /// it upgrades from the one before. Empty at the head; `None` without a unique
+    /// head or a path to it.
+    pub fn path_to_head(&self, name: &str, version: Option<&Version>) -> Option<Vec<(&ChannelEntry, EdgeKind)>> {
+        let path = self.graph.path_to_head(|i| &self.entries[i], name, version)?;
+        Some(path.into_iter().map(|(i, kind)| (&self.entries[i], kind)).collect())
     }
 }
 

@@ -1,7 +1,7 @@
 //! One FBC document of a known schema → its typed object (package, channel,
 //! bundle, deprecations); what is wrong with it is an error or a problem.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
@@ -12,6 +12,7 @@ use super::json::{get_ci, json_kind, opt_str};
 use super::meta::{Meta, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 use super::property::{PackageProperty, Property, PropertyKind};
 use crate::error::Problem;
+use crate::graph::ChannelGraph;
 use crate::version::{Version, VersionRange};
 
 pub(super) fn parse_package(obj: &Map<String, Value>, meta: &Meta) -> Result<Package, String> {
@@ -121,7 +122,7 @@ pub(super) fn parse_channel(
         }
     };
     let mut entries = Vec::with_capacity(items.len());
-    let mut entry_index = HashMap::new();
+    let mut seen = HashSet::new();
     for (i, item) in items.iter().enumerate() {
         let Value::Object(e) = item else {
             return Err(format!(
@@ -193,7 +194,7 @@ pub(super) fn parse_channel(
                 }
             }
         };
-        if entry_index.contains_key(&name) {
+        if seen.contains(&name) {
             problems.push(
                 Problem::new("duplicate entry in channel")
                     .code("DuplicateEntry")
@@ -205,7 +206,7 @@ pub(super) fn parse_channel(
             );
             continue;
         }
-        entry_index.insert(name.clone(), entries.len());
+        seen.insert(name.clone());
         entries.push(ChannelEntry {
             name,
             replaces: (!replaces.is_empty()).then_some(replaces),
@@ -221,9 +222,7 @@ pub(super) fn parse_channel(
         properties: parse_properties(obj)?,
         source: meta.source.clone(),
         entries,
-        entry_index,
-        head: None,
-        replaces_chain: Vec::new(),
+        graph: ChannelGraph::default(),
     };
     Ok((channel, problems))
 }

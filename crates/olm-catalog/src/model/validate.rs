@@ -1,8 +1,9 @@
 //! opm's per-package rules, checked once every document of a package is in.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use super::catalog::{Channel, Package};
+use crate::graph::ChannelGraph;
 use crate::error::Problem;
 
 pub(super) fn check_package(pkg: &mut Package, problems: &mut Vec<Problem>) {
@@ -61,6 +62,9 @@ pub(super) fn check_package(pkg: &mut Package, problems: &mut Vec<Problem>) {
     let mut in_channels: HashMap<String, Vec<String>> = HashMap::new();
     for ch in &mut pkg.channels {
         let csrc = ch.source.clone();
+        let (bundles, bundle_index) = (&pkg.bundles, &pkg.bundle_index);
+        let version_of = |name: &str| bundle_index.get(name).map(|&i| &bundles[i].version);
+        ch.graph = ChannelGraph::new(ch.entries.iter().map(|e| (e, version_of(&e.name))));
         if ch.entries.is_empty() {
             problems.push(
                 Problem::new("channel has no entries")
@@ -93,7 +97,7 @@ pub(super) fn check_package(pkg: &mut Package, problems: &mut Vec<Problem>) {
                 );
             }
         }
-        compute_graph(ch, &name, problems);
+        check_graph(ch, &name, problems);
     }
     for b in &mut pkg.bundles {
         match in_channels.remove(&b.name) {
@@ -159,22 +163,14 @@ fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
     }
 }
 
-/// Head, replaces chain, cycles and stranded entries (operator-registry's
-/// `validateReplacesChain` rules).
-fn compute_graph(ch: &mut Channel, package: &str, problems: &mut Vec<Problem>) {
+/// Head, cycles and stranded entries (operator-registry's `validateReplacesChain`
+/// rules), read from the channel's graph.
+fn check_graph(ch: &Channel, package: &str, problems: &mut Vec<Problem>) {
     let src = ch.source.clone();
-    let n = ch.entries.len();
-    let mut incoming = vec![false; n];
-    for e in &ch.entries {
-        for target in e.replaces.iter().chain(e.skips.iter()) {
-            if let Some(&i) = ch.entry_index.get(target) {
-                incoming[i] = true;
-            }
-        }
-    }
-    let heads: Vec<usize> = (0..n).filter(|&i| !incoming[i]).collect();
+    let graph = ch.graph();
+    let heads: Vec<usize> = graph.heads().collect();
     match heads.as_slice() {
-        [h] => ch.head = Some(*h),
+        [_] => {}
         [] => problems.push(
             Problem::new(
                 "channel has no head: every entry is replaced or skipped by another (a cycle)",
@@ -199,18 +195,7 @@ fn compute_graph(ch: &mut Channel, package: &str, problems: &mut Vec<Problem>) {
     }
 
     // Cycles over replaces/skips edges between entries.
-    let edges: Vec<Vec<usize>> = ch
-        .entries
-        .iter()
-        .map(|e| {
-            e.replaces
-                .iter()
-                .chain(e.skips.iter())
-                .filter_map(|t| ch.entry_index.get(t).copied())
-                .collect()
-        })
-        .collect();
-    for cycle in find_cycles(&edges) {
+    for cycle in graph.cycles() {
         let mut path: Vec<&str> = cycle.iter().map(|&i| ch.entries[i].name.as_str()).collect();
         path.push(ch.entries[cycle[0]].name.as_str());
         problems.push(
@@ -223,39 +208,14 @@ fn compute_graph(ch: &mut Channel, package: &str, problems: &mut Vec<Problem>) {
         );
     }
 
-    // Replaces chain from the head; stranded entries. We apply the set-based rule
-    // of operator-registry's `validateReplacesChain` (follow `replaces` from the
-    // head through every entry; an entry is stranded when it is neither on that
-    // chain nor skipped by any entry). The newer graph-based variant stops at
-    // skipped entries and rejects real published catalogs (e.g. clusterpulse
-    // fast-v0 in the community v4.21 index), so we do not use it.
-    if let Some(head) = ch.head {
-        let mut on_chain = vec![false; n];
-        let mut skipped = vec![false; n];
-        for e in &ch.entries {
-            for s in &e.skips {
-                if let Some(&j) = ch.entry_index.get(s) {
-                    skipped[j] = true;
-                }
-            }
-        }
-        let mut chain = Vec::new();
-        let mut cur = Some(head);
-        while let Some(i) = cur {
-            if on_chain[i] {
-                break;
-            }
-            on_chain[i] = true;
-            chain.push(i);
-            cur = ch.entries[i]
-                .replaces
-                .as_ref()
-                .and_then(|r| ch.entry_index.get(r).copied());
-        }
-        let mut stranded: Vec<&str> = (0..n)
-            .filter(|&i| !on_chain[i] && !skipped[i])
-            .map(|i| ch.entries[i].name.as_str())
-            .collect();
+    // Stranded entries. We apply the set-based rule of operator-registry's
+    // `validateReplacesChain` (follow `replaces` from the head through every entry; an
+    // entry is stranded when it is neither on that chain nor skipped by any entry). The
+    // newer graph-based variant stops at skipped entries and rejects real published
+    // catalogs (e.g. clusterpulse fast-v0 in the community v4.21 index), so we do not
+    // use it.
+    if let Some(head) = graph.head() {
+        let mut stranded: Vec<&str> = graph.stranded().into_iter().map(|i| ch.entries[i].name.as_str()).collect();
         if !stranded.is_empty() {
             stranded.sort();
             problems.push(
@@ -270,54 +230,5 @@ fn compute_graph(ch: &mut Channel, package: &str, problems: &mut Vec<Problem>) {
                 .fix("make an entry on the chain replace each of them, or list them in some entry's skips, or remove them"),
             );
         }
-        ch.replaces_chain = chain;
     }
-}
-
-/// Elementary cycles, one report per strongly connected component with a cycle
-/// (enough to point the user at it; bounded work).
-fn find_cycles(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
-    // Iterative DFS with colours; record the cycle found through each back edge,
-    // skipping cycles whose node set was already reported.
-    let n = edges.len();
-    let mut colour = vec![0u8; n];
-    let mut reported: HashSet<Vec<usize>> = HashSet::new();
-    let mut cycles = Vec::new();
-    for start in 0..n {
-        if colour[start] != 0 {
-            continue;
-        }
-        let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
-        let mut path: Vec<usize> = vec![start];
-        colour[start] = 1;
-        while let Some(&mut (node, ref mut next)) = stack.last_mut() {
-            if *next < edges[node].len() {
-                let to = edges[node][*next];
-                *next += 1;
-                match colour[to] {
-                    0 => {
-                        colour[to] = 1;
-                        stack.push((to, 0));
-                        path.push(to);
-                    }
-                    1 => {
-                        if let Some(pos) = path.iter().position(|&p| p == to) {
-                            let cycle = path[pos..].to_vec();
-                            let mut key = cycle.clone();
-                            key.sort_unstable();
-                            if reported.insert(key) {
-                                cycles.push(cycle);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            } else {
-                colour[node] = 2;
-                stack.pop();
-                path.pop();
-            }
-        }
-    }
-    cycles
 }
