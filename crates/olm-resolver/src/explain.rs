@@ -156,7 +156,14 @@ pub(crate) fn plan_subscription(p: &mut Problem<'_>, sub: &Subscription) -> Resu
             continue;
         }
         match &chan.order {
-            Ok(order) => ordered.extend(order.iter().copied()),
+            Ok(order) => match current_entry {
+                // Upgrades only: the entries with an edge from the installed bundle.
+                Some(cur) => {
+                    let successors = chan.successors(&cat.entries, cur);
+                    ordered.extend(order.iter().copied().filter(|i| successors.contains(i)));
+                }
+                None => ordered.extend(order.iter().copied()),
+            },
             Err(msg) => {
                 return Err(fail(
                     sub,
@@ -195,9 +202,6 @@ pub(crate) fn plan_subscription(p: &mut Problem<'_>, sub: &Subscription) -> Resu
             ),
             "set spec.startingCSV to one of those bundles, or remove it to start at the head of the channel.",
         ));
-    }
-    if let Some(cur) = current_entry {
-        ordered.retain(|&i| cat.entries[i as usize].upgrades_from(&cur.name, cur.version.as_ref()));
     }
     let ci = ci as u32;
     let mut candidates: Vec<VarId> = Vec::new();
@@ -525,13 +529,11 @@ impl Explainer<'_, '_> {
             if p.visible.contains(&(i as u32)) {
                 for &h in &hits {
                     let e = &c.entries[h as usize];
-                    if let Some(by) =
-                        c.packages.get(&e.package).and_then(|pk| pk.channels.get(&e.channel)).and_then(|ch| {
-                            ch.members
-                                .iter()
-                                .map(|&m| &c.entries[m as usize])
-                                .find(|o| o.skips.iter().any(|s| s == &e.name))
-                        })
+                    if let Some(by) = c
+                        .packages
+                        .get(&e.package)
+                        .and_then(|pk| pk.channels.get(&e.channel))
+                        .and_then(|ch| ch.skipped_by(&c.entries, &e.name))
                     {
                         skipped.push(format!("{} is skipped by {} in channel {}", e.name, by.name, e.channel));
                     }

@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use olm_catalog::graph::UpgradeEdges;
 pub use olm_catalog::version::{Version, VersionRange};
 
 /// A Kubernetes API identified by group, version and kind.
@@ -144,9 +145,22 @@ impl Entry {
     /// Whether this entry is an upgrade edge from `installed`: it replaces it, skips it,
     /// or its skipRange contains the installed version.
     pub fn upgrades_from(&self, installed_name: &str, installed_version: Option<&Version>) -> bool {
-        self.replaces.as_deref() == Some(installed_name)
-            || self.skips.iter().any(|s| s == installed_name)
-            || matches!((&self.skip_range, installed_version), (Some(r), Some(v)) if r.contains(v))
+        UpgradeEdges::upgrades_from(self, installed_name, installed_version)
+    }
+}
+
+impl UpgradeEdges for Entry {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn replaces(&self) -> Option<&str> {
+        self.replaces.as_deref()
+    }
+    fn skips(&self) -> &[String] {
+        &self.skips
+    }
+    fn skip_range(&self) -> Option<&VersionRange> {
+        self.skip_range.as_ref()
     }
 }
 
