@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashSet};
 use crate::index::IndexedCatalog;
 use crate::model::{Dependency, Requirement, Version};
 use crate::request::{Request, Subscription, SubscriptionError};
-use crate::resolve::{Problem, SearchFail, Src, SubPlan, VarId, current_of};
+use crate::problem::{Problem, SearchFail, Src, SubPlan, VarId, current_of};
 
 /// Categories (PascalCase) of Subscription failures.
 pub mod category {

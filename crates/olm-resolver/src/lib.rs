@@ -17,7 +17,9 @@ pub mod file;
 mod index;
 pub mod model;
 mod request;
+mod problem;
 mod resolve;
+mod search;
 
 pub use cel::CelRule;
 pub use explain::category;
