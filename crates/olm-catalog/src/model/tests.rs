@@ -6,6 +6,7 @@ use super::blob::JsonTextRepr;
 use super::*;
 use crate::canonical::to_canonical_string;
 use crate::error::Problem;
+use crate::graph::EdgeKind;
 use crate::version::Version;
 
 fn docs(values: Vec<Value>) -> Vec<Document> {
@@ -343,4 +344,30 @@ fn catalog_is_send_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Catalog>();
     assert_send_sync::<Arc<Catalog>>();
+}
+
+#[test]
+fn channel_path_to_head_follows_the_graph() {
+    let (cat, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [
+            {"name": "p.v1.0.0"}, {"name": "p.v1.1.0", "replaces": "p.v1.0.0"},
+            {"name": "p.v2.0.0", "replaces": "p.v1.1.0", "skipRange": ">=1.0.0 <1.1.0"}]}),
+        bundle("p.v1.0.0", "1.0.0"),
+        bundle("p.v1.1.0", "1.1.0"),
+        bundle("p.v2.0.0", "2.0.0"),
+    ]));
+    assert!(problems.is_empty(), "{problems:?}");
+    let ch = cat.channel("p", "stable").unwrap();
+    assert_eq!(ch.graph().len(), 3);
+    let path: Vec<(&str, EdgeKind)> = ch
+        .path_to_head("p.v1.0.0", Some(&Version::new(1, 0, 0)))
+        .unwrap()
+        .into_iter()
+        .map(|(e, k)| (e.name.as_str(), k))
+        .collect();
+    assert_eq!(path, [("p.v2.0.0", EdgeKind::SkipRange)]);
+    assert_eq!(ch.path_to_head("p.v2.0.0", Some(&Version::new(2, 0, 0))), Some(vec![]));
+    assert_eq!(ch.entry("p.v1.1.0").unwrap().replaces.as_deref(), Some("p.v1.0.0"));
+    assert!(ch.entry("p.v0.1.0").is_none());
 }
