@@ -28,6 +28,7 @@ pub mod version;
 mod text;
 
 pub use error::{CatalogError, Problem};
+pub use graph::{ChannelGraph, EdgeKind, UpgradeEdges};
 pub use model::{
     Bundle, Catalog, Channel, ChannelEntry, Constraint, ConstraintKind, DeprecationEntry,
     Blob, DeprecationReference, Document, Gvk, Icon, JsonText, Meta, MetaFilter, Package,

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use olm_catalog::graph::UpgradeEdges;
+pub use olm_catalog::graph::UpgradeEdges;
 
 use crate::cel::CelRule;
 pub use olm_catalog::version::{Version, VersionRange};
@@ -143,14 +143,6 @@ pub struct Entry {
     /// unknown constraint type, an unparsable range). Resolution that reaches this
     /// entry fails with this text, as upstream does.
     pub invalid: Option<String>,
-}
-
-impl Entry {
-    /// Whether this entry is an upgrade edge from `installed`: it replaces it, skips it,
-    /// or its skipRange contains the installed version.
-    pub fn upgrades_from(&self, installed_name: &str, installed_version: Option<&Version>) -> bool {
-        UpgradeEdges::upgrades_from(self, installed_name, installed_version)
-    }
 }
 
 impl UpgradeEdges for Entry {

@@ -1,47 +1,32 @@
 //! One test per graph rule, on channels shaped like published ones.
 
 use super::*;
+use crate::model::ChannelEntry;
 
+/// A channel entry and its bundle's version.
 struct Entry {
-    name: String,
+    entry: ChannelEntry,
     version: Version,
-    replaces: Option<String>,
-    skips: Vec<String>,
-    range: Option<VersionRange>,
-}
-
-impl UpgradeEdges for Entry {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn replaces(&self) -> Option<&str> {
-        self.replaces.as_deref()
-    }
-    fn skips(&self) -> &[String] {
-        &self.skips
-    }
-    fn skip_range(&self) -> Option<&VersionRange> {
-        self.range.as_ref()
-    }
 }
 
 /// `etcdoperator.v{version}`, replacing, skipping and with a skipRange as given.
 fn entry(version: &str, replaces: Option<&str>, skips: &[&str], range: Option<&str>) -> Entry {
-    Entry {
+    let entry = ChannelEntry {
         name: format!("etcdoperator.v{version}"),
-        version: Version::parse(version).unwrap(),
         replaces: replaces.map(|r| format!("etcdoperator.v{r}")),
         skips: skips.iter().map(|s| format!("etcdoperator.v{s}")).collect(),
-        range: range.map(|r| VersionRange::parse(r).unwrap()),
-    }
+        skip_range: range.map(str::to_string),
+        skip_range_parsed: range.map(|r| VersionRange::parse(r).unwrap()),
+    };
+    Entry { entry, version: Version::parse(version).unwrap() }
 }
 
 fn graph(entries: &[Entry]) -> ChannelGraph {
-    ChannelGraph::new(entries.iter().map(|e| (e, Some(&e.version))))
+    ChannelGraph::new(entries.iter().map(|e| (&e.entry, Some(&e.version))))
 }
 
 fn names(entries: &[Entry], ids: impl IntoIterator<Item = usize>) -> Vec<&str> {
-    ids.into_iter().map(|i| entries[i].name.as_str()).collect()
+    ids.into_iter().map(|i| entries[i].entry.name.as_str()).collect()
 }
 
 fn v(text: &str) -> Version {
@@ -66,9 +51,9 @@ fn skipped_entries_are_neither_heads_nor_stranded() {
     assert!(!g.is_skipped("etcdoperator.v0.9.2"));
     assert_eq!(g.skipped_by("etcdoperator.v0.9.3"), Some(0));
     // Both entries that replace 0.9.2 upgrade from it, in entry order.
-    let succ = g.successors(|i| &entries[i], "etcdoperator.v0.9.2", Some(&v("0.9.2")));
+    let succ = g.successors(|i| &entries[i].entry, "etcdoperator.v0.9.2", Some(&v("0.9.2")));
     assert_eq!(names(&entries, succ), ["etcdoperator.v0.9.4", "etcdoperator.v0.9.3"]);
-    let succ = g.successors(|i| &entries[i], "etcdoperator.v0.9.3", Some(&v("0.9.3")));
+    let succ = g.successors(|i| &entries[i].entry, "etcdoperator.v0.9.3", Some(&v("0.9.3")));
     assert_eq!(names(&entries, succ), ["etcdoperator.v0.9.4"]);
     assert_eq!(g.replaces_of(1), Some(2));
     assert_eq!(g.replaces_of(3), None);
@@ -95,11 +80,11 @@ fn skip_range_edges_are_upgrades_but_not_structure() {
     assert_eq!(kinds(0, 2), [EdgeKind::SkipRange]);
     assert_eq!(g.head(), Some(0));
     // An installed bundle the channel does not list: found by its version.
-    let succ = g.successors(|i| &entries[i], "etcdoperator.v1.0.5", Some(&v("1.0.5")));
+    let succ = g.successors(|i| &entries[i].entry, "etcdoperator.v1.0.5", Some(&v("1.0.5")));
     assert_eq!(names(&entries, succ), ["etcdoperator.v2.0.0"]);
-    assert!(g.successors(|i| &entries[i], "etcdoperator.v0.9.0", Some(&v("0.9.0"))).is_empty());
+    assert!(g.successors(|i| &entries[i].entry, "etcdoperator.v0.9.0", Some(&v("0.9.0"))).is_empty());
     // Without a version only names count.
-    assert!(g.successors(|i| &entries[i], "etcdoperator.v1.0.5", None).is_empty());
+    assert!(g.successors(|i| &entries[i].entry, "etcdoperator.v1.0.5", None).is_empty());
 
     // A skipRange alone does not make an entry the predecessor of another: two heads.
     let entries = [entry("2.0.0", None, &[], Some(">=1.0.0 <2.0.0")), entry("1.0.0", None, &[], None)];
@@ -145,7 +130,7 @@ fn two_heads_have_no_chain_and_no_stranded_entries() {
     assert_eq!(g.head(), None);
     assert_eq!(g.replaces_chain().count(), 0);
     assert!(g.stranded().is_empty());
-    assert_eq!(g.path_to_head(|i| &entries[i], "etcdoperator.v1.0.0", Some(&v("1.0.0"))), None);
+    assert_eq!(g.path_to_head(|i| &entries[i].entry, "etcdoperator.v1.0.0", Some(&v("1.0.0"))), None);
 }
 
 #[test]
@@ -172,8 +157,8 @@ fn path_to_head_jumps_by_skips_and_skip_range() {
     ];
     let g = graph(&entries);
     let path = |name: &str, version: &str| {
-        g.path_to_head(|i| &entries[i], &format!("etcdoperator.v{name}"), Some(&v(version)))
-            .map(|p| p.into_iter().map(|(i, k)| (entries[i].name.as_str(), k)).collect::<Vec<_>>())
+        g.path_to_head(|i| &entries[i].entry, &format!("etcdoperator.v{name}"), Some(&v(version)))
+            .map(|p| p.into_iter().map(|(i, k)| (entries[i].entry.name.as_str(), k)).collect::<Vec<_>>())
     };
     assert_eq!(path("3.0.0", "3.0.0"), Some(vec![]));
     assert_eq!(path("1.2.0", "1.2.0"), Some(vec![("etcdoperator.v3.0.0", EdgeKind::Skips)]));

@@ -103,14 +103,6 @@ pub struct ChannelEntry {
     pub skip_range_parsed: Option<VersionRange>,
 }
 
-impl ChannelEntry {
-    /// Whether this entry is an upgrade from the bundle `name` at `version`
-    /// (replaces it, skips it, or its skipRange contains the version).
-    pub fn upgrades_from(&self, name: &str, version: Option<&Version>) -> bool {
-        UpgradeEdges::upgrades_from(self, name, version)
-    }
-}
-
 impl UpgradeEdges for ChannelEntry {
     fn name(&self) -> &str {
         &self.name
