@@ -6,10 +6,10 @@
 //! A `Catalog` is `Send + Sync` and never mutated after construction; share it as
 //! `Arc<Catalog>`.
 //!
-//! Layers, each using only those above it: [`json`] helpers; [`blob`] texts;
-//! [`property`] values; [`meta`] documents and blobs; [`catalog`] the indexed types
-//! (channel graphs from [`crate::graph`]); [`parse`] one document → one typed object;
-//! [`validate`] opm's per-package rules; [`assemble`] documents → `Catalog`.
+//! Layers, each using only those above it: `json` helpers; `blob` texts; `property`
+//! values; `meta` documents and blobs; `catalog` the indexed types (channel graphs
+//! from [`crate::graph`]); `parse` one document → one typed object; `validate` opm's
+//! per-package rules; `assemble` documents → `Catalog`.
 
 mod assemble;
 mod blob;

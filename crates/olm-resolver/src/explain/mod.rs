@@ -1,8 +1,8 @@
 //! Subscription candidates, and failures explained in words a person can act on.
 //!
 //! Every message names the Subscription and what it asked for, says in plain words why
-//! it cannot be met, and ends with a suggestion. [`plan`] works out a Subscription's
-//! candidates; [`why`] finds and words why a bundle cannot be chosen.
+//! it cannot be met, and ends with a suggestion. `plan` works out a Subscription's
+//! candidates; `why` finds and words why a bundle cannot be chosen.
 
 mod plan;
 mod why;
