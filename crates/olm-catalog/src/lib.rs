@@ -18,13 +18,17 @@
 pub mod canonical;
 pub mod error;
 mod ignore;
+pub mod graph;
 pub mod load;
 pub mod model;
+mod parallel;
 pub mod render;
 pub mod source;
 pub mod version;
+mod text;
 
 pub use error::{CatalogError, Problem};
+pub use graph::{ChannelGraph, EdgeKind, UpgradeEdges};
 pub use model::{
     Bundle, Catalog, Channel, ChannelEntry, Constraint, ConstraintKind, DeprecationEntry,
     Blob, DeprecationReference, Document, Gvk, Icon, JsonText, Meta, MetaFilter, Package,

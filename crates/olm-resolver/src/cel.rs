@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::model::{Entry, Version};
+use olm_catalog::version::Version;
 
 /// A compiled CEL rule; equal and hashed by its text.
 #[derive(Clone)]
@@ -55,54 +55,12 @@ impl CelRule {
         &self.source
     }
 
-    /// Whether an entry satisfies the rule (evaluation errors count as "no").
-    pub fn matches(&self, e: &Entry) -> bool {
-        let props = Value::Array(properties_of(e));
-        let mut env = vec![("properties".to_string(), props)];
+    /// Whether a bundle with these properties (`{type, value}` maps) satisfies the rule
+    /// (evaluation errors count as "no").
+    pub fn matches_properties(&self, properties: Vec<Value>) -> bool {
+        let mut env = vec![("properties".to_string(), Value::Array(properties))];
         matches!(eval(&self.program, &mut env, 0), Ok(Value::Bool(true)))
     }
-}
-
-/// The properties a rule sees, rebuilt from the entry.
-fn properties_of(e: &Entry) -> Vec<Value> {
-    if !e.properties.is_empty() {
-        return e
-            .properties
-            .iter()
-            .map(|(t, v)| {
-                let mut m = Map::new();
-                m.insert("type".into(), Value::String(t.clone()));
-                m.insert("value".into(), serde_json::from_str(v).unwrap_or(Value::Null));
-                Value::Object(m)
-            })
-            .collect();
-    }
-    let prop = |t: &str, v: Value| {
-        let mut m = Map::new();
-        m.insert("type".into(), Value::String(t.into()));
-        m.insert("value".into(), v);
-        Value::Object(m)
-    };
-    let mut out = Vec::new();
-    if !e.package.is_empty() {
-        let mut v = Map::new();
-        v.insert("packageName".into(), Value::String(e.package.clone()));
-        v.insert("version".into(), Value::String(e.version.as_ref().map(Version::to_string).unwrap_or_default()));
-        out.push(prop("olm.package", Value::Object(v)));
-    }
-    for g in &e.provided_gvks {
-        let mut v = Map::new();
-        v.insert("group".into(), Value::String(g.group.clone()));
-        v.insert("kind".into(), Value::String(g.kind.clone()));
-        v.insert("version".into(), Value::String(g.version.clone()));
-        out.push(prop("olm.gvk", Value::Object(v)));
-    }
-    for l in &e.labels {
-        let mut v = Map::new();
-        v.insert("label".into(), Value::String(l.clone()));
-        out.push(prop("olm.label", Value::Object(v)));
-    }
-    out
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -522,36 +480,6 @@ pub(crate) fn check_supported(rule: &CelRule) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Gvk;
-
-    fn entry() -> Entry {
-        Entry {
-            name: "b.v1.0.1".into(),
-            package: "another-package".into(),
-            version: Some(Version::new(1, 0, 1)),
-            provided_gvks: vec![Gvk::new("g", "v", "k")],
-            ..Entry::default()
-        }
-    }
-
-    #[test]
-    fn upstream_style_rules_evaluate() {
-        let gvk = CelRule::compile(
-            "properties.exists(p, p.type == 'olm.gvk' && p.value == {'group': 'g', 'version': 'v', 'kind': 'k'})",
-        )
-        .expect("compiles");
-        assert!(gvk.matches(&entry()));
-        let gvk2 = CelRule::compile(
-            "properties.exists(p, p.type == 'olm.gvk' && p.value == {'group': 'g2', 'version': 'v', 'kind': 'k'})",
-        )
-        .expect("compiles");
-        assert!(!gvk2.matches(&entry()));
-        let pkg = CelRule::compile("properties.exists(p, p.type == 'olm.package' && p.value.packageName == 'another-package' && (semver_compare(p.value.version, '1.0.1') == 0))").expect("compiles");
-        assert!(pkg.matches(&entry()));
-        let mut older = entry();
-        older.version = Some(Version::new(1, 0, 0));
-        assert!(!pkg.matches(&older));
-    }
 
     #[test]
     fn unsupported_rules_are_reported() {

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use olm_catalog::graph::ChannelGraph;
+
 use crate::model::{CatalogKey, CatalogSnapshot, Deprecation, Entry, Gvk, Requirement};
 
 /// Entries of one (package, channel) in channel order.
@@ -13,6 +15,25 @@ pub(crate) struct ChannelIndex {
     /// The channel order (head first, skipped entries left out), or why the channel
     /// has none.
     pub order: Result<Vec<u32>, String>,
+    /// The upgrade graph of `members` (its entry `k` is `members[k]`).
+    pub graph: ChannelGraph,
+}
+
+impl ChannelIndex {
+    /// Entries of the channel that upgrade from `installed` (replace it, skip it, or
+    /// have a skipRange containing its version), as indices into the catalog's entries.
+    pub fn successors(&self, entries: &[Entry], installed: &Entry) -> Vec<u32> {
+        self.graph
+            .successors(|k| &entries[self.members[k] as usize], &installed.name, installed.version.as_ref())
+            .into_iter()
+            .map(|k| self.members[k])
+            .collect()
+    }
+
+    /// The first entry of the channel (in input order) that skips the bundle `name`.
+    pub fn skipped_by<'e>(&self, entries: &'e [Entry], name: &str) -> Option<&'e Entry> {
+        self.graph.skipped_by(name).map(|k| &entries[self.members[k] as usize])
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -51,7 +72,7 @@ impl IndexedCatalog {
             }
             pkg.channels
                 .entry(e.channel.clone())
-                .or_insert_with(|| ChannelIndex { members: Vec::new(), order: Ok(Vec::new()) })
+                .or_insert_with(|| ChannelIndex { members: Vec::new(), order: Ok(Vec::new()), graph: ChannelGraph::default() })
                 .members
                 .push(i);
             for g in &e.provided_gvks {
@@ -68,7 +89,11 @@ impl IndexedCatalog {
         }
         for (pkg_name, pkg) in packages.iter_mut() {
             for (ch_name, ch) in pkg.channels.iter_mut() {
-                ch.order = channel_order(&entries, &ch.members, pkg_name, ch_name);
+                ch.graph = ChannelGraph::new(ch.members.iter().map(|&i| {
+                    let e = &entries[i as usize];
+                    (e, e.version.as_ref())
+                }));
+                ch.order = channel_order(&entries, &ch.members, &ch.graph, pkg_name, ch_name);
             }
         }
         IndexedCatalog { key, priority, entries, deprecations, packages, by_gvk, by_package, by_label, by_name }
@@ -138,62 +163,37 @@ pub fn matches(req: &Requirement, e: &Entry) -> bool {
     }
 }
 
-/// Order the entries of one channel: the head is the entry no other entry replaces or
-/// skips, the order follows `replaces` from it, and every entry named in some `skips`
-/// is left out. No head, a cycle or several chains make the channel unusable.
-pub(crate) fn channel_order(entries: &[Entry], members: &[u32], package: &str, channel: &str) -> Result<Vec<u32>, String> {
+/// Order the entries of one channel from its graph: the head is the entry no other
+/// entry replaces or skips, the order follows `replaces` from it, and every entry named
+/// in some `skips` is left out. No head, a cycle or several chains make the channel
+/// unusable.
+pub(crate) fn channel_order(
+    entries: &[Entry],
+    members: &[u32],
+    graph: &ChannelGraph,
+    package: &str,
+    channel: &str,
+) -> Result<Vec<u32>, String> {
     if members.is_empty() {
         return Ok(Vec::new());
     }
-    let by_name: HashMap<&str, u32> = members.iter().map(|&i| (entries[i as usize].name.as_str(), i)).collect();
-    let mut replaced: HashMap<u32, ()> = HashMap::new();
-    let mut replaces_of: HashMap<u32, u32> = HashMap::new();
-    let mut skipped: HashMap<&str, ()> = HashMap::new();
-    for &i in members {
-        let e = &entries[i as usize];
-        if let Some(r) = e.replaces.as_deref()
-            && let Some(&t) = by_name.get(r)
-        {
-            replaced.insert(t, ());
-            replaces_of.insert(i, t);
-        }
-        for s in &e.skips {
-            if let Some(&t) = by_name.get(s.as_str()) {
-                replaced.insert(t, ());
-                skipped.insert(entries[t as usize].name.as_str(), ());
-            }
-        }
-    }
-    let heads: Vec<u32> = members.iter().copied().filter(|i| !replaced.contains_key(i)).collect();
+    let heads: Vec<usize> = graph.heads().collect();
     if heads.is_empty() {
         return Err(format!(
             "channel {channel:?} of package {package:?} has no head: every entry is replaced or skipped by another (the replaces/skips edges form a cycle)"
         ));
     }
+    let name = |k: usize| entries[members[k] as usize].name.as_str();
     let mut chains: Vec<Vec<u32>> = Vec::new();
     for &head in &heads {
-        let mut chain = Vec::new();
-        let mut seen: HashMap<u32, ()> = HashMap::new();
-        let mut cur = head;
-        loop {
-            seen.insert(cur, ());
-            if !skipped.contains_key(entries[cur as usize].name.as_str()) {
-                chain.push(cur);
-            }
-            match replaces_of.get(&cur) {
-                None => break,
-                Some(&next) => {
-                    if seen.contains_key(&next) {
-                        return Err(format!(
-                            "the replaces chain starting at {:?} in channel {channel:?} of package {package:?} loops back on itself",
-                            entries[head as usize].name
-                        ));
-                    }
-                    cur = next;
-                }
-            }
+        let (walk, looped) = graph.replaces_walk(head);
+        if looped {
+            return Err(format!(
+                "the replaces chain starting at {:?} in channel {channel:?} of package {package:?} loops back on itself",
+                name(head)
+            ));
         }
-        chains.push(chain);
+        chains.push(walk.into_iter().filter(|&k| !graph.is_skipped(name(k))).map(|k| members[k]).collect());
     }
     if chains.len() > 1 {
         let described: Vec<String> = chains

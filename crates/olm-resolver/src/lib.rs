@@ -17,11 +17,15 @@ pub mod file;
 mod index;
 pub mod model;
 mod request;
+mod problem;
 mod resolve;
+mod search;
 
 pub use cel::CelRule;
 pub use explain::category;
 pub use index::{Catalogs, IndexedCatalog, matches};
-pub use model::{CatalogKey, CatalogSnapshot, Dependency, Deprecation, Entry, Gvk, Requirement, Version, VersionRange};
+pub use model::{
+    CatalogKey, CatalogSnapshot, Dependency, Deprecation, Entry, Gvk, Requirement, UpgradeEdges, Version, VersionRange,
+};
 pub use request::{Installed, Reason, Request, Resolution, Selected, Subscription, SubscriptionError};
 pub use resolve::resolve;

@@ -6,6 +6,11 @@
 
 use std::fmt;
 
+use serde_json::{Map, Value};
+
+pub use olm_catalog::graph::UpgradeEdges;
+
+use crate::cel::CelRule;
 pub use olm_catalog::version::{Version, VersionRange};
 
 /// A Kubernetes API identified by group, version and kind.
@@ -46,7 +51,7 @@ pub enum Requirement {
     /// None of these holds (constraint `not`).
     Not(Vec<Requirement>),
     /// A CEL rule (constraint `cel`), in the subset [`crate::cel`] evaluates.
-    Cel(crate::cel::CelRule),
+    Cel(CelRule),
 }
 
 impl Requirement {
@@ -140,13 +145,18 @@ pub struct Entry {
     pub invalid: Option<String>,
 }
 
-impl Entry {
-    /// Whether this entry is an upgrade edge from `installed`: it replaces it, skips it,
-    /// or its skipRange contains the installed version.
-    pub fn upgrades_from(&self, installed_name: &str, installed_version: Option<&Version>) -> bool {
-        self.replaces.as_deref() == Some(installed_name)
-            || self.skips.iter().any(|s| s == installed_name)
-            || matches!((&self.skip_range, installed_version), (Some(r), Some(v)) if r.contains(v))
+impl UpgradeEdges for Entry {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn replaces(&self) -> Option<&str> {
+        self.replaces.as_deref()
+    }
+    fn skips(&self) -> &[String] {
+        &self.skips
+    }
+    fn skip_range(&self) -> Option<&VersionRange> {
+        self.skip_range.as_ref()
     }
 }
 
@@ -193,5 +203,88 @@ pub struct CatalogSnapshot {
 impl CatalogSnapshot {
     pub fn new(key: CatalogKey, priority: i32, entries: Vec<Entry>) -> CatalogSnapshot {
         CatalogSnapshot { key, priority, entries, deprecations: Vec::new() }
+    }
+}
+
+impl CelRule {
+    /// Whether an entry satisfies the rule (evaluation errors count as "no").
+    pub fn matches(&self, e: &Entry) -> bool {
+        self.matches_properties(properties_of(e))
+    }
+}
+
+/// The properties a rule sees, rebuilt from the entry.
+fn properties_of(e: &Entry) -> Vec<Value> {
+    if !e.properties.is_empty() {
+        return e
+            .properties
+            .iter()
+            .map(|(t, v)| {
+                let mut m = Map::new();
+                m.insert("type".into(), Value::String(t.clone()));
+                m.insert("value".into(), serde_json::from_str(v).unwrap_or(Value::Null));
+                Value::Object(m)
+            })
+            .collect();
+    }
+    let prop = |t: &str, v: Value| {
+        let mut m = Map::new();
+        m.insert("type".into(), Value::String(t.into()));
+        m.insert("value".into(), v);
+        Value::Object(m)
+    };
+    let mut out = Vec::new();
+    if !e.package.is_empty() {
+        let mut v = Map::new();
+        v.insert("packageName".into(), Value::String(e.package.clone()));
+        v.insert("version".into(), Value::String(e.version.as_ref().map(Version::to_string).unwrap_or_default()));
+        out.push(prop("olm.package", Value::Object(v)));
+    }
+    for g in &e.provided_gvks {
+        let mut v = Map::new();
+        v.insert("group".into(), Value::String(g.group.clone()));
+        v.insert("kind".into(), Value::String(g.kind.clone()));
+        v.insert("version".into(), Value::String(g.version.clone()));
+        out.push(prop("olm.gvk", Value::Object(v)));
+    }
+    for l in &e.labels {
+        let mut v = Map::new();
+        v.insert("label".into(), Value::String(l.clone()));
+        out.push(prop("olm.label", Value::Object(v)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            name: "b.v1.0.1".into(),
+            package: "another-package".into(),
+            version: Some(Version::new(1, 0, 1)),
+            provided_gvks: vec![Gvk::new("g", "v", "k")],
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn upstream_style_rules_evaluate() {
+        let gvk = CelRule::compile(
+            "properties.exists(p, p.type == 'olm.gvk' && p.value == {'group': 'g', 'version': 'v', 'kind': 'k'})",
+        )
+        .expect("compiles");
+        assert!(gvk.matches(&entry()));
+        let gvk2 = CelRule::compile(
+            "properties.exists(p, p.type == 'olm.gvk' && p.value == {'group': 'g2', 'version': 'v', 'kind': 'k'})",
+        )
+        .expect("compiles");
+        assert!(!gvk2.matches(&entry()));
+        let pkg = CelRule::compile("properties.exists(p, p.type == 'olm.package' && p.value.packageName == 'another-package' && (semver_compare(p.value.version, '1.0.1') == 0))").expect("compiles");
+        assert!(pkg.matches(&entry()));
+        let mut older = entry();
+        older.version = Some(Version::new(1, 0, 0));
+        assert!(!pkg.matches(&older));
     }
 }

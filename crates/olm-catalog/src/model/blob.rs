@@ -1,0 +1,183 @@
+//! Canonical document texts (`Blob`) and property value texts (`JsonText`).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+/// The canonical text of a catalog document, held LZ4-compressed when that pays.
+///
+/// A catalog's memory is mostly these texts (CSV metadata: CRD descriptions, examples,
+/// long descriptions), and each is read only when served; compressed they take about a
+/// third of the bytes, and decompressing one costs microseconds. Short texts, and texts
+/// that do not compress, are kept as they are.
+#[derive(Clone)]
+pub struct Blob(BlobRepr);
+
+#[derive(Clone)]
+enum BlobRepr {
+    Plain(Arc<str>),
+    Lz4 { len: u32, bytes: Arc<[u8]> },
+}
+
+impl Blob {
+    /// Texts shorter than this are not worth a decompression on every read.
+    const COMPRESS_FROM: usize = 1024;
+
+    /// Hold `text`, compressed when that saves at least an eighth of it.
+    pub fn new(text: &str) -> Blob {
+        if text.len() >= Self::COMPRESS_FROM
+            && let Ok(len) = u32::try_from(text.len())
+        {
+            let compressed = lz4_flex::block::compress(text.as_bytes());
+            if compressed.len() <= text.len() - text.len() / 8 {
+                return Blob(BlobRepr::Lz4 { len, bytes: Arc::from(compressed) });
+            }
+        }
+        Blob(BlobRepr::Plain(Arc::from(text)))
+    }
+
+    /// Length of the text (not of its compressed form).
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            BlobRepr::Plain(text) => text.len(),
+            BlobRepr::Lz4 { len, .. } => *len as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held in memory for the text.
+    pub fn stored_len(&self) -> usize {
+        match &self.0 {
+            BlobRepr::Plain(text) => text.len(),
+            BlobRepr::Lz4 { bytes, .. } => bytes.len(),
+        }
+    }
+
+    /// The text, decompressed when held compressed.
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.0 {
+            BlobRepr::Plain(text) => Cow::Borrowed(text),
+            BlobRepr::Lz4 { len, bytes } => {
+                // Only `Blob::new` makes these, from valid UTF-8, so neither step fails;
+                // were memory ever corrupted, an empty text fails JSON parsing loudly
+                // downstream instead of aborting the server.
+                let decoded = lz4_flex::block::decompress(bytes, *len as usize).unwrap_or_default();
+                Cow::Owned(String::from_utf8(decoded).unwrap_or_default())
+            }
+        }
+    }
+
+    /// `start..end` of the text.
+    fn slice(&self, start: usize, end: usize) -> Cow<'_, str> {
+        match self.text() {
+            Cow::Borrowed(text) => Cow::Borrowed(text.get(start..end).unwrap_or_default()),
+            Cow::Owned(text) => Cow::Owned(text.get(start..end).unwrap_or_default().to_string()),
+        }
+    }
+
+    pub(super) fn is_compressed(&self) -> bool {
+        matches!(self.0, BlobRepr::Lz4 { .. })
+    }
+}
+
+impl PartialEq for Blob {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.text() == other.text()
+    }
+}
+impl Eq for Blob {}
+
+impl fmt::Debug for Blob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Blob")
+            .field("len", &self.len())
+            .field("stored", &self.stored_len())
+            .finish()
+    }
+}
+
+impl fmt::Display for Blob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+/// Compact JSON text of a property value. Large values share their bundle's blob
+/// instead of holding a copy; read the text with [`JsonText::text`].
+#[derive(Clone)]
+pub struct JsonText(pub(super) JsonTextRepr);
+
+#[derive(Clone)]
+pub(super) enum JsonTextRepr {
+    Owned(Box<str>),
+    Shared {
+        blob: Blob,
+        start: u32,
+        end: u32,
+    },
+}
+
+impl JsonText {
+    pub(super) fn owned(text: String) -> JsonText {
+        JsonText(JsonTextRepr::Owned(text.into_boxed_str()))
+    }
+
+    /// The text at `start..end` of `blob`, whose text is `plain`: shared when long,
+    /// copied when short. A compressed blob is shared only for values that make most of
+    /// it (a CSV's metadata), so reading a small value never decompresses a whole document.
+    pub(super) fn from_blob(blob: &Blob, plain: &str, start: usize, end: usize) -> Option<JsonText> {
+        let text = plain.get(start..end)?;
+        let share_from = if blob.is_compressed() { Blob::COMPRESS_FROM } else { 64 };
+        if text.len() >= share_from && end <= u32::MAX as usize {
+            Some(JsonText(JsonTextRepr::Shared {
+                blob: blob.clone(),
+                start: start as u32,
+                end: end as u32,
+            }))
+        } else {
+            Some(JsonText::owned(text.to_string()))
+        }
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.0 {
+            JsonTextRepr::Owned(s) => Cow::Borrowed(s),
+            JsonTextRepr::Shared { blob, start, end } => blob.slice(*start as usize, *end as usize),
+        }
+    }
+
+    /// Length of the JSON text.
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            JsonTextRepr::Owned(s) => s.len(),
+            JsonTextRepr::Shared { start, end, .. } => (*end - *start) as usize,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl PartialEq for JsonText {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.text() == other.text()
+    }
+}
+impl Eq for JsonText {}
+
+impl fmt::Debug for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.text(), f)
+    }
+}
+
+impl fmt::Display for JsonText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text())
+    }
+}

@@ -1,0 +1,373 @@
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::blob::JsonTextRepr;
+use super::*;
+use crate::canonical::to_canonical_string;
+use crate::error::Problem;
+use crate::graph::EdgeKind;
+use crate::version::Version;
+
+fn docs(values: Vec<Value>) -> Vec<Document> {
+    values
+        .into_iter()
+        .map(|value| Document {
+            value,
+            source: None,
+        })
+        .collect()
+}
+
+fn bundle(name: &str, version: &str) -> Value {
+    json!({"schema": "olm.bundle", "package": "p", "name": name, "image": format!("quay.io/x/p:{version}"),
+           "properties": [{"type": "olm.package", "value": {"packageName": "p", "version": version}},
+                          {"type": "olm.gvk", "value": {"group": "x.io", "version": "v1", "kind": "X"}}]})
+}
+
+#[test]
+fn large_blobs_are_held_compressed_and_read_back_whole() {
+    let description = "An operator that manages etcd clusters. ".repeat(100);
+    let mut big = bundle("p.v1.0.0", "1.0.0");
+    big["properties"].as_array_mut().unwrap().push(json!({"type": "olm.csv.metadata",
+        "value": {"description": description, "displayName": "P"}}));
+    let (cat, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [{"name": "p.v1.0.0"}]}),
+        big.clone(),
+    ]));
+    assert!(problems.is_empty(), "{problems:?}");
+    let meta = cat.metas(MetaFilter { schema: Some(SCHEMA_BUNDLE), ..Default::default() }).next().unwrap();
+    assert!(meta.blob.is_compressed());
+    assert!(meta.blob.stored_len() * 4 < meta.blob.len(), "{:?}", meta.blob);
+    // The text read back is the canonical JSON of the document, byte for byte.
+    let mut canonical = to_canonical_string(&big);
+    canonical.push('\n');
+    assert_eq!(meta.blob.text(), canonical);
+    assert_eq!(meta.blob.len(), canonical.len());
+    // The CSV metadata shares the compressed blob; small values are copies.
+    let b = cat.bundle("p", "p.v1.0.0").unwrap();
+    assert_eq!(b.csv_metadata().unwrap()["description"], description.as_str());
+    let gvk = b.properties.iter().find(|p| p.type_name == "olm.gvk").unwrap();
+    assert!(matches!(gvk.value_json.0, JsonTextRepr::Owned(_)));
+    assert_eq!(gvk.value_json.text(), r#"{"group":"x.io","kind":"X","version":"v1"}"#);
+    // Short documents stay as they are.
+    let package = cat.metas(MetaFilter { schema: Some(SCHEMA_PACKAGE), ..Default::default() }).next().unwrap();
+    assert!(!package.blob.is_compressed());
+    // Text that does not compress is not held compressed either.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let noise: String = (0..4000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(b'!' + (state % 90) as u8)
+        })
+        .collect();
+    assert!(!Blob::new(&noise).is_compressed());
+    assert_eq!(Blob::new(&noise).text(), noise);
+}
+
+#[test]
+fn builds_indexes_and_head() {
+    let (cat, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [
+            {"name": "p.v1.0.0"}, {"name": "p.v1.1.0", "replaces": "p.v1.0.0"}, {"name": "p.v2.0.0", "replaces": "p.v1.1.0", "skipRange": ">=1.0.0 <2.0.0"}]}),
+        bundle("p.v1.0.0", "1.0.0"),
+        bundle("p.v1.1.0", "1.1.0"),
+        bundle("p.v2.0.0", "2.0.0"),
+        json!({"schema": "my.custom", "package": "p", "name": "c", "z": 1, "a": 2}),
+    ]));
+    assert!(problems.is_empty(), "{problems:?}");
+    let ch = cat.channel("p", "stable").unwrap();
+    assert_eq!(ch.head().unwrap().name, "p.v2.0.0");
+    let chain: Vec<&str> = ch.replaces_chain().map(|e| e.name.as_str()).collect();
+    assert_eq!(chain, ["p.v2.0.0", "p.v1.1.0", "p.v1.0.0"]);
+    let succ: Vec<&str> = ch
+        .successors("p.v1.0.0", Some(&Version::new(1, 0, 0)))
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(succ, ["p.v1.1.0", "p.v2.0.0"]);
+    let gvk = Gvk {
+        group: "x.io".into(),
+        version: "v1".into(),
+        kind: "X".into(),
+    };
+    assert_eq!(cat.bundles_providing(&gvk).count(), 3);
+    assert_eq!(cat.counts(), (1, 1, 3));
+    let schemas: Vec<&str> = cat.all_metas().iter().map(|m| m.schema.as_str()).collect();
+    assert_eq!(
+        schemas,
+        [
+            "olm.package",
+            "olm.channel",
+            "olm.bundle",
+            "olm.bundle",
+            "olm.bundle",
+            "my.custom"
+        ]
+    );
+    let custom = cat
+        .metas(MetaFilter {
+            schema: Some("my.custom"),
+            ..Default::default()
+        })
+        .next()
+        .unwrap();
+    assert_eq!(
+        &*custom.blob.text(),
+        "{\"a\":2,\"name\":\"c\",\"package\":\"p\",\"schema\":\"my.custom\",\"z\":1}\n"
+    );
+    assert_eq!(cat.bundle("p", "p.v1.1.0").unwrap().channels, ["stable"]);
+}
+
+#[test]
+fn reports_all_problems() {
+    let (_, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "missing"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "a", "entries": [
+            {"name": "p.v1.0.0"}, {"name": "p.v9.0.0"}, {"name": "p.v1.1.0", "skipRange": "not a range"}]}),
+        bundle("p.v1.0.0", "1.0.0"),
+        bundle("p.v1.1.0", "1.1.0"),
+        bundle("p.v1.2.0", "1.1.0"),
+        json!({"package": "p", "name": "no-schema"}),
+    ]));
+    let text: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    let all = text.join("\n");
+    assert!(
+        all.contains("default channel \"missing\" does not exist"),
+        "{all}"
+    );
+    assert!(
+        all.contains("channel entry \"p.v9.0.0\" has no olm.bundle"),
+        "{all}"
+    );
+    assert!(all.contains("skipRange does not parse"), "{all}");
+    assert!(all.contains("heads"), "{all}");
+    assert!(
+        all.contains("bundle \"p.v1.2.0\": bundle is not in any channel"),
+        "{all}"
+    );
+    assert!(all.contains("share version 1.1.0"), "{all}");
+    assert!(all.contains("no \"schema\""), "{all}");
+}
+
+#[test]
+fn cycles_and_stranded() {
+    let (_, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "a"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "a", "entries": [
+            {"name": "p.v3.0.0", "replaces": "p.v2.0.0"},
+            {"name": "p.v2.0.0", "replaces": "p.v1.0.0"},
+            {"name": "p.v1.0.0", "replaces": "p.v2.0.0"},
+            {"name": "p.v0.5.0"}]}),
+        bundle("p.v3.0.0", "3.0.0"),
+        bundle("p.v2.0.0", "2.0.0"),
+        bundle("p.v1.0.0", "1.0.0"),
+        bundle("p.v0.5.0", "0.5.0"),
+    ]));
+    let all = problems
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        all.contains("cycle: p.v2.0.0 -> p.v1.0.0 -> p.v2.0.0"),
+        "{all}"
+    );
+    assert!(all.contains("2 heads"), "{all}");
+}
+
+#[test]
+fn skipped_entries_are_not_stranded() {
+    let (cat, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "a"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "a", "entries": [
+            {"name": "p.v2.0.0", "replaces": "p.v1.0.0", "skips": ["p.v1.1.0"]},
+            {"name": "p.v1.1.0"}, {"name": "p.v1.0.0", "replaces": "p.v0.1.0"}]}),
+        bundle("p.v2.0.0", "2.0.0"),
+        bundle("p.v1.1.0", "1.1.0"),
+        bundle("p.v1.0.0", "1.0.0"),
+    ]));
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(
+        cat.channel("p", "a").unwrap().head().unwrap().name,
+        "p.v2.0.0"
+    );
+}
+
+#[test]
+fn constraints_parse_recursively() {
+    let p = Property::new(
+        "olm.constraint",
+        json!({"failureMessage": "need db", "any": {"constraints": [
+        {"package": {"packageName": "a", "versionRange": ">=1.0.0"}},
+        {"not": {"constraints": [{"gvk": {"group": "g", "version": "v1", "kind": "K"}}]}},
+        {"cel": {"rule": "properties.exists(p, p.type == 'x')"}}]}}),
+    )
+    .unwrap();
+    let PropertyKind::Constraint(c) = &p.kind else {
+        panic!("not a constraint")
+    };
+    assert_eq!(c.failure_message.as_deref(), Some("need db"));
+    let ConstraintKind::Any(list) = &c.kind else {
+        panic!("not any")
+    };
+    assert_eq!(list.len(), 3);
+    assert!(
+        matches!(&list[1].kind, ConstraintKind::Not(inner) if matches!(inner[0].kind, ConstraintKind::Gvk(_)))
+    );
+    assert!(
+        Property::new(
+            "olm.constraint",
+            json!({"gvk": {"group": "g", "version": "v", "kind": "k"}, "cel": {"rule": "x"}})
+        )
+        .is_err()
+    );
+    assert!(Property::new("olm.constraint", json!({"bogus": 1})).is_err());
+    // unknown property types are kept
+    let other = Property::new("olm.maxOpenShiftVersion", json!("4.8")).unwrap();
+    assert_eq!(other.kind, PropertyKind::Other);
+    assert_eq!(&*other.value_json.text(), "\"4.8\"");
+}
+
+#[test]
+fn metas_keep_load_order_and_filter_like_catalogd() {
+    let (cat, problems) = Catalog::build(docs(vec![
+        bundle("p.v1.0.0", "1.0.0"),
+        json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [{"name": "p.v1.0.0"}]}),
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+        json!({"schema": "olm.deprecations", "package": "p", "entries": [
+            {"reference": {"schema": "olm.package"}, "message": "p is end of life"},
+            {"reference": {"schema": "olm.channel", "name": "stable"}, "message": "use fast"},
+            {"reference": {"schema": "olm.bundle", "name": "p.v1.0.0"}, "message": "CVE-1"}]}),
+    ]));
+    assert!(problems.is_empty(), "{problems:?}");
+    let load: Vec<&str> = cat.all_metas().iter().map(|m| m.schema.as_str()).collect();
+    assert_eq!(
+        load,
+        [
+            "olm.bundle",
+            "olm.channel",
+            "olm.package",
+            "olm.deprecations"
+        ]
+    );
+    let canonical: Vec<&str> = cat
+        .canonical_metas()
+        .iter()
+        .map(|m| m.schema.as_str())
+        .collect();
+    assert_eq!(
+        canonical,
+        [
+            "olm.package",
+            "olm.channel",
+            "olm.bundle",
+            "olm.deprecations"
+        ]
+    );
+    // `package` matches the blob's package field only: not the olm.package blob
+    let by_pkg: Vec<&str> = cat
+        .metas(MetaFilter {
+            package: Some("p"),
+            ..Default::default()
+        })
+        .map(|m| m.schema.as_str())
+        .collect();
+    assert_eq!(by_pkg, ["olm.bundle", "olm.channel", "olm.deprecations"]);
+    let pkg_blob: Vec<&Meta> = cat
+        .metas(MetaFilter {
+            schema: Some("olm.package"),
+            name: Some("p"),
+            package: Some(""),
+        })
+        .collect();
+    assert_eq!(pkg_blob.len(), 1);
+    assert_eq!(
+        cat.metas(MetaFilter {
+            package: Some("nope"),
+            ..Default::default()
+        })
+        .count(),
+        0
+    );
+    // deprecations land on the objects
+    let p = cat.package("p").unwrap();
+    assert_eq!(p.deprecation.as_deref(), Some("p is end of life"));
+    assert_eq!(
+        p.channel("stable").unwrap().deprecation.as_deref(),
+        Some("use fast")
+    );
+    assert_eq!(
+        p.bundle("p.v1.0.0").unwrap().deprecation.as_deref(),
+        Some("CVE-1")
+    );
+    assert_eq!(p.deprecations.len(), 3);
+}
+
+#[test]
+fn stranded_entries_are_reported() {
+    let (_, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "a"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "a", "entries": [
+            {"name": "p.v3.0.0", "replaces": "p.v2.0.0", "skips": ["p.v1.0.0"]},
+            {"name": "p.v2.0.0"},
+            {"name": "p.v1.0.0", "replaces": "p.v0.5.0"},
+            {"name": "p.v0.5.0"}]}),
+        bundle("p.v3.0.0", "3.0.0"),
+        bundle("p.v2.0.0", "2.0.0"),
+        bundle("p.v1.0.0", "1.0.0"),
+        bundle("p.v0.5.0", "0.5.0"),
+    ]));
+    let stranded: Vec<&Problem> = problems
+        .iter()
+        .filter(|p| p.code == "StrandedEntries")
+        .collect();
+    assert_eq!(stranded.len(), 1, "{problems:?}");
+    assert!(
+        stranded[0].message.contains("\"p.v0.5.0\""),
+        "{}",
+        stranded[0]
+    );
+    assert!(
+        !stranded[0].message.contains("p.v1.0.0\","),
+        "skipped entries are not stranded: {}",
+        stranded[0]
+    );
+}
+
+#[test]
+fn catalog_is_send_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Catalog>();
+    assert_send_sync::<Arc<Catalog>>();
+}
+
+#[test]
+fn channel_path_to_head_follows_the_graph() {
+    let (cat, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [
+            {"name": "p.v1.0.0"}, {"name": "p.v1.1.0", "replaces": "p.v1.0.0"},
+            {"name": "p.v2.0.0", "replaces": "p.v1.1.0", "skipRange": ">=1.0.0 <1.1.0"}]}),
+        bundle("p.v1.0.0", "1.0.0"),
+        bundle("p.v1.1.0", "1.1.0"),
+        bundle("p.v2.0.0", "2.0.0"),
+    ]));
+    assert!(problems.is_empty(), "{problems:?}");
+    let ch = cat.channel("p", "stable").unwrap();
+    assert_eq!(ch.graph().len(), 3);
+    let path: Vec<(&str, EdgeKind)> = ch
+        .path_to_head("p.v1.0.0", Some(&Version::new(1, 0, 0)))
+        .unwrap()
+        .into_iter()
+        .map(|(e, k)| (e.name.as_str(), k))
+        .collect();
+    assert_eq!(path, [("p.v2.0.0", EdgeKind::SkipRange)]);
+    assert_eq!(ch.path_to_head("p.v2.0.0", Some(&Version::new(2, 0, 0))), Some(vec![]));
+    assert_eq!(ch.entry("p.v1.1.0").unwrap().replaces.as_deref(), Some("p.v1.0.0"));
+    assert!(ch.entry("p.v0.1.0").is_none());
+}

@@ -1,0 +1,98 @@
+//! Rendering bundle directories and legacy package manifests to FBC documents.
+//!
+//! # Bundle directories (registry+v1)
+//! A directory holding both `manifests/` and `metadata/` is a bundle. It becomes
+//! one `olm.bundle` exactly as `opm render` builds it (see the research notes §1.11):
+//! `olm.package`, one `olm.gvk` per CRD version and owned APIService,
+//! `olm.gvk.required` per required CRD/APIService, `metadata/dependencies.yaml`
+//! converted (`olm.gvk` → `olm.gvk.required`, `olm.package` → `olm.package.required`,
+//! others copied), `metadata/properties.yaml` and the CSV annotation
+//! `olm.properties` copied; then either one `olm.bundle.object` per manifest
+//! ([`ObjectMode::BundleObjects`], opm's default) or one `olm.csv.metadata`
+//! ([`ObjectMode::CsvMetadata`], opm's `bundle-object-to-csv-metadata` migration).
+//! Like opm, every file of `metadata/` is tried as annotations, dependencies and
+//! properties, so file names do not matter.
+//!
+//! # Catalogs of bundle directories (community-operators layout)
+//! Bundle roots are found up to four levels below the root (so `<pkg>/<ver>/` and
+//! `<pkg>/<ver>/bundle/` both work); other directories (`catalog-templates/` …)
+//! and files (`ci.yaml`, `release-config.yaml` …) are ignored. Bundles are grouped
+//! by their package annotation. Channel entries:
+//! * **replaces mode** (the package's `ci.yaml` says `updateGraph: replaces-mode`,
+//!   or there is no such setting and some CSV of the package has `spec.replaces`):
+//!   each channel holds the bundles whose annotation lists it, plus every bundle
+//!   reachable from those by `spec.replaces` (the registry builders did the same);
+//!   entries carry the CSV's `replaces`, `skips` and `olm.skipRange`.
+//! * **semver mode** (`updateGraph: semver-mode`; or `fbc.enabled: true` without
+//!   `updateGraph`, since such packages keep their real graph in FBC templates; or
+//!   no setting at all and no CSV has `spec.replaces`): the channel's bundles are sorted by version and each
+//!   replaces the next lower one, as the community pipeline's semver mode does;
+//!   the CSV's `skips` and `olm.skipRange` are kept, `spec.replaces` is not used.
+//!
+//! The default channel is the `channel.default.v1` annotation of the newest
+//! bundle (by version) that has one; if none has one, the package's only channel,
+//! else the first channel of the newest bundle.
+//!
+//! # Legacy package manifests
+//! A package directory holds a package manifest (any file whose first document has
+//! `packageName` and `channels`) and version directories (any directory holding a
+//! CSV). Channel membership is derived by walking `spec.replaces` and `spec.skips`
+//! transitively from each channel's `currentCSV`.
+
+mod bundle;
+mod bundle_catalog;
+mod package_manifest;
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::version::Version;
+
+pub use bundle::{csv_metadata, is_bundle_dir, render_bundle_dir};
+use bundle::{files_in, parse_err, render_legacy_version_dir};
+use bundle_catalog::{entry_json, package_json};
+pub use bundle_catalog::{find_bundle_dirs, render_bundle_catalog, render_bundle_dirs};
+pub use package_manifest::{PackageManifest, find_package_manifest, render_package_manifest_dir, render_package_manifests};
+
+const ANNOTATION_PACKAGE: &str = "operators.operatorframework.io.bundle.package.v1";
+const ANNOTATION_CHANNELS: &str = "operators.operatorframework.io.bundle.channels.v1";
+const ANNOTATION_DEFAULT_CHANNEL: &str = "operators.operatorframework.io.bundle.channel.default.v1";
+const ANNOTATION_MEDIATYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
+const MAX_BUNDLE_SEARCH_DEPTH: usize = 4;
+
+/// How a bundle's manifests are carried in its `olm.bundle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ObjectMode {
+    /// One `olm.bundle.object` per manifest (full objects; needed to install from the catalog).
+    #[default]
+    BundleObjects,
+    /// A single `olm.csv.metadata` built from the CSV (small; no manifests).
+    CsvMetadata,
+}
+
+/// Options of the renderers.
+#[derive(Debug, Clone, Default)]
+pub struct RenderOptions {
+    pub objects: ObjectMode,
+    /// Bundle image reference to record (empty for local directories).
+    pub image: Option<String>,
+}
+
+/// A rendered bundle with the facts needed to place it in channels.
+#[derive(Debug, Clone)]
+pub struct RenderedBundle {
+    /// The `olm.bundle` document.
+    pub document: Value,
+    pub name: String,
+    pub package: String,
+    pub version: Version,
+    pub channels: Vec<String>,
+    pub default_channel: Option<String>,
+    pub replaces: Option<String>,
+    pub skips: Vec<String>,
+    pub skip_range: Option<String>,
+    /// The CSV (for package icon/description).
+    pub csv: Value,
+    pub dir: PathBuf,
+}
