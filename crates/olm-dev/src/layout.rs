@@ -320,6 +320,17 @@ pub(crate) fn write_private(path: &Path, content: &str) -> Result<()> {
         .map_err(|e| DevError::io("write", path, e))
 }
 
+/// A layout under `dir` (`cache/`, `state/`) with the default ports, for tests.
+#[cfg(test)]
+pub(crate) fn test_layout(dir: &Path) -> Layout {
+    Layout {
+        cache_dir: dir.join("cache"),
+        state_dir: dir.join("state"),
+        ports: Default::default(),
+        host_ports: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
