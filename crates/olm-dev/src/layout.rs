@@ -305,6 +305,32 @@ pub(crate) fn create_dir_all(path: &Path) -> Result<()> {
     std::fs::create_dir_all(path).map_err(|e| DevError::io("create directory", path, e))
 }
 
+/// Writes a file readable only by its owner (keys, and kubeconfigs that embed them).
+pub(crate) fn write_private(path: &Path, content: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| DevError::io("create", path, e))?;
+    file.write_all(content.as_bytes())
+        .map_err(|e| DevError::io("write", path, e))
+}
+
+/// A layout under `dir` (`cache/`, `state/`) with the default ports, for tests.
+#[cfg(test)]
+pub(crate) fn test_layout(dir: &Path) -> Layout {
+    Layout {
+        cache_dir: dir.join("cache"),
+        state_dir: dir.join("state"),
+        ports: Default::default(),
+        host_ports: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,20 +6,23 @@
 
 mod builder;
 mod cluster;
+mod component;
 mod error;
+mod kubeconfig;
 mod layout;
 pub mod pki;
 mod probe;
+mod process;
 mod run;
 
 pub use builder::{ensure_built, is_built};
-pub use cluster::{
-    ClusterStatus, Component, ComponentStatus, DownReport, ProcessState, UpReport, down, env_lines,
-    kubectl, process_runs, status, up,
-};
+pub use cluster::{ClusterStatus, ComponentStatus, DownReport, UpReport, down, kubectl, status, up};
+pub use component::Component;
 pub use error::{DevError, Result};
+pub use kubeconfig::env_lines;
 pub use layout::{
     DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
     POD_CIDR, Ports, SERVICE_CIDR, parse_port_base,
 };
+pub use process::{ProcessState, process_runs};
 pub use run::{Progress, format_duration};

@@ -1,139 +1,59 @@
-//! Certificates and keys for the local control plane, generated in-process with rcgen (ECDSA P-256).
+//! Certificates and keys for the local control plane (olm-pki: ECDSA P-256, PEM): which files,
+//! which names, and the validity policy.
 
-use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
+use std::net::Ipv4Addr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType,
-};
+use olm_pki::{Date, Leaf, PkiError, Subject, Usage, Validity};
 
 use crate::error::{DevError, Result};
-use crate::layout::{FIRST_SERVICE_IP, Layout, create_dir_all};
+use crate::layout::{FIRST_SERVICE_IP, Layout, create_dir_all, write_private};
 
 /// A PEM certificate and its PEM (PKCS#8) private key.
-#[derive(Clone)]
-pub struct IssuedCert {
-    pub cert_pem: String,
-    pub key_pem: String,
-}
-
-impl std::fmt::Debug for IssuedCert {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IssuedCert")
-            .field("cert_pem", &self.cert_pem)
-            .finish_non_exhaustive()
-    }
-}
+pub use olm_pki::IssuedCert;
 
 /// A small certificate authority that issues server and client certificates. Used for the
 /// control plane and by tests that need a host HTTPS server trusted through a `caBundle`.
-pub struct CertificateAuthority {
-    issuer: Issuer<'static, KeyPair>,
-    cert_pem: String,
-    key_pem: String,
-}
+/// [`olm_pki::CertificateAuthority`] with the control plane's policy: every certificate is
+/// valid from a year ago to ten years ahead; leaves allow digitalSignature only.
+#[derive(Debug)]
+pub struct CertificateAuthority(olm_pki::CertificateAuthority);
 
-impl std::fmt::Debug for CertificateAuthority {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CertificateAuthority")
-            .field("cert_pem", &self.cert_pem)
-            .finish_non_exhaustive()
-    }
-}
-
-fn pki_error(what: &str, err: impl std::fmt::Display) -> DevError {
+fn dev_error(err: PkiError) -> DevError {
     DevError::Pki {
-        what: what.to_string(),
-        reason: err.to_string(),
+        what: err.what,
+        reason: err.reason,
     }
 }
 
 /// Validity from a year ago (clock skew between tools never matters) to ten years ahead.
-fn set_validity(params: &mut CertificateParams) {
+fn validity() -> Validity {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     // Year granularity is enough here; 365.2425 days per Gregorian year.
     let year = 1970 + (secs as f64 / (365.2425 * 86400.0)) as i32;
-    params.not_before = rcgen::date_time_ymd(year - 1, 1, 1);
-    params.not_after = rcgen::date_time_ymd(year + 10, 1, 1);
-}
-
-fn distinguished_name(common_name: &str, organizations: &[&str]) -> DistinguishedName {
-    let mut dn = DistinguishedName::new();
-    for org in organizations {
-        dn.push(DnType::OrganizationName, *org);
+    Validity {
+        not_before: Date::new(year - 1, 1, 1),
+        not_after: Date::new(year + 10, 1, 1),
     }
-    dn.push(DnType::CommonName, common_name);
-    dn
-}
-
-/// Turns `localhost`, `127.0.0.1`, `svc.ns.svc` into DNS or IP subject alternative names.
-fn san(name: &str, what: &str) -> Result<SanType> {
-    Ok(match name.parse::<IpAddr>() {
-        Ok(ip) => SanType::IpAddress(ip),
-        Err(_) if !is_dns_name(name) => {
-            return Err(pki_error(
-                what,
-                format!(
-                    "{name:?} is neither an IP address nor a DNS name (letters, digits, '-', dot-separated labels)"
-                ),
-            ));
-        }
-        Err(_) => SanType::DnsName(
-            name.to_string()
-                .try_into()
-                .map_err(|e| pki_error(what, format!("{name:?} is not a DNS name: {e}")))?,
-        ),
-    })
-}
-
-/// Dot-separated labels of letters, digits and '-' (a leading `*` label allowed for wildcards).
-fn is_dns_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').enumerate().all(|(i, label)| {
-            (i == 0 && label == "*")
-                || (!label.is_empty()
-                    && label.len() <= 63
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
-        })
 }
 
 impl CertificateAuthority {
     /// A new self-signed CA.
     pub fn new(common_name: &str) -> Result<Self> {
-        let what = format!("CA {common_name}");
-        let key = KeyPair::generate().map_err(|e| pki_error(&what, e))?;
-        let mut params = CertificateParams::default();
-        set_validity(&mut params);
-        params.distinguished_name = distinguished_name(common_name, &[]);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let cert = params.self_signed(&key).map_err(|e| pki_error(&what, e))?;
-        let key_pem = key.serialize_pem();
-        Ok(CertificateAuthority {
-            cert_pem: cert.pem(),
-            key_pem,
-            issuer: Issuer::new(params, key),
-        })
+        olm_pki::CertificateAuthority::new(&Subject::new(common_name), validity())
+            .map(CertificateAuthority)
+            .map_err(dev_error)
     }
 
     pub fn cert_pem(&self) -> &str {
-        &self.cert_pem
+        self.0.cert_pem()
     }
 
     pub fn key_pem(&self) -> &str {
-        &self.key_pem
+        self.0.key_pem()
     }
 
     fn issue(
@@ -141,43 +61,27 @@ impl CertificateAuthority {
         common_name: &str,
         organizations: &[&str],
         names: &[&str],
-        usage: ExtendedKeyUsagePurpose,
+        usage: Usage,
     ) -> Result<IssuedCert> {
-        let what = format!("certificate {common_name}");
-        let key = KeyPair::generate().map_err(|e| pki_error(&what, e))?;
-        let mut params = CertificateParams::default();
-        set_validity(&mut params);
-        params.distinguished_name = distinguished_name(common_name, organizations);
-        params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![usage];
-        params.use_authority_key_identifier_extension = true;
-        params.subject_alt_names = names
-            .iter()
-            .map(|n| san(n, &what))
-            .collect::<Result<Vec<_>>>()?;
-        let cert = params
-            .signed_by(&key, &self.issuer)
-            .map_err(|e| pki_error(&what, e))?;
-        Ok(IssuedCert {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        })
+        self.0
+            .issue(&Leaf {
+                subject: Subject::new(common_name).with_organizations(organizations.iter().copied()),
+                names: names.iter().map(|n| n.to_string()).collect(),
+                usage,
+                key_encipherment: false,
+                validity: validity(),
+            })
+            .map_err(dev_error)
     }
 
     /// A TLS server certificate for the given DNS names and IP addresses.
     pub fn issue_server(&self, common_name: &str, names: &[&str]) -> Result<IssuedCert> {
-        self.issue(common_name, &[], names, ExtendedKeyUsagePurpose::ServerAuth)
+        self.issue(common_name, &[], names, Usage::Server)
     }
 
     /// A TLS client certificate; Kubernetes reads the user from CN and groups from O.
     pub fn issue_client(&self, common_name: &str, groups: &[&str]) -> Result<IssuedCert> {
-        self.issue(
-            common_name,
-            groups,
-            &[],
-            ExtendedKeyUsagePurpose::ClientAuth,
-        )
+        self.issue(common_name, groups, &[], Usage::Client)
     }
 }
 
@@ -234,7 +138,10 @@ pub fn ensure_pki(layout: &Layout) -> Result<bool> {
     let components = ca.issue_server("olm-dev-components", &["localhost", "127.0.0.1"])?;
     let front_proxy_ca = CertificateAuthority::new("olm-dev-front-proxy-ca")?;
     let front_proxy_client = front_proxy_ca.issue_client(FRONT_PROXY_CLIENT_NAME, &[])?;
-    let sa_key = KeyPair::generate().map_err(|e| pki_error("service-account key", e))?;
+    let sa_key = olm_pki::key_pair().map_err(|e| DevError::Pki {
+        what: "service-account key".into(),
+        reason: e.reason,
+    })?;
 
     let files: [(&str, &str); 14] = [
         ("ca.crt", ca.cert_pem()),
@@ -249,8 +156,8 @@ pub fn ensure_pki(layout: &Layout) -> Result<bool> {
         ("front-proxy-client.key", &front_proxy_client.key_pem),
         ("components.crt", &components.cert_pem),
         ("components.key", &components.key_pem),
-        ("sa.key", &sa_key.serialize_pem()),
-        ("sa.pub", &sa_key.public_key_pem()),
+        ("sa.key", &sa_key.private_pem),
+        ("sa.pub", &sa_key.public_pem),
     ];
     for (name, content) in files {
         write_private(&dir.join(name), content)?;
@@ -262,21 +169,6 @@ pub fn ensure_pki(layout: &Layout) -> Result<bool> {
          sa.key/sa.pub: service-account token signing keys. etcd listens on plain HTTP on 127.0.0.1 only.\n",
     )?;
     Ok(true)
-}
-
-/// Writes a file readable only by its owner (keys live next to certificates).
-fn write_private(path: &Path, content: &str) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| DevError::io("create", path, e))?;
-    file.write_all(content.as_bytes())
-        .map_err(|e| DevError::io("write", path, e))
 }
 
 #[cfg(test)]

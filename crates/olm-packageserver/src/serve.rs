@@ -71,13 +71,6 @@ fn tls_config(serving: &ServingCert, requestheader: Option<&RequestHeaderConfig>
     Ok(config)
 }
 
-/// Common name of a DER certificate's subject.
-fn common_name(der: &CertificateDer<'_>) -> Option<String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der.as_ref()).ok()?;
-    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?.to_owned();
-    Some(cn)
-}
-
 /// A bound HTTPS server.
 pub struct HttpsServer {
     listener: TcpListener,
@@ -131,7 +124,7 @@ impl HttpsServer {
                 };
                 let front_proxy = match (allowed_names.as_ref(), tls.get_ref().1.peer_certificates()) {
                     (Some(names), Some([leaf, ..])) => {
-                        names.is_empty() || common_name(leaf).is_some_and(|cn| names.contains(&cn))
+                        names.is_empty() || olm_pki::inspect_der(leaf).and_then(|info| info.common_name).is_some_and(|cn| names.contains(&cn))
                     }
                     _ => false,
                 };
@@ -150,24 +143,21 @@ impl HttpsServer {
     }
 }
 
-/// A self-signed CA and a serving certificate for `names`, PEM: (ca, cert, key).
+/// A self-signed CA and a serving certificate for `names`, PEM: (ca, cert, key). Valid from
+/// 1975-01-01 (rcgen's default start, kept) to 2036-01-01; the CN is the first name.
 pub fn self_signed(names: &[String]) -> Result<(String, ServingCert), Error> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, KeyUsagePurpose, ExtendedKeyUsagePurpose};
-    let fail = |e: rcgen::Error| Error::Tls(format!("cannot generate a certificate: {e}"));
-    let ca_key = KeyPair::generate().map_err(fail)?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
-    ca_params.distinguished_name.push(DnType::CommonName, "olm-packageserver-ca");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    ca_params.not_after = rcgen::date_time_ymd(2036, 1, 1);
-    let ca = ca_params.self_signed(&ca_key).map_err(fail)?;
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().map_err(fail)?;
-    let mut params = CertificateParams::new(names.to_vec()).map_err(fail)?;
-    params.distinguished_name.push(DnType::CommonName, names.first().cloned().unwrap_or_else(|| "packageserver".into()));
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-    params.not_after = rcgen::date_time_ymd(2036, 1, 1);
-    let cert = params.signed_by(&key, &issuer).map_err(fail)?;
-    Ok((ca.pem(), ServingCert { cert_pem: cert.pem(), key_pem: key.serialize_pem() }))
+    use olm_pki::{CertificateAuthority, Date, Leaf, Subject, Usage, Validity};
+    let fail = |e: olm_pki::PkiError| Error::Tls(format!("cannot generate a certificate: {}", e.reason));
+    let validity = Validity { not_before: Date::new(1975, 1, 1), not_after: Date::new(2036, 1, 1) };
+    let ca = CertificateAuthority::new(&Subject::new("olm-packageserver-ca"), validity).map_err(fail)?;
+    let cert = ca
+        .issue(&Leaf {
+            subject: Subject::new(names.first().cloned().unwrap_or_else(|| "packageserver".into())),
+            names: names.to_vec(),
+            usage: Usage::Server,
+            key_encipherment: true,
+            validity,
+        })
+        .map_err(fail)?;
+    Ok((ca.cert_pem().to_owned(), ServingCert { cert_pem: cert.cert_pem, key_pem: cert.key_pem }))
 }

@@ -88,13 +88,13 @@ impl ServingCert {
     }
 }
 
-/// Certificate generation failed (rcgen refused the parameters).
+/// Certificate generation failed (rcgen refused the parameters, or a host name is malformed).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot generate the serving certificate for Service {service}: {reason}")]
 pub struct CertError {
     /// The Service the certificate is for.
     pub service: String,
-    /// What rcgen said.
+    /// What olm-pki said.
     pub reason: String,
 }
 
@@ -170,49 +170,43 @@ pub fn rotate_at(generated: Timestamp) -> Timestamp {
 /// Generate a CA and a serving pair for `service` in `namespace`, valid from a day before `now`
 /// for [`CERT_VALIDITY`], for the Service's in-cluster host names.
 pub fn generate(service: &str, namespace: &str, now: Timestamp) -> Result<ServingCert, CertError> {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose};
-    let err = |e: rcgen::Error| CertError {
+    use olm_pki::{CertificateAuthority, Date, Leaf, Subject, Usage, Validity};
+    let err = |e: olm_pki::PkiError| CertError {
         service: format!("{namespace}/{service}"),
-        reason: e.to_string(),
+        reason: e.reason,
     };
-    let rcgen_date = |ts: Timestamp| {
+    let day_of = |ts: Timestamp| {
         let date = ts.to_zoned(TimeZone::UTC).date();
-        rcgen::date_time_ymd(i32::from(date.year()), date.month().unsigned_abs(), date.day().unsigned_abs())
+        Date::new(i32::from(date.year()), date.month().unsigned_abs(), date.day().unsigned_abs())
     };
     let day = SignedDuration::from_hours(24);
-    let not_before = rcgen_date(now.saturating_sub(day).unwrap_or(now));
-    let validity = SignedDuration::try_from(CERT_VALIDITY).unwrap_or(SignedDuration::ZERO);
-    let not_after = rcgen_date(now.saturating_add(validity).unwrap_or(now));
+    let lifetime = SignedDuration::try_from(CERT_VALIDITY).unwrap_or(SignedDuration::ZERO);
+    let validity = Validity {
+        not_before: day_of(now.saturating_sub(day).unwrap_or(now)),
+        not_after: day_of(now.saturating_add(lifetime).unwrap_or(now)),
+    };
 
-    let mut ca_params = CertificateParams::default();
-    ca_params.distinguished_name.push(DnType::CommonName, format!("olm-selfsigned-{service}"));
-    ca_params.distinguished_name.push(DnType::OrganizationName, "Red Hat, Inc.");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    ca_params.not_before = not_before;
-    ca_params.not_after = not_after;
-    let ca_key = KeyPair::generate().map_err(err)?;
-    let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
-    let issuer = Issuer::new(ca_params, ca_key);
-
+    let ca_subject = Subject::new(format!("olm-selfsigned-{service}")).with_organizations(["Red Hat, Inc."]);
+    let ca = CertificateAuthority::new(&ca_subject, validity).map_err(err)?;
     let hosts = vec![
         service.to_owned(),
         format!("{service}.{namespace}"),
         format!("{service}.{namespace}.svc"),
         format!("{service}.{namespace}.svc.cluster.local"),
     ];
-    let mut params = CertificateParams::new(hosts.clone()).map_err(err)?;
-    params.distinguished_name.push(DnType::CommonName, hosts[2].clone());
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.not_before = not_before;
-    params.not_after = not_after;
-    let key = KeyPair::generate().map_err(err)?;
-    let cert = params.signed_by(&key, &issuer).map_err(err)?;
+    let cert = ca
+        .issue(&Leaf {
+            subject: Subject::new(hosts[2].clone()),
+            names: hosts,
+            usage: Usage::Server,
+            key_encipherment: true,
+            validity,
+        })
+        .map_err(err)?;
     Ok(ServingCert {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        ca_pem: ca.cert_pem().to_owned(),
+        cert_pem: cert.cert_pem,
+        key_pem: cert.key_pem,
         fresh: true,
     })
 }
