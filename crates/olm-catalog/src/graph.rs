@@ -13,10 +13,10 @@
 //! look at `replaces` and `skips` edges only; `skipRange` edges are upgrade paths, not
 //! structure.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use petgraph::Direction;
-use petgraph::algo::{astar, kosaraju_scc};
+use petgraph::algo::{astar, tarjan_scc};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{EdgeFiltered, EdgeRef};
 
@@ -213,60 +213,42 @@ impl ChannelGraph {
             .min()
     }
 
-    /// Cycles over `replaces`/`skips` edges, one per set of entries, each as the path
-    /// around it (first entry not repeated). Strongly connected components say
-    /// whether there is any; a depth-first search from each entry in order names
-    /// them, so the same graph always gets the same report.
+    /// The cycles over `replaces` and `skips` edges: one per strongly connected component
+    /// that loops (petgraph's Tarjan), named from its first entry in entry order along the
+    /// shortest way back to it, in entry order of those first entries. A self-replacing
+    /// entry is a cycle of one.
     pub fn cycles(&self) -> Vec<Vec<usize>> {
         let structural = EdgeFiltered::from_fn(&self.graph, |e| *e.weight() != EdgeKind::SkipRange);
-        let self_loop = (0..self.entries).any(|i| {
-            self.graph.edges(NodeIndex::new(i as usize)).any(|e| e.target().index() == i as usize && *e.weight() != EdgeKind::SkipRange)
-        });
-        if !self_loop && kosaraju_scc(&structural).iter().all(|scc| scc.len() < 2) {
-            return Vec::new();
-        }
-        // Iterative, so a long chain cannot exhaust the stack: grey = on the path.
-        let n = self.len();
-        let edges: Vec<Vec<usize>> = (0..n).map(|i| self.structural_targets(i).collect()).collect();
-        let mut colour = vec![0u8; n];
-        let mut reported: std::collections::HashSet<Vec<usize>> = std::collections::HashSet::new();
-        let mut cycles = Vec::new();
-        for start in 0..n {
-            if colour[start] != 0 {
-                continue;
-            }
-            let mut stack: Vec<(usize, usize)> = vec![(start, 0)];
-            let mut path: Vec<usize> = vec![start];
-            colour[start] = 1;
-            while let Some(&mut (node, ref mut next)) = stack.last_mut() {
-                if *next < edges[node].len() {
-                    let to = edges[node][*next];
-                    *next += 1;
-                    match colour[to] {
-                        0 => {
-                            colour[to] = 1;
-                            stack.push((to, 0));
-                            path.push(to);
-                        }
-                        1 => {
-                            if let Some(pos) = path.iter().position(|&p| p == to) {
-                                let cycle = path[pos..].to_vec();
-                                let mut key = cycle.clone();
-                                key.sort_unstable();
-                                if reported.insert(key) {
-                                    cycles.push(cycle);
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                } else {
-                    colour[node] = 2;
-                    stack.pop();
-                    path.pop();
+        let mut cycles: Vec<Vec<usize>> = tarjan_scc(&structural)
+            .into_iter()
+            .filter_map(|component| {
+                // Nodes past the entries are names only referenced: no outgoing edges, no loops.
+                let start = component.iter().map(|n| n.index()).min()?;
+                if component.len() == 1 {
+                    return self.structural_targets(start).any(|t| t == start).then(|| vec![start]);
                 }
-            }
-        }
+                let members: HashSet<NodeIndex<u32>> = component.into_iter().collect();
+                let inside = EdgeFiltered::from_fn(&self.graph, |e| {
+                    *e.weight() != EdgeKind::SkipRange && members.contains(&e.source()) && members.contains(&e.target())
+                });
+                // The shortest way back to `start` through each of its successors; ties go to
+                // the first edge as written.
+                let mut best: Option<Vec<NodeIndex<u32>>> = None;
+                for next in self.structural_targets(start).filter(|t| members.contains(&NodeIndex::new(*t))) {
+                    let back = astar(&inside, NodeIndex::new(next), |n| n.index() == start, |_| 1usize, |_| 0);
+                    if let Some((_, path)) = back
+                        && best.as_ref().is_none_or(|b| path.len() < b.len())
+                    {
+                        best = Some(path);
+                    }
+                }
+                let back = best?;
+                let mut cycle = vec![start];
+                cycle.extend(back[..back.len() - 1].iter().map(|n| n.index()));
+                Some(cycle)
+            })
+            .collect();
+        cycles.sort_by_key(|cycle| cycle[0]);
         cycles
     }
 
