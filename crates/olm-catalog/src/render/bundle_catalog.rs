@@ -1,6 +1,6 @@
 //! A tree of bundle directories → packages, channels and bundles (replaces or semver mode).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -145,17 +145,8 @@ pub fn render_bundle_dirs(
             let entries: Vec<Value> = match mode {
                 GraphMode::Replaces => {
                     // Pull in bundles reachable by replaces, like the registry builders.
-                    let mut set: BTreeSet<usize> = members.iter().copied().collect();
-                    let mut stack = members.clone();
-                    while let Some(i) = stack.pop() {
-                        if let Some(&j) =
-                            bundles[i].replaces.as_deref().and_then(|r| by_name.get(r))
-                            && set.insert(j)
-                        {
-                            stack.push(j);
-                        }
-                    }
-                    set.into_iter()
+                    upgrade_closure(&bundles, &by_name, &members, false)
+                        .into_iter()
                         .map(|i| entry_json(&bundles[i], bundles[i].replaces.as_deref()))
                         .collect()
                 }

@@ -96,3 +96,34 @@ pub struct RenderedBundle {
     pub csv: Value,
     pub dir: PathBuf,
 }
+
+/// The bundles reachable from `starts` (included) over `replaces` edges, and `skips` edges
+/// too when `with_skips`: what a channel holds when it is rendered from its head or members.
+fn upgrade_closure(
+    bundles: &[RenderedBundle],
+    by_name: &std::collections::HashMap<&str, usize>,
+    starts: &[usize],
+    with_skips: bool,
+) -> std::collections::BTreeSet<usize> {
+    let mut graph = petgraph::graph::DiGraph::<(), (), u32>::with_capacity(bundles.len(), bundles.len());
+    for _ in bundles {
+        graph.add_node(());
+    }
+    for (i, bundle) in bundles.iter().enumerate() {
+        let skips = bundle.skips.iter().filter(|_| with_skips);
+        for target in bundle.replaces.iter().chain(skips) {
+            if let Some(&j) = by_name.get(target.as_str()) {
+                graph.add_edge(petgraph::graph::NodeIndex::new(i), petgraph::graph::NodeIndex::new(j), ());
+            }
+        }
+    }
+    let mut members = std::collections::BTreeSet::new();
+    let mut dfs = petgraph::visit::Dfs::empty(&graph);
+    for &start in starts {
+        dfs.move_to(petgraph::graph::NodeIndex::new(start));
+        while let Some(node) = dfs.next(&graph) {
+            members.insert(node.index());
+        }
+    }
+    members
+}

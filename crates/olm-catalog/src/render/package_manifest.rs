@@ -1,6 +1,6 @@
 //! Legacy package-manifest directories → packages, channels and bundles.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -177,18 +177,7 @@ pub fn render_package_manifest_dir(
         if channel == &pm.default_channel {
             head_of_default = Some(head);
         }
-        let mut members = BTreeSet::new();
-        let mut stack = vec![head];
-        while let Some(i) = stack.pop() {
-            if !members.insert(i) {
-                continue;
-            }
-            for t in bundles[i].replaces.iter().chain(bundles[i].skips.iter()) {
-                if let Some(&j) = by_name.get(t.as_str()) {
-                    stack.push(j);
-                }
-            }
-        }
+        let members = upgrade_closure(&bundles, &by_name, &[head], true);
         let entries: Vec<Value> = members
             .iter()
             .map(|&i| {
