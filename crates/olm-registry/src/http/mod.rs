@@ -375,7 +375,6 @@ async fn openapi(headers: HeaderMap) -> Response {
     hashed_json(&headers, &crate::openapi::document())
 }
 
-// ---- catalogd-compatible endpoints -------------------------------------------
 
 #[cfg(test)]
 mod tests {
