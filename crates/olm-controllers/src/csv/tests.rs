@@ -195,12 +195,14 @@ impl World {
             csv: &self.csv,
             groups: self.groups.iter().collect(),
             other_groups: self.other_groups.iter().collect(),
-            crds: &self.crds,
-            service_accounts: &self.service_accounts,
-            foreign_service_accounts: &self.foreign_service_accounts,
-            kube_version: self.kube_version.as_deref(),
-            served_kinds: &self.served_kinds,
-            required_api_services: &self.required_api_services,
+            facts: super::requirements::Facts {
+                crds: &self.crds,
+                service_accounts: &self.service_accounts,
+                foreign_service_accounts: &self.foreign_service_accounts,
+                kube_version: self.kube_version.as_deref(),
+                served_kinds: &self.served_kinds,
+                required_api_services: &self.required_api_services,
+            },
             permissions: self.permissions.as_deref(),
             deployments: &self.deployments,
             peers: self.peers.iter().collect(),
@@ -218,6 +220,7 @@ impl World {
             serving_certs: &self.serving_certs,
             api_services: &self.api_services,
             webhooks: &self.webhooks,
+            desired: Default::default(),
         };
         decide(&observed, now())
     }
