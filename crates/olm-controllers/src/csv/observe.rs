@@ -282,15 +282,16 @@ fn is_available(api: &k8s_openapi::kube_aggregator::pkg::apis::apiregistration::
 
 /// The API server's `gitVersion`, asked only for CSVs that set `minKubeVersion`.
 async fn kube_version(client: &kube::Client, csv: &ClusterServiceVersion) -> Option<String> {
-    if !csv.spec.min_kube_version.as_deref().is_some_and(|v| !v.trim().is_empty()) {
-        return None;
-    }
-    match client.apiserver_version().await {
-        Ok(info) => Some(info.git_version),
-        Err(err) => {
-            tracing::warn!(%err, "cannot read the API server version for minKubeVersion");
-            None
+    if csv.spec.min_kube_version.as_deref().is_some_and(|v| !v.trim().is_empty()) {
+        match client.apiserver_version().await {
+            Ok(info) => Some(info.git_version),
+            Err(err) => {
+                tracing::warn!(%err, "cannot read the API server version for minKubeVersion");
+                None
+            }
         }
+    } else {
+        None
     }
 }
 
