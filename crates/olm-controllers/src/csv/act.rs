@@ -225,11 +225,7 @@ async fn apply_webhook(ctx: &ControllerContext<CsvState>, existing: Option<&str>
 
 async fn apply_named<K>(ctx: &ControllerContext<CsvState>, existing: Option<&str>, object: &K) -> Result<()>
 where
-    K: kube::Resource<Scope = ClusterResourceScope, DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::Serialize
-        + serde::de::DeserializeOwned,
+    K: Applied + kube::Resource<Scope = ClusterResourceScope>,
 {
     let mut object = object.clone();
     let name = existing.map(str::to_owned).or_else(|| object.meta().name.clone()).unwrap_or_default();
@@ -349,14 +345,15 @@ async fn delete_copy(ctx: &ControllerContext<CsvState>, target: &str, name: &str
     }
 }
 
+/// What a server-side apply writes and reads back: a kind with static type information.
+trait Applied: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned {}
+
+impl<K> Applied for K where K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned {}
+
 /// Server-side apply the namespaced `object` in `namespace`.
 async fn apply_namespaced<K>(ctx: &ControllerContext<CsvState>, namespace: &str, object: &K, params: &PatchParams) -> Result<()>
 where
-    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::Serialize
-        + serde::de::DeserializeOwned,
+    K: Applied + kube::Resource<Scope = NamespaceResourceScope>,
 {
     let api: Api<K> = Api::namespaced(ctx.client.clone(), namespace);
     server_side_apply(&api, Some(namespace), object, params).await.map(drop)
@@ -365,11 +362,7 @@ where
 /// Server-side apply the cluster-scoped `object`.
 async fn apply_cluster_scoped<K>(ctx: &ControllerContext<CsvState>, object: &K, params: &PatchParams) -> Result<()>
 where
-    K: kube::Resource<Scope = ClusterResourceScope, DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::Serialize
-        + serde::de::DeserializeOwned,
+    K: Applied + kube::Resource<Scope = ClusterResourceScope>,
 {
     server_side_apply(&Api::<K>::all(ctx.client.clone()), None, object, params).await.map(drop)
 }
@@ -377,10 +370,7 @@ where
 /// Server-side apply `object` (under its own name) through `api`, returning the object as the
 /// server stored it; an error names the kind, the namespace (`None` for cluster-scoped kinds)
 /// and the name.
-async fn server_side_apply<K>(api: &Api<K>, namespace: Option<&str>, object: &K, params: &PatchParams) -> Result<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
-{
+async fn server_side_apply<K: Applied>(api: &Api<K>, namespace: Option<&str>, object: &K, params: &PatchParams) -> Result<K> {
     let name = object.name_any();
     api.patch(&name, params, &Patch::Apply(object)).await.map_err(|err| {
         let at = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
@@ -392,41 +382,31 @@ where
 /// labelled with `csv` as owner.
 async fn delete_owned_cluster_objects(client: &kube::Client, csv: &ClusterServiceVersion) -> Result<()> {
     let params = kube::api::ListParams::default().labels(&owner_selector(csv));
-    let namespace = csv.namespace().unwrap_or_default();
-    let name = csv.name_any();
-    let roles: Api<ClusterRole> = Api::all(client.clone());
-    roles
-        .delete_collection(&DeleteParams::default(), &params)
-        .await
-        .map_err(|err| Error::api(format!("delete the ClusterRoles of ClusterServiceVersion {namespace}/{name}"), err))?;
-    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
-    bindings
-        .delete_collection(&DeleteParams::default(), &params)
-        .await
-        .map_err(|err| Error::api(format!("delete the ClusterRoleBindings of ClusterServiceVersion {namespace}/{name}"), err))?;
+    let owner = format!("ClusterServiceVersion {}/{}", csv.namespace().unwrap_or_default(), csv.name_any());
+    delete_labelled(Api::<ClusterRole>::all(client.clone()), &params, &format!("ClusterRoles of {owner}")).await?;
+    delete_labelled(Api::<ClusterRoleBinding>::all(client.clone()), &params, &format!("ClusterRoleBindings of {owner}")).await?;
     if !csv.spec.owned_api_services().is_empty() {
-        Api::<APIService>::all(client.clone())
-            .delete_collection(&DeleteParams::default(), &params)
-            .await
-            .map_err(|err| Error::api(format!("delete the APIServices of ClusterServiceVersion {namespace}/{name}"), err))?;
+        delete_labelled(Api::<APIService>::all(client.clone()), &params, &format!("APIServices of {owner}")).await?;
     }
     if !certs::cert_deployments(csv).is_empty() {
         // The auth-reader bindings live in kube-system, out of reach of ownerReferences.
-        Api::<RoleBinding>::namespaced(client.clone(), "kube-system")
-            .delete_collection(&DeleteParams::default(), &params)
-            .await
-            .map_err(|err| Error::api(format!("delete the kube-system RoleBindings of ClusterServiceVersion {namespace}/{name}"), err))?;
+        let api = Api::<RoleBinding>::namespaced(client.clone(), "kube-system");
+        delete_labelled(api, &params, &format!("kube-system RoleBindings of {owner}")).await?;
     }
     if !csv.spec.webhooks().is_empty() {
-        Api::<ValidatingWebhookConfiguration>::all(client.clone())
-            .delete_collection(&DeleteParams::default(), &params)
-            .await
-            .map_err(|err| Error::api(format!("delete the ValidatingWebhookConfigurations of ClusterServiceVersion {namespace}/{name}"), err))?;
-        Api::<MutatingWebhookConfiguration>::all(client.clone())
-            .delete_collection(&DeleteParams::default(), &params)
-            .await
-            .map_err(|err| Error::api(format!("delete the MutatingWebhookConfigurations of ClusterServiceVersion {namespace}/{name}"), err))?;
+        let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+        delete_labelled(validating, &params, &format!("ValidatingWebhookConfigurations of {owner}")).await?;
+        let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone());
+        delete_labelled(mutating, &params, &format!("MutatingWebhookConfigurations of {owner}")).await?;
     }
+    Ok(())
+}
+
+/// Delete what `params` selects through `api`; `what` names it in the error.
+async fn delete_labelled<K: Applied>(api: Api<K>, params: &kube::api::ListParams, what: &str) -> Result<()> {
+    api.delete_collection(&DeleteParams::default(), params)
+        .await
+        .map_err(|err| Error::api(format!("delete the {what}"), err))?;
     Ok(())
 }
 

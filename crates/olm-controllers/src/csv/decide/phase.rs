@@ -302,23 +302,8 @@ fn succeeded(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> Csv
         );
         return with_requirements(d, entries);
     }
-    match strategy_problem(observed, observed.desired_deployments()) {
-        None => with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(REQUEUE_RESYNC),
-        Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
-            previous,
-            CsvPhase::InstallReady,
-            CsvReason::ComponentUnhealthy,
-            format!("installing: {}", problem.message()),
-            now,
-        ),
-        Some(problem) => transition(
-            previous,
-            CsvPhase::Failed,
-            CsvReason::ComponentUnhealthy,
-            format!("installing: {}", problem.message()),
-            now,
-        ),
-    }
+    reinstall(pass, previous, CsvReason::ComponentUnhealthy, CsvPhase::Failed)
+        .unwrap_or_else(|| with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(REQUEUE_RESYNC))
 }
 
 /// Failed: hand over (fail-forward), wait where retrying cannot help, else reinstall what is
@@ -379,24 +364,22 @@ fn failed(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDec
         }
         (None, _) => {}
     }
-    match strategy_problem(observed, observed.desired_deployments()) {
-        None => transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now)
-            .requeue(REQUEUE_RESYNC),
-        Some(problem @ (DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_))) => transition(
-            previous,
-            CsvPhase::InstallReady,
-            CsvReason::NeedsReinstall,
-            format!("installing: {}", problem.message()),
-            now,
-        ),
-        Some(problem) => transition(
-            previous,
-            CsvPhase::Pending,
-            CsvReason::NeedsReinstall,
-            format!("installing: {}", problem.message()),
-            now,
-        ),
-    }
+    reinstall(pass, previous, CsvReason::NeedsReinstall, CsvPhase::Pending).unwrap_or_else(|| {
+        transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now)
+            .requeue(REQUEUE_RESYNC)
+    })
+}
+
+/// How an installed CSV (Succeeded or Failed) answers a problem with its strategy (`None`
+/// when there is none): what applying again fixes goes back to InstallReady, anything else to
+/// `otherwise`, both with `reason`.
+fn reinstall(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, reason: CsvReason, otherwise: CsvPhase) -> Option<CsvDecision> {
+    let problem = strategy_problem(pass.observed, pass.observed.desired_deployments())?;
+    let phase = match problem {
+        DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_) => CsvPhase::InstallReady,
+        _ => otherwise,
+    };
+    Some(transition(previous, phase, reason, format!("installing: {}", problem.message()), pass.now))
 }
 
 /// Replacing: Deleting once the replacement has Succeeded (the oldest of the chain first).
