@@ -1,13 +1,18 @@
 //! The ClusterServiceVersion controller: requirement checks, the `deployment` install strategy,
 //! health, upgrades through `spec.replaces`, and copies into target namespaces.
 
+mod act;
 pub mod certs;
 pub mod decide;
 pub mod deployment;
+mod finalizer;
 pub mod metrics;
+mod observe;
+mod permissions;
 pub mod reconcile;
 pub mod requirements;
 pub mod subscription_config;
+mod watch;
 
 pub use reconcile::{CsvState, NAME, run};
 

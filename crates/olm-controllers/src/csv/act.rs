@@ -1,0 +1,438 @@
+//! Act: carry out a decision's actions against the API server, in the order `act` describes.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{CustomResourceConversion, CustomResourceDefinition};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::core::{ClusterResourceScope, NamespaceResourceScope};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v2::{OperatorCondition, OperatorConditionStatus};
+use olm_runtime::error::is_not_found;
+use olm_runtime::{ControllerContext, Error, Result};
+use serde_json::json;
+
+use super::certs::{self, WebhookConfig};
+use super::decide::{CsvAction, CsvDecision};
+use super::finalizer;
+use super::observe::owner_selector;
+use super::reconcile::CsvState;
+
+/// Apply the decision's actions. The CSV's own metadata (finalizer first, labels,
+/// annotations) goes first, in order. Then the OperatorCondition, which nothing in the pass
+/// waits for, at the same time as everything else in order (the operator's Deployment among
+/// it: what the install waits for should not queue behind writes it does not need). The
+/// provided APIs' ClusterRoles are left to `apply_api_roles`, after the status. Copies are best
+/// effort (a namespace may be going away); every other failure stops the pass.
+pub(super) async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
+    let apply = PatchParams::apply(&ctx.field_manager()).force();
+    let mut copies = Copies::default();
+    let is_metadata = |a: &CsvAction| matches!(a, CsvAction::AddFinalizer { .. } | CsvAction::Label(_) | CsvAction::Annotate(_));
+    let is_side = |a: &CsvAction| matches!(a, CsvAction::ApplyOperatorCondition(_));
+    let is_later = |a: &CsvAction| matches!(a, CsvAction::ApplyApiRole(_));
+    for action in decision.actions.iter().filter(|a| is_metadata(a)) {
+        act_one(ctx, csv, action, &apply, &mut copies).await?;
+    }
+    let side = act_at_once(ctx, csv, decision.actions.iter().filter(|a| is_side(a)), &apply);
+    let ordered = async {
+        for action in decision.actions.iter().filter(|a| !is_metadata(a) && !is_side(a) && !is_later(a)) {
+            act_one(ctx, csv, action, &apply, &mut copies).await?;
+        }
+        Ok(())
+    };
+    futures::future::try_join(side, ordered).await?;
+    // A copy failure must not hide the status of the CSV itself: copies are retried on the
+    // next pass (the periodic resync at the latest).
+    if let Some(err) = copies.error {
+        tracing::warn!(%err, error.category = err.category(), "some copies failed; retrying on the next pass");
+    }
+    Ok(())
+}
+
+/// The provided APIs' ClusterRoles, all at once, after the status: nothing waits for them,
+/// and the status (Succeeded) should not wait for a dozen writes either.
+pub(super) async fn apply_api_roles(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
+    let apply = PatchParams::apply(&ctx.field_manager()).force();
+    act_at_once(ctx, csv, decision.actions.iter().filter(|a| matches!(a, CsvAction::ApplyApiRole(_))), &apply).await
+}
+
+/// Apply `actions` concurrently (none of them depends on another, and none copies the CSV).
+async fn act_at_once<'a>(
+    ctx: &ControllerContext<CsvState>,
+    csv: &ClusterServiceVersion,
+    actions: impl Iterator<Item = &'a CsvAction>,
+    apply: &PatchParams,
+) -> Result<()> {
+    futures::future::try_join_all(actions.map(|action| async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }))
+        .await?;
+    Ok(())
+}
+
+/// What the copies of one pass share: the original read whole once, and the first failure.
+#[derive(Default)]
+struct Copies {
+    full_original: Option<ClusterServiceVersion>,
+    error: Option<Error>,
+}
+
+/// Apply one action.
+async fn act_one(
+    ctx: &ControllerContext<CsvState>,
+    csv: &ClusterServiceVersion,
+    action: &CsvAction,
+    apply: &PatchParams,
+    copies: &mut Copies,
+) -> Result<()> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    match action {
+        // The CSV itself.
+        CsvAction::Annotate(annotations) => {
+            let patch = json!({ "metadata": { "annotations": annotations } });
+            patch_csv(ctx, &namespace, &name, &patch, "annotate").await
+        }
+        CsvAction::Label(labels) => {
+            let patch = json!({ "metadata": { "labels": labels } });
+            patch_csv(ctx, &namespace, &name, &patch, "label").await
+        }
+        CsvAction::AddFinalizer { current, resource_version } => {
+            finalizer::add(ctx, &namespace, &name, current.as_deref(), resource_version.as_deref()).await
+        }
+        CsvAction::DeleteOwnedClusterObjects => delete_owned_cluster_objects(&ctx.client, csv).await,
+        CsvAction::RemoveFinalizer { index } => {
+            finalizer::remove(ctx, &namespace, &name, *index).await?;
+            tracing::info!("cluster-scoped objects deleted; cleanup finalizer removed");
+            Ok(())
+        }
+        CsvAction::DeleteSelf => delete_self(ctx, &namespace, &name).await,
+        // The operator's Deployments.
+        CsvAction::ApplyDeployment(deployment) => apply_deployment(ctx, &namespace, deployment, apply).await,
+        CsvAction::DeleteDeployment(dep_name) => delete_deployment(ctx, &namespace, dep_name).await,
+        // RBAC and the OperatorCondition.
+        CsvAction::ApplyClusterRole(role) | CsvAction::ApplyApiRole(role) => apply_cluster_scoped(ctx, role.as_ref(), apply).await,
+        CsvAction::ApplyClusterRoleBinding(binding) => apply_cluster_scoped(ctx, binding.as_ref(), apply).await,
+        CsvAction::ApplyRole(role) => apply_namespaced(ctx, &role.namespace().unwrap_or_default(), role.as_ref(), apply).await,
+        CsvAction::ApplyRoleBinding(binding) => {
+            apply_namespaced(ctx, &binding.namespace().unwrap_or_default(), binding.as_ref(), apply).await
+        }
+        CsvAction::ApplyOperatorCondition(condition) => apply_namespaced(ctx, &namespace, condition.as_ref(), apply).await,
+        CsvAction::ApplyOperatorConditionStatus(status) => apply_condition_status(ctx, &namespace, &name, status).await,
+        // APIServices, webhooks and what serves them.
+        CsvAction::ApplySecret(secret) => apply_namespaced(ctx, &namespace, secret.as_ref(), apply).await,
+        CsvAction::ApplyService(service) => apply_namespaced(ctx, &namespace, service.as_ref(), apply).await,
+        CsvAction::ApplyApiService(api_service) => apply_cluster_scoped(ctx, api_service.as_ref(), apply).await,
+        CsvAction::ApplyWebhook { existing, config } => apply_webhook(ctx, existing.as_deref(), config).await,
+        CsvAction::ApplyCrdConversion { crd, conversion } => apply_crd_conversion(ctx, crd, conversion).await,
+        CsvAction::ResetCrdConversion { crd } => reset_crd_conversion(ctx, crd).await,
+        CsvAction::DeleteWebhook { kind, name: config_name } => delete_webhook(ctx, kind, config_name).await,
+        // Copies, best effort.
+        CsvAction::ApplyCopy(copy) => {
+            copy_into(ctx, &namespace, &name, copy, copies).await;
+            Ok(())
+        }
+        CsvAction::DeleteCopy { namespace: target } => {
+            delete_copy(ctx, target, &name, copies).await;
+            Ok(())
+        }
+    }
+}
+
+/// Merge-patch the CSV's metadata; `what` says what it does (`annotate`, `label`).
+async fn patch_csv(ctx: &ControllerContext<CsvState>, namespace: &str, name: &str, patch: &serde_json::Value, what: &str) -> Result<()> {
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|err| Error::api(format!("{what} ClusterServiceVersion {namespace}/{name}"), err))?;
+    Ok(())
+}
+
+async fn delete_self(ctx: &ControllerContext<CsvState>, namespace: &str, name: &str) -> Result<()> {
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => tracing::info!("deleted ClusterServiceVersion"),
+        Err(err) if is_not_found(&err) => {}
+        Err(err) => return Err(Error::api(format!("delete ClusterServiceVersion {namespace}/{name}"), err)),
+    }
+    Ok(())
+}
+
+/// The client for the operator's Deployments: the ServiceAccount named by the namespace's
+/// OperatorGroup (`spec.serviceAccountName`), as upstream does, else OLM's own. Built per call
+/// (Deployments are written rarely); see `crate::scoped_client`.
+fn workload_client(ctx: &ControllerContext<CsvState>, namespace: &str) -> Result<kube::Client> {
+    let groups = ctx.state.groups.list_in(namespace);
+    let groups: Vec<&OperatorGroup> = groups.iter().map(Arc::as_ref).collect();
+    crate::scoped_client::ScopedClients::new(ctx.client.clone())
+        .for_workloads(namespace, &groups)
+        .map_err(|err| Error::InvalidObject {
+            kind: "OperatorGroup",
+            name: namespace.to_owned(),
+            message: err.to_string(),
+        })
+}
+
+async fn apply_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, deployment: &Deployment, apply: &PatchParams) -> Result<()> {
+    let api: Api<Deployment> = Api::namespaced(workload_client(ctx, namespace)?, namespace);
+    let applied = server_side_apply(&api, Some(namespace), deployment, apply).await?;
+    // What was just applied is what the CSV wants, at the generation returned.
+    ctx.state.verified_specs.remember(&applied);
+    tracing::info!(deployment = %deployment.name_any(), "applied deployment");
+    Ok(())
+}
+
+async fn delete_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, dep_name: &str) -> Result<()> {
+    let api: Api<Deployment> = Api::namespaced(workload_client(ctx, namespace)?, namespace);
+    match api.delete(dep_name, &DeleteParams::background()).await {
+        Ok(_) => tracing::info!(deployment = %dep_name, "deleted deployment no longer in the strategy"),
+        Err(err) if is_not_found(&err) => {}
+        Err(err) => return Err(Error::api(format!("delete Deployment {namespace}/{dep_name}"), err)),
+    }
+    Ok(())
+}
+
+async fn apply_condition_status(
+    ctx: &ControllerContext<CsvState>,
+    namespace: &str,
+    name: &str,
+    status: &OperatorConditionStatus,
+) -> Result<()> {
+    let api: Api<OperatorCondition> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = json!({ "status": status });
+    match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => {}
+        // Created in this pass but not visible yet, or gone: the next pass syncs it.
+        Err(err) if is_not_found(&err) => {}
+        Err(err) => return Err(Error::api(format!("update the status of OperatorCondition {namespace}/{name}"), err)),
+    }
+    Ok(())
+}
+
+/// Server-side applies a description's configuration: under the name of the one found for it
+/// (possibly generated by an older OLM), else under its fixed name.
+async fn apply_webhook(ctx: &ControllerContext<CsvState>, existing: Option<&str>, config: &WebhookConfig) -> Result<()> {
+    match config {
+        WebhookConfig::Validating(object) => apply_named(ctx, existing, object.as_ref()).await,
+        WebhookConfig::Mutating(object) => apply_named(ctx, existing, object.as_ref()).await,
+    }
+}
+
+async fn apply_named<K>(ctx: &ControllerContext<CsvState>, existing: Option<&str>, object: &K) -> Result<()>
+where
+    K: Applied + kube::Resource<Scope = ClusterResourceScope>,
+{
+    let mut object = object.clone();
+    let name = existing.map(str::to_owned).or_else(|| object.meta().name.clone()).unwrap_or_default();
+    object.meta_mut().name = Some(name.clone());
+    object.meta_mut().generate_name = None;
+    let apply = PatchParams::apply(&ctx.field_manager()).force();
+    apply_cluster_scoped(ctx, &object, &apply).await
+}
+
+async fn delete_webhook(ctx: &ControllerContext<CsvState>, kind: &str, config_name: &str) -> Result<()> {
+    let deleted = if kind == "MutatingWebhookConfiguration" {
+        Api::<MutatingWebhookConfiguration>::all(ctx.client.clone())
+            .delete(config_name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+    } else {
+        Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone())
+            .delete(config_name, &DeleteParams::default())
+            .await
+            .map(|_| ())
+    };
+    match deleted {
+        Ok(()) => tracing::info!(%kind, name = %config_name, "deleted webhook configuration no longer declared"),
+        Err(err) if is_not_found(&err) => {}
+        Err(err) => return Err(Error::api(format!("delete {kind} {config_name}"), err)),
+    }
+    Ok(())
+}
+
+async fn apply_crd_conversion(ctx: &ControllerContext<CsvState>, crd: &str, conversion: &CustomResourceConversion) -> Result<()> {
+    // A merge patch of `spec.conversion` only: the rest of the CRD belongs to
+    // whoever installed it, and `url: null` keeps exactly one client target.
+    let mut wanted = serde_json::to_value(conversion).map_err(|source| Error::Serialize {
+        what: format!("conversion of CustomResourceDefinition {crd}"),
+        source,
+    })?;
+    if let Some(client) = wanted.pointer_mut("/webhook/clientConfig").and_then(|c| c.as_object_mut()) {
+        client.insert("url".to_owned(), serde_json::Value::Null);
+    }
+    let patch = json!({ "spec": { "conversion": wanted } });
+    let params = PatchParams {
+        field_manager: Some(ctx.field_manager()),
+        ..PatchParams::default()
+    };
+    Api::<CustomResourceDefinition>::all(ctx.client.clone())
+        .patch(crd, &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|err| Error::api(format!("configure the conversion webhook of CustomResourceDefinition {crd}"), err))?;
+    Ok(())
+}
+
+async fn reset_crd_conversion(ctx: &ControllerContext<CsvState>, crd: &str) -> Result<()> {
+    let patch = json!({ "spec": { "conversion": { "strategy": "None", "webhook": null } } });
+    let params = PatchParams {
+        field_manager: Some(ctx.field_manager()),
+        ..PatchParams::default()
+    };
+    match Api::<CustomResourceDefinition>::all(ctx.client.clone())
+        .patch(crd, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => tracing::info!(%crd, "conversion webhook removed from the CRD"),
+        Err(err) if is_not_found(&err) => {}
+        Err(err) => return Err(Error::api(format!("remove the conversion webhook of CustomResourceDefinition {crd}"), err)),
+    }
+    Ok(())
+}
+
+/// Write `copy` (decided from the cached original) with the full content of the original
+/// `namespace/name`, read once per pass. Failures are kept in `copies`.
+async fn copy_into(ctx: &ControllerContext<CsvState>, namespace: &str, name: &str, copy: &ClusterServiceVersion, copies: &mut Copies) {
+    if copies.full_original.is_none() {
+        let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+        match api.get(name).await {
+            Ok(full) => copies.full_original = Some(full),
+            Err(err) => {
+                // Best effort like every copy: retried on the next pass.
+                copies.error.get_or_insert(Error::api(format!("read ClusterServiceVersion {namespace}/{name} to copy it"), err));
+                return;
+            }
+        }
+    }
+    let Some(full) = &copies.full_original else { return };
+    let copy = super::decide::with_full_content(copy, full);
+    if let Err(err) = apply_copy(ctx, &copy).await {
+        tracing::warn!(target_namespace = %copy.namespace().unwrap_or_default(), %err, "cannot copy the CSV");
+        copies.error.get_or_insert(err);
+    }
+}
+
+async fn apply_copy(ctx: &ControllerContext<CsvState>, copy: &ClusterServiceVersion) -> Result<()> {
+    let target = copy.namespace().unwrap_or_default();
+    let name = copy.name_any();
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &target);
+    let mut object = copy.clone();
+    let status = object.status.take();
+    let params = PatchParams::apply(&ctx.field_manager()).force();
+    let applied = api
+        .patch(&name, &params, &Patch::Apply(&object))
+        .await
+        .map_err(|err| Error::api(format!("copy ClusterServiceVersion into {target}"), err))?;
+    if let Some(status) = status {
+        ctx.status.apply(&applied, &status).await?;
+    }
+    Ok(())
+}
+
+/// Delete the copy `target/name`; a failure is kept in `copies`.
+async fn delete_copy(ctx: &ControllerContext<CsvState>, target: &str, name: &str, copies: &mut Copies) {
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), target);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => tracing::info!(target_namespace = %target, "deleted copied CSV"),
+        Err(err) if is_not_found(&err) => {}
+        Err(err) => {
+            copies.error.get_or_insert(Error::api(format!("delete copied ClusterServiceVersion {target}/{name}"), err));
+        }
+    }
+}
+
+/// What a server-side apply writes and reads back: a kind with static type information.
+trait Applied: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned {}
+
+impl<K> Applied for K where K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned {}
+
+/// Server-side apply the namespaced `object` in `namespace`.
+async fn apply_namespaced<K>(ctx: &ControllerContext<CsvState>, namespace: &str, object: &K, params: &PatchParams) -> Result<()>
+where
+    K: Applied + kube::Resource<Scope = NamespaceResourceScope>,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), namespace);
+    server_side_apply(&api, Some(namespace), object, params).await.map(drop)
+}
+
+/// Server-side apply the cluster-scoped `object`.
+async fn apply_cluster_scoped<K>(ctx: &ControllerContext<CsvState>, object: &K, params: &PatchParams) -> Result<()>
+where
+    K: Applied + kube::Resource<Scope = ClusterResourceScope>,
+{
+    server_side_apply(&Api::<K>::all(ctx.client.clone()), None, object, params).await.map(drop)
+}
+
+/// Server-side apply `object` (under its own name) through `api`, returning the object as the
+/// server stored it; an error names the kind, the namespace (`None` for cluster-scoped kinds)
+/// and the name.
+async fn server_side_apply<K: Applied>(api: &Api<K>, namespace: Option<&str>, object: &K, params: &PatchParams) -> Result<K> {
+    let name = object.name_any();
+    api.patch(&name, params, &Patch::Apply(object)).await.map_err(|err| {
+        let at = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
+        Error::api(format!("apply {} {at}{name}", K::kind(&())), err)
+    })
+}
+
+/// Delete the ClusterRoles, ClusterRoleBindings, APIServices and webhook configurations
+/// labelled with `csv` as owner.
+async fn delete_owned_cluster_objects(client: &kube::Client, csv: &ClusterServiceVersion) -> Result<()> {
+    let params = kube::api::ListParams::default().labels(&owner_selector(csv));
+    let owner = format!("ClusterServiceVersion {}/{}", csv.namespace().unwrap_or_default(), csv.name_any());
+    delete_labelled(Api::<ClusterRole>::all(client.clone()), &params, &format!("ClusterRoles of {owner}")).await?;
+    delete_labelled(Api::<ClusterRoleBinding>::all(client.clone()), &params, &format!("ClusterRoleBindings of {owner}")).await?;
+    if !csv.spec.owned_api_services().is_empty() {
+        delete_labelled(Api::<APIService>::all(client.clone()), &params, &format!("APIServices of {owner}")).await?;
+    }
+    if !certs::cert_deployments(csv).is_empty() {
+        // The auth-reader bindings live in kube-system, out of reach of ownerReferences.
+        let api = Api::<RoleBinding>::namespaced(client.clone(), "kube-system");
+        delete_labelled(api, &params, &format!("kube-system RoleBindings of {owner}")).await?;
+    }
+    if !csv.spec.webhooks().is_empty() {
+        let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+        delete_labelled(validating, &params, &format!("ValidatingWebhookConfigurations of {owner}")).await?;
+        let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone());
+        delete_labelled(mutating, &params, &format!("MutatingWebhookConfigurations of {owner}")).await?;
+    }
+    Ok(())
+}
+
+/// Delete what `params` selects through `api`; `what` names it in the error.
+async fn delete_labelled<K: Applied>(api: Api<K>, params: &kube::api::ListParams, what: &str) -> Result<()> {
+    api.delete_collection(&DeleteParams::default(), params)
+        .await
+        .map_err(|err| Error::api(format!("delete the {what}"), err))?;
+    Ok(())
+}
+
+/// Lifted ClusterRoles and ClusterRoleBindings cannot carry an ownerReference to a namespaced
+/// CSV: when a (non-copied) CSV disappears from the cache they are deleted by its owner labels.
+pub(super) fn delete_cluster_rbac_of_deleted_csvs(
+    ctx: Arc<ControllerContext<CsvState>>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let events = ctx.state.csvs.subscribe();
+    async move {
+        let mut events = std::pin::pin!(events);
+        while let Some(csv) = events.next().await {
+            if csv.is_copied()
+                || ctx.state.csvs.store().get(&ObjectRef::from_obj(csv.as_ref())).is_some()
+                || !ctx.leadership.is_leader()
+            {
+                continue;
+            }
+            let params = kube::api::ListParams::default().labels(&owner_selector(&csv));
+            let roles: Api<ClusterRole> = Api::all(ctx.client.clone());
+            let bindings: Api<ClusterRoleBinding> = Api::all(ctx.client.clone());
+            let deleted_roles = roles.delete_collection(&DeleteParams::default(), &params).await;
+            let deleted_bindings = bindings.delete_collection(&DeleteParams::default(), &params).await;
+            if let Err(err) = deleted_roles.map(|_| ()).and(deleted_bindings.map(|_| ())) {
+                tracing::warn!(%err, csv = %csv.name_any(), "cannot delete the cluster RBAC of a deleted CSV");
+            }
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Replacement chains (`spec.replaces`) and the way out: the CSV being replaced, its
+//! replacement, CRD ownership along the chain, and the cleanup of a deleted CSV.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::ResourceExt;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, WebhookAdmissionType};
+
+use super::{CsvAction, CsvDecision, Observed};
+use crate::csv::finalizer;
+
+/// The CSV that `csv.spec.replaces` names, if it exists in the namespace.
+pub(super) fn replaced<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion> {
+    let name = observed.csv.spec.replaces.as_deref()?;
+    observed.peers.iter().copied().find(|p| p.name_any() == name)
+}
+
+/// The CSV whose `spec.replaces` names this one.
+pub(super) fn replacement<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion> {
+    let me = observed.csv.name_any();
+    observed
+        .peers
+        .iter()
+        .copied()
+        .find(|p| p.spec.replaces.as_deref() == Some(me.as_str()))
+}
+
+/// Names in the replacement chain through this CSV (ancestors and descendants).
+fn replacement_chain(observed: &Observed<'_>) -> BTreeSet<String> {
+    replacement_chain_of(observed.csv, &observed.peers)
+}
+
+/// Names in the replacement chain through `csv` (ancestors and descendants) among `peers`
+/// (the other non-copied CSVs of its namespace).
+pub fn replacement_chain_of(csv: &ClusterServiceVersion, peers: &[&ClusterServiceVersion]) -> BTreeSet<String> {
+    let replaces: BTreeMap<String, Option<String>> = peers
+        .iter()
+        .copied()
+        .chain(std::iter::once(csv))
+        .map(|c| (c.name_any(), c.spec.replaces.clone()))
+        .collect();
+    let me = csv.name_any();
+    let mut chain = BTreeSet::from([me.clone()]);
+    let mut cursor = csv.spec.replaces.clone();
+    while let Some(name) = cursor {
+        if !chain.insert(name.clone()) {
+            break;
+        }
+        cursor = replaces.get(&name).cloned().flatten();
+    }
+    for name in replaces.keys() {
+        let mut cursor = Some(name.clone());
+        let mut seen = BTreeSet::new();
+        while let Some(current) = cursor {
+            if current == me {
+                chain.insert(name.clone());
+                break;
+            }
+            if !seen.insert(current.clone()) {
+                break;
+            }
+            cursor = replaces.get(&current).cloned().flatten();
+        }
+    }
+    chain
+}
+
+/// An owned CRD that another CSV of the namespace, outside the replacement chain, also owns.
+pub(super) fn crd_owner_conflict(observed: &Observed<'_>) -> Option<String> {
+    let chain = replacement_chain(observed);
+    for crd in observed.csv.spec.owned_crds() {
+        for peer in &observed.peers {
+            if chain.contains(&peer.name_any()) {
+                continue;
+            }
+            if peer.spec.owned_crds().iter().any(|c| c.name == crd.name) {
+                return Some(format!(
+                    "CRD {} is already owned by ClusterServiceVersion {}, which is not part of this CSV's replacement chain",
+                    crd.name,
+                    peer.name_any()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The decision for a non-copied CSV being deleted (`None` when it is not): namespaced
+/// children go with their ownerReferences and copies notice their original is gone; what is
+/// cluster-scoped is deleted by owner labels before the cleanup finalizer is released, so it
+/// goes even when OLM was down when the CSV was deleted. CRDs and custom resources are never
+/// touched.
+///
+/// A CRD whose conversion calls this operator's webhook would refuse every read and write of
+/// its objects once the operator is gone, so unless another CSV replaces this one (and brings
+/// its own webhook), the conversion of the CRDs it lists goes back to None, as upstream does.
+pub fn decide_deletion(csv: &ClusterServiceVersion, replaced_by_peer: bool) -> Option<CsvDecision> {
+    csv.metadata.deletion_timestamp.as_ref()?;
+    let mut decision = CsvDecision {
+        actions: Vec::new(),
+        status: None,
+        events: Vec::new(),
+        requeue_after: None,
+    };
+    if let Some(index) = finalizer::position(csv) {
+        decision = decision.act(CsvAction::DeleteOwnedClusterObjects);
+        if !replaced_by_peer {
+            let conversions = csv.spec.webhooks().iter().filter(|h| h.type_ == WebhookAdmissionType::ConversionWebhook);
+            let crds: BTreeSet<&String> = conversions.flat_map(|h| h.conversion_crds.iter().flatten()).collect();
+            for crd in crds {
+                decision = decision.act(CsvAction::ResetCrdConversion { crd: crd.clone() });
+            }
+        }
+        decision = decision.act(CsvAction::RemoveFinalizer { index });
+    }
+    Some(decision)
+}

@@ -1,0 +1,404 @@
+//! The per-phase part of the machine: `decide_phase` dispatches to one function per phase.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use olm_api::v1alpha1::RequirementStatus;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason};
+
+use super::deletion::{crd_owner_conflict, replaced, replacement};
+use super::exposure::{api_service_conflict, api_service_problems, conversion_problem, exposure_actions};
+use super::strategy::{invalid_strategy, strategy_problem};
+use super::{
+    CsvAction, CsvDecision, INSTALL_TIMEOUT, Observed, REINSTALL_PAUSE, REQUEUE_REQUIREMENTS, REQUEUE_RESYNC,
+    REQUEUE_WAITING, transition,
+};
+use crate::csv::certs::{self, cert_deployments};
+use crate::csv::deployment::DeploymentProblem;
+use crate::csv::requirements;
+use crate::metadata::owned_by;
+
+/// What stays the same through the phases of one pass.
+pub(super) struct Pass<'p, 'a> {
+    /// The observation.
+    pub observed: &'p Observed<'a>,
+    /// The group's upgrade strategy is `TechPreviewUnsafeFailForward`.
+    pub fail_forward: bool,
+    /// The namespace selector of the operator's admission webhooks.
+    pub namespace_selector: Option<&'p LabelSelector>,
+    /// The time of the pass.
+    pub now: Timestamp,
+}
+
+/// The per-phase part of the machine.
+pub(super) fn decide_phase(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, phase: CsvPhase) -> CsvDecision {
+    match phase {
+        CsvPhase::None | CsvPhase::Unknown | CsvPhase::Other(_) => none(pass, previous),
+        CsvPhase::Pending => pending(pass, previous),
+        CsvPhase::InstallReady => install_ready(pass, previous),
+        CsvPhase::Installing => installing(pass, previous),
+        CsvPhase::Succeeded => succeeded(pass, previous),
+        CsvPhase::Failed => failed(pass, previous),
+        CsvPhase::Replacing => replacing(pass, previous),
+        CsvPhase::Deleting => CsvDecision::status(previous.clone()).act(CsvAction::DeleteSelf),
+    }
+}
+
+/// Go on deciding, from `first`'s status, in phase `next` with the same observation. A move
+/// that needs nothing but a status change (None → Pending, Pending → InstallReady) is not worth
+/// a status write and a watch round trip of its own: that is most of an install's time. The
+/// conditions history still records every step, and the Events of both steps are kept.
+fn and_then_phase(first: CsvDecision, pass: &Pass<'_, '_>, next: CsvPhase) -> CsvDecision {
+    let Some(status) = first.status.clone() else {
+        return first;
+    };
+    let mut second = decide_phase(pass, &status, next);
+    if second.status.is_none() {
+        second.status = first.status;
+    }
+    let mut actions = first.actions;
+    actions.append(&mut second.actions);
+    second.actions = actions;
+    let mut events = first.events;
+    events.append(&mut second.events);
+    second.events = events;
+    second
+}
+
+/// `decision` with the requirement check's entries as `status.requirementStatus`.
+fn with_requirements(mut decision: CsvDecision, entries: Vec<RequirementStatus>) -> CsvDecision {
+    if let Some(status) = decision.status.as_mut() {
+        status.requirement_status = Some(Arc::new(entries));
+    }
+    decision
+}
+
+/// Pending with the requirements as checked, one or more not met; re-checked periodically
+/// (RBAC is not watched).
+fn requirements_not_met(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, entries: Vec<RequirementStatus>) -> CsvDecision {
+    let d = transition(
+        previous,
+        CsvPhase::Pending,
+        CsvReason::RequirementsNotMet,
+        "one or more requirements couldn't be found",
+        pass.now,
+    );
+    with_requirements(d, entries).requeue(REQUEUE_REQUIREMENTS)
+}
+
+/// Replacing: `next` replaces this CSV.
+fn being_replaced(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, next: &ClusterServiceVersion) -> CsvDecision {
+    transition(
+        previous,
+        CsvPhase::Replacing,
+        CsvReason::BeingReplaced,
+        format!("being replaced by csv: {}", next.name_any()),
+        pass.now,
+    )
+}
+
+/// A Succeeded CSV keeps admin/edit/view ClusterRoles for each API it provides (written after
+/// the status, see `ApplyApiRole`).
+fn with_api_roles(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDecision {
+    for role in crate::rbac::provided_api_roles(observed.csv, observed.crd_uids) {
+        let current = observed
+            .cluster_roles
+            .get(&role.name_any())
+            .is_some_and(|existing| crate::rbac::role_is_current(existing, &role));
+        if !current {
+            decision = decision.act(CsvAction::ApplyApiRole(Box::new(role)));
+        }
+    }
+    decision
+}
+
+/// A new CSV: Pending, and on at once.
+fn none(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
+    let pending = transition(previous, CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", pass.now);
+    and_then_phase(pending, pass, CsvPhase::Pending)
+}
+
+/// Pending: the upgrade gate, the requirements, the descriptions and ownership conflicts; then
+/// InstallReady once the replaced CSV (if any) has handed over.
+fn pending(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
+    let (observed, now) = (pass.observed, pass.now);
+    let csv = observed.csv;
+    // The operator being replaced can veto its upgrade through its OperatorCondition.
+    if let Some((olm_api::ConditionStatus::False, message)) = observed.replaced_condition.and_then(|c| c.upgradeable()) {
+        return transition(
+            previous,
+            CsvPhase::Pending,
+            CsvReason::OperatorConditionNotUpgradeable,
+            format!("The operator is not upgradeable: {message}"),
+            now,
+        )
+        .requeue(REQUEUE_REQUIREMENTS);
+    }
+    if let Some(problem) = invalid_strategy(csv) {
+        return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
+    }
+    let (entries, met) = requirements::check(csv, &observed.facts, observed.permissions);
+    if !met {
+        return requirements_not_met(pass, previous, entries);
+    }
+    if let Some(problem) = certs::webhook_description_problem(csv) {
+        return transition(previous, CsvPhase::Failed, CsvReason::InvalidWebhookDescription, problem, now);
+    }
+    if let Some(conflict) = crd_owner_conflict(observed) {
+        return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, format!("owner conflict: {conflict}"), now);
+    }
+    if let Some(conflict) = api_service_conflict(observed) {
+        return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, conflict, now);
+    }
+    if let Some(old) = replaced(observed)
+        && old.phase() != Some(&CsvPhase::Replacing)
+    {
+        // Wait until the CSV we replace hands over (it moves to Replacing when it sees
+        // us); its status change triggers this CSV again.
+        return with_requirements(CsvDecision::status(previous.clone()), entries).requeue(REQUEUE_WAITING);
+    }
+    let d = transition(
+        previous,
+        CsvPhase::InstallReady,
+        CsvReason::AllRequirementsMet,
+        "all requirements found, attempting install",
+        now,
+    );
+    and_then_phase(with_requirements(d, entries), pass, CsvPhase::InstallReady)
+}
+
+/// InstallReady: apply the exposure objects and the Deployments (and delete the Deployments
+/// the strategy no longer lists); Installing.
+fn install_ready(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
+    let (observed, now) = (pass.observed, pass.now);
+    let csv = observed.csv;
+    if let Some(problem) = invalid_strategy(csv) {
+        return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
+    }
+    if let Some(problem) = certs::invalid_descriptions(csv) {
+        return transition(previous, CsvPhase::Failed, CsvReason::InvalidInstallStrategy, problem, now);
+    }
+    if let Some(conflict) = api_service_conflict(observed) {
+        // Never overwrite an APIService that belongs to someone else.
+        return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, conflict, now);
+    }
+    if let Some(problem) = conversion_problem(observed) {
+        // Upstream finds this while installing: the install fails with the reason below.
+        return transition(
+            previous,
+            CsvPhase::Failed,
+            CsvReason::InstallComponentFailed,
+            format!("install strategy failed: {problem}"),
+            now,
+        );
+    }
+    let desired = observed.desired_deployments();
+    let wanted_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
+    let mut d = transition(
+        previous,
+        CsvPhase::Installing,
+        CsvReason::InstallSucceeded,
+        "waiting for install components to report healthy",
+        now,
+    );
+    if observed.serving_certs.values().any(|c| c.fresh)
+        && let Some(status) = d.status.as_mut()
+    {
+        status.certs_last_updated = Some(Time(now));
+        status.certs_rotate_at = Some(Time(certs::rotate_at(now)));
+    }
+    let (before, after) = exposure_actions(observed, pass.namespace_selector);
+    for action in before {
+        d = d.act(action);
+    }
+    for deployment in desired {
+        d = d.act(CsvAction::ApplyDeployment(Box::new(deployment.clone())));
+    }
+    for action in after {
+        d = d.act(action);
+    }
+    for (name, deployment) in observed.deployments {
+        if !wanted_names.contains(name) && owned_by(deployment.labels(), csv) {
+            d = d.act(CsvAction::DeleteDeployment(name.clone()));
+        }
+    }
+    d.requeue(REQUEUE_WAITING)
+}
+
+/// Installing: Succeeded once the components are healthy; back to InstallReady for what needs
+/// applying again; Failed after the install timeout.
+fn installing(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
+    let (observed, now) = (pass.observed, pass.now);
+    match strategy_problem(observed, observed.desired_deployments()) {
+        None => with_api_roles(
+            observed,
+            transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now),
+        )
+        .requeue(REQUEUE_RESYNC),
+        Some(DeploymentProblem::Unrecoverable(message)) => {
+            transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}"), now)
+        }
+        Some(problem) if problem.needs_apply() && !matches!(problem, DeploymentProblem::Missing(_)) => transition(
+            previous,
+            CsvPhase::InstallReady,
+            CsvReason::InstallWaiting,
+            format!("installing: {}", problem.message()),
+            now,
+        ),
+        Some(problem) => {
+            let since = previous.last_transition_time.as_ref().map(|t| t.0).unwrap_or(now);
+            let timeout = SignedDuration::try_from(INSTALL_TIMEOUT).unwrap_or(SignedDuration::from_secs(300));
+            if since + timeout < now {
+                transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, "install timeout", now)
+            } else {
+                transition(
+                    previous,
+                    CsvPhase::Installing,
+                    CsvReason::InstallWaiting,
+                    format!("installing: {}", problem.message()),
+                    now,
+                )
+                .requeue(REQUEUE_WAITING)
+            }
+        }
+    }
+}
+
+/// Succeeded: hand over to a replacement, rotate certificates when due, and watch the
+/// APIServices, the requirements and the components.
+fn succeeded(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
+    let (observed, now) = (pass.observed, pass.now);
+    let csv = observed.csv;
+    if let Some(next) = replacement(observed) {
+        return being_replaced(pass, previous, next);
+    }
+    let rotation_due = previous.certs_rotate_at.as_ref().is_some_and(|at| at.0 <= now);
+    if rotation_due && !cert_deployments(csv).is_empty() {
+        return transition(
+            previous,
+            CsvPhase::InstallReady,
+            CsvReason::NeedsCertRotation,
+            "CSV owns resources that require a cert refresh",
+            now,
+        );
+    }
+    // As upstream: a generated APIService that is gone, stale or taken fails the CSV
+    // with this reason; the Failed pass reinstalls it when it can.
+    if let (Some(problem), _) = api_service_problems(observed) {
+        return transition(previous, CsvPhase::Failed, CsvReason::ApiServiceResourceIssue, problem.message(), now);
+    }
+    let (entries, met) = requirements::check(csv, &observed.facts, None);
+    if !met {
+        let d = transition(
+            previous,
+            CsvPhase::Failed,
+            CsvReason::RequirementsNotMet,
+            "requirements no longer met",
+            now,
+        );
+        return with_requirements(d, entries);
+    }
+    reinstall(pass, previous, CsvReason::ComponentUnhealthy, CsvPhase::Failed)
+        .unwrap_or_else(|| with_api_roles(observed, CsvDecision::status(previous.clone())).requeue(REQUEUE_RESYNC))
+}
+
+/// Failed: hand over (fail-forward), wait where retrying cannot help, else reinstall what is
+/// missing or recover to Succeeded.
+fn failed(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
+    let (observed, now) = (pass.observed, pass.now);
+    let csv = observed.csv;
+    // With the fail-forward upgrade strategy a failed CSV hands over to its replacement.
+    if pass.fail_forward
+        && let Some(next) = replacement(observed)
+    {
+        return being_replaced(pass, previous, next);
+    }
+    let (entries, met) = requirements::check(csv, &observed.facts, observed.permissions);
+    if !met {
+        return requirements_not_met(pass, previous, entries);
+    }
+    if invalid_strategy(csv).is_some() {
+        // Nothing to retry until the CSV itself changes.
+        return CsvDecision::status(previous.clone());
+    }
+    if previous.reason == Some(CsvReason::InvalidWebhookDescription) && certs::webhook_description_problem(csv).is_some() {
+        // Fixed only by editing the CSV.
+        return CsvDecision::status(previous.clone());
+    }
+    if previous.reason == Some(CsvReason::InstallComponentFailed) && conversion_problem(observed).is_some() {
+        // Retrying cannot help until the CSV or the CRD changes (both are watched).
+        return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
+    }
+    if previous.reason == Some(CsvReason::InstallComponentFailed) {
+        // The API server refused the install; wait before trying again so a CSV that is
+        // refused every time cycles slowly instead of hot-looping through the phases.
+        let since = previous.last_transition_time.as_ref().map(|t| t.0).unwrap_or(now);
+        let pause = SignedDuration::try_from(REINSTALL_PAUSE).unwrap_or(SignedDuration::from_secs(30));
+        if since + pause > now {
+            let left = (since + pause).duration_since(now).unsigned_abs();
+            return CsvDecision::status(previous.clone()).requeue(left.max(Duration::from_secs(1)));
+        }
+    }
+    if previous.reason == Some(CsvReason::OwnerConflict)
+        && (crd_owner_conflict(observed).is_some() || api_service_conflict(observed).is_some())
+    {
+        return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
+    }
+    match api_service_problems(observed) {
+        (Some(DeploymentProblem::Unrecoverable(_)), _) => {
+            // Owned by someone else now: nothing to reinstall until that changes.
+            return CsvDecision::status(previous.clone()).requeue(REQUEUE_RESYNC);
+        }
+        (Some(problem), _) => {
+            return transition(
+                previous,
+                CsvPhase::Pending,
+                CsvReason::ApiServiceResourcesNeedReinstall,
+                problem.message(),
+                now,
+            );
+        }
+        (None, _) => {}
+    }
+    reinstall(pass, previous, CsvReason::NeedsReinstall, CsvPhase::Pending).unwrap_or_else(|| {
+        transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now)
+            .requeue(REQUEUE_RESYNC)
+    })
+}
+
+/// How an installed CSV (Succeeded or Failed) answers a problem with its strategy (`None`
+/// when there is none): what applying again fixes goes back to InstallReady, anything else to
+/// `otherwise`, both with `reason`.
+fn reinstall(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, reason: CsvReason, otherwise: CsvPhase) -> Option<CsvDecision> {
+    let problem = strategy_problem(pass.observed, pass.observed.desired_deployments())?;
+    let phase = match problem {
+        DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_) => CsvPhase::InstallReady,
+        _ => otherwise,
+    };
+    Some(transition(previous, phase, reason, format!("installing: {}", problem.message()), pass.now))
+}
+
+/// Replacing: Deleting once the replacement has Succeeded (the oldest of the chain first).
+fn replacing(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
+    let (observed, now) = (pass.observed, pass.now);
+    if replaced(observed).is_some() {
+        // Not the oldest of the chain: deleting it now would break the chain.
+        return CsvDecision::status(previous.clone()).requeue(REQUEUE_WAITING);
+    }
+    match replacement(observed) {
+        Some(next) if next.phase() == Some(&CsvPhase::Succeeded) => transition(
+            previous,
+            CsvPhase::Deleting,
+            CsvReason::Replaced,
+            "has been replaced by a newer ClusterServiceVersion that has successfully installed.",
+            now,
+        ),
+        Some(_) => CsvDecision::status(previous.clone()).requeue(REQUEUE_WAITING),
+        // The replacement disappeared: run again as the installed version.
+        None => transition(previous, CsvPhase::Pending, CsvReason::NeedsReinstall, "the replacing ClusterServiceVersion is gone", now),
+    }
+}

@@ -1,0 +1,116 @@
+//! Upgrades and deletion: the replacement chain (handover, Replacing, Deleting, fail-forward,
+//! the Upgradeable veto), CRD ownership along it, and the cleanup of a deleted CSV.
+
+use super::*;
+
+#[test]
+fn waits_until_the_replaced_csv_hands_over() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    let mut old = with_phase(etcd(), CsvPhase::Succeeded, CsvReason::InstallSucceeded);
+    old.metadata.name = Some("etcdoperator.v0.9.2".into());
+    old.spec.replaces = None;
+    world.peers.push(old.clone());
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsUnknown));
+    assert!(decision.events.is_empty());
+
+    world.peers = vec![with_phase(old, CsvPhase::Replacing, CsvReason::BeingReplaced)];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Installing, CsvReason::InstallSucceeded));
+}
+
+#[test]
+fn crd_owned_by_an_unrelated_csv_is_an_owner_conflict() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    let mut other = etcd();
+    other.metadata.name = Some("someone-else".into());
+    other.spec.replaces = None;
+    world.peers.push(other);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::OwnerConflict));
+}
+
+#[test]
+fn upgrade_chain_replacing_then_deleting() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.csv.spec.replaces = None;
+    let mut next = etcd();
+    next.metadata.name = Some("etcdoperator.v0.9.5".into());
+    next.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    world.peers.push(next.clone());
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Replacing, CsvReason::BeingReplaced));
+    assert_eq!(
+        decision.status.as_ref().and_then(|s| s.message.clone()).as_deref(),
+        Some("being replaced by csv: etcdoperator.v0.9.5")
+    );
+
+    world.csv = with_phase(world.csv, CsvPhase::Replacing, CsvReason::BeingReplaced);
+    let waiting = world.decide();
+    assert_eq!(phase_reason(&waiting), (CsvPhase::Replacing, CsvReason::BeingReplaced));
+    world.peers = vec![with_phase(next, CsvPhase::Succeeded, CsvReason::InstallSucceeded)];
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Deleting, CsvReason::Replaced));
+
+    world.csv = with_phase(world.csv, CsvPhase::Deleting, CsvReason::Replaced);
+    assert_eq!(world.decide().actions, vec![CsvAction::DeleteSelf]);
+}
+
+#[test]
+fn fail_forward_lets_a_failed_csv_be_replaced() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::ComponentUnhealthy)));
+    world.csv.spec.replaces = None;
+    let mut next = etcd();
+    next.metadata.name = Some("etcdoperator.v0.9.5".into());
+    next.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    world.peers.push(next);
+    // Default strategy: a failed CSV is reinstalled, not replaced.
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Pending, CsvReason::NeedsReinstall));
+    world.groups[0].spec.upgrade_strategy = Some(olm_api::v1::operator_group::UpgradeStrategy::TechPreviewUnsafeFailForward);
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Replacing, CsvReason::BeingReplaced));
+}
+
+#[test]
+fn the_operator_condition_is_kept_and_can_veto_an_upgrade() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.condition = None;
+    let decision = world.decide();
+    let Some(CsvAction::ApplyOperatorCondition(condition)) = decision.actions.first() else {
+        panic!("expected the OperatorCondition first: {:?}", decision.actions);
+    };
+    assert_eq!(condition.metadata.name.as_deref(), Some("etcdoperator.v0.9.4"));
+    assert_eq!(condition.spec.deployments, Some(vec!["etcd-operator".to_owned()]));
+    assert_eq!(condition.spec.service_accounts, Some(vec!["etcd-operator".to_owned()]));
+    world.condition = Some((**condition).clone());
+    assert!(!world.decide().actions.iter().any(|a| matches!(a, CsvAction::ApplyOperatorCondition(_))));
+
+    let mut veto = olm_api::v2::OperatorCondition::new("etcdoperator.v0.9.2", Default::default());
+    veto.spec.conditions = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: "Upgradeable".into(),
+        status: "False".into(),
+        reason: "Migrating".into(),
+        message: "a data migration is running".into(),
+        last_transition_time: Time(now()),
+        observed_generation: None,
+    }]);
+    world.replaced_condition = Some(veto);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::OperatorConditionNotUpgradeable));
+    assert!(decision.status.and_then(|s| s.message).unwrap_or_default().contains("a data migration is running"));
+}
+
+#[test]
+fn a_deleted_csv_cleans_cluster_objects_then_releases_its_finalizer() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.csv.metadata.deletion_timestamp = Some(Time(now()));
+    world.csv.metadata.finalizers = Some(vec!["example.com/other".into(), keys::CSV_CLEANUP_FINALIZER.into()]);
+    let decision = world.decide();
+    assert_eq!(
+        decision.actions,
+        vec![CsvAction::DeleteOwnedClusterObjects, CsvAction::RemoveFinalizer { index: 1 }]
+    );
+    assert_eq!(decision.status, None, "no status write on the way out");
+
+    // Already released (or never added): nothing to do, never a re-add.
+    world.csv.metadata.finalizers = Some(vec!["example.com/other".into()]);
+    assert_eq!(world.decide().actions, Vec::new());
+}
