@@ -19,7 +19,8 @@ use olm_runtime::error::is_not_found;
 use olm_runtime::{ControllerContext, Error, Result};
 use serde_json::json;
 
-use super::certs::{self, WebhookConfig};
+use super::certs::{self};
+use super::api_registration::WebhookConfig;
 use super::decide::{CsvAction, CsvDecision};
 use super::finalizer;
 use super::observe::owner_selector;

@@ -2,6 +2,7 @@
 //! health, upgrades through `spec.replaces`, and copies into target namespaces.
 
 mod act;
+pub mod api_registration;
 pub mod certs;
 pub mod decide;
 pub mod deployment;

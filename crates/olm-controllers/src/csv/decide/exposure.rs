@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use olm_api::v1alpha1::cluster_service_version::{CsvPhase, WebhookAdmissionType};
 
 use super::{CsvAction, Observed};
+use crate::csv::api_registration;
 use crate::csv::certs::{self, cert_deployments};
 use crate::csv::deployment::DeploymentProblem;
 
@@ -35,7 +36,7 @@ pub(super) fn exposure_actions(
         };
         before.push(CsvAction::ApplySecret(Box::new(certs::render_secret(csv, name, cert))));
         before.push(CsvAction::ApplyService(Box::new(certs::render_service(csv, name, spec))));
-        let (role, binding, delegator, reader) = certs::render_cert_rbac(csv, name, spec);
+        let (role, binding, delegator, reader) = api_registration::render_cert_rbac(csv, name, spec);
         before.push(CsvAction::ApplyRole(Box::new(role)));
         before.push(CsvAction::ApplyRoleBinding(Box::new(binding)));
         before.push(CsvAction::ApplyClusterRoleBinding(Box::new(delegator)));
@@ -63,14 +64,14 @@ pub(super) fn exposure_actions(
         let Some(cert) = api.deployment_name.as_ref().and_then(|d| observed.serving_certs.get(d)) else {
             continue;
         };
-        after.push(CsvAction::ApplyApiService(Box::new(certs::render_api_service(csv, api, cert, annotations))));
+        after.push(CsvAction::ApplyApiService(Box::new(api_registration::render_api_service(csv, api, cert, annotations))));
     }
     for hook in csv.spec.webhooks() {
         let Some(cert) = hook.deployment_name.as_ref().and_then(|d| observed.serving_certs.get(d)) else {
             continue;
         };
         if hook.type_ == WebhookAdmissionType::ConversionWebhook {
-            let conversion = certs::render_conversion(csv, hook, cert);
+            let conversion = api_registration::render_conversion(csv, hook, cert);
             for crd in hook.conversion_crds.iter().flatten() {
                 after.push(CsvAction::ApplyCrdConversion {
                     crd: crd.clone(),
@@ -79,7 +80,7 @@ pub(super) fn exposure_actions(
             }
             continue;
         }
-        if let Some(config) = certs::render_webhook(csv, hook, cert, namespace_selector.cloned()) {
+        if let Some(config) = api_registration::render_webhook(csv, hook, cert, namespace_selector.cloned()) {
             let existing = observed
                 .webhooks
                 .get(&hook.generate_name)
@@ -98,7 +99,7 @@ pub(super) fn exposure_actions(
 /// description itself, or a listed CRD that preserves unknown fields.
 pub(super) fn conversion_problem(observed: &Observed<'_>) -> Option<String> {
     let csv = observed.csv;
-    if let Some(problem) = certs::conversion_description_problem(csv) {
+    if let Some(problem) = api_registration::conversion_description_problem(csv) {
         return Some(problem);
     }
     let conversions = csv.spec.webhooks().iter().filter(|h| h.type_ == WebhookAdmissionType::ConversionWebhook);
@@ -209,10 +210,10 @@ pub(super) fn exposure_problem(observed: &Observed<'_>) -> Option<DeploymentProb
             let Some(cert) = hook.deployment_name.as_ref().and_then(|d| observed.serving_certs.get(d)) else {
                 continue;
             };
-            let want = certs::render_conversion(csv, hook, cert);
+            let want = api_registration::render_conversion(csv, hook, cert);
             for crd in hook.conversion_crds.iter().flatten() {
                 let found = observed.facts.crds.get(crd).and_then(|c| c.conversion.as_ref());
-                if !certs::conversion_matches(found, &want) {
+                if !api_registration::conversion_matches(found, &want) {
                     return Some(DeploymentProblem::Updated(format!(
                         "CRD {crd} does not use the conversion webhook of {} with the current CA",
                         hook.generate_name

@@ -35,7 +35,8 @@ use olm_api::v1alpha1::cluster_service_version::{
 
 use olm_runtime::{Decision, EventNote};
 
-use super::certs::{self, ServingCert, WebhookConfig};
+use super::certs::ServingCert;
+use super::api_registration::{self, WebhookConfig};
 use super::finalizer;
 use super::requirements::{Facts, PermissionCheck};
 use crate::metadata::api_label_changes;
@@ -413,7 +414,7 @@ fn decide_live(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
         ControlFlow::Break(decision) => return decision,
     };
     let phase = previous.phase.clone().unwrap_or(CsvPhase::None);
-    let selector = certs::namespace_selector(group, &targets);
+    let selector = api_registration::namespace_selector(group, &targets);
     let pass = phase::Pass {
         observed,
         fail_forward: group.spec.upgrade_strategy() == UpgradeStrategy::TechPreviewUnsafeFailForward,

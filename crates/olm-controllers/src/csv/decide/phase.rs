@@ -12,6 +12,7 @@ use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterS
 
 use super::deletion::{crd_owner_conflict, replaced, replacement};
 use super::exposure::{api_service_conflict, api_service_problems, conversion_problem, exposure_actions};
+use crate::csv::api_registration;
 use super::strategy::{invalid_strategy, strategy_problem};
 use super::{
     CsvAction, CsvDecision, INSTALL_TIMEOUT, Observed, REINSTALL_PAUSE, REQUEUE_REQUIREMENTS, REQUEUE_RESYNC,
@@ -145,7 +146,7 @@ fn pending(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDe
     if !met {
         return requirements_not_met(pass, previous, entries);
     }
-    if let Some(problem) = certs::webhook_description_problem(csv) {
+    if let Some(problem) = api_registration::webhook_description_problem(csv) {
         return transition(previous, CsvPhase::Failed, CsvReason::InvalidWebhookDescription, problem, now);
     }
     if let Some(conflict) = crd_owner_conflict(observed) {
@@ -325,7 +326,7 @@ fn failed(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDec
         // Nothing to retry until the CSV itself changes.
         return CsvDecision::status(previous.clone());
     }
-    if previous.reason == Some(CsvReason::InvalidWebhookDescription) && certs::webhook_description_problem(csv).is_some() {
+    if previous.reason == Some(CsvReason::InvalidWebhookDescription) && api_registration::webhook_description_problem(csv).is_some() {
         // Fixed only by editing the CSV.
         return CsvDecision::status(previous.clone());
     }

@@ -96,7 +96,7 @@ fn a_crd_whose_conversion_drifted_is_configured_again() {
 
     // Configured as rendered (the API server defaults nothing we set): Succeeded.
     let hook = world.csv.spec.webhooks()[0].clone();
-    let wanted = crate::csv::certs::render_conversion(&world.csv, &hook, &world.serving_certs["etcd-operator"]);
+    let wanted = crate::csv::api_registration::render_conversion(&world.csv, &hook, &world.serving_certs["etcd-operator"]);
     world.crds.get_mut(ETCDCLUSTERS).expect("crd").conversion = Some(wanted.clone());
     assert_eq!(phase_reason(&world.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
 

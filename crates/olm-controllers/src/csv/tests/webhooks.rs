@@ -91,8 +91,8 @@ fn install_ready_exposes_apiservices_and_webhooks_with_the_generated_ca() {
             CsvAction::ApplyWebhook { existing, config } => {
                 assert_eq!(existing, &None, "nothing to update yet");
                 let value = match config.as_ref() {
-                    crate::csv::certs::WebhookConfig::Validating(c) => serde_json::to_value(c),
-                    crate::csv::certs::WebhookConfig::Mutating(c) => serde_json::to_value(c),
+                    crate::csv::api_registration::WebhookConfig::Validating(c) => serde_json::to_value(c),
+                    crate::csv::api_registration::WebhookConfig::Mutating(c) => serde_json::to_value(c),
                 }
                 .expect("json");
                 let generate_name = config.generate_name();
@@ -118,7 +118,7 @@ fn install_ready_exposes_apiservices_and_webhooks_with_the_generated_ca() {
 #[test]
 fn an_all_namespaces_operator_webhook_selects_every_namespace() {
     let og = group("og", &[""]);
-    assert_eq!(crate::csv::certs::namespace_selector(&og, &[String::new()]), None);
+    assert_eq!(crate::csv::api_registration::namespace_selector(&og, &[String::new()]), None);
 }
 
 #[test]
