@@ -5,6 +5,8 @@
 //! (Subscription → CSV Succeeded for etcd, with a timeline of what the watches saw), then the
 //! scale run (N namespaces with an OperatorGroup and a Subscription each, plus one AllNamespaces
 //! operator; time to settle and the controllers' memory per namespace).
+//!
+//! Longer than ~600 lines: one benchmark scenario (both OLMs installed, timed and torn down side by side) with its reporting.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;

@@ -5,6 +5,8 @@
 //!
 //! Tests that install the etcd APIs hold `controllers::ETCD_APIS` (read for a namespaced group, write
 //! for an all-namespaces one): two groups whose targets intersect may not provide the same API.
+//!
+//! Longer than ~600 lines: one suite, a scenario per test, sharing its catalog and namespace helpers.
 
 use olm_e2e::controllers;
 

@@ -2,6 +2,8 @@
 //! `meta.k8s.io` Table), the icon subresource, and health. No Kubernetes client here: identity
 //! comes from the connection layer ([`Identity`] request extension) and decisions from an
 //! [`Authorizer`].
+//!
+//! Longer than ~600 lines: one aggregated API's request handling (discovery, list/get, Table, selectors, icons) shares its parsing and error helpers.
 
 use std::collections::HashMap;
 use std::future::Future;

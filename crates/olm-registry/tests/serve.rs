@@ -1,5 +1,7 @@
 //! The catalog server as a client sees it: HTTP and gRPC on loopback, over the etcd
 //! (rendered from the real community-operators bundles) and demo fixture catalogs.
+//!
+//! Longer than ~600 lines: one suite over the running server's HTTP and gRPC APIs, a request per test.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,7 @@
 //! Scenarios modelled on upstream OLM's resolver tests (same situations, our own data):
 //! each asserts the bundles upstream selects, or that resolution fails.
+//!
+//! Longer than ~600 lines: one table of upstream's resolver scenarios, each a short test.
 
 mod common;
 use common::*;

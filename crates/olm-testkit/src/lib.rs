@@ -8,6 +8,8 @@
 //! - [`wait_for`] and [`TestNamespace::wait_for`] poll an async condition with a bounded backoff;
 //!   on timeout the error carries the objects you name and the namespace's recent events.
 //! - [`TestCluster::kubectl`] runs the kubectl built for this control plane.
+//!
+//! Longer than ~600 lines: the test cluster's whole life (start or reuse, kubectl, namespaces, waits with diagnostics) is one small API.
 
 use std::collections::hash_map::RandomState;
 use std::fmt::Display;

@@ -130,14 +130,14 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use olm_api::v1alpha1::catalog_source::{CatalogSourceSpec, DEFAULT_REGISTRY_POLL_INTERVAL};
+    use olm_api::v1alpha1::catalog_source::DEFAULT_REGISTRY_POLL_INTERVAL;
     use olm_catalog_client::location::poll_interval;
 
-    fn catalog(yaml: &str) -> CatalogSource {
-        let spec: CatalogSourceSpec = serde_json::from_value(serde_json::from_str::<serde_json::Value>(yaml).expect("json")).expect("spec");
-        let mut c = CatalogSource::new("community.v1", spec);
-        c.metadata.namespace = Some("olm".into());
-        c
+    /// The CatalogSource `olm/community.v1` with the spec `spec` (JSON).
+    fn catalog(spec: &str) -> CatalogSource {
+        let spec: serde_json::Value = serde_json::from_str(spec).expect("spec is JSON");
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "community.v1", "namespace": "olm"}, "spec": spec}))
+            .expect("a CatalogSource")
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Observe → decide → act for InstallPlans: move through approval, then apply the steps with
 //! server-side apply (CRDs first, with the stored-versions safety check), and record each
 //! step's status.
+//!
+//! Longer than ~600 lines: the executor of a plan's rounds (apply, read back, WaitingForApi, scoped refusals) reads best in one place.
 
 use std::collections::HashMap;
 use std::sync::Arc;

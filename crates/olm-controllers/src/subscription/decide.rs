@@ -8,6 +8,8 @@
 //! - each InstallPlan belongs to one Subscription, so `installPlanApproval: Manual` holds back
 //!   only that Subscription's plans;
 //! - the next upgrade is planned once the installed CSV has Succeeded (one step at a time).
+//!
+//! Longer than ~600 lines with its unit tests: the status rules and the tests of each rule sit together.
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
