@@ -22,6 +22,12 @@ use petgraph::visit::{EdgeFiltered, EdgeRef};
 
 use crate::version::{Version, VersionRange};
 
+/// Most (entry with a skipRange, entry) pairs a channel's graph checks to draw its skipRange
+/// edges. A channel with more still has its replaces and skips edges, and its successors are
+/// found by asking the ranges; only a path to the head then takes a skipRange for its first
+/// step alone.
+pub const MAX_SKIP_RANGE_PAIRS: usize = 1 << 18;
+
 /// What kind of upgrade edge an edge is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EdgeKind {
@@ -77,6 +83,8 @@ pub struct ChannelGraph {
     by_name: HashMap<Box<str>, u32>,
     /// Entries with a skipRange, in order.
     ranged: Vec<u32>,
+    /// Whether the skipRange edges are drawn (see [`MAX_SKIP_RANGE_PAIRS`]).
+    skip_range_edges: bool,
     /// Entries no entry replaces or skips, in order.
     heads: Vec<u32>,
     /// From the unique head following `replaces`, stopping at a missing target or a loop.
@@ -115,22 +123,41 @@ impl ChannelGraph {
                 graph.add_edge(NodeIndex::new(i), NodeIndex::new(to as usize), kind);
             }
         }
-        let mut ranged = Vec::new();
-        for (i, (e, _)) in entries.iter().enumerate() {
-            let Some(range) = e.skip_range() else { continue };
-            ranged.push(i as u32);
-            for (j, (_, version)) in entries.iter().enumerate() {
-                if j != i && version.is_some_and(|v| range.contains(v)) {
-                    graph.add_edge(NodeIndex::new(i), NodeIndex::new(j), EdgeKind::SkipRange);
+        let ranged: Vec<u32> = (0..n).filter(|&i| entries[i as usize].0.skip_range().is_some()).collect();
+        // Every (ranged entry, entry) pair is one containment check and maybe one edge: a
+        // catalog of a few MB could otherwise ask for billions. Real channels need at most a
+        // few hundred (690 in the whole community catalog); past the bound the skipRange
+        // edges are not drawn, and what needs them (successors) asks the ranges instead.
+        let skip_range_edges = ranged.len().saturating_mul(entries.len()) <= MAX_SKIP_RANGE_PAIRS;
+        if skip_range_edges {
+            for &i in &ranged {
+                let Some(range) = entries[i as usize].0.skip_range() else { continue };
+                for (j, (_, version)) in entries.iter().enumerate() {
+                    if j != i as usize && version.is_some_and(|v| range.contains(v)) {
+                        graph.add_edge(NodeIndex::new(i as usize), NodeIndex::new(j), EdgeKind::SkipRange);
+                    }
                 }
             }
         }
-        let mut g = ChannelGraph { graph, entries: n, by_name, ranged, heads: Vec::new(), replaces_chain: Vec::new() };
+        let mut g = ChannelGraph {
+            graph,
+            entries: n,
+            by_name,
+            ranged,
+            skip_range_edges,
+            heads: Vec::new(),
+            replaces_chain: Vec::new(),
+        };
         g.heads = (0..n).filter(|&i| !g.has_incoming(i, |k| k != EdgeKind::SkipRange)).collect();
         if let [head] = g.heads[..] {
             g.replaces_chain = g.replaces_walk(head as usize).0.into_iter().map(|i| i as u32).collect();
         }
         g
+    }
+
+    /// Whether the skipRange edges are drawn: false past [`MAX_SKIP_RANGE_PAIRS`].
+    pub fn skip_range_edges_drawn(&self) -> bool {
+        self.skip_range_edges
     }
 
     /// Number of entries.
@@ -301,7 +328,8 @@ impl ChannelGraph {
     /// The shortest upgrade path from the bundle `name` at `version` (in the channel or
     /// not) to the unique head: each step an entry and the kind of edge by which it
     /// upgrades from the step before. Empty when the bundle is the head; `None` without
-    /// a unique head or when no path leads there. Ties go to the earliest entry.
+    /// a unique head or when no path leads there. Ties go to the earliest entry. In a
+    /// channel past [`MAX_SKIP_RANGE_PAIRS`], a skipRange is taken for the first step only.
     pub fn path_to_head<'e, E>(
         &self,
         entry: impl Fn(usize) -> &'e E,

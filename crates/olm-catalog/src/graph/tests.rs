@@ -197,3 +197,35 @@ fn duplicate_names_resolve_to_the_last_entry() {
     assert_eq!(g.entry("etcdoperator.v0.1.0"), None);
     assert_eq!(g.len(), 3);
 }
+
+#[test]
+fn a_channel_with_too_many_skip_range_pairs_draws_none_and_still_answers() {
+    // 600 entries, each skipping every older version: 360,000 pairs, past the bound. A
+    // few MB of catalog must not become hundreds of MB of edges.
+    let versions: Vec<String> = (0..600).map(|i| format!("{i}.0.0")).collect();
+    let entries: Vec<Entry> = versions
+        .iter()
+        .enumerate()
+        .map(|(i, version)| {
+            let replaces = i.checked_sub(1).map(|p| versions[p].as_str());
+            entry(version, replaces, &[], Some(&format!("<{version}")))
+        })
+        .collect();
+    assert!(entries.len() * entries.len() > MAX_SKIP_RANGE_PAIRS);
+    let g = graph(&entries);
+    assert!(!g.skip_range_edges_drawn());
+    assert_eq!(g.petgraph().edge_count(), 599, "only the replaces edges are drawn");
+    assert_eq!(names(&entries, g.heads()), ["etcdoperator.v599.0.0"]);
+    // Successors still see every skipRange that contains the version.
+    let entry_of = |i: usize| &entries[i].entry;
+    assert_eq!(g.successors(entry_of, "etcdoperator.v597.0.0", Some(&v("597.0.0"))), [598, 599]);
+    // The path to the head takes a skipRange for its first step.
+    let path = g.path_to_head(entry_of, "etcdoperator.v1.0.0", Some(&v("1.0.0"))).expect("a path");
+    assert_eq!(path, [(599, EdgeKind::SkipRange)]);
+
+    // Under the bound, the same shape draws its skipRange edges.
+    let small: Vec<Entry> = entries.into_iter().take(20).collect();
+    let g = graph(&small);
+    assert!(g.skip_range_edges_drawn());
+    assert_eq!(g.petgraph().edge_count(), 19 + (0..20).sum::<usize>());
+}
