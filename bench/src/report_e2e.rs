@@ -471,7 +471,7 @@ pub fn e2e_losses(r: &E2e, losses: &mut Vec<String>) {
 const TIMELINE_CAUSES: &str = "Reading the timeline with crates/olm-controllers: (1) **InstallPlan execution** (InstallPlan \
 Installing → CSV created): an approved plan enters Installing and applies its steps in the same pass (installplan/reconcile.rs \
 `execute`): the CRD changes are checked first, then the CRDs and the CSV go at once, the CSV already carrying its finalizer, \
-API labels and OperatorGroup annotations (csv/decide.rs `creation_metadata`), then ServiceAccounts, roles and bindings at \
+API labels and OperatorGroup annotations (metadata.rs `creation_metadata`), then ServiceAccounts, roles and bindings at \
 once. A CRD the API server has not Established yet holds back only objects of its own kind; the plan stays Installing until \
 the CRDs are Established (InstallPlan Complete), looking again after 20 ms, backing off. (2) **CSV created → Deployment \
 created**: the CSV controller's first pass creates the OperatorCondition and finds the requirements not met yet (Pending) \
@@ -487,7 +487,7 @@ const SCALE_CAUSES: &str = "Why ours grows per namespace (mechanisms in crates/o
 (1) **Watch caches of decoded objects.** `olm run` keeps every object of the kinds it watches decoded into typed structs, \
 which take several times their JSON size (compare the follower rows with the JSON column); every follower, whatever its \
 controller set, carries the CSV, InstallPlan, OperatorGroup, Namespace, ServiceAccount and ClusterRole caches (manager.rs, \
-catalogsource/operator.rs). What the caches leave out (runtime/cache.rs `watch_trimmed`): managedFields and kubectl's \
+catalog_operator.rs). What the caches leave out (olm-runtime cache.rs `watch_trimmed`): managedFields and kubectl's \
 last-applied copy of every object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's \
 copy-hash annotations), the icon, description, keywords, maintainers, links, related images, CRD descriptors and \
 alm-examples of every other CSV (a copy is written from a fresh read of its original), the schemas of CRDs, the rules \
@@ -495,11 +495,11 @@ kube-controller-manager aggregates into OperatorGroup ClusterRoles, the pod temp
 told by the generation at which OLM applied or last checked each one, csv/deployment.rs `VerifiedSpecs`; a Deployment \
 changed since is read whole once), and the steps and bundle lookups of Complete InstallPlans; one Subscription cache \
 serves both controllers that read Subscriptions; CSVs of the same operator share one copy of their install strategy and \
-requirement status (runtime/cache.rs `Interner`), which are most of what is left of an original CSV. What is left is the decoded form of what reconciles do read. (2) **The \
+requirement status (olm-runtime cache.rs `Interner`), which are most of what is left of an original CSV. What is left is the decoded form of what reconciles do read. (2) **The \
 leader's growth beyond the all-controllers follower** comes from the installing itself: reconciles in flight (at most 16 \
-per controller, runtime/controller.rs), API connections (over HTTP/1.1 each request in flight has one, with its TLS state \
-and read buffer; at most 8 stay idle, runtime/client.rs), Events remembered for counting repeats (at most 1024 hashes, \
-runtime/events.rs), and allocator pages not yet given back (jemalloc purges freed pages after a second, from a background \
+per controller, olm-runtime controller.rs), API connections (over HTTP/1.1 each request in flight has one, with its TLS state \
+and read buffer; at most 8 stay idle, olm-runtime client.rs), Events remembered for counting repeats (at most 1024 hashes, \
+olm-runtime events.rs), and allocator pages not yet given back (jemalloc purges freed pages after a second, from a background \
 thread: .cargo/config.toml; the caches' thread allocates from an arena of its own, so the objects they keep do not hold \
 pages of the reconciles' short-lived allocations resident). (3) **What is left** is below the compact JSON of the objects \
 each namespace adds (inventory table); going further needs caches that keep a small, purpose-built part of each object \
