@@ -7,6 +7,7 @@
 //!   Subscriptions, InstallPlans and CSVs with their conditions, and its Events, on timeout.
 //! - [`dev_env`]: a throwaway `olm dev` environment for the README flow (`olm dev up` with its
 //!   host processes), on its own state directory and ports.
+//! - [`widget`]: a test operator without Deployments and a ConfigMap catalog for it.
 //! - [`olm_bin`]: the `olm` binary under test.
 //!
 //! Run one suite alone: `cargo build -p olm && cargo test -p olm-e2e --test quickstart`.
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub mod controllers;
 pub mod dev_env;
+pub mod widget;
 
 /// The repository root.
 pub fn repo() -> PathBuf {

@@ -21,6 +21,7 @@ use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, SubscriptionState};
 use controllers::{create_from_yaml, etcd_catalog_server};
+use olm_e2e::widget::{widget_crd, widget_csv};
 use olm_registry::RunningServer;
 use olm_testkit::TestNamespace;
 use serde_json::json;
@@ -614,37 +615,6 @@ async fn clusterwide_operator_serves_etcdclusters_which_outlive_it() -> anyhow::
     ns.cleanup().await?;
     server.shutdown();
     Ok(())
-}
-
-fn widget_crd(required_color: bool, random: &str) -> serde_json::Value {
-    let mut spec_schema = json!({"type": "object", "properties": {"size": {"type": "integer"}, "color": {"type": "string"}}});
-    if required_color {
-        spec_schema["required"] = json!(["color"]);
-    }
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("widgets.{random}.olm.test")},
-        "spec": {"group": format!("{random}.olm.test"), "scope": "Namespaced",
-                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-                 "versions": [{"name": "v1", "served": true, "storage": true,
-                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec_schema}}}}]}
-    })
-}
-
-fn widget_csv(version: &str, replaces: Option<&str>, random: &str) -> serde_json::Value {
-    let mut csv = json!({
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-        "metadata": {"name": format!("widget.v{version}")},
-        "spec": {"version": version, "displayName": "Widget",
-                 "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
-                                  {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": false}],
-                 "customresourcedefinitions": {"owned": [{"name": format!("widgets.{random}.olm.test"), "version": "v1", "kind": "Widget"}]},
-                 "install": {"strategy": "deployment", "spec": {"deployments": []}}}
-    });
-    if let Some(r) = replaces {
-        csv["spec"]["replaces"] = json!(r);
-    }
-    csv
 }
 
 #[tokio::test]

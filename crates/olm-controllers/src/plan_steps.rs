@@ -109,7 +109,18 @@ fn owner_labels(csv_name: &str, namespace: &str) -> Value {
 
 /// The steps of one bundle, installed into `namespace`: the CSV first, then CRDs, then the
 /// other manifests and the generated ServiceAccounts and RBAC (upstream's order).
-pub fn bundle_steps(bundle: &BundleContent, source: &StepSource, namespace: &str) -> Result<Vec<Step>, String> {
+///
+/// `replaces` is the CSV this bundle replaces as resolution found it (for an upgrade, the
+/// installed CSV). As upstream does, it becomes the CSV's `spec.replaces`: a bundle reached
+/// by `skips`, a skipRange or a semver-mode channel names, in its own manifest, some other
+/// CSV or none, and the CSV controller takes over from the installed CSV only when the new
+/// one names it.
+pub fn bundle_steps(
+    bundle: &BundleContent,
+    source: &StepSource,
+    namespace: &str,
+    replaces: Option<&str>,
+) -> Result<Vec<Step>, String> {
     let mut csv: Value = serde_json::from_str(&bundle.csv_json)
         .map_err(|err| format!("the ClusterServiceVersion of bundle {} is not valid JSON: {err}", bundle.name))?;
     let csv_name = csv
@@ -132,6 +143,14 @@ pub fn bundle_steps(bundle: &BundleContent, source: &StepSource, namespace: &str
     }
     if let Some(map) = csv.as_object_mut() {
         map.remove("status");
+    }
+    if let Some(replaces) = replaces.filter(|r| !r.is_empty()) {
+        match csv.get_mut("spec").and_then(Value::as_object_mut) {
+            Some(spec) => {
+                spec.insert("replaces".into(), json!(replaces));
+            }
+            None => return Err(format!("the ClusterServiceVersion of bundle {} has no spec", bundle.name)),
+        }
     }
     let mut csv_steps = vec![step(&csv_name, source, &csv)];
     let mut crd_steps = Vec::new();
@@ -283,7 +302,7 @@ mod tests {
             catalog: "community".into(),
             catalog_namespace: "olm".into(),
         };
-        let steps = bundle_steps(&bundle(), &source, "team-a").expect("steps");
+        let steps = bundle_steps(&bundle(), &source, "team-a", None).expect("steps");
         let kinds: Vec<_> = steps.iter().map(|s| s.resource.kind.as_str()).collect();
         assert_eq!(
             kinds,
@@ -341,7 +360,31 @@ mod tests {
             catalog: "c".into(),
             catalog_namespace: "n".into(),
         };
-        let err = bundle_steps(&b, &source, "ns").unwrap_err();
+        let err = bundle_steps(&b, &source, "ns", None).unwrap_err();
         assert!(err.contains("etcdoperator.v0.9.4"), "{err}");
+    }
+
+    #[test]
+    fn the_csv_names_what_it_replaces_as_resolution_found_it() {
+        let source = StepSource {
+            catalog: "community".into(),
+            catalog_namespace: "olm".into(),
+        };
+        let replaces_of = |steps: &[Step]| -> Option<String> {
+            let csv: Value = serde_json::from_str(steps[0].resource.manifest.as_deref()?).ok()?;
+            csv.pointer("/spec/replaces").and_then(Value::as_str).map(str::to_owned)
+        };
+        // Reached by skips or a skipRange from the installed 0.9.0: the manifest says nothing
+        // of it, the plan's CSV must.
+        let steps = bundle_steps(&bundle(), &source, "team-a", Some("etcdoperator.v0.9.0")).expect("steps");
+        assert_eq!(replaces_of(&steps).as_deref(), Some("etcdoperator.v0.9.0"));
+        // A manifest's own spec.replaces gives way to the installed CSV.
+        let mut b = bundle();
+        b.csv_json = b.csv_json.replace(r#""version":"0.9.4""#, r#""version":"0.9.4","replaces":"etcdoperator.v0.9.2""#);
+        let steps = bundle_steps(&b, &source, "team-a", Some("etcdoperator.v0.9.0")).expect("steps");
+        assert_eq!(replaces_of(&steps).as_deref(), Some("etcdoperator.v0.9.0"));
+        // Nothing found: the manifest's stays.
+        let steps = bundle_steps(&b, &source, "team-a", None).expect("steps");
+        assert_eq!(replaces_of(&steps).as_deref(), Some("etcdoperator.v0.9.2"));
     }
 }

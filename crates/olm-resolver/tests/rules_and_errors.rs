@@ -76,6 +76,20 @@ fn the_installed_bundle_at_the_head_needs_nothing() {
 }
 
 #[test]
+fn a_head_whose_skip_range_covers_its_own_version_is_not_an_upgrade_of_itself() {
+    // Real heads often say `olm.skipRange: <3.1.0` while being 3.0.0's successor line
+    // themselves: installed at that head, nothing is left to do (upstream: AtLatestKnown).
+    let mut entries = chain();
+    entries[2] = e("app.v3", "3.0.0", "app", "stable").default().replaces("app.v2").skip_range("<=3.0.0");
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .installed(installed(e("app.v3", "3.0.0", "app", "")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_ok(&r);
+    assert!(r.bundles.is_empty(), "{:?}", names(&r));
+}
+
+#[test]
 fn a_failing_subscription_does_not_block_the_others() {
     let entries = vec![
         e("app.v1", "1.0.0", "app", "stable"),

@@ -39,7 +39,7 @@ pub fn install_plan(
             catalog: bundle.catalog.name.clone(),
             catalog_namespace: bundle.catalog.namespace.clone(),
         };
-        match bundle_steps(fetched, &source, &namespace) {
+        match bundle_steps(fetched, &source, &namespace, bundle.replaces.as_deref()) {
             Ok(more) => steps.extend(more),
             Err(message) => {
                 return Err(format!(

@@ -1,0 +1,126 @@
+//! Upgrades that jump: the next bundle is reached by `skips` or an `olm.skipRange`, not by
+//! `replaces`, as in most real channels. The new CSV must take over from the installed one
+//! (its `spec.replaces` names it, whatever its manifest says), the old CSV must go, and the
+//! Subscription must end at the head, with both CSVs checked along the way.
+
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::PostParams;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
+use olm_api::v1alpha1::subscription::{Subscription, SubscriptionState};
+use olm_e2e::controllers::{self, create_from_yaml};
+use olm_e2e::widget::{widget_catalog, widget_crd, widget_csv};
+use olm_testkit::TestNamespace;
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const OBJECTS: &[&str] = &["subscriptions", "installplans", "csvs", "catalogsources"];
+
+/// Serve `csvs` from a ConfigMap catalog in `ns`, subscribe from `widget.v1.0.0` (Automatic),
+/// and check that the Subscription ends on `widget.v2.0.0` having replaced v1.
+async fn walk_from_v1_to_v2(ns: &TestNamespace, random: &str, csvs: Vec<serde_json::Value>) -> anyhow::Result<()> {
+    controllers::create_own_namespace_group(ns, "widgets").await?;
+    let catalog = widget_catalog("widgets", "widget.v2.0.0", csvs, vec![widget_crd(false, random)]);
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
+    cms.create(&PostParams::default(), &serde_json::from_value(catalog)?).await?;
+    create_from_yaml(
+        ns,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n",
+    )
+    .await?;
+    create_from_yaml(
+        ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: widget\nspec:\n  source: widgets\n  sourceNamespace: {}\n  name: widget\n  channel: stable\n  startingCSV: widget.v1.0.0\n  installPlanApproval: Automatic\n",
+            ns.name()
+        ),
+    )
+    .await?;
+
+    // v2 succeeds, naming the CSV it replaced although its manifest does not.
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    let v2 = ns
+        .wait_for("widget.v2.0.0 Succeeded", TIMEOUT, OBJECTS, || {
+            let csvs = csvs.clone();
+            async move {
+                let csv = csvs.get_opt("widget.v2.0.0").await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(csv.filter(|c| c.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&CsvPhase::Succeeded)))
+            }
+        })
+        .await?;
+    assert_eq!(v2.spec.replaces.as_deref(), Some("widget.v1.0.0"));
+    // v1 is replaced and removed, never left Failed beside it.
+    ns.wait_for("widget.v1.0.0 to go", TIMEOUT, OBJECTS, || {
+        let csvs = csvs.clone();
+        async move {
+            match csvs.get_opt("widget.v1.0.0").await.map_err(|e| e.to_string())? {
+                None => Ok(Some(())),
+                Some(v1) => {
+                    let phase = v1.status.as_ref().and_then(|s| s.phase.clone());
+                    if phase == Some(CsvPhase::Failed) {
+                        Err(format!("widget.v1.0.0 failed: {:?}", v1.status.and_then(|s| s.message)))
+                    } else {
+                        Ok(None)
+                    }
+                }
+            }
+        }
+    })
+    .await?;
+    // The Subscription is at the head, and says so.
+    let subs: Api<Subscription> = ns.api();
+    ns.wait_for("Subscription widget AtLatestKnown on widget.v2.0.0", TIMEOUT, OBJECTS, || {
+        let subs = subs.clone();
+        async move {
+            let sub = subs.get("widget").await.map_err(|e| e.to_string())?;
+            let status = sub.status.unwrap_or_default();
+            Ok::<_, String>(
+                (status.installed_csv.as_deref() == Some("widget.v2.0.0")
+                    && status.state == Some(SubscriptionState::AtLatestKnown))
+                .then_some(()),
+            )
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+async fn finish(cluster: &olm_testkit::TestCluster, ns: TestNamespace, random: &str) -> anyhow::Result<()> {
+    ns.cleanup().await?;
+    cluster
+        .kubectl(&["delete", "crd", &format!("widgets.{random}.olm.test"), "--wait=false"])
+        .await?;
+    Ok(())
+}
+
+fn random_of(ns: &TestNamespace) -> String {
+    ns.name().rsplit('-').next().unwrap_or("x").to_owned()
+}
+
+#[tokio::test]
+async fn an_upgrade_through_skips_replaces_the_installed_csv() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("edge-skips").await?;
+    let random = random_of(&ns);
+    // v2 replaces v1.5 and skips v1: from v1 the resolver jumps straight to v2, whose manifest
+    // names v1.5, not the CSV it really replaces.
+    let mut v2 = widget_csv("2.0.0", Some("widget.v1.5.0"), &random);
+    v2["spec"]["skips"] = json!(["widget.v1.0.0"]);
+    let csvs = vec![widget_csv("1.0.0", None, &random), widget_csv("1.5.0", Some("widget.v1.0.0"), &random), v2];
+    walk_from_v1_to_v2(&ns, &random, csvs).await?;
+    finish(&cluster, ns, &random).await
+}
+
+#[tokio::test]
+async fn a_head_whose_skip_range_covers_its_own_version_ends_at_latest_known() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("edge-range").await?;
+    let random = random_of(&ns);
+    // As real heads often do, v2's skipRange covers v1 and its own version too: once on v2,
+    // the Subscription must be at the head, not "upgrading" to itself.
+    let mut v2 = widget_csv("2.0.0", Some("widget.v1.0.0"), &random);
+    v2["metadata"]["annotations"] = json!({"olm.skipRange": "<=2.0.0"});
+    walk_from_v1_to_v2(&ns, &random, vec![widget_csv("1.0.0", None, &random), v2]).await?;
+    finish(&cluster, ns, &random).await
+}
