@@ -297,8 +297,9 @@ impl ChannelGraph {
 
     /// Entries that upgrade from the bundle `name` at `version` (replace it, skip it,
     /// or have a skipRange containing the version), in entry order. The bundle need not
-    /// be in the channel; an entry of that name is included when its own skipRange
-    /// contains `version`. `entry(i)` must give entry `i` as built.
+    /// be in the channel. An entry of that name is never one, even when its own skipRange
+    /// contains `version` (real heads' do): that would be an upgrade to itself. `entry(i)`
+    /// must give entry `i` as built.
     pub fn successors<'e, E>(&self, entry: impl Fn(usize) -> &'e E, name: &str, version: Option<&Version>) -> Vec<usize>
     where
         E: UpgradeEdges + ?Sized + 'e,
@@ -320,6 +321,7 @@ impl ChannelGraph {
                     .filter(|&i| entry(i).skip_range().is_some_and(|r| r.contains(v))),
             );
         }
+        out.retain(|&i| entry(i).name() != name);
         out.sort_unstable();
         out.dedup();
         out
@@ -347,9 +349,6 @@ impl ChannelGraph {
         let reversed = petgraph::visit::Reversed(&self.graph);
         let mut best: Option<(usize, Vec<(usize, EdgeKind)>)> = None;
         for first in self.successors(&entry, name, version) {
-            if Some(first) == own {
-                continue;
-            }
             let Some(kind) = entry(first).edge_to(name, version) else { continue };
             let Some((cost, nodes)) = astar(reversed, NodeIndex::new(first), |n| n.index() == head, |_| 1usize, |_| 0)
             else {

@@ -21,15 +21,13 @@ pub(crate) struct ChannelIndex {
 
 impl ChannelIndex {
     /// Entries of the channel that upgrade from `installed` (replace it, skip it, or
-    /// have a skipRange containing its version), as indices into the catalog's entries.
-    /// The installed bundle itself is never one, even when its own skipRange contains its
-    /// version (real heads do): it would be an "upgrade" to what is installed.
+    /// have a skipRange containing its version), as indices into the catalog's entries;
+    /// never the installed bundle itself (see [`ChannelGraph::successors`]).
     pub fn successors(&self, entries: &[Entry], installed: &Entry) -> Vec<u32> {
         self.graph
             .successors(|k| &entries[self.members[k] as usize], &installed.name, installed.version.as_ref())
             .into_iter()
             .map(|k| self.members[k])
-            .filter(|&i| entries[i as usize].name != installed.name)
             .collect()
     }
 

@@ -159,7 +159,6 @@ impl Channel {
             .successors(|i| &self.entries[i], name, version)
             .into_iter()
             .map(|i| &self.entries[i])
-            .filter(|e| e.name != name)
             .collect()
     }
     /// The shortest upgrade path from bundle `name` at `version` (listed in the
