@@ -29,7 +29,7 @@ use olm_api::v1alpha1::cluster_service_version::{
 use sha2::{Digest, Sha256};
 
 
-use super::certs::*;
+use super::certs::{ServingCert, meta, secret_name, service_name};
 
 /// The APIService `<version>.<group>` served by the Deployment's Service.
 pub fn render_api_service(

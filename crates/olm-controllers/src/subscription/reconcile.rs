@@ -122,22 +122,13 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
         }
     };
 
-    // One status write.
-    let sub = &facts.sub;
-    let installed = adopted.clone().or_else(|| facts.current.as_ref().map(|c| c.name.clone()));
-    let deprecations = resolution::deprecations(facts.contents.get(&decide::target(sub)), sub, installed.as_deref());
-    let observed = Observed {
-        sub,
-        catalogs: facts.catalogs.clone(),
-        plan: facts.plan.clone(),
-        plan_missing: facts.plan_missing,
-        current: facts.current.clone(),
-        adopted,
-        resolved,
-        deprecations,
-    };
+    // One status write, from what was observed (moved, no longer needed) and what happened.
+    let observe::Facts { sub, catalogs, contents, plan, plan_missing, current, .. } = facts;
+    let installed = adopted.clone().or_else(|| current.as_ref().map(|c| c.name.clone()));
+    let deprecations = resolution::deprecations(contents.get(&decide::target(&sub)), &sub, installed.as_deref());
+    let observed = Observed { sub: &sub, catalogs, plan, plan_missing, current, adopted, resolved, deprecations };
     let desired = decide::status(&observed, now);
-    ctx.status.apply(sub, &desired).await?;
+    ctx.status.apply(&sub, &desired).await?;
     state.metrics.subscription_synced(SubscriptionSyncLabels {
         name: sub.name_any(),
         installed: desired.installed_csv.clone().unwrap_or_default(),
