@@ -208,7 +208,7 @@ pub async fn csv_message(ns: &TestNamespace, name: &str) -> anyhow::Result<Strin
 /// `objects` are shown with the namespace's events if it never goes.
 pub async fn wait_gone<K>(ns: &TestNamespace, what: &str, api: &Api<K>, name: &str, objects: &[&str]) -> anyhow::Result<()>
 where
-    K: kube::Resource + Clone + for<'de> k8s_openapi::serde::Deserialize<'de> + std::fmt::Debug,
+    K: kube::Resource + Clone + k8s_openapi::serde::de::DeserializeOwned + std::fmt::Debug,
 {
     ns.wait_for(what, TIMEOUT_GONE, objects, || {
         let api = api.clone();
