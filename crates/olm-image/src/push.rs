@@ -1,0 +1,194 @@
+//! Building and pushing bundle and catalog images without Docker: one gzip layer made
+//! reproducibly from a directory (sorted entries, zero times and owners), an OCI config whose
+//! labels are upstream's (a bundle's annotations; a catalog's configs directory), an OCI
+//! manifest, pushed with oci-client. The same directory always gives the same digest.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::Path;
+
+use oci_client::RegistryOperation;
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+
+use crate::bundle::{MANIFESTS_LABEL, METADATA_LABEL};
+use crate::catalog::CONFIGS_LABEL;
+use crate::pull::parse;
+use crate::{Credentials, ImageClient, ImageError};
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+const OCI_LAYER_GZIP: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+/// A built image, before pushing.
+#[derive(Clone, Debug)]
+pub struct BuiltImage {
+    layer: Vec<u8>,
+    config: Vec<u8>,
+    manifest: Vec<u8>,
+    /// The manifest's digest: the image's identity.
+    pub digest: String,
+}
+
+/// Build a bundle image from a bundle directory (`manifests/` and `metadata/`): refused, naming
+/// the file, when the directory does not render as a bundle.
+pub fn build_bundle(dir: &Path) -> Result<BuiltImage, ImageError> {
+    let local = |err: &dyn std::fmt::Display| ImageError::local(dir.display(), err);
+    if !olm_catalog::render::is_bundle_dir(dir) {
+        return Err(local(&"not a bundle directory: it needs manifests/ and metadata/ (with metadata/annotations.yaml)"));
+    }
+    let rendered = olm_catalog::render::render_bundle_dir(dir, &Default::default()).map_err(|err| local(&err))?;
+    let mut labels = annotations(dir).map_err(|err| local(&err))?;
+    labels.insert(MANIFESTS_LABEL.into(), "manifests/".into());
+    labels.insert(METADATA_LABEL.into(), "metadata/".into());
+    tracing::debug!(bundle = %rendered.name, package = %rendered.package, "building a bundle image");
+    build(&[(dir.join("manifests"), "manifests"), (dir.join("metadata"), "metadata")], labels, "olm bundle push")
+}
+
+/// Build a catalog image from a file-based catalog directory (served from `/configs`).
+pub fn build_catalog(dir: &Path) -> Result<BuiltImage, ImageError> {
+    let local = |err: &dyn std::fmt::Display| ImageError::local(dir.display(), err);
+    let (catalog, problems) = olm_catalog::load::load_fbc(dir).map_err(|err| local(&err))?;
+    if catalog.packages().is_empty() {
+        let first = problems.first().map(ToString::to_string).unwrap_or_else(|| "no olm.package".into());
+        return Err(local(&format!("not a file-based catalog with at least one package: {first}")));
+    }
+    let labels = BTreeMap::from([(CONFIGS_LABEL.to_owned(), "/configs".to_owned())]);
+    build(&[(dir.to_owned(), "configs")], labels, "olm catalog push")
+}
+
+impl ImageClient {
+    /// Push a built image to `image` (a tag); returns `registry/repository@digest`.
+    pub async fn push(&self, built: &BuiltImage, image: &str, creds: &Credentials) -> Result<String, ImageError> {
+        let reference = parse(image)?;
+        let registry = reference.resolve_registry().to_owned();
+        let client = self.client(&registry);
+        let oci = |err| ImageError::from_oci(image, &registry, err);
+        client
+            .auth(&reference, &creds.for_registry(&registry), RegistryOperation::Push)
+            .await
+            .map_err(oci)?;
+        for blob in [&built.layer, &built.config] {
+            let digest = sha256(blob);
+            if !client.blob_exists(&reference, &digest).await.map_err(oci)? {
+                client.push_blob(&reference, blob.clone(), &digest).await.map_err(oci)?;
+            }
+        }
+        client
+            .push_manifest_raw(&reference, built.manifest.clone(), http::HeaderValue::from_static(OCI_MANIFEST))
+            .await
+            .map_err(oci)?;
+        Ok(format!("{}/{}@{}", reference.registry(), reference.repository(), built.digest))
+    }
+}
+
+/// The `annotations` map of `metadata/annotations.yaml` (or .yml/.json), as labels.
+fn annotations(dir: &Path) -> Result<BTreeMap<String, String>, String> {
+    for name in ["annotations.yaml", "annotations.yml", "annotations.json"] {
+        let path = dir.join("metadata").join(name);
+        if !path.is_file() {
+            continue;
+        }
+        let docs = olm_catalog::load::parse_file(&path).map_err(|err| err.to_string())?;
+        let map = docs.first().and_then(|d| d.get("annotations")).and_then(Value::as_object);
+        return Ok(map
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .collect());
+    }
+    Err("metadata/annotations.yaml is missing".into())
+}
+
+/// One layer holding each `(source directory, path in the image)`, its config and manifest.
+fn build(dirs: &[(std::path::PathBuf, &str)], labels: BTreeMap<String, String>, created_by: &str) -> Result<BuiltImage, ImageError> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for (source, target) in dirs {
+        append_dir(&mut builder, source, target)?;
+    }
+    let tar = builder.into_inner().map_err(|err| ImageError::local("layer", err))?;
+    let diff_id = sha256(&tar);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&tar).map_err(|err| ImageError::local("layer", err))?;
+    let layer = gz.finish().map_err(|err| ImageError::local("layer", err))?;
+    let config = serde_json::to_vec(&json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Labels": labels},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        "history": [{"created_by": created_by}],
+    }))
+    .map_err(|err| ImageError::local("config", err))?;
+    let manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": OCI_CONFIG, "digest": sha256(&config), "size": config.len()},
+        "layers": [{"mediaType": OCI_LAYER_GZIP, "digest": sha256(&layer), "size": layer.len()}],
+    }))
+    .map_err(|err| ImageError::local("manifest", err))?;
+    let digest = sha256(&manifest);
+    Ok(BuiltImage { layer, config, manifest, digest })
+}
+
+/// Append `source`'s regular files and directories under `target`, sorted, with zero times and
+/// owners so that the layer's digest depends on content only.
+fn append_dir(builder: &mut tar::Builder<Vec<u8>>, source: &Path, target: &str) -> Result<(), ImageError> {
+    let local = |path: &Path, err: &dyn std::fmt::Display| ImageError::local(path.display(), err);
+    let mut header = tar::Header::new_ustar();
+    header.set_entry_type(tar::EntryType::Directory);
+    header.set_mode(0o755);
+    header.set_size(0);
+    header.set_mtime(0);
+    builder
+        .append_data(&mut header, format!("{target}/"), std::io::empty())
+        .map_err(|err| local(source, &err))?;
+    let mut entries: Vec<_> = std::fs::read_dir(source)
+        .map_err(|err| local(source, &err))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let meta = std::fs::metadata(&path).map_err(|err| local(&path, &err))?;
+        if meta.is_dir() {
+            append_dir(builder, &path, &format!("{target}/{name}"))?;
+        } else if meta.is_file() {
+            let data = std::fs::read(&path).map_err(|err| local(&path, &err))?;
+            let mut header = tar::Header::new_ustar();
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_mode(0o644);
+            header.set_size(data.len() as u64);
+            header.set_mtime(0);
+            builder
+                .append_data(&mut header, format!("{target}/{name}"), data.as_slice())
+                .map_err(|err| local(&path, &err))?;
+        }
+    }
+    Ok(())
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_catalog_builds_the_same_digest_and_bad_input_names_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("catalog.yaml"),
+            "schema: olm.package\nname: p\ndefaultChannel: c\n---\nschema: olm.channel\npackage: p\nname: c\nentries: [{name: p.v1}]\n---\nschema: olm.bundle\nname: p.v1\npackage: p\nimage: r/p:1\nproperties: [{type: olm.package, value: {packageName: p, version: 1.0.0}}]\n",
+        )
+        .unwrap();
+        let a = build_catalog(dir.path()).unwrap();
+        let b = build_catalog(dir.path()).unwrap();
+        assert_eq!(a.digest, b.digest);
+        let empty = tempfile::tempdir().unwrap();
+        let err = build_catalog(empty.path()).unwrap_err().to_string();
+        assert!(err.contains(&empty.path().display().to_string()), "{err}");
+        let err = build_bundle(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("manifests/ and metadata/"), "{err}");
+    }
+}
