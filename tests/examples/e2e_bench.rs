@@ -242,6 +242,7 @@ async fn main() -> anyhow::Result<()> {
         client.clone(),
         ManagerConfig {
             cache_thread_init: None,
+            images: olm_e2e::image_client()?,
             controllers: Vec::new(),
             admin_addr: None,
             leader_election: None,

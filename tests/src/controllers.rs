@@ -111,6 +111,7 @@ async fn start_manager(kubeconfig: PathBuf) -> anyhow::Result<std::net::SocketAd
                     client,
                     ManagerConfig {
                         cache_thread_init: None,
+                        images: crate::image_client()?,
                         controllers: Vec::new(),
                         admin_addr: Some("127.0.0.1:0".parse()?),
                         leader_election: None,

@@ -100,6 +100,12 @@ impl CatalogCache {
         self.notify(key);
     }
 
+    /// Replace the state of a catalog without telling listeners: for a refresh that changed
+    /// nothing they read (the same content, still healthy).
+    pub fn set_quietly(&self, key: CatalogKey, state: CatalogState) {
+        self.entries.write().unwrap_or_else(|p| p.into_inner()).insert(key, state);
+    }
+
     /// Forget a deleted catalog and tell listeners.
     pub fn remove(&self, key: &CatalogKey) {
         let removed = self.entries.write().unwrap_or_else(|p| p.into_inner()).remove(key);

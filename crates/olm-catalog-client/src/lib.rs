@@ -16,9 +16,11 @@ pub mod cache;
 pub mod configmap;
 mod grpc;
 mod http;
+pub mod image;
 pub mod location;
 
 pub use cache::{CatalogCache, CatalogState, ConnectionState};
+pub use image::{ImageAccess, ImageFetch, PullSecrets, credentials_from_secrets, fetch_image, pull_secrets};
 pub use location::{Location, Source};
 
 use std::collections::HashMap;
@@ -74,6 +76,14 @@ pub enum ClientError {
         /// Bundle (CSV) name.
         bundle: String,
     },
+    /// A bundle or catalog image could not be pulled or read.
+    #[error("{what}: {source}")]
+    Image {
+        /// Which image, for what.
+        what: String,
+        /// Why.
+        source: olm_image::ImageError,
+    },
     /// The whole operation took too long.
     #[error("catalog {address} did not answer within {}s", timeout.as_secs())]
     Timeout {
@@ -93,6 +103,7 @@ impl ClientError {
             ClientError::Invalid { .. } => "InvalidCatalogContent",
             ClientError::BundleNotFound { .. } => "BundleNotFound",
             ClientError::Timeout { .. } => "CatalogTimeout",
+            ClientError::Image { source, .. } => source.category(),
         }
     }
 
@@ -101,6 +112,7 @@ impl ClientError {
         match self {
             ClientError::Connect { .. } | ClientError::Timeout { .. } => true,
             ClientError::Call { retryable, .. } => *retryable,
+            ClientError::Image { source, .. } => source.retryable(),
             // The catalog may be fixed or updated; the caller decides how slowly to retry.
             ClientError::Invalid { .. } | ClientError::BundleNotFound { .. } => false,
         }
@@ -174,6 +186,11 @@ pub struct CatalogContent {
     pub inline: InlineManifests,
     /// Problems found while building the catalog that did not stop it.
     pub problems: Vec<String>,
+    /// How bundle images (and this catalog's image) are pulled, when the catalog may name
+    /// bundles by image only.
+    pub images: Option<ImageAccess>,
+    /// The digest of the catalog image this content was read from.
+    pub image_digest: Option<String>,
 }
 
 impl CatalogContent {
@@ -199,6 +216,8 @@ impl CatalogContent {
             location,
             inline,
             problems: problems.iter().map(ToString::to_string).collect(),
+            images: None,
+            image_digest: None,
         })
     }
 
@@ -231,6 +250,26 @@ impl CatalogContent {
             } else {
                 (csv, objects)
             }
+        };
+        // The catalog names the bundle by image only: pull it.
+        let (csv_json, objects) = match &self.images {
+            Some(images) if (csv_json.is_empty() || objects.is_empty()) && !model.image.is_empty() => {
+                let pulled = images.client.bundle(&model.image, &images.creds).await.map_err(|source| ClientError::Image {
+                    what: format!("bundle {bundle} of package {package} (catalog {})", self.key),
+                    source,
+                })?;
+                if pulled.name != bundle {
+                    return Err(ClientError::Invalid {
+                        address: self.key.to_string(),
+                        message: format!(
+                            "bundle image {} holds CSV {}, but the catalog lists it as bundle {bundle}: fix the catalog's image reference",
+                            model.image, pulled.name
+                        ),
+                    });
+                }
+                (pulled.csv_json, pulled.objects)
+            }
+            _ => (csv_json, objects),
         };
         if csv_json.is_empty() {
             return Err(ClientError::Invalid {

@@ -8,8 +8,6 @@ use olm_api::v1alpha1::catalog_source::{CatalogSource, DEFAULT_REGISTRY_POLL_INT
 
 use crate::SourceLocation;
 
-/// The port of a registry server, as upstream.
-pub const REGISTRY_PORT: i32 = 50051;
 /// First retry delay after a failed read; doubles up to [`MAX_RETRY`].
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);
 /// Longest retry delay of a failing catalog.
@@ -20,13 +18,8 @@ pub const MAX_RETRY: Duration = Duration::from_secs(60);
 pub enum Source {
     /// `spec.address` (gRPC `host:port`, or an `http(s)://` URL of our catalog server).
     Address(String),
-    /// `spec.image`: OLM runs the registry Pod and Service; the content is read through the Service.
-    Image {
-        /// The catalog image.
-        image: String,
-        /// The Service name (the catalog name with dots replaced by dashes).
-        service: String,
-    },
+    /// `spec.image`: a catalog image, pulled and served by OLM itself (no registry Pod).
+    Image(String),
     /// `spec.configMap`.
     ConfigMap(String),
 }
@@ -39,11 +32,7 @@ pub fn source(catalog: &CatalogSource) -> Result<Source, String> {
         SourceType::Grpc => {
             // As upstream, the image wins when both are set.
             if let Some(image) = non_empty(&spec.image) {
-                let name = catalog.metadata.name.clone().unwrap_or_default();
-                Ok(Source::Image {
-                    image,
-                    service: name.replace('.', "-"),
-                })
+                Ok(Source::Image(image))
             } else if let Some(address) = non_empty(&spec.address) {
                 Ok(Source::Address(address))
             } else {
@@ -65,24 +54,19 @@ pub fn source(catalog: &CatalogSource) -> Result<Source, String> {
 pub enum Location {
     /// A catalog server: gRPC `host:port`, or the HTTP URL of one catalog.
     Remote(SourceLocation),
+    /// A catalog image (`spec.image`), pulled from its registry.
+    Image(String),
     /// A legacy ConfigMap in the catalog's namespace, by name.
     ConfigMap(String),
 }
 
-/// Where the content of `catalog` is read from, for its `source`. An image catalog is read
-/// through the registry Service OLM runs for it: the one `status.registryService` names, or,
-/// before that status is written, the Service OLM creates (`<name>.<namespace>.svc:50051`).
-pub fn location(catalog: &CatalogSource, source: &Source) -> Location {
+/// Where the content of a catalog is read from, for its `source`. A catalog image is pulled
+/// by OLM itself: upstream runs a registry Pod for it, which needs a node to run on and
+/// seconds to start; reading the image's file-based catalog in-process needs neither.
+pub fn location(source: &Source) -> Location {
     match source {
         Source::Address(address) => Location::Remote(SourceLocation::from_address(address)),
-        Source::Image { service, .. } => {
-            let namespace = catalog.metadata.namespace.clone().unwrap_or_default();
-            let status = catalog.status.as_ref().and_then(|s| s.registry_service.as_ref());
-            let service_name = status.and_then(|s| s.service_name.clone()).unwrap_or_else(|| service.clone());
-            let service_namespace = status.and_then(|s| s.service_namespace.clone()).unwrap_or(namespace);
-            let port = status.and_then(|s| s.port.clone()).unwrap_or_else(|| REGISTRY_PORT.to_string());
-            Location::Remote(SourceLocation::Grpc(format!("{service_name}.{service_namespace}.svc:{port}")))
-        }
+        Source::Image(image) => Location::Image(image.clone()),
         Source::ConfigMap(name) => Location::ConfigMap(name.clone()),
     }
 }
@@ -168,10 +152,7 @@ mod tests {
         );
         assert_eq!(
             source(&catalog(r#"{"sourceType":"grpc","address":"x:1","image":"quay.io/c:1"}"#)),
-            Ok(Source::Image {
-                image: "quay.io/c:1".into(),
-                service: "community-v1".into()
-            })
+            Ok(Source::Image("quay.io/c:1".into()))
         );
         let err = source(&catalog(r#"{"sourceType":"grpc"}"#)).unwrap_err();
         assert!(err.contains("spec.image or spec.address"), "{err}");
@@ -188,21 +169,12 @@ mod tests {
     }
 
     #[test]
-    fn an_image_catalog_is_read_through_its_registry_service() {
-        let mut c = catalog(r#"{"sourceType":"grpc","image":"quay.io/c:1"}"#);
-        let source = source(&c).expect("valid");
-        assert_eq!(
-            location(&c, &source),
-            Location::Remote(SourceLocation::Grpc("community-v1.olm.svc:50051".into())),
-            "before the status names the Service, the one OLM creates"
-        );
-        c.status = Some(serde_json::from_value(serde_json::json!({
-            "registryService": {"protocol": "grpc", "serviceName": "community-v1", "serviceNamespace": "olm", "port": "50052"}
-        })).expect("status"));
-        assert_eq!(location(&c, &source), Location::Remote(SourceLocation::Grpc("community-v1.olm.svc:50052".into())));
+    fn each_source_has_its_location() {
+        let image = catalog(r#"{"sourceType":"grpc","image":"quay.io/c:1"}"#);
+        assert_eq!(location(&source(&image).expect("valid")), Location::Image("quay.io/c:1".into()));
         let address = catalog(r#"{"sourceType":"grpc","address":"http://127.0.0.1:8080/catalogs/community/"}"#);
         assert_eq!(
-            location(&address, &super::source(&address).expect("valid")),
+            location(&source(&address).expect("valid")),
             Location::Remote(SourceLocation::Http("http://127.0.0.1:8080/catalogs/community".into()))
         );
     }

@@ -55,6 +55,7 @@ pub struct Shared<'a> {
     pub subscriptions: Option<&'a Cache<Subscription>>,
     /// The catalog-operator metrics.
     pub catalog_metrics: &'a crate::catalog_metrics::CatalogMetrics,
+    pub images: &'a Arc<olm_image::ImageClient>,
 }
 
 /// What the cache keeps of a Complete plan: its phase, conditions and message (what a
@@ -88,6 +89,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
             catalogs: catalogs.clone(),
             content: content.clone(),
             metrics: shared.catalog_metrics.clone(),
+            images: shared.images.clone(),
         };
         let ctx = Arc::new(ControllerContext::new((crate::FIELD_MANAGER_PREFIX, name), client, metrics, leadership, state));
         tasks.push(tokio::spawn(catalogsource::run(ctx, shared.shutdown.signal())));

@@ -122,6 +122,8 @@ pub struct ManagerConfig {
     /// so the objects the caches keep for long are not scattered among the short-lived
     /// allocations of reconciles (which would keep pages resident after a burst).
     pub cache_thread_init: Option<fn()>,
+    /// Pulls catalog and bundle images (its cache and registry settings are the caller's).
+    pub images: Arc<olm_image::ImageClient>,
 }
 
 /// Running controllers; `stop` shuts them down gracefully.
@@ -279,6 +281,7 @@ impl Manager {
                 csvs: &csvs,
                 groups: &groups,
                 subscriptions: subscriptions.as_ref(),
+                images: &config.images,
             },
             crate::catalog_operator::Selection {
                 catalogsource: kinds.contains(&ControllerKind::CatalogSource),

@@ -22,6 +22,8 @@ use kube::{Api, Client};
 use olm_api::packages::v1::{GROUP, PLURAL};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_catalog_client::location::{self, Location};
+use olm_catalog_client::{ImageAccess, ImageFetch};
+use olm_image::ImageClient;
 use olm_resolver::CatalogKey;
 
 use crate::error::Error;
@@ -83,6 +85,8 @@ pub struct Config {
     pub authorization: Authorization,
     /// How often healthy catalogs are read again.
     pub refresh: Duration,
+    /// Pulls catalog images (and bundle images for head CSVs a catalog does not carry).
+    pub images: Arc<ImageClient>,
 }
 
 /// Read `kube-system/extension-apiserver-authentication` for the front-proxy CA and names.
@@ -253,14 +257,27 @@ fn catalog_info(catalog: &CatalogSource) -> CatalogInfo {
 }
 
 /// Read one catalog into the store.
-async fn read_catalog(client: &Client, store: &Store, catalog: &CatalogSource) {
+async fn read_catalog(client: &Client, store: &Store, images: &Arc<ImageClient>, catalog: &CatalogSource) {
     let info = catalog_info(catalog);
     let key = CatalogKey::new(info.name.clone(), info.namespace.clone());
     let priority = i32::try_from(catalog.spec.priority.unwrap_or(0)).unwrap_or(0);
     let started = Instant::now();
-    let content = match location::source(catalog).map(|source| location::location(catalog, &source)) {
+    let secrets = match olm_catalog_client::pull_secrets(client, catalog).await {
+        Ok(secrets) => secrets,
+        Err((what, err)) => {
+            tracing::warn!(catalog = %key, error = %err, "{what}: pulling images anonymously");
+            olm_catalog_client::PullSecrets::default()
+        }
+    };
+    let access = ImageAccess { client: images.clone(), creds: secrets.creds };
+    let content = match location::source(catalog).map(|source| location::location(&source)) {
         Err(message) => Err(message),
         Ok(Location::Remote(loc)) => olm_catalog_client::fetch(&loc, key, priority).await.map_err(|e| e.to_string()),
+        Ok(Location::Image(image)) => match olm_catalog_client::fetch_image(&access, &image, key, priority, None).await {
+            Ok(ImageFetch::Content(content)) => Ok(content),
+            Ok(ImageFetch::Unchanged { digest }) => Err(format!("catalog image {image} ({digest}) was not read")),
+            Err(err) => Err(err.to_string()),
+        },
         Ok(Location::ConfigMap(name)) => {
             let api: Api<ConfigMap> = Api::namespaced(client.clone(), &info.namespace);
             match api.get(&name).await {
@@ -269,6 +286,10 @@ async fn read_catalog(client: &Client, store: &Store, catalog: &CatalogSource) {
             }
         }
     };
+    let content = content.map(|mut content| {
+        content.images = Some(access);
+        content
+    });
     match content {
         Ok(content) => {
             let head_csvs = head_csvs(&content).await;
@@ -323,16 +344,21 @@ struct Tracked {
 
 fn fingerprint(catalog: &CatalogSource) -> String {
     format!(
-        "{}|{:?}|{:?}|{:?}",
+        "{}|{:?}|{:?}",
         catalog.metadata.uid.clone().unwrap_or_default(),
         catalog.metadata.generation,
-        catalog.status.as_ref().and_then(|s| s.registry_service.as_ref()).and_then(|r| r.service_name.clone()),
         catalog.status.as_ref().and_then(|s| s.config_map_reference.as_ref()).and_then(|c| c.resource_version.clone()),
     )
 }
 
 /// Keep the store in step with the cluster's CatalogSources until `shutdown` resolves.
-pub async fn sync_catalogs(client: Client, store: Arc<Store>, refresh: Duration, shutdown: impl std::future::Future<Output = ()>) {
+pub async fn sync_catalogs(
+    client: Client,
+    store: Arc<Store>,
+    images: Arc<ImageClient>,
+    refresh: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     let api: Api<CatalogSource> = Api::all(client.clone());
     let tracked: Arc<Mutex<HashMap<(String, String), Tracked>>> = Arc::default();
     let permits = Arc::new(tokio::sync::Semaphore::new(PARALLEL_READS));
@@ -367,11 +393,12 @@ pub async fn sync_catalogs(client: Client, store: Arc<Store>, refresh: Duration,
                     }
                     let client = client.clone();
                     let store = store.clone();
+                    let images = images.clone();
                     let tracked = tracked.clone();
                     let permits = permits.clone();
                     tokio::spawn(async move {
                         let _permit = permits.acquire_owned().await;
-                        read_catalog(&client, &store, &catalog).await;
+                        read_catalog(&client, &store, &images, &catalog).await;
                         let failed = store.entry(&key.0, &key.1).is_some_and(|e| e.error.is_some());
                         let interval = location::poll_interval(&catalog).0.min(refresh);
                         if let Ok(mut tracked) = tracked.lock()
@@ -423,7 +450,7 @@ pub async fn run(client: Client, config: Config, shutdown: impl std::future::Fut
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut sync_stop = stop_rx.clone();
-    let sync = tokio::spawn(sync_catalogs(client, store, config.refresh, async move {
+    let sync = tokio::spawn(sync_catalogs(client, store, config.images.clone(), config.refresh, async move {
         let _ = sync_stop.wait_for(|stop| *stop).await;
     }));
     let mut serve_stop = stop_rx;

@@ -1,15 +1,13 @@
 //! Pure decisions of the CatalogSource controller: which source the spec names, whether the
-//! content must be read now, what the registry Service/Pod look like (image mode) and the status.
+//! content must be read now, and the status.
 
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use olm_api::v1alpha1::catalog_source::{
-    CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState, RegistryServiceStatus,
-};
+use olm_api::v1alpha1::catalog_source::{CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState};
 use olm_api::v1alpha1::cluster_service_version::CsvReason;
-use olm_catalog_client::location::{REGISTRY_PORT, retry_delay};
+use olm_catalog_client::location::retry_delay;
 use olm_catalog_client::{CatalogState, ConnectionState};
 
 /// How often a ConfigMap catalog checks its ConfigMap for changes (one GET; no cluster-wide
@@ -49,8 +47,8 @@ pub struct StatusInputs {
     pub configmap_error: Option<String>,
     /// The ConfigMap read (configmap mode): name, uid, resourceVersion.
     pub configmap: Option<(String, String, String)>,
-    /// The registry Service (image mode): name and creation time.
-    pub registry_service: Option<(String, Option<Time>)>,
+    /// Pull secrets (`spec.secrets`) that are missing or unusable.
+    pub secret_problems: Vec<String>,
     /// The address shown in `connectionState.address`.
     pub address: Option<String>,
     /// Whether the catalog polls (sets `latestImageRegistryPoll`).
@@ -87,15 +85,6 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
             },
         });
     }
-    if let Some((service, created)) = &inputs.registry_service {
-        status.registry_service = Some(RegistryServiceStatus {
-            protocol: Some("grpc".into()),
-            service_name: Some(service.clone()),
-            service_namespace: Some(namespace.clone()),
-            port: Some(REGISTRY_PORT.to_string()),
-            created_at: created.clone(),
-        });
-    }
     if let Some(state) = &inputs.state {
         status.connection_state = Some(GrpcConnectionState {
             address: inputs.address.clone(),
@@ -123,6 +112,14 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
     {
         status.reason = Some(CsvReason::InvalidIntervalError);
         status.message = Some(message.clone());
+    }
+    // A secret that cannot be used explains an Unauthorized pull, or warns before one.
+    if !inputs.secret_problems.is_empty() {
+        let problems = inputs.secret_problems.join("; ");
+        status.message = Some(match status.message.take() {
+            Some(message) => format!("{message}; {problems}"),
+            None => problems,
+        });
     }
     status
 }

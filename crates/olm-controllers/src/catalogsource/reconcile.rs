@@ -1,26 +1,21 @@
-//! Observe → decide → act for CatalogSources: read the content into the shared cache when due,
-//! run the registry Pod and Service for image catalogs, write the status.
+//! Observe → decide → act for CatalogSources: read the content into the shared cache when due
+//! (a catalog image is pulled and loaded here, polled by digest), write the status.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
-use olm_api::keys;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
+use olm_catalog_client::location::{self, Location, Source};
+use olm_catalog_client::{CatalogCache, CatalogState, ConnectionState, ImageAccess, ImageFetch, configmap};
+use olm_image::ImageClient;
 use olm_resolver::CatalogKey;
-use serde_json::json;
 use tracing::instrument;
-
-use olm_catalog_client::location::{self, Location, REGISTRY_PORT, Source};
-use olm_catalog_client::{CatalogCache, CatalogState, ConnectionState, configmap};
 
 use super::decide::{self, StatusInputs};
 use olm_runtime::{Cache, ControllerContext, Error, EventNote, Result, error_policy, guarded};
@@ -37,6 +32,8 @@ pub struct CatalogSourceState {
     pub content: CatalogCache,
     /// The catalog-operator metrics.
     pub metrics: crate::catalog_metrics::CatalogMetrics,
+    /// Pulls catalog and bundle images, through one cache.
+    pub images: Arc<ImageClient>,
 }
 
 fn key_of(catalog: &CatalogSource) -> CatalogKey {
@@ -49,103 +46,6 @@ fn priority_of(catalog: &CatalogSource) -> i32 {
         .priority
         .map(|p| i32::try_from(p).unwrap_or(if p < 0 { i32::MIN } else { i32::MAX }))
         .unwrap_or(0)
-}
-
-/// Server-side apply `object` with the controller's field manager.
-async fn apply<K>(api: &Api<K>, name: &str, manager: &str, object: &serde_json::Value) -> Result<K>
-where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.patch(name, &PatchParams::apply(manager).force(), &Patch::Apply(object))
-        .await
-        .map_err(|err| Error::api(format!("apply {} {name}", K::kind(&())), err))
-}
-
-/// The ServiceAccount, Service and Pod of an image catalog. Returns the Service's name and
-/// creation time.
-async fn ensure_registry(
-    ctx: &ControllerContext<CatalogSourceState>,
-    catalog: &CatalogSource,
-    image: &str,
-    service: &str,
-) -> Result<Option<Time>> {
-    let namespace = catalog.namespace().unwrap_or_default();
-    let name = catalog.name_any();
-    let manager = ctx.field_manager();
-    let owner = json!([{
-        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource", "name": name,
-        "uid": catalog.uid().unwrap_or_default(), "controller": false, "blockOwnerDeletion": false,
-    }]);
-    let sa_api: Api<ServiceAccount> = Api::namespaced(ctx.client.clone(), &namespace);
-    let pull_secrets: Vec<_> = catalog.spec.secrets.iter().flatten().map(|s| json!({"name": s})).collect();
-    apply(
-        &sa_api,
-        &name,
-        &manager,
-        &json!({
-            "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": name, "namespace": namespace, "ownerReferences": owner},
-            "imagePullSecrets": pull_secrets,
-        }),
-    )
-    .await?;
-    let svc_api: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    let applied = apply(
-        &svc_api,
-        service,
-        &manager,
-        &json!({
-            "apiVersion": "v1", "kind": "Service",
-            "metadata": {"name": service, "namespace": namespace, "ownerReferences": owner,
-                         "labels": {keys::CATALOG_SOURCE_LABEL: name}},
-            "spec": {"ports": [{"name": "grpc", "port": REGISTRY_PORT, "targetPort": REGISTRY_PORT, "protocol": "TCP"}],
-                     "selector": {keys::CATALOG_SOURCE_LABEL: name}},
-        }),
-    )
-    .await?;
-    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
-    let pod_name = format!("{service}-registry");
-    // The pod spec is immutable: an image change replaces the pod.
-    match pod_api
-        .get_opt(&pod_name)
-        .await
-        .map_err(|err| Error::api(format!("get Pod {namespace}/{pod_name}"), err))?
-    {
-        Some(pod) => {
-            let current = pod.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone());
-            if current.as_deref() != Some(image) {
-                pod_api
-                    .delete(&pod_name, &DeleteParams::default())
-                    .await
-                    .map_err(|err| Error::api(format!("delete Pod {namespace}/{pod_name}"), err))?;
-            }
-        }
-        None => {
-            let probe = json!({"grpc": {"port": REGISTRY_PORT}, "periodSeconds": 10, "timeoutSeconds": 5});
-            let config = catalog.spec.grpc_pod_config.clone().unwrap_or_default();
-            apply(&pod_api, &pod_name, &manager, &json!({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": pod_name, "namespace": namespace, "ownerReferences": owner,
-                             "labels": {keys::CATALOG_SOURCE_LABEL: name}},
-                "spec": {
-                    "serviceAccountName": name,
-                    "nodeSelector": config.node_selector.unwrap_or_else(|| BTreeMap::from([("kubernetes.io/os".to_owned(), "linux".to_owned())])),
-                    "tolerations": config.tolerations,
-                    "affinity": config.affinity,
-                    "priorityClassName": config.priority_class_name,
-                    "containers": [{
-                        "name": "registry-server", "image": image,
-                        "ports": [{"name": "grpc", "containerPort": REGISTRY_PORT}],
-                        "readinessProbe": probe, "livenessProbe": probe,
-                        "startupProbe": {"grpc": {"port": REGISTRY_PORT}, "failureThreshold": 10, "periodSeconds": 10},
-                        "resources": {"requests": {"cpu": "10m", "memory": "50Mi"}},
-                    }],
-                },
-            }))
-            .await?;
-        }
-    }
-    Ok(applied.metadata.creation_timestamp)
 }
 
 #[instrument(skip_all, fields(kind = "CatalogSource", namespace = %catalog.namespace().unwrap_or_default(), name = %catalog.name_any()))]
@@ -174,22 +74,23 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     let previous = state.content.get(&key);
 
     // Observe the source and work out what identifies its content.
+    let secrets = olm_catalog_client::pull_secrets(&ctx.client, &catalog)
+        .await
+        .map_err(|(what, err)| Error::api(what, err))?;
+    let secret_versions = secrets.versions;
+    inputs.secret_problems = secrets.problems;
+    let access = ImageAccess { client: state.images.clone(), creds: secrets.creds };
     let mut configmap_data = None;
-    let remote = match location::location(&catalog, &source) {
-        Location::Remote(remote) => Some(remote),
-        Location::ConfigMap(_) => None,
-    };
-    let (location, fingerprint) = match &source {
+    let location = location::location(&source);
+    let fingerprint = match &source {
         Source::Address(address) => {
             inputs.address = Some(address.clone());
-            (remote, format!("address={address}"))
+            format!("address={address}|secrets={secret_versions}")
         }
-        Source::Image { image, service } => {
-            let created = ensure_registry(&ctx, &catalog, image, service).await?;
-            inputs.registry_service = Some((service.clone(), created));
+        Source::Image(image) => {
             inputs.polls = catalog.spec.update_strategy.as_ref().is_some_and(|u| u.registry_poll.is_some());
-            inputs.address = remote.as_ref().map(|remote| remote.address().to_owned());
-            (remote, format!("image={image}"))
+            inputs.address = Some(image.clone());
+            format!("image={image}|secrets={secret_versions}")
         }
         Source::ConfigMap(name) => {
             let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -202,11 +103,11 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
                     let version = cm.resource_version().unwrap_or_default();
                     inputs.configmap = Some((name.clone(), cm.uid().unwrap_or_default(), version.clone()));
                     configmap_data = Some(cm.data.unwrap_or_default());
-                    (None, format!("configmap={name}@{version}"))
+                    format!("configmap={name}@{version}")
                 }
                 None => {
                     inputs.configmap_error = Some(format!("ConfigMap {namespace}/{name} (spec.configMap) does not exist"));
-                    (None, format!("configmap={name}@missing"))
+                    format!("configmap={name}@missing")
                 }
             }
         }
@@ -215,20 +116,38 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     let wait = decide::next_fetch(previous.as_ref(), &fingerprint, interval, now);
     let mut current = previous.clone();
     if wait.is_zero() {
+        let loaded = previous
+            .as_ref()
+            .filter(|p| p.fingerprint == fingerprint)
+            .and_then(|p| p.content.clone());
         let result = match (&location, &configmap_data) {
-            (Some(location), _) => olm_catalog_client::fetch(location, key.clone(), priority_of(&catalog))
+            (Location::Remote(remote), _) => olm_catalog_client::fetch(remote, key.clone(), priority_of(&catalog))
                 .await
+                .map(|content| Fetched::New(Box::new(content)))
                 .map_err(|err| (err.to_string(), err.category())),
-            (None, Some(data)) => configmap::content(key.clone(), priority_of(&catalog), data).map_err(|message| {
-                (
-                    format!(
-                        "ConfigMap {namespace}/{}: {message}",
-                        catalog.spec.config_map.clone().unwrap_or_default()
-                    ),
-                    "InvalidCatalogContent",
-                )
-            }),
-            (None, None) => Err((
+            (Location::Image(image), _) => {
+                let digest = loaded.as_ref().and_then(|c| c.image_digest.as_deref());
+                match olm_catalog_client::fetch_image(&access, image, key.clone(), priority_of(&catalog), digest).await {
+                    Ok(ImageFetch::Content(content)) => Ok(Fetched::New(Box::new(content))),
+                    Ok(ImageFetch::Unchanged { .. }) => match &loaded {
+                        Some(content) => Ok(Fetched::Same(content.clone())),
+                        None => Err(("the catalog image's content was lost; reading it again".to_owned(), "CatalogUnreachable")),
+                    },
+                    Err(err) => Err((err.to_string(), err.category())),
+                }
+            }
+            (Location::ConfigMap(_), Some(data)) => configmap::content(key.clone(), priority_of(&catalog), data)
+                .map(|content| Fetched::New(Box::new(content)))
+                .map_err(|message| {
+                    (
+                        format!(
+                            "ConfigMap {namespace}/{}: {message}",
+                            catalog.spec.config_map.clone().unwrap_or_default()
+                        ),
+                        "InvalidCatalogContent",
+                    )
+                }),
+            (Location::ConfigMap(_), None) => Err((
                 inputs
                     .configmap_error
                     .clone()
@@ -237,13 +156,21 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
             )),
         };
         let finished = Timestamp::now();
+        let unchanged = matches!(result, Ok(Fetched::Same(_)));
         let next = match result {
-            Ok(content) => {
-                let (packages, bundles) = content.counts();
-                tracing::info!(catalog = %key, packages, bundles, "catalog content read");
+            Ok(fetched) => {
+                let content = match fetched {
+                    Fetched::Same(content) => content,
+                    Fetched::New(mut content) => {
+                        content.images = Some(access.clone());
+                        let (packages, bundles) = content.counts();
+                        tracing::info!(catalog = %key, packages, bundles, digest = ?content.image_digest, "catalog content read");
+                        Arc::new(*content)
+                    }
+                };
                 CatalogState {
                     connection: ConnectionState::Ready,
-                    content: Some(Arc::new(content)),
+                    content: Some(content),
                     last_error: None,
                     last_error_category: None,
                     last_connect: Some(finished),
@@ -301,7 +228,12 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
                 )
                 .await;
         }
-        state.content.set(key.clone(), next.clone());
+        // A poll that found the same image changes nothing the Subscriptions read.
+        if unchanged && !became_ready {
+            state.content.set_quietly(key.clone(), next.clone());
+        } else {
+            state.content.set(key.clone(), next.clone());
+        }
         current = Some(next);
     }
     inputs.state = current.clone();
@@ -318,6 +250,14 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
         requeue = requeue.min(decide::CONFIGMAP_RECHECK);
     }
     Ok(Action::requeue(requeue.max(Duration::from_millis(200))))
+}
+
+/// What a read gave.
+enum Fetched {
+    /// New content.
+    New(Box<olm_catalog_client::CatalogContent>),
+    /// The catalog image still has the digest already loaded.
+    Same(Arc<olm_catalog_client::CatalogContent>),
 }
 
 fn observe_counts(ctx: &ControllerContext<CatalogSourceState>) {

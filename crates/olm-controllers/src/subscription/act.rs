@@ -16,37 +16,51 @@ use super::decide::PlanView;
 use super::observe::{Facts, plan_view};
 use super::reconcile::SubscriptionControllerState;
 
-/// Read the bundles' manifests, create the InstallPlan and write its plan. Errors that come
-/// from catalog content are returned as `Ok(Err(message))`.
+/// Why no plan could be made from the catalog content.
+#[derive(Debug)]
+pub enum ContentError {
+    /// A bundle image could not be pulled or read.
+    Unpack(String),
+    /// Anything else about the content.
+    Other(String),
+}
+
+/// Read the bundles' manifests (pulling bundle images the catalog names), create the
+/// InstallPlan and write its plan. Errors that come from catalog content are returned as
+/// `Ok(Err(_))`.
 pub async fn create_plan(
     ctx: &ControllerContext<SubscriptionControllerState>,
     facts: &Facts,
     bundles: &[&Selected],
     now: Timestamp,
-) -> Result<std::result::Result<PlanView, String>> {
+) -> Result<std::result::Result<PlanView, ContentError>> {
     let sub = &facts.sub;
     let namespace = sub.namespace().unwrap_or_default();
     let mut fetched = Vec::with_capacity(bundles.len());
     for bundle in bundles {
         let Some(content) = facts.contents.get(&bundle.catalog) else {
-            return Ok(Err(format!(
+            return Ok(Err(ContentError::Other(format!(
                 "catalog {} of bundle {} is not available",
                 bundle.catalog, bundle.name
-            )));
+            ))));
         };
         match content.bundle(&bundle.package, &bundle.channel, &bundle.name).await {
             Ok(content) => fetched.push(content),
+            Err(err @ olm_catalog_client::ClientError::Image { .. }) => {
+                tracing::warn!(bundle = %bundle.name, error.category = err.category(), "cannot unpack bundle: {err}");
+                return Ok(Err(ContentError::Unpack(err.to_string())));
+            }
             Err(err) => {
-                return Ok(Err(format!(
+                return Ok(Err(ContentError::Other(format!(
                     "cannot read bundle {} from catalog {}: {err}",
                     bundle.name, bundle.catalog
-                )));
+                ))));
             }
         }
     }
     let (plan, status) = match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, facts.next_plan_generation, now) {
         Ok(built) => built,
-        Err(message) => return Ok(Err(message)),
+        Err(message) => return Ok(Err(ContentError::Other(message))),
     };
     let approval = plan.spec.approval;
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);

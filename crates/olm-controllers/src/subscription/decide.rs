@@ -103,6 +103,11 @@ pub enum Resolved {
         /// Why, and what to change.
         message: String,
     },
+    /// It resolved, but a bundle image could not be pulled or read.
+    UnpackFailed {
+        /// Which image, which registry, why, and what to do.
+        message: String,
+    },
     /// Nothing new for this Subscription.
     UpToDate,
     /// A plan was created.
@@ -286,8 +291,22 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
             Some(message.clone()),
             now,
         ),
+        Resolved::UnpackFailed { message } => {
+            remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed);
+            set_condition(
+                &mut conditions,
+                SubscriptionConditionType::BundleUnpackFailed,
+                ConditionStatus::True,
+                Some(reasons::BUNDLE_UNPACK_FAILED),
+                Some(message.clone()),
+                now,
+            );
+        }
         Resolved::UpToDate | Resolved::NewPlan { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
         Resolved::Skipped => {}
+    }
+    if matches!(o.resolved, Resolved::UpToDate | Resolved::NewPlan { .. } | Resolved::Failed { .. }) {
+        remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpackFailed);
     }
     if let Resolved::NewPlan { plan: new, current_csv } = &o.resolved {
         st.current_csv = Some(current_csv.clone());

@@ -25,6 +25,8 @@ enum CatalogCommand {
     Render(RenderArgs),
     /// Serve catalogs over HTTP (catalogd-compatible and ours) and operator-registry gRPC.
     Serve(super::catalog_serve::ServeArgs),
+    /// Build a catalog image from a File-Based Catalog directory (served from /configs) and push it.
+    Push(super::image::PushArgs),
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +105,7 @@ pub fn run(args: CatalogArgs) -> anyhow::Result<ExitCode> {
         CatalogCommand::Validate(a) => validate(a),
         CatalogCommand::Render(a) => render(a),
         CatalogCommand::Serve(a) => super::catalog_serve::run(a),
+        CatalogCommand::Push(a) => super::image::run_catalog_push(a),
     }
 }
 

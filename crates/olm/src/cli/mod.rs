@@ -9,6 +9,7 @@ mod catalog_serve;
 mod crds;
 mod dev;
 mod dev_up;
+mod image;
 mod packageserver;
 mod resolve;
 mod run;
@@ -23,6 +24,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Build and push bundle images (`olm bundle push DIR IMAGE`).
+    Bundle(image::BundleArgs),
     /// Validate, render and serve catalogs (File-Based Catalogs, package manifests, bundle directories).
     Catalog(catalog::CatalogArgs),
     /// Print the CustomResourceDefinitions of every OLM kind as multi-document YAML.
@@ -68,6 +71,7 @@ fn spawn_alloc_report() {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bundle(args) => image::run_bundle(args),
         Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),
         Command::Dev(args) => dev::run(args),

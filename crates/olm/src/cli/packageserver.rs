@@ -38,6 +38,8 @@ pub struct PackageServerArgs {
     /// The APIService whose caBundle to keep in sync with a generated certificate ("" for none).
     #[arg(long, default_value = "v1.packages.operators.coreos.com")]
     apiservice: String,
+    #[command(flatten)]
+    registry: super::image::RegistryArgs,
     /// Authorization: "sar" (SubjectAccessReview per request, cached 10s) or "authenticated"
     /// (every request the API server forwards is allowed).
     #[arg(long, default_value = "sar")]
@@ -103,6 +105,7 @@ pub fn run(args: PackageServerArgs) -> anyhow::Result<ExitCode> {
         serving,
         authorization,
         refresh: parse_duration(&args.refresh)?,
+        images: std::sync::Arc::new(args.registry.client()?),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

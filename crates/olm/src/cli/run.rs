@@ -29,6 +29,8 @@ pub struct RunArgs {
     /// Name of the leader Lease.
     #[arg(long, default_value = "olm-operator-lock")]
     lease_name: String,
+    #[command(flatten)]
+    registry: super::image::RegistryArgs,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -86,6 +88,7 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
             admin_addr: Some(args.metrics_addr),
             leader_election,
             cache_thread_init: cache_thread_init(),
+            images: std::sync::Arc::new(args.registry.client()?),
         },
     )
     .await?;

@@ -1,0 +1,139 @@
+//! Catalogs and bundles that are images: a CatalogSource's `spec.image` is pulled and its
+//! file-based catalog loaded in-process (no registry Pod), polled by digest; a bundle whose
+//! manifests are not in its catalog (the catalog names only its `image`, as every published
+//! catalog does) is pulled when an InstallPlan needs it. Credentials come from the
+//! CatalogSource's pull secrets.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, ResourceExt};
+use olm_api::v1alpha1::catalog_source::CatalogSource;
+use olm_image::{Credentials, ImageClient, ImageError};
+use olm_resolver::CatalogKey;
+
+use crate::{CatalogContent, ClientError};
+
+/// How a catalog reaches its images.
+#[derive(Clone, Debug)]
+pub struct ImageAccess {
+    /// The shared client and cache.
+    pub client: Arc<ImageClient>,
+    /// The catalog's pull secrets, read.
+    pub creds: Credentials,
+}
+
+/// What a catalog image poll found.
+#[derive(Debug)]
+pub enum ImageFetch {
+    /// The tag still names the digest already loaded.
+    Unchanged {
+        /// That digest.
+        digest: String,
+    },
+    /// New content.
+    Content(CatalogContent),
+}
+
+/// A catalog's pull secrets, read.
+#[derive(Clone, Debug, Default)]
+pub struct PullSecrets {
+    /// Credentials for its bundle images and its own image.
+    pub creds: Credentials,
+    /// A sentence for each secret that is missing or cannot be used.
+    pub problems: Vec<String>,
+    /// `name@resourceVersion` of each (a changed or newly created secret makes the content be
+    /// read again at once).
+    pub versions: String,
+}
+
+/// Read the pull secrets the CatalogSource names in `spec.secrets` (in its namespace).
+pub async fn pull_secrets(client: &kube::Client, catalog: &CatalogSource) -> Result<PullSecrets, (String, kube::Error)> {
+    let namespace = catalog.namespace().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    let mut versions = Vec::new();
+    for name in catalog.spec.secrets.iter().flatten().filter(|n| !n.trim().is_empty()) {
+        match api.get_opt(name).await {
+            Ok(Some(secret)) => {
+                versions.push(format!("{name}@{}", secret.resource_version().unwrap_or_default()));
+                found.push(secret);
+            }
+            Ok(None) => {
+                versions.push(format!("{name}@missing"));
+                problems.push(format!("pull secret {namespace}/{name} (spec.secrets) does not exist"));
+            }
+            Err(err) => return Err((format!("get Secret {namespace}/{name}"), err)),
+        }
+    }
+    let (creds, unusable) = credentials_from_secrets(&namespace, &found);
+    problems.extend(unusable);
+    Ok(PullSecrets { creds, problems, versions: versions.join(",") })
+}
+
+/// Credentials from pull secrets (`kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg`),
+/// and a sentence for each secret that could not be used.
+pub fn credentials_from_secrets(namespace: &str, secrets: &[Secret]) -> (Credentials, Vec<String>) {
+    let mut creds = Credentials::anonymous();
+    let mut problems = Vec::new();
+    for secret in secrets {
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let origin = format!("pull secret {namespace}/{name}");
+        let data = secret.data.as_ref();
+        let doc = data
+            .and_then(|d| d.get(".dockerconfigjson").or_else(|| d.get(".dockercfg")))
+            .map(|b| b.0.as_slice());
+        match doc {
+            Some(bytes) => match Credentials::parse_docker_config(&origin, bytes) {
+                Ok(found) => creds.merge(found),
+                Err(message) => problems.push(message),
+            },
+            None => problems.push(format!(
+                "{origin} has no .dockerconfigjson: create it with `kubectl create secret docker-registry {name} --docker-server=REGISTRY --docker-username=USER --docker-password=PASSWORD -n {namespace}`"
+            )),
+        }
+    }
+    (creds, problems)
+}
+
+/// Read the catalog image `image` unless the tag still names `loaded_digest`.
+pub async fn fetch_image(
+    access: &ImageAccess,
+    image: &str,
+    key: CatalogKey,
+    priority: i32,
+    loaded_digest: Option<&str>,
+) -> Result<ImageFetch, ClientError> {
+    let wrap = |source: ImageError| ClientError::Image { what: format!("catalog image of {key}"), source };
+    let digest = access.client.digest_of(image, &access.creds).await.map_err(wrap)?;
+    if loaded_digest == Some(digest.as_str()) {
+        return Ok(ImageFetch::Unchanged { digest });
+    }
+    let unpacked = access.client.catalog(image, &access.creds).await.map_err(wrap)?;
+    let root = unpacked.root.clone();
+    let loaded = tokio::task::spawn_blocking(move || olm_catalog::load::load_fbc_documents(&root))
+        .await
+        .map_err(|err| ClientError::Invalid { address: image.to_owned(), message: err.to_string() })?
+        .map_err(|err| ClientError::Invalid { address: image.to_owned(), message: relative(&err.to_string(), &unpacked.root) })?;
+    let (documents, problems) = loaded;
+    // Name files as they are in the image (`configs/...`), not by the scratch directory.
+    let documents = documents
+        .into_iter()
+        .map(|mut doc| {
+            doc.source = doc.source.map(|p| Arc::from(Path::new(&relative(&p.display().to_string(), &unpacked.root))));
+            doc
+        })
+        .collect();
+    let mut content = CatalogContent::from_documents(key, priority, documents, None, Default::default())
+        .map_err(|message| ClientError::Invalid { address: image.to_owned(), message: relative(&message, &unpacked.root) })?;
+    content.problems.extend(problems.iter().map(|p| relative(&p.to_string(), &unpacked.root)));
+    content.image_digest = Some(unpacked.digest.clone());
+    content.images = Some(access.clone());
+    Ok(ImageFetch::Content(content))
+}
+
+fn relative(text: &str, root: &Path) -> String {
+    text.replace(&format!("{}/", root.display()), "")
+}
