@@ -10,6 +10,8 @@ pub const KUBERNETES_VERSION: &str = "v1.36.3";
 pub const ETCD_VERSION: &str = "v3.6.16";
 /// kwok release (`sigs.k8s.io/kwok/cmd/kwok`); its stage files ship inside the same module.
 pub const KWOK_VERSION: &str = "v0.8.0";
+/// CNCF distribution release whose OCI registry (`github.com/distribution/distribution/v3/cmd/registry`) we build.
+pub const REGISTRY_VERSION: &str = "v3.0.0";
 
 /// Name of the fake node that kwok animates.
 pub const NODE_NAME: &str = "kwok-node-0";
@@ -256,6 +258,13 @@ impl Layout {
     }
     pub fn kwok_stages(&self) -> PathBuf {
         self.kwok_bin_dir().join("stages.yaml")
+    }
+    pub fn registry_bin_dir(&self) -> PathBuf {
+        self.bin_dir(&format!("registry-{REGISTRY_VERSION}"))
+    }
+    /// The distribution registry binary.
+    pub fn registry(&self) -> PathBuf {
+        self.registry_bin_dir().join("registry")
     }
     /// Build logs, one per component.
     pub fn build_log(&self, component_dir: &str) -> PathBuf {

@@ -15,14 +15,14 @@ mod probe;
 mod process;
 mod run;
 
-pub use builder::{ensure_built, is_built};
+pub use builder::{ensure_built, ensure_registry_built, is_built};
 pub use cluster::{ClusterStatus, ComponentStatus, DownReport, UpReport, down, kubectl, status, up};
 pub use component::Component;
 pub use error::{DevError, Result};
 pub use kubeconfig::env_lines;
 pub use layout::{
     DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
-    POD_CIDR, Ports, SERVICE_CIDR, parse_port_base,
+    POD_CIDR, Ports, REGISTRY_VERSION, SERVICE_CIDR, parse_port_base,
 };
 pub use process::{ProcessState, process_runs};
 pub use run::{Progress, format_duration};

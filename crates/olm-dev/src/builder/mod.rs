@@ -6,7 +6,8 @@
 //! is right for whichever version we pin) with its published `v0.<minor>.<patch>` release.
 //!
 //! This module keeps the cache bookkeeping (stamps, version checks); [`go`] runs the go command
-//! and reads go.mod files; [`recipes`] says how each component is built.
+//! and reads go.mod files; [`recipes`] says how each component is built (the control plane's
+//! and the distribution registry's).
 
 mod go;
 mod recipes;
@@ -19,14 +20,28 @@ use std::time::Instant;
 use crate::error::{DevError, Result};
 use crate::layout::{Layout, create_dir_all};
 use crate::run::{Progress, describe, format_duration};
-use recipes::{Etcd, Kubernetes, Kwok};
+use recipes::{Etcd, Kubernetes, Kwok, Registry};
 
 /// Name of the stamp file written into a component's bin directory after its binaries' versions
 /// were checked.
 const STAMP_FILE: &str = ".stamp";
 
+/// Everything `olm dev cluster build` builds, in build order.
+const ALL: [&dyn Component; 4] = [&Kubernetes, &Etcd, &Kwok, &Registry];
+
 /// Builds whatever is missing; a second call finds every stamp and builds nothing.
 pub fn ensure_built(layout: &Layout, progress: &Progress) -> Result<()> {
+    ensure(layout, progress, &ALL)
+}
+
+/// Builds only the distribution registry if it is missing (what a test that needs a registry but
+/// no control plane waits for).
+pub fn ensure_registry_built(layout: &Layout, progress: &Progress) -> Result<()> {
+    ensure(layout, progress, &[&Registry])
+}
+
+/// Builds the missing ones of `components` under the cache's build lock.
+fn ensure(layout: &Layout, progress: &Progress, components: &[&dyn Component]) -> Result<()> {
     create_dir_all(&layout.cache_dir)?;
     let lock_path = layout.build_lock();
     let lock = File::create(&lock_path).map_err(|e| DevError::io("create", &lock_path, e))?;
@@ -38,17 +53,15 @@ pub fn ensure_built(layout: &Layout, progress: &Progress) -> Result<()> {
         lock.lock()
             .map_err(|e| DevError::io("lock", &lock_path, e))?;
     }
-    let components: [&dyn Component; 3] = [&Kubernetes, &Etcd, &Kwok];
     for component in components {
-        ensure_component(layout, progress, component)?;
+        ensure_component(layout, progress, *component)?;
     }
     Ok(())
 }
 
 /// Whether every component's stamp is present (i.e. `ensure_built` would build nothing).
 pub fn is_built(layout: &Layout) -> bool {
-    let components: [&dyn Component; 3] = [&Kubernetes, &Etcd, &Kwok];
-    components.iter().all(|c| stamp_matches(layout, *c))
+    ALL.iter().all(|c| stamp_matches(layout, *c))
 }
 
 trait Component {
