@@ -351,7 +351,7 @@ pub fn up(layout: &Layout, progress: &Progress) -> Result<UpReport> {
             progress.say("start failed; stopping what this run started");
             for mut s in started.into_iter().rev() {
                 let pid = s.child.id();
-                let _ = stop_pid(s.component, pid, &s.component.binary(layout));
+                let _ = stop_pid(s.component.name(), pid, &s.component.binary(layout));
                 // Reap our child so it does not linger as a zombie.
                 let _ = s.child.kill();
                 let _ = s.child.wait();
@@ -487,7 +487,7 @@ fn stop_all(layout: &Layout, progress: &Progress) -> Result<DownReport> {
         let Some(pid) = read_pid(&pid_path)? else {
             continue;
         };
-        if stop_pid(component, pid, &component.binary(layout))? {
+        if stop_pid(component.name(), pid, &component.binary(layout))? {
             progress.say(format!("stopped {} (pid {pid})", component.name()));
             report.stopped.push((component, pid));
         } else {

@@ -156,37 +156,54 @@ pub(crate) struct Started {
 
 /// Starts a component with its log file and records its pid.
 pub(crate) fn start(layout: &Layout, component: Component) -> Result<Started> {
-    let log_path = layout.log_file(component.name());
-    if log_path.exists() {
-        // Keep the previous run's log for post-mortems.
-        let _ = std::fs::rename(&log_path, log_path.with_extension("log.prev"));
-    }
-    let log = File::create(&log_path).map_err(|e| DevError::io("create", &log_path, e))?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| DevError::io("open", &log_path, e))?;
     let mut cmd = Command::new(component.binary(layout));
     cmd.args(component.args(layout))
         .current_dir(&layout.state_dir)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        // Own process group: survives `olm` exiting and is not hit by the terminal's Ctrl-C.
-        .process_group(0);
-    let command = describe(&cmd);
-    let child = cmd.spawn().map_err(|source| DevError::Spawn {
-        command: command.clone(),
-        source,
-    })?;
-    let pid_path = layout.pid_file(component.name());
-    std::fs::write(&pid_path, format!("{}\n", child.id()))
-        .map_err(|e| DevError::io("write", &pid_path, e))?;
+        .env_remove("KUBECONFIG");
+    let (child, command) = spawn_logged(
+        cmd,
+        &layout.log_file(component.name()),
+        Some(&layout.pid_file(component.name())),
+        true,
+    )?;
     Ok(Started {
         component,
         child,
         command,
     })
+}
+
+/// Spawns `cmd` with stdout and stderr in `log_path` (the previous run's log is kept as
+/// `*.log.prev` for post-mortems) and, when given, its pid written to `pid_file`. With
+/// `own_group` it runs in its own process group: it survives the caller exiting and is not hit
+/// by the terminal's Ctrl-C. Returns the child and the command as a user could paste it.
+pub(crate) fn spawn_logged(
+    mut cmd: Command,
+    log_path: &Path,
+    pid_file: Option<&Path>,
+    own_group: bool,
+) -> Result<(Child, String)> {
+    if log_path.exists() {
+        let _ = std::fs::rename(log_path, log_path.with_extension("log.prev"));
+    }
+    let log = File::create(log_path).map_err(|e| DevError::io("create", log_path, e))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| DevError::io("open", log_path, e))?;
+    cmd.stdin(Stdio::null()).stdout(log).stderr(log_err);
+    if own_group {
+        cmd.process_group(0);
+    }
+    let command = describe(&cmd);
+    let child = cmd.spawn().map_err(|source| DevError::Spawn {
+        command: command.clone(),
+        source,
+    })?;
+    if let Some(pid_path) = pid_file {
+        std::fs::write(pid_path, format!("{}\n", child.id()))
+            .map_err(|e| DevError::io("write", pid_path, e))?;
+    }
+    Ok((child, command))
 }
 
 /// Waits until a started component passes its health check; fails with its log's last lines
@@ -197,39 +214,59 @@ pub(crate) fn wait_healthy(
     tls: &Arc<rustls::ClientConfig>,
 ) -> Result<()> {
     let component = started.component;
-    let timeout = component.start_timeout();
+    wait_until_healthy(
+        component.name(),
+        &mut started.child,
+        &started.command,
+        &layout.log_file(component.name()),
+        component.start_timeout(),
+        || probe_component(layout, component, Some(tls)),
+    )
+}
+
+/// Polls `probe` (healthy?, what was seen) until it says healthy; fails naming `name`, the
+/// command and the log file, with the log's last lines, when the process exits first or
+/// `timeout` passes.
+pub(crate) fn wait_until_healthy(
+    name: &'static str,
+    child: &mut Child,
+    command: &str,
+    log: &Path,
+    timeout: Duration,
+    mut probe: impl FnMut() -> (bool, String),
+) -> Result<()> {
     let begin = Instant::now();
-    let log = layout.log_file(component.name());
     loop {
-        if let Ok(Some(status)) = started.child.try_wait() {
+        if let Ok(Some(status)) = child.try_wait() {
             return Err(DevError::ComponentExited {
-                component: component.name(),
+                component: name,
                 status: status.to_string(),
-                command: started.command.clone(),
-                tail: tail_file(&log, 30),
-                log,
+                command: command.to_string(),
+                tail: tail_file(log, 30),
+                log: log.to_path_buf(),
             });
         }
-        let (healthy, detail) = probe_component(layout, component, Some(tls));
+        let (healthy, detail) = probe();
         if healthy {
             return Ok(());
         }
         if begin.elapsed() > timeout {
             return Err(DevError::ComponentUnhealthy {
-                component: component.name(),
+                component: name,
                 timeout_secs: timeout.as_secs(),
                 last_check: detail,
-                command: started.command.clone(),
-                tail: tail_file(&log, 30),
-                log,
+                command: command.to_string(),
+                tail: tail_file(log, 30),
+                log: log.to_path_buf(),
             });
         }
         std::thread::sleep(Duration::from_millis(150));
     }
 }
 
-/// TERM, wait up to 10 s, then KILL; only when `pid` still runs `binary`.
-pub(crate) fn stop_pid(component: Component, pid: u32, binary: &Path) -> Result<bool> {
+/// TERM, wait up to 10 s, then KILL; only when `pid` still runs `binary`. `name` is the
+/// process's name in errors.
+pub(crate) fn stop_pid(name: &'static str, pid: u32, binary: &Path) -> Result<bool> {
     if !process_runs(pid, binary) {
         return Ok(false);
     }
@@ -238,14 +275,14 @@ pub(crate) fn stop_pid(component: Component, pid: u32, binary: &Path) -> Result<
         .and_then(rustix::process::Pid::from_raw);
     let Some(target) = raw else {
         return Err(DevError::StopFailed {
-            component: component.name(),
+            component: name,
             pid,
             reason: "not a valid process id".into(),
         });
     };
     let send = |signal| {
         rustix::process::kill_process(target, signal).map_err(|e| DevError::StopFailed {
-            component: component.name(),
+            component: name,
             pid,
             reason: e.to_string(),
         })
@@ -269,7 +306,7 @@ pub(crate) fn stop_pid(component: Component, pid: u32, binary: &Path) -> Result<
         Ok(true)
     } else {
         Err(DevError::StopFailed {
-            component: component.name(),
+            component: name,
             pid,
             reason: "still running 5 s after SIGKILL".into(),
         })
@@ -300,11 +337,11 @@ mod tests {
         // Recorded as etcd but it is `sleep`: must not be signalled.
         let dir = tempfile::tempdir().unwrap();
         let l = layout(dir.path());
-        assert!(!stop_pid(Component::Etcd, pid, &l.etcd()).unwrap());
+        assert!(!stop_pid("etcd", pid, &l.etcd()).unwrap());
         assert!(child.try_wait().unwrap().is_none(), "sleep must still run");
         // Recorded with its real binary: stopped.
         let sleep = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap();
-        let stopper = std::thread::spawn(move || stop_pid(Component::Etcd, pid, &sleep));
+        let stopper = std::thread::spawn(move || stop_pid("etcd", pid, &sleep));
         let status = child.wait().unwrap();
         assert!(stopper.join().unwrap().unwrap());
         assert!(!status.success());
