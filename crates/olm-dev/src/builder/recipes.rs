@@ -402,7 +402,7 @@ impl Component for Registry {
 
         let step = Instant::now();
         progress.say(format!(
-            "  [1/1] go install {REGISTRY_MODULE}/cmd/registry@{REGISTRY_VERSION} (cold: about 2 min on 2 cores)"
+            "  [1/1] go install {REGISTRY_MODULE}/cmd/registry@{REGISTRY_VERSION} (cold: 2-3 min on 2 cores)"
         ));
         // distribution's go.mod has no replace directives, so `go install pkg@version` works. The
         // version is stamped as upstream's Makefile does; without it `--version` says `+unknown`.
