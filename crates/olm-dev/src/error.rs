@@ -69,7 +69,7 @@ pub enum DevError {
     /// A loopback port we need is taken by something else.
     #[error(
         "port 127.0.0.1:{port} (needed by {component}) is already in use by another process; \
-         stop that process (see `ss -ltnp 'sport = :{port}'`) or run `olm dev cluster down` if it is a leftover of ours"
+         stop that process (see `ss -ltnp 'sport = :{port}'`) or run `olm dev down` if it is a leftover of ours"
     )]
     PortInUse { component: &'static str, port: u16 },
 
@@ -116,6 +116,10 @@ pub enum DevError {
     #[error("pid file {} does not contain a process id: {content:?}; delete it", path.display())]
     BadPidFile { path: PathBuf, content: String },
 
+    /// A registry was asked for something it cannot be configured with.
+    #[error("cannot set up the registry in {}: {reason}", dir.display())]
+    RegistrySetup { dir: PathBuf, reason: String },
+
     /// A process we started could not be stopped.
     #[error("cannot stop {component} (pid {pid}): {reason}")]
     StopFailed {
@@ -143,6 +147,7 @@ impl DevError {
             DevError::Timeout { .. } => "Timeout",
             DevError::Pki { .. } => "CertificateError",
             DevError::BadPidFile { .. } => "BadPidFile",
+            DevError::RegistrySetup { .. } => "RegistrySetupFailed",
             DevError::StopFailed { .. } => "StopFailed",
         }
     }
@@ -167,7 +172,8 @@ impl DevError {
             | DevError::UnexpectedOutput { .. }
             | DevError::ComponentExited { .. }
             | DevError::Pki { .. }
-            | DevError::BadPidFile { .. } => false,
+            | DevError::BadPidFile { .. }
+            | DevError::RegistrySetup { .. } => false,
         }
     }
 

@@ -89,7 +89,7 @@ impl Default for Ports {
 
 /// Loopback ports of the OLM host processes `olm dev up` starts, from the same base as
 /// [`Ports`]: catalog gRPC base+550, catalog HTTP base+580, controllers admin base+581,
-/// package server base+543.
+/// package server base+543, OCI registry base+500.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostPorts {
     /// The base everything was derived from (what `OLM_DEV_PORT_BASE` says).
@@ -102,6 +102,8 @@ pub struct HostPorts {
     pub controllers_admin: u16,
     /// `olm packageserver` (HTTPS, behind the APIService).
     pub packageserver: u16,
+    /// The distribution registry (plain HTTP; what `OLM_DEV_REGISTRY` names).
+    pub registry: u16,
 }
 
 impl HostPorts {
@@ -113,6 +115,7 @@ impl HostPorts {
             catalog_http: base + 580,
             controllers_admin: base + 581,
             packageserver: base + 543,
+            registry: base + 500,
         })
     }
 }
@@ -125,6 +128,7 @@ impl Default for HostPorts {
             catalog_http: DEFAULT_PORT_BASE + 580,
             controllers_admin: DEFAULT_PORT_BASE + 581,
             packageserver: DEFAULT_PORT_BASE + 543,
+            registry: DEFAULT_PORT_BASE + 500,
         }
     }
 }
@@ -300,6 +304,10 @@ impl Layout {
     pub fn pid_file(&self, component: &str) -> PathBuf {
         self.pids_dir().join(format!("{component}.pid"))
     }
+    /// The dev environment's registry (`olm dev up`): config, credentials and `storage/`.
+    pub fn registry_dir(&self) -> PathBuf {
+        self.state_dir.join("registry")
+    }
     pub fn state_lock(&self) -> PathBuf {
         self.state_dir.join("cluster.lock")
     }
@@ -408,6 +416,7 @@ mod tests {
         assert_eq!(l.host_ports.catalog_http, 28580);
         assert_eq!(l.host_ports.controllers_admin, 28581);
         assert_eq!(l.host_ports.packageserver, 28543);
+        assert_eq!(l.host_ports.registry, 28500);
         assert_eq!(l.apiserver_url(), "https://127.0.0.1:28443");
 
         let l = layout(&[("HOME", "/home/u"), ("OLM_DEV_PORT_BASE", "30000")]).unwrap();

@@ -2,6 +2,9 @@
 //! kube-controller-manager, kube-scheduler (built once from the Go module proxy into a versioned
 //! cache) and kwok animating one fake node, all on loopback with generated certificates.
 //!
+//! The same cache holds a CNCF distribution OCI registry: [`registry::RegistryServer`] runs one
+//! (tests), [`registry::ensure_dev_registry`] the `olm dev up` environment's.
+//!
 //! Entry points: [`up`], [`down`], [`status`], [`env_lines`], with paths from [`Layout::from_env`].
 
 mod builder;
@@ -13,6 +16,7 @@ mod layout;
 pub mod pki;
 mod probe;
 mod process;
+pub mod registry;
 mod run;
 
 pub use builder::{ensure_built, ensure_registry_built, is_built};
