@@ -8,6 +8,8 @@
 //! - [`wait_for`] and [`TestNamespace::wait_for`] poll an async condition with a bounded backoff;
 //!   on timeout the error carries the objects you name and the namespace's recent events.
 //! - [`TestCluster::kubectl`] runs the kubectl built for this control plane.
+//! - [`registry()`] starts a CNCF distribution OCI registry for one test (no control plane
+//!   needed), optionally with htpasswd auth or TLS.
 //!
 //! Longer than ~600 lines: the test cluster's whole life (start or reuse, kubectl, namespaces, waits with diagnostics) is one small API.
 
@@ -27,7 +29,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use olm_dev::{Layout, Progress};
 
+mod registry;
+
 pub use olm_dev::pki::{CertificateAuthority, IssuedCert};
+pub use registry::{Credentials, REALM, RegistryOptions, RegistryServer, TestRegistry, registry};
 pub use olm_dev::{KUBERNETES_VERSION, NODE_NAME};
 
 /// Label put on every namespace this crate creates, so leftovers are easy to find.
@@ -46,6 +51,9 @@ fn run_id() -> &'static str {
 pub enum TestkitError {
     #[error("the local control plane is not available: {0}")]
     ControlPlane(String),
+
+    #[error("the test registry is not available: {0}")]
+    Registry(String),
 
     #[error("cannot build a Kubernetes client from {}: {reason}", path.display())]
     Kubeconfig { path: PathBuf, reason: String },
@@ -85,6 +93,7 @@ impl TestkitError {
     pub fn category(&self) -> &'static str {
         match self {
             TestkitError::ControlPlane(_) => "ControlPlaneUnavailable",
+            TestkitError::Registry(_) => "RegistryUnavailable",
             TestkitError::Kubeconfig { .. } => "KubeconfigError",
             TestkitError::Api { .. } => "ApiError",
             TestkitError::Kubectl { .. } => "KubectlFailed",
