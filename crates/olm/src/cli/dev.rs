@@ -10,11 +10,11 @@ use olm_dev::{format_duration, Layout, Progress};
 const ENVIRONMENT_HELP: &str = "\
 Environment:
   OLM_DEV_CACHE_DIR   built binaries (default ${XDG_CACHE_HOME:-~/.cache}/olm-dev)
-  OLM_DEV_STATE_DIR   kubeconfig, pki/, etcd/, logs/, pids/ (default ${XDG_STATE_HOME:-~/.local/state}/olm-dev)
+  OLM_DEV_STATE_DIR   kubeconfig, pki/, etcd/, registry/, logs/, pids/ (default ${XDG_STATE_HOME:-~/.local/state}/olm-dev)
   OLM_DEV_PORT_BASE   port base (default 28000); every port is base + offset on 127.0.0.1:
                       etcd +379/+380, API server +443, controller-manager +257, scheduler +259,
                       kwok +247; `olm dev up` adds catalog gRPC +550, catalog HTTP +580,
-                      controllers admin +581, package server +543.
+                      controllers admin +581, package server +543, OCI registry +500.
                       The test suite uses its own environment (olm-dev-test, base 29000).";
 
 #[derive(Debug, Args)]
@@ -28,24 +28,27 @@ pub struct DevArgs {
 enum DevCommand {
     /// Start the local control plane and OLM on it: CRDs, namespaces olm and operators,
     /// OperatorGroups, a CatalogSource for the bundled catalog, the PackageManifest APIService,
-    /// and the catalog server, controllers and package server as host processes
-    /// (pids and logs under the olm-dev state directory). Safe to run again.
+    /// the catalog server, controllers and package server as host processes, and a local OCI
+    /// registry (plain HTTP; `olm dev env` names it in OLM_DEV_REGISTRY), with pids and logs
+    /// under the olm-dev state directory. Safe to run again.
     Up {
         /// The File-Based Catalog to serve as CatalogSource olm/community
         /// (default: ./catalogs/community, else the source tree's).
         #[arg(long, value_name = "DIR")]
         catalog: Option<std::path::PathBuf>,
     },
-    /// Stop everything `olm dev up` started: the OLM host processes, then the control plane
-    /// (the APIService is removed first so namespace deletion never hangs).
+    /// Stop everything `olm dev up` started: the OLM host processes, the registry, then the
+    /// control plane (the APIService is removed first so namespace deletion never hangs).
     Down {
-        /// Also delete cluster data, certificates, logs and the kubeconfig.
+        /// Also delete cluster data, registry storage, certificates, logs and the kubeconfig.
         #[arg(long)]
         purge: bool,
     },
-    /// Show the control plane, the OLM host processes and the APIService. Exits 1 when not healthy.
+    /// Show the control plane, the registry, the OLM host processes and the APIService. Exits 1
+    /// when not healthy.
     Status,
-    /// Print shell lines for `eval "$(olm dev env)"` (same as `olm dev cluster env`).
+    /// Print shell lines for `eval "$(olm dev env)"`: those of `olm dev cluster env` plus
+    /// OLM_DEV_REGISTRY (the registry's 127.0.0.1:PORT).
     Env,
     /// A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
     /// kube-scheduler, kwok with one fake node) on loopback, built from Go modules.
@@ -61,8 +64,9 @@ enum DevCommand {
 
 #[derive(Debug, Subcommand)]
 enum ClusterCommand {
-    /// Build the binaries into the cache if they are missing and verify their versions, showing
-    /// progress; starts nothing. Run it before `cargo test` so no test waits on a Go build.
+    /// Build the binaries (the control plane's and the OCI registry's) into the cache if they are
+    /// missing and verify their versions, showing progress; starts nothing. Run it before
+    /// `cargo test` so no test waits on a Go build.
     Build,
     /// Build the binaries if needed (once), then start the control plane and wait until it is
     /// ready. Does nothing if it already runs and is healthy.

@@ -1,7 +1,8 @@
 //! `olm dev up|down|status|env`: the local control plane plus OLM itself, with the OLM
 //! components (catalog server, controllers, package server) running as host processes wired
 //! to it: the CatalogSource points at the host catalog server, the APIService reaches the host
-//! package server through an ExternalName Service to 127.0.0.1.
+//! package server through an ExternalName Service to 127.0.0.1. Next to them runs a local OCI
+//! registry (olm-dev's, plain HTTP), named by `OLM_DEV_REGISTRY` in `olm dev env`.
 
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt as _;
@@ -328,6 +329,12 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
     if !report.already_running {
         progress.say(format!("control plane ready in {}", format_duration(report.start_elapsed)));
     }
+    let registry = olm_dev::registry::ensure_dev_registry(&layout, &progress).context("starting the local OCI registry")?;
+    if registry.already_running {
+        progress.say(format!("registry already running (pid {}) on {}", registry.pid, registry.addr));
+    } else {
+        progress.say(format!("started registry (pid {}) on {} (log {})", registry.pid, registry.addr, layout.log_file(olm_dev::registry::DEV_REGISTRY_NAME).display()));
+    }
 
     progress.say("installing the OLM CustomResourceDefinitions (server-side apply)");
     let crds = olm_api::crds::render_yaml().context("rendering the CRDs")?;
@@ -360,6 +367,7 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
     })?;
     println!("OLM is running on the local control plane ({}).", format_duration(progress.elapsed()));
     println!("  catalog:   CatalogSource olm/{CATALOG_NAME} -> olm catalog serve on 127.0.0.1:{} ({})", layout.host_ports.catalog_grpc, catalog.display());
+    println!("  registry:  {} (plain HTTP, storage {})", registry.addr, layout.registry_dir().display());
     println!("  logs:      {}", layout.logs_dir().display());
     println!("use it with: eval \"$(olm dev env)\"   then e.g.: kubectl get packagemanifests -n olm");
     Ok(ExitCode::SUCCESS)
@@ -404,6 +412,9 @@ pub fn down(purge: bool) -> anyhow::Result<ExitCode> {
             progress.say(format!("stopped {} (pid {pid})", process.name()));
         }
     }
+    if let Some(pid) = olm_dev::registry::stop_dev_registry(&layout, &progress, purge).context("stopping the local OCI registry")? {
+        progress.say(format!("stopped {} (pid {pid})", olm_dev::registry::DEV_REGISTRY_NAME));
+    }
     let report = olm_dev::down(&layout, &progress, purge).context("stopping the local control plane")?;
     if !report.stopped.is_empty() {
         let names: Vec<String> = report.stopped.iter().map(|(c, pid)| format!("{} (pid {pid})", c.name())).collect();
@@ -414,7 +425,7 @@ pub fn down(purge: bool) -> anyhow::Result<ExitCode> {
         if dir.exists() {
             std::fs::remove_dir_all(&dir).with_context(|| format!("cannot delete {}", dir.display()))?;
         }
-        println!("deleted cluster data, certificates, logs and kubeconfig under {}", layout.state_dir.display());
+        println!("deleted cluster data, registry storage, certificates, logs and kubeconfig under {}", layout.state_dir.display());
     }
     println!("olm dev: everything is stopped");
     Ok(ExitCode::SUCCESS)
@@ -425,7 +436,9 @@ pub fn status() -> anyhow::Result<ExitCode> {
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
     let cluster = olm_dev::status(&layout).context("olm dev status")?;
     print!("{}", cluster.render());
-    let mut healthy = cluster.all_healthy();
+    let registry = olm_dev::registry::dev_registry_status(&layout).context("olm dev status")?;
+    print!("{}", registry.render());
+    let mut healthy = cluster.all_healthy() && registry.healthy;
     for process in HostProcess::ALL {
         match running_pid(&layout, process) {
             Some(pid) => println!("{:<24} running  pid {pid:<8} log {}", process.name(), layout.log_file(process.name()).display()),
@@ -445,9 +458,9 @@ pub fn status() -> anyhow::Result<ExitCode> {
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// `olm dev env`.
+/// `olm dev env`: the control plane's lines plus `OLM_DEV_REGISTRY`.
 pub fn env() -> anyhow::Result<ExitCode> {
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
-    print!("{}", olm_dev::env_lines(&layout));
+    print!("{}{}", olm_dev::env_lines(&layout), olm_dev::registry::dev_registry_env_lines(&layout));
     Ok(ExitCode::SUCCESS)
 }
