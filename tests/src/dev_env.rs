@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Port offsets `olm dev` uses from its base (see `olm dev --help`).
-const OFFSETS: [u16; 10] = [379, 380, 443, 257, 259, 247, 550, 580, 581, 543];
+const OFFSETS: [u16; 11] = [379, 380, 443, 257, 259, 247, 550, 580, 581, 543, 500];
 
 /// The first base from `first` (in steps of 1000) whose ports are all free right now.
 fn free_base(first: u16) -> u16 {
@@ -50,7 +50,7 @@ impl DevEnvironment {
             .expect("olm runs")
     }
 
-    /// Pids recorded under pids/ (control plane and OLM host processes).
+    /// Pids recorded under pids/ (control plane, registry and OLM host processes).
     pub fn recorded_pids(&self) -> Vec<(String, u32)> {
         let dir: PathBuf = self.state.path().join("pids");
         let mut pids = Vec::new();

@@ -7,14 +7,15 @@
 //!   kubectl apply -f - (an OperatorGroup and a Subscription for etcd)
 //!   kubectl get csv -n <ns> -w   (until Succeeded)
 //!
-//! plus: stopping the package server leaves `kubectl get pods -A` working, `olm dev up`
-//! brings it back, and `olm dev down --purge` stops every process `olm dev up` started.
+//! plus: the registry `olm dev env` names in OLM_DEV_REGISTRY answers `GET /v2/`, stopping the
+//! package server leaves `kubectl get pods -A` working, `olm dev up` brings it back, and
+//! `olm dev down --purge` stops every process `olm dev up` started.
 //!
 //! All of it on a throwaway environment (temporary OLM_DEV_STATE_DIR, a free OLM_DEV_PORT_BASE
 //! from 30000), so neither the developer's `olm dev` cluster nor the tests' shared one is touched.
 
 
-use std::io::Write;
+use std::io::{Read as _, Write};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,7 @@ use olm_e2e::dev_env::{DevEnvironment, process_alive};
 struct Shell {
     kubeconfig: String,
     path: String,
+    registry: String,
 }
 
 fn eval_dev_env(env: &DevEnvironment) -> Shell {
@@ -32,7 +34,12 @@ fn eval_dev_env(env: &DevEnvironment) -> Shell {
     assert!(out.status.success(), "olm dev env: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let cluster_env = olm(&["dev", "cluster", "env"]);
-    assert_eq!(text, String::from_utf8_lossy(&cluster_env.stdout), "olm dev env prints what olm dev cluster env prints");
+    let registry_line = format!("export OLM_DEV_REGISTRY=127.0.0.1:{}\n", env.base + 500);
+    assert_eq!(
+        text,
+        format!("{}{registry_line}", String::from_utf8_lossy(&cluster_env.stdout)),
+        "olm dev env prints what olm dev cluster env prints, plus the registry"
+    );
     let value = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("export {name}=")))
@@ -41,7 +48,8 @@ fn eval_dev_env(env: &DevEnvironment) -> Shell {
     };
     let kubeconfig = value("KUBECONFIG").trim_matches('\'').to_owned();
     let bin = value("PATH").split(':').next().unwrap_or_default().trim_matches('\'').to_owned();
-    Shell { kubeconfig, path: format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()) }
+    let registry = value("OLM_DEV_REGISTRY");
+    Shell { kubeconfig, path: format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()), registry }
 }
 
 impl Shell {
@@ -90,6 +98,12 @@ fn readme_quick_start_works_verbatim() {
         String::from_utf8_lossy(&up.stderr)
     );
     let shell = eval_dev_env(&env);
+
+    let mut registry = std::net::TcpStream::connect(&shell.registry).expect("OLM_DEV_REGISTRY accepts connections");
+    write!(registry, "GET /v2/ HTTP/1.0\r\nHost: {}\r\n\r\n", shell.registry).expect("send");
+    let mut answer = String::new();
+    registry.read_to_string(&mut answer).expect("read");
+    assert!(answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"), "GET /v2/ on {}:\n{answer}", shell.registry);
 
     let started = Instant::now();
     let table = shell.ok(&["get", "packagemanifests", "-n", "olm"]);
@@ -188,7 +202,7 @@ spec:
     // the control plane, each by its recorded pid.
     let started: Vec<(String, u32)> = env.recorded_pids();
     let names: Vec<&str> = started.iter().map(|(n, _)| n.as_str()).collect();
-    for expected in ["olm-catalog", "olm-controllers", "olm-packageserver", "etcd", "kube-apiserver"] {
+    for expected in ["olm-catalog", "olm-controllers", "olm-packageserver", "registry", "etcd", "kube-apiserver"] {
         assert!(names.iter().any(|n| n.starts_with(expected)), "olm dev up records a pid for {expected}: {names:?}");
     }
     let down = env.down();
