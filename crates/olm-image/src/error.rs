@@ -223,7 +223,14 @@ impl ImageError {
             },
             OciDistributionError::RequestError(err) => {
                 let message = error_chain(&err);
-                if err.is_timeout() {
+                let status = err.status().map(|s| s.as_u16());
+                if let Some(code @ (401 | 403)) = status {
+                    ImageError::Unauthorized { image, registry, message: format!("HTTP {code}") }
+                } else if status == Some(404) {
+                    ImageError::NotFound { image, registry, message: "HTTP 404".into() }
+                } else if let Some(code) = status {
+                    ImageError::Registry { image, registry, message: format!("HTTP {code}"), retryable: code >= 500 || code == 429 }
+                } else if err.is_timeout() {
                     ImageError::Unreachable { image, registry, message: format!("timed out: {message}") }
                 } else if err.is_connect() || err.is_request() {
                     ImageError::Unreachable { image, registry, message }

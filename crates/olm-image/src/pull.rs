@@ -105,12 +105,25 @@ impl ImageClient {
         &self.limits
     }
 
-    /// One client per registry host: its protocol and CA are the host's, and its token cache
-    /// is its own.
-    pub(crate) fn client(&self, registry: &str) -> Arc<Client> {
+    /// One client per registry host and credentials: its protocol and CA are the host's, and
+    /// its tokens are those of these credentials (oci-client keeps the first credentials a
+    /// client used for a registry, so two catalogs with different pull secrets for one
+    /// registry must not share one).
+    pub(crate) fn client(&self, registry: &str, auth: &RegistryAuth) -> Arc<Client> {
+        let identity = match auth {
+            RegistryAuth::Basic(user, password) => {
+                use sha2::Digest as _;
+                hex::encode(sha2::Sha256::digest(format!("{user}:{password}")))
+            }
+            RegistryAuth::Bearer(token) => {
+                use sha2::Digest as _;
+                hex::encode(sha2::Sha256::digest(token))
+            }
+            RegistryAuth::Anonymous => String::new(),
+        };
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients
-            .entry(registry.to_owned())
+            .entry(format!("{registry}|{identity}"))
             .or_insert_with(|| {
                 let host = self.config.host(registry);
                 Arc::new(Client::new(ClientConfig {
@@ -135,8 +148,8 @@ impl ImageClient {
     pub async fn digest_of(&self, image: &str, creds: &Credentials) -> Result<String, ImageError> {
         let reference = parse(image)?;
         let registry = reference.resolve_registry().to_owned();
-        let client = self.client(&registry);
         let auth = creds.for_registry(&registry);
+        let client = self.client(&registry, &auth);
         let work = async {
             retry(|| async {
                 client
@@ -212,7 +225,7 @@ impl ImageClient {
 
     async fn fetch(&self, image: &str, reference: &Reference, registry: &str, auth: &RegistryAuth) -> Result<ImageRecord, ImageError> {
         let oci = |err| ImageError::from_oci(image, registry, err);
-        let client = self.client(registry);
+        let client = self.client(registry, auth);
         let (manifest, digest, index_digest) = client
             .pull_image_manifest_and_list_digest(reference, auth)
             .await

@@ -62,10 +62,11 @@ impl ImageClient {
     pub async fn push(&self, built: &BuiltImage, image: &str, creds: &Credentials) -> Result<String, ImageError> {
         let reference = parse(image)?;
         let registry = reference.resolve_registry().to_owned();
-        let client = self.client(&registry);
+        let auth = creds.for_registry(&registry);
+        let client = self.client(&registry, &auth);
         let oci = |err| ImageError::from_oci(image, &registry, err);
         client
-            .auth(&reference, &creds.for_registry(&registry), RegistryOperation::Push)
+            .auth(&reference, &auth, RegistryOperation::Push)
             .await
             .map_err(oci)?;
         for blob in [&built.layer, &built.config] {

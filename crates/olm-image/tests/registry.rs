@@ -1,0 +1,193 @@
+//! olm-image against a real registry (CNCF distribution, from olm-testkit): bundle and catalog
+//! images pushed and pulled back, the cache that spares the network, credentials, TLS with
+//! a custom CA, and hostile images (a tar entry climbing out, an oversized layer, a SQLite
+//! catalog) refused with errors that name the image.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
+use oci_client::manifest::OciImageManifest;
+use oci_client::secrets::RegistryAuth;
+use olm_image::{Credentials, HostConfig, ImageClient, Limits, RegistryConfig};
+use olm_testkit::RegistryOptions;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn etcd_bundle() -> PathBuf {
+    repo().join("crates/olm-registry/testdata/bundles/etcd/0.9.4")
+}
+
+fn client(cache: &tempfile::TempDir, config: RegistryConfig, limits: Limits) -> ImageClient {
+    ImageClient::new(cache.path(), config, limits).expect("image client")
+}
+
+/// Push a one-layer image built by hand (as a hostile or careless publisher would) with
+/// oci-client itself.
+async fn push_raw(registry: &str, repository: &str, layer: Vec<u8>, labels: BTreeMap<String, String>) -> String {
+    let oci = oci_client::Client::new(ClientConfig { protocol: ClientProtocol::Http, ..Default::default() });
+    let reference: oci_client::Reference = format!("{registry}/{repository}:latest").parse().expect("reference");
+    let config = serde_json::json!({"architecture": "amd64", "os": "linux", "config": {"Labels": labels}, "rootfs": {"type": "layers", "diff_ids": []}});
+    let config = oci_client::client::Config::oci_v1(serde_json::to_vec(&config).expect("json"), None);
+    let layers = [ImageLayer::oci_v1_gzip(layer, None)];
+    let manifest = OciImageManifest::build(&layers, &config, None);
+    oci.push(&reference, &layers, config, &RegistryAuth::Anonymous, Some(manifest)).await.expect("push");
+    reference.whole()
+}
+
+/// A gzip tar layer with one file whose name is written byte for byte (`..` included).
+fn layer_with(path: &str, content: &[u8]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    let mut header = tar::Header::new_gnu();
+    header.set_size(content.len() as u64);
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mode(0o644);
+    header.as_gnu_mut().expect("gnu").name[..path.len()].copy_from_slice(path.as_bytes());
+    header.set_cksum();
+    builder.append(&header, content).expect("append");
+    builder.into_inner().expect("tar").finish().expect("gzip")
+}
+
+#[tokio::test]
+async fn a_bundle_image_round_trips_and_a_digest_is_pulled_once() {
+    let registry = olm_testkit::registry(RegistryOptions::new()).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let built = olm_image::build_bundle(&etcd_bundle()).expect("bundle image");
+    let again = olm_image::build_bundle(&etcd_bundle()).expect("bundle image");
+    assert_eq!(built.digest, again.digest, "builds are reproducible");
+    let pushed = images
+        .push(&built, &format!("{}/etcd-bundle:0.9.4", registry.addr()), &Credentials::anonymous())
+        .await
+        .expect("push");
+    assert_eq!(pushed, format!("{}/etcd-bundle@{}", registry.addr(), built.digest));
+
+    let bundle = images.bundle(&pushed, &Credentials::anonymous()).await.expect("pull");
+    assert_eq!((bundle.name.as_str(), bundle.package.as_str()), ("etcdoperator.v0.9.4", "etcd"));
+    assert_eq!(bundle.digest, built.digest);
+    // The same objects as rendering the directory itself.
+    let rendered = olm_catalog::render::render_bundle_dir(&etcd_bundle(), &Default::default()).expect("render");
+    let inline = rendered.document["properties"]
+        .as_array()
+        .expect("properties")
+        .iter()
+        .filter(|p| p["type"] == "olm.bundle.object")
+        .count();
+    assert_eq!(bundle.objects.len(), inline);
+    assert!(bundle.csv_json.contains("\"ClusterServiceVersion\""));
+
+    // By digest, a second pull needs no registry at all.
+    drop(registry);
+    let cached = images.bundle(&pushed, &Credentials::anonymous()).await.expect("from the cache");
+    assert_eq!(cached.objects, bundle.objects);
+    // A tag needs the registry, and says which one is down.
+    let err = images.pull(&pushed.replace(&format!("@{}", built.digest), ":0.9.4"), &Credentials::anonymous()).await.unwrap_err();
+    assert_eq!(err.category(), "RegistryUnreachable", "{err}");
+}
+
+#[tokio::test]
+async fn credentials_missing_then_given() {
+    let registry = olm_testkit::registry(RegistryOptions::new().htpasswd("olm", "s3cret")).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let creds = Credentials::anonymous().with(registry.addr(), "olm", "s3cret");
+    let built = olm_image::build_bundle(&etcd_bundle()).expect("bundle image");
+    let target = format!("{}/private/etcd:0.9.4", registry.addr());
+    let err = images.push(&built, &target, &Credentials::anonymous()).await.unwrap_err();
+    assert_eq!(err.category(), "ImageUnauthorized", "{err}");
+    let pushed = images.push(&built, &target, &creds).await.expect("push with credentials");
+    let err = images.pull(&pushed, &Credentials::anonymous()).await.unwrap_err();
+    assert_eq!(err.category(), "ImageUnauthorized", "{err}");
+    assert!(err.to_string().contains(&pushed) && err.to_string().contains("spec.secrets"), "{err}");
+    images.bundle(&pushed, &creds).await.expect("pull with credentials");
+    let missing = format!("{}/private/etcd:9.9.9", registry.addr());
+    let err = images.pull(&missing, &creds).await.unwrap_err();
+    assert_eq!(err.category(), "ImageNotFound", "{err}");
+    assert!(err.to_string().contains(&missing), "{err}");
+}
+
+#[tokio::test]
+async fn a_registry_with_its_own_ca() {
+    let registry = olm_testkit::registry(RegistryOptions::new().tls()).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let built = olm_image::build_bundle(&etcd_bundle()).expect("bundle image");
+    let target = format!("{}/etcd:0.9.4", registry.addr());
+    // Loopback defaults to plain HTTP: configured as HTTPS without the CA, the certificate is refused.
+    let untrusted = client(&cache, RegistryConfig::default().with_host(registry.addr(), HostConfig::default()), Limits::default());
+    let err = untrusted.push(&built, &target, &Credentials::anonymous()).await.unwrap_err();
+    assert_eq!(err.category(), "RegistryUnreachable", "{err}");
+    let ca = registry.ca_pem().expect("ca").as_bytes().to_vec();
+    let trusted = client(
+        &cache,
+        RegistryConfig::default().with_host(registry.addr(), HostConfig { ca_pem: Some(ca), ..HostConfig::default() }),
+        Limits::default(),
+    );
+    let pushed = trusted.push(&built, &target, &Credentials::anonymous()).await.expect("push over TLS");
+    trusted.bundle(&pushed, &Credentials::anonymous()).await.expect("pull over TLS");
+}
+
+#[tokio::test]
+async fn hostile_and_unusable_images_are_refused_by_name() {
+    let registry = olm_testkit::registry(RegistryOptions::new()).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let anonymous = Credentials::anonymous();
+
+    // A tar entry that climbs out of the scratch directory.
+    let escape = push_raw(registry.addr(), "evil", layer_with("manifests/../../../escaped", b"x"), BTreeMap::new()).await;
+    let err = images.bundle(&escape, &anonymous).await.unwrap_err();
+    assert_eq!(err.category(), "ImageContentInvalid", "{err}");
+    assert!(err.to_string().contains("manifests/../../../escaped") && err.to_string().contains(&escape), "{err}");
+    assert!(!cache.path().join("escaped").exists() && !cache.path().parent().expect("parent").join("escaped").exists());
+
+    // A layer over the limit is refused from its descriptor, before it is downloaded.
+    // Bytes that do not compress (a linear congruential sequence), so the layer stays large.
+    let noise: Vec<u8> = (0u64..64 << 10)
+        .scan(7u64, |state, _| {
+            *state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            Some((*state >> 56) as u8)
+        })
+        .collect();
+    let big = push_raw(registry.addr(), "big", layer_with("manifests/big.yaml", &noise), BTreeMap::new()).await;
+    let small = tempfile::tempdir().expect("tempdir");
+    let limited = client(&small, RegistryConfig::default(), Limits { max_layer_bytes: 1024, ..Limits::default() });
+    let err = limited.bundle(&big, &anonymous).await.unwrap_err();
+    assert_eq!(err.category(), "ImageTooLarge", "{err}");
+    assert!(err.to_string().contains("over the limit of 1024 bytes"), "{err}");
+
+    // Not a bundle: no manifests directory.
+    let empty = push_raw(registry.addr(), "notabundle", layer_with("etc/hostname", b"x"), BTreeMap::new()).await;
+    let err = images.bundle(&empty, &anonymous).await.unwrap_err();
+    assert_eq!(err.category(), "NotABundleImage", "{err}");
+    assert!(err.to_string().contains("no /manifests directory"), "{err}");
+
+    // A SQLite catalog image: how to migrate it.
+    let labels = BTreeMap::from([(olm_image::catalog::DATABASE_LABEL.to_owned(), "/database/index.db".to_owned())]);
+    let sqlite = push_raw(registry.addr(), "sqlite-index", layer_with("database/index.db", b"SQLite format 3"), labels).await;
+    let err = images.catalog(&sqlite, &anonymous).await.unwrap_err();
+    assert_eq!(err.category(), "SqliteCatalogImage", "{err}");
+    assert!(err.to_string().contains("opm migrate"), "{err}");
+}
+
+#[tokio::test]
+async fn a_catalog_image_round_trips_and_its_digest_follows_the_tag() {
+    let registry = olm_testkit::registry(RegistryOptions::new()).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let fbc = repo().join("crates/olm-registry/testdata/catalog/etcd");
+    let built = olm_image::build_catalog(&fbc).expect("catalog image");
+    let tag = format!("{}/catalog:latest", registry.addr());
+    images.push(&built, &tag, &Credentials::anonymous()).await.expect("push");
+    assert_eq!(images.digest_of(&tag, &Credentials::anonymous()).await.expect("digest"), built.digest);
+    let unpacked = images.catalog(&tag, &Credentials::anonymous()).await.expect("pull");
+    assert_eq!(
+        std::fs::read(unpacked.root.join("catalog.json")).expect("catalog.json"),
+        std::fs::read(fbc.join("catalog.json")).expect("source")
+    );
+    // Another catalog on the same tag: the digest moves.
+    let demo = olm_image::build_catalog(&repo().join("crates/olm-registry/testdata/catalog/demo")).expect("catalog image");
+    images.push(&demo, &tag, &Credentials::anonymous()).await.expect("push");
+    assert_eq!(images.digest_of(&tag, &Credentials::anonymous()).await.expect("digest"), demo.digest);
+}

@@ -1,0 +1,324 @@
+//! Operators from images, as every published catalog delivers them: the real etcd bundles are
+//! pushed to a real registry with `olm bundle push`, a file-based catalog that names them by
+//! digest and inlines nothing is pushed with `olm catalog push`, and a CatalogSource with
+//! `spec.image` and a Subscription install and upgrade etcd from them. The failures a cluster
+//! admin meets (registry down, image missing, credentials missing) are explained on the
+//! CatalogSource and the Subscription, and hurt nothing else.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use olm_api::v1alpha1::catalog_source::CatalogSource;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
+use olm_api::v1alpha1::install_plan::InstallPlan;
+use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, SubscriptionState};
+use olm_e2e::controllers::{self, create_from_yaml};
+use olm_testkit::TestNamespace;
+use olm_testkit::RegistryOptions;
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const OBJECTS: &[&str] = &["subscriptions", "installplans", "csvs", "catalogsources"];
+const VERSIONS: [&str; 3] = ["0.9.0", "0.9.2", "0.9.4"];
+
+/// Run the `olm` binary; its stdout, or an error with its stderr.
+fn olm(args: &[&str]) -> anyhow::Result<String> {
+    let output = std::process::Command::new(olm_e2e::olm_bin())
+        .args(args)
+        .output()
+        .context("run olm")?;
+    if !output.status.success() {
+        bail!("olm {} failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(String::from_utf8(output.stdout)?)
+}
+
+fn bundle_dir(version: &str) -> std::path::PathBuf {
+    olm_e2e::repo().join("crates/olm-registry/testdata/bundles/etcd").join(version)
+}
+
+/// Push the etcd bundles of [`VERSIONS`] to `registry`; their digest references by CSV name.
+fn push_bundles(registry: &str, extra: &[&str]) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut pushed = BTreeMap::new();
+    for version in VERSIONS {
+        let mut args = vec!["bundle", "push"];
+        let dir = bundle_dir(version);
+        let dir = dir.to_str().context("path")?;
+        let target = format!("{registry}/etcd-bundle:{version}");
+        args.extend([dir, target.as_str()]);
+        args.extend(extra);
+        let reference = olm(&args)?.trim().to_owned();
+        assert!(reference.starts_with(&format!("{registry}/etcd-bundle@sha256:")), "{reference}");
+        pushed.insert(format!("etcdoperator.v{version}"), reference);
+    }
+    Ok(pushed)
+}
+
+/// A file-based catalog in `dir` with the etcd package, the channel `singlenamespace-alpha` up
+/// to `head` (a replaces chain) and each bundle rendered by `olm catalog render` with its
+/// image and only an `olm.csv.metadata`: what a published catalog carries.
+fn write_catalog(dir: &Path, images: &BTreeMap<String, String>, head: &str) -> anyhow::Result<()> {
+    let mut docs = vec![json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "singlenamespace-alpha"})];
+    let mut entries = Vec::new();
+    let mut previous: Option<String> = None;
+    for version in VERSIONS {
+        let name = format!("etcdoperator.v{version}");
+        let mut entry = json!({"name": name});
+        if let Some(previous) = &previous {
+            entry["replaces"] = json!(previous);
+        }
+        entries.push(entry);
+        let image = images.get(&name).context("pushed bundle")?;
+        let rendered = olm(&[
+            "catalog",
+            "render",
+            bundle_dir(version).to_str().context("path")?,
+            "--image",
+            image,
+            "--migrate-level",
+            "bundle-object-to-csv-metadata",
+            "-o",
+            "json",
+        ])?;
+        docs.push(serde_json::from_str(&rendered).context("rendered bundle")?);
+        previous = Some(name);
+        if version == head {
+            break;
+        }
+    }
+    docs.push(json!({"schema": "olm.channel", "package": "etcd", "name": "singlenamespace-alpha", "entries": entries}));
+    std::fs::create_dir_all(dir)?;
+    let text: Vec<String> = docs.iter().map(Value::to_string).collect();
+    let text = text.join("\n");
+    assert!(!text.contains("olm.bundle.object"), "the catalog inlines no manifest");
+    std::fs::write(dir.join("catalog.json"), text)?;
+    Ok(())
+}
+
+async fn wait_csv_succeeded(ns: &TestNamespace, name: &str) -> anyhow::Result<ClusterServiceVersion> {
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    ns.wait_for(&format!("{name} Succeeded"), TIMEOUT, OBJECTS, || {
+        let csvs = csvs.clone();
+        async move {
+            let csv = csvs.get_opt(name).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(csv.filter(|c| c.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&CsvPhase::Succeeded)))
+        }
+    })
+    .await
+}
+
+async fn wait_csv_gone(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    ns.wait_for(&format!("{name} to be replaced and go"), TIMEOUT, OBJECTS, || {
+        let csvs = csvs.clone();
+        async move {
+            match csvs.get_opt(name).await.map_err(|e| e.to_string())? {
+                None => Ok(Some(())),
+                Some(csv) if csv.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&CsvPhase::Failed) => {
+                    Err(format!("{name} failed: {:?}", csv.status.and_then(|s| s.message)))
+                }
+                Some(_) => Ok(None),
+            }
+        }
+    })
+    .await
+}
+
+async fn wait_at_latest(ns: &TestNamespace, sub: &str, csv: &str) -> anyhow::Result<()> {
+    let subs: Api<Subscription> = ns.api();
+    ns.wait_for(&format!("Subscription {sub} AtLatestKnown on {csv}"), TIMEOUT, OBJECTS, || {
+        let subs = subs.clone();
+        async move {
+            let status = subs.get(sub).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+            Ok::<_, String>(
+                (status.installed_csv.as_deref() == Some(csv) && status.state == Some(SubscriptionState::AtLatestKnown)).then_some(()),
+            )
+        }
+    })
+    .await
+}
+
+/// The message of the Subscription's condition `type_` once it is True.
+async fn wait_condition(ns: &TestNamespace, sub: &str, type_: SubscriptionConditionType) -> anyhow::Result<String> {
+    let subs: Api<Subscription> = ns.api();
+    ns.wait_for(&format!("Subscription {sub} {type_:?}"), TIMEOUT, OBJECTS, || {
+        let subs = subs.clone();
+        let type_ = type_.clone();
+        async move {
+            let status = subs.get(sub).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+            Ok::<_, String>(
+                status
+                    .conditions
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|c| c.type_ == type_ && c.status.as_str() == "True")
+                    .map(|c| c.message.unwrap_or_default()),
+            )
+        }
+    })
+    .await
+}
+
+fn subscription(name: &str, source: &str, namespace: &str, starting: &str) -> String {
+    format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: {name}\nspec:\n  source: {source}\n  sourceNamespace: {namespace}\n  name: etcd\n  channel: singlenamespace-alpha\n  startingCSV: {starting}\n  installPlanApproval: Automatic\n"
+    )
+}
+
+#[tokio::test]
+async fn etcd_installs_and_upgrades_from_bundle_images_referenced_by_digest() -> anyhow::Result<()> {
+    let _apis = controllers::ETCD_APIS.read().await;
+    let (cluster, _) = controllers::setup().await?;
+    let registry = olm_testkit::registry(RegistryOptions::new()).await?;
+    let addr = registry.addr().to_owned();
+    let images = push_bundles(&addr, &[])?;
+    let work = tempfile::tempdir()?;
+    write_catalog(&work.path().join("v1"), &images, "0.9.2")?;
+    let catalog_image = format!("{addr}/etcd-catalog:latest");
+    let first = olm(&["catalog", "push", work.path().join("v1").to_str().context("path")?, &catalog_image])?;
+
+    let ns = cluster.namespace("bundle-images").await?;
+    controllers::create_own_namespace_group(&ns, "etcd").await?;
+    create_from_yaml(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: etcd-images\nspec:\n  sourceType: grpc\n  image: {catalog_image}\n  updateStrategy:\n    registryPoll:\n      interval: 2s\n"
+        ),
+    )
+    .await?;
+    create_from_yaml(&ns, &subscription("etcd", "etcd-images", ns.name(), "etcdoperator.v0.9.0")).await?;
+
+    // 0.9.0 → 0.9.2, both from bundle images: the CSV carries the bundle's Deployment.
+    let v092 = wait_csv_succeeded(&ns, "etcdoperator.v0.9.2").await?;
+    let strategy = serde_json::to_value(&v092.spec.install)?;
+    assert_eq!(strategy["spec"]["deployments"][0]["name"], json!("etcd-operator"), "{strategy}");
+    wait_csv_gone(&ns, "etcdoperator.v0.9.0").await?;
+    wait_at_latest(&ns, "etcd", "etcdoperator.v0.9.2").await?;
+    let catalogs: Api<CatalogSource> = ns.api();
+    let status = catalogs.get("etcd-images").await?.status.unwrap_or_default();
+    assert_eq!(status.connection_state.map(|c| c.last_observed_state).as_deref(), Some("READY"));
+    assert!(status.registry_service.is_none(), "no registry Pod or Service");
+
+    // A new catalog image on the same tag is picked up within a poll interval, and the
+    // Subscription upgrades to the new head.
+    write_catalog(&work.path().join("v2"), &images, "0.9.4")?;
+    let pushed = Instant::now();
+    let second = olm(&["catalog", "push", work.path().join("v2").to_str().context("path")?, &catalog_image])?;
+    assert_ne!(first, second, "a different catalog is a different digest");
+    wait_csv_succeeded(&ns, "etcdoperator.v0.9.4").await?;
+    eprintln!("new catalog image pushed → etcdoperator.v0.9.4 Succeeded: {:?}", pushed.elapsed());
+    wait_csv_gone(&ns, "etcdoperator.v0.9.2").await?;
+    wait_at_latest(&ns, "etcd", "etcdoperator.v0.9.4").await?;
+    let plans: Api<InstallPlan> = ns.api();
+    let paths: Vec<String> = plans
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .flat_map(|p| p.status.and_then(|s| s.bundle_lookups).unwrap_or_default())
+        .map(|l| l.path)
+        .collect();
+    assert!(paths.contains(&images["etcdoperator.v0.9.4"]), "bundle lookups name the image by digest: {paths:?}");
+    ns.cleanup().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn image_failures_are_explained_and_hurt_only_themselves() -> anyhow::Result<()> {
+    let _apis = controllers::ETCD_APIS.read().await;
+    let (cluster, _) = controllers::setup().await?;
+    let open = olm_testkit::registry(RegistryOptions::new()).await?;
+    let guarded = olm_testkit::registry(RegistryOptions::new().htpasswd("olm", "s3cret")).await?;
+    let work = tempfile::tempdir()?;
+
+    // A catalog whose bundles live on the open registry, except 0.9.2's, which names an image
+    // nobody pushed (0.9.0 is fine, so the first install works and the upgrade fails).
+    let mut images = push_bundles(open.addr(), &[])?;
+    let missing = format!("{}/etcd-bundle@sha256:{}", open.addr(), "0".repeat(64));
+    images.insert("etcdoperator.v0.9.2".into(), missing.clone());
+    write_catalog(&work.path().join("missing"), &images, "0.9.2")?;
+    let missing_catalog = format!("{}/etcd-catalog:missing", open.addr());
+    olm(&["catalog", "push", work.path().join("missing").to_str().context("path")?, &missing_catalog])?;
+    // A catalog whose 0.9.0 lives on a registry that is down.
+    let mut down = images.clone();
+    down.insert("etcdoperator.v0.9.0".into(), format!("127.0.0.1:1/etcd-bundle@sha256:{}", "1".repeat(64)));
+    write_catalog(&work.path().join("down"), &down, "0.9.0")?;
+    let down_catalog = format!("{}/etcd-catalog:down", open.addr());
+    olm(&["catalog", "push", work.path().join("down").to_str().context("path")?, &down_catalog])?;
+    // A good catalog on the registry that needs credentials.
+    let auth = work.path().join("auth.json");
+    let token = base64::engine::general_purpose::STANDARD.encode("olm:s3cret");
+    std::fs::write(&auth, json!({"auths": {guarded.addr(): {"auth": token}}}).to_string())?;
+    let auth_arg = auth.to_str().context("path")?;
+    let guarded_images = push_bundles(guarded.addr(), &["--auth-file", auth_arg])?;
+    write_catalog(&work.path().join("guarded"), &guarded_images, "0.9.0")?;
+    let guarded_catalog = format!("{}/etcd-catalog:v1", guarded.addr());
+    olm(&["catalog", "push", work.path().join("guarded").to_str().context("path")?, &guarded_catalog, "--auth-file", auth_arg])?;
+
+    let ns = cluster.namespace("image-failures").await?;
+    controllers::create_own_namespace_group(&ns, "etcd").await?;
+    for (name, image) in [("missing", &missing_catalog), ("down", &down_catalog), ("guarded", &guarded_catalog)] {
+        create_from_yaml(
+            &ns,
+            &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: {name}\nspec:\n  sourceType: grpc\n  image: {image}\n"),
+        )
+        .await?;
+    }
+
+    // Without credentials the guarded catalog says what to do.
+    let catalogs: Api<CatalogSource> = ns.api();
+    let refused = ns
+        .wait_for("CatalogSource guarded refused", TIMEOUT, OBJECTS, || {
+            let catalogs = catalogs.clone();
+            async move {
+                let status = catalogs.get("guarded").await.map_err(|e| e.to_string())?.status;
+                Ok::<_, String>(status.and_then(|s| s.message).filter(|m| m.contains("refused access")))
+            }
+        })
+        .await?;
+    assert!(refused.contains(&guarded_catalog) && refused.contains("spec.secrets"), "{refused}");
+
+    // The bundle image of the registry that is down: named, with the registry.
+    create_from_yaml(&ns, &subscription("from-down", "down", ns.name(), "etcdoperator.v0.9.0")).await?;
+    let message = wait_condition(&ns, "from-down", SubscriptionConditionType::BundleUnpackFailed).await?;
+    assert!(message.contains("cannot reach registry 127.0.0.1:1") && message.contains("etcdoperator.v0.9.0"), "{message}");
+    ns.kubectl(&["delete", "subscription", "from-down"]).await?;
+
+    // 0.9.0 installs from the missing catalog; the upgrade to 0.9.2 cannot find its image.
+    create_from_yaml(&ns, &subscription("from-missing", "missing", ns.name(), "etcdoperator.v0.9.0")).await?;
+    let message = wait_condition(&ns, "from-missing", SubscriptionConditionType::BundleUnpackFailed).await?;
+    assert!(message.contains(&format!("image {missing} was not found")), "{message}");
+    // The installed operator is untouched by the failing upgrade.
+    wait_csv_succeeded(&ns, "etcdoperator.v0.9.0").await?;
+
+    // With the pull secret, the guarded catalog is read.
+    ns.kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "guarded-pull",
+        &format!("--docker-server={}", guarded.addr()),
+        "--docker-username=olm",
+        "--docker-password=s3cret",
+    ])
+    .await?;
+    catalogs
+        .patch("guarded", &PatchParams::default(), &Patch::Merge(json!({"spec": {"secrets": ["guarded-pull"]}})))
+        .await?;
+    ns.wait_for("CatalogSource guarded READY with its pull secret", TIMEOUT, OBJECTS, || {
+        let catalogs = catalogs.clone();
+        async move {
+            let status = catalogs.get("guarded").await.map_err(|e| e.to_string())?.status;
+            let state = status.and_then(|s| s.connection_state).map(|c| c.last_observed_state);
+            Ok::<_, String>((state.as_deref() == Some("READY")).then_some(()))
+        }
+    })
+    .await?;
+    ns.cleanup().await?;
+    Ok(())
+}
