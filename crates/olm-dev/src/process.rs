@@ -98,6 +98,22 @@ pub fn process_runs(pid: u32, binary: &Path) -> bool {
     }
 }
 
+/// Whether `pid` has finished exiting: no such process, or a zombie whose threads are all
+/// gone. A multi-threaded (e.g. Go) process's main thread turns zombie while other threads
+/// still exit, and they share its open files: its sockets close only with the last thread.
+fn has_exited(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|entries| entries.count())
+        .unwrap_or(0);
+    matches!(state, Some('Z') | Some('X')) && threads <= 1
+}
+
 /// One health check of a component: whether it is healthy, and what was seen.
 pub(crate) fn probe_component(
     layout: &Layout,
@@ -288,15 +304,18 @@ pub(crate) fn stop_pid(name: &'static str, pid: u32, binary: &Path) -> Result<bo
         })
     };
     send(rustix::process::Signal::TERM)?;
+    // Wait for the exit itself, not for `process_runs` to turn false: while a process exits,
+    // its /proc/<pid>/exe link is gone before its sockets are closed, and a port that still
+    // accepts connections after a stop makes the next start fail.
     let gone_within = |limit: Duration| {
         let begin = Instant::now();
         while begin.elapsed() < limit {
-            if !process_runs(pid, binary) {
+            if has_exited(pid) {
                 return true;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(50));
         }
-        !process_runs(pid, binary)
+        has_exited(pid)
     };
     if gone_within(Duration::from_secs(10)) {
         return Ok(true);
