@@ -102,19 +102,19 @@ fn write_catalog(dir: &Path, images: &BTreeMap<String, String>, head: &str) -> a
 
 async fn wait_csv_succeeded(ns: &TestNamespace, name: &str) -> anyhow::Result<ClusterServiceVersion> {
     let csvs: Api<ClusterServiceVersion> = ns.api();
-    ns.wait_for(&format!("{name} Succeeded"), TIMEOUT, OBJECTS, || {
+    Ok(ns.wait_for(&format!("{name} Succeeded"), TIMEOUT, OBJECTS, || {
         let csvs = csvs.clone();
         async move {
             let csv = csvs.get_opt(name).await.map_err(|e| e.to_string())?;
             Ok::<_, String>(csv.filter(|c| c.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&CsvPhase::Succeeded)))
         }
     })
-    .await
+    .await?)
 }
 
 async fn wait_csv_gone(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
     let csvs: Api<ClusterServiceVersion> = ns.api();
-    ns.wait_for(&format!("{name} to be replaced and go"), TIMEOUT, OBJECTS, || {
+    Ok(ns.wait_for(&format!("{name} to be replaced and go"), TIMEOUT, OBJECTS, || {
         let csvs = csvs.clone();
         async move {
             match csvs.get_opt(name).await.map_err(|e| e.to_string())? {
@@ -126,12 +126,12 @@ async fn wait_csv_gone(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
             }
         }
     })
-    .await
+    .await?)
 }
 
 async fn wait_at_latest(ns: &TestNamespace, sub: &str, csv: &str) -> anyhow::Result<()> {
     let subs: Api<Subscription> = ns.api();
-    ns.wait_for(&format!("Subscription {sub} AtLatestKnown on {csv}"), TIMEOUT, OBJECTS, || {
+    Ok(ns.wait_for(&format!("Subscription {sub} AtLatestKnown on {csv}"), TIMEOUT, OBJECTS, || {
         let subs = subs.clone();
         async move {
             let status = subs.get(sub).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
@@ -140,13 +140,13 @@ async fn wait_at_latest(ns: &TestNamespace, sub: &str, csv: &str) -> anyhow::Res
             )
         }
     })
-    .await
+    .await?)
 }
 
 /// The message of the Subscription's condition `type_` once it is True.
 async fn wait_condition(ns: &TestNamespace, sub: &str, type_: SubscriptionConditionType) -> anyhow::Result<String> {
     let subs: Api<Subscription> = ns.api();
-    ns.wait_for(&format!("Subscription {sub} {type_:?}"), TIMEOUT, OBJECTS, || {
+    Ok(ns.wait_for(&format!("Subscription {sub} {type_:?}"), TIMEOUT, OBJECTS, || {
         let subs = subs.clone();
         let type_ = type_.clone();
         async move {
@@ -161,7 +161,7 @@ async fn wait_condition(ns: &TestNamespace, sub: &str, type_: SubscriptionCondit
             )
         }
     })
-    .await
+    .await?)
 }
 
 fn subscription(name: &str, source: &str, namespace: &str, starting: &str) -> String {

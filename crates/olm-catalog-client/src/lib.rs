@@ -240,36 +240,30 @@ impl CatalogContent {
         let properties_annotation = properties_annotation(model);
         let (csv_json, objects) = if let Some((csv, objects)) = self.inline.get(bundle) {
             (csv.clone(), objects.clone())
+        } else if model.csv().is_some() {
+            // The catalog carries the manifests (`olm.bundle.object`).
+            olm_registry_api::convert::csv_json_and_objects(pkg, model)
+        } else if let Some(images) = self.images.as_ref().filter(|_| !model.image.is_empty()) {
+            // The catalog names the bundle by image only, as published catalogs do: pull it.
+            let pulled = images.client.bundle(&model.image, &images.creds).await.map_err(|source| ClientError::Image {
+                what: format!("bundle {bundle} of package {package} (catalog {})", self.key),
+                source,
+            })?;
+            if pulled.name != bundle {
+                return Err(ClientError::Invalid {
+                    address: self.key.to_string(),
+                    message: format!(
+                        "bundle image {} holds CSV {}, but the catalog lists it as bundle {bundle}: fix the catalog's image reference",
+                        model.image, pulled.name
+                    ),
+                });
+            }
+            (pulled.csv_json, pulled.objects)
+        } else if let Some(SourceLocation::Grpc(address)) = &self.location {
+            let fetched = grpc::get_bundle(address, package, channel, bundle).await?;
+            (fetched.csv_json, fetched.object)
         } else {
-            let (csv, objects) = olm_registry_api::convert::csv_json_and_objects(pkg, model);
-            if !csv.is_empty() && model.csv().is_some() {
-                (csv, objects)
-            } else if let Some(SourceLocation::Grpc(address)) = &self.location {
-                let fetched = grpc::get_bundle(address, package, channel, bundle).await?;
-                (fetched.csv_json, fetched.object)
-            } else {
-                (csv, objects)
-            }
-        };
-        // The catalog names the bundle by image only: pull it.
-        let (csv_json, objects) = match &self.images {
-            Some(images) if (csv_json.is_empty() || objects.is_empty()) && !model.image.is_empty() => {
-                let pulled = images.client.bundle(&model.image, &images.creds).await.map_err(|source| ClientError::Image {
-                    what: format!("bundle {bundle} of package {package} (catalog {})", self.key),
-                    source,
-                })?;
-                if pulled.name != bundle {
-                    return Err(ClientError::Invalid {
-                        address: self.key.to_string(),
-                        message: format!(
-                            "bundle image {} holds CSV {}, but the catalog lists it as bundle {bundle}: fix the catalog's image reference",
-                            model.image, pulled.name
-                        ),
-                    });
-                }
-                (pulled.csv_json, pulled.objects)
-            }
-            _ => (csv_json, objects),
+            olm_registry_api::convert::csv_json_and_objects(pkg, model)
         };
         if csv_json.is_empty() {
             return Err(ClientError::Invalid {
