@@ -175,6 +175,11 @@ spec:
         std::thread::sleep(Duration::from_secs(2));
     };
     eprintln!("CSV: {last}");
+    // It came from a bundle image in the local registry, named by digest in the catalog image.
+    let paths = shell.ok(&["get", "installplans", "-n", &ns, "-o", "jsonpath={.items[*].status.bundleLookups[*].path}"]);
+    assert!(paths.contains(&format!("{}/olm/bundles/etcd@sha256:", shell.registry)), "bundle lookups: {paths}");
+    let image = shell.ok(&["get", "catalogsource", "community", "-n", "olm", "-o", "jsonpath={.spec.image}"]);
+    assert_eq!(image, format!("{}/olm/community-catalog:latest", shell.registry));
 
     // Stopping the package server must not break kubectl for anything else.
     let pid_file = env.state_dir().join("pids/olm-packageserver.pid");

@@ -6,7 +6,8 @@
 //!   byte is read, digests after, tar entries and bytes while unpacking ([`unpack`]).
 //! - [`bundle`] reads a bundle image's manifests through the catalog model's renderer;
 //!   [`catalog`] unpacks a catalog image's file-based catalog.
-//! - [`push`] builds bundle and catalog images from directories and pushes them.
+//! - [`push`] builds bundle and catalog images from directories and pushes them; [`mirror`]
+//!   turns a catalog with inline bundles into bundle images and a digest-only catalog image.
 //! - [`auth`] reads pull secrets; [`hosts`] says how to reach each registry host.
 //!
 //! No Kubernetes here: the controllers read Secrets and pass [`Credentials`].
@@ -16,6 +17,7 @@ pub mod bundle;
 pub mod catalog;
 mod error;
 pub mod hosts;
+pub mod mirror;
 mod pull;
 pub mod push;
 pub mod store;

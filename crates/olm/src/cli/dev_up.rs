@@ -116,8 +116,7 @@ fn packageserver_cert(layout: &Layout) -> anyhow::Result<(String, PathBuf, PathB
 /// What `olm dev up` applies besides the CRDs: the local counterpart of manifests/. Applied
 /// with kubectl's default field manager, so that `kubectl apply --server-side -f manifests/`
 /// on the same cluster takes the fields over instead of conflicting.
-fn local_manifests(layout: &Layout, ca_pem: &str) -> String {
-    let catalog_grpc_port = layout.host_ports.catalog_grpc;
+fn local_manifests(layout: &Layout, ca_pem: &str, catalog_image: &str) -> String {
     let packageserver_port = layout.host_ports.packageserver;
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
@@ -158,7 +157,7 @@ metadata:
   namespace: olm
 spec:
   sourceType: grpc
-  address: 127.0.0.1:{catalog_grpc_port}
+  image: {catalog_image}
   displayName: Community Operators
   publisher: OLM (local)
   updateStrategy:
@@ -190,6 +189,19 @@ spec:
     port: {packageserver_port}
 "#
     )
+}
+
+/// Push the bundled catalog as published catalogs are: each bundle an image, the catalog an
+/// image naming them by digest. The same files give the same digests, so a second `up`
+/// changes nothing.
+fn push_bundled_catalog(layout: &Layout, catalog: &Path, catalog_image: &str, bundle_repo: &str) -> anyhow::Result<olm_image::mirror::Mirrored> {
+    let cache = olm_dir(layout).join("image-cache");
+    let client = olm_image::ImageClient::new(&cache, olm_image::RegistryConfig::default(), olm_image::Limits::default())?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the async runtime")?;
+    let creds = olm_image::Credentials::anonymous();
+    runtime
+        .block_on(olm_image::mirror::push_catalog_with_bundles(&client, catalog, catalog_image, bundle_repo, &creds))
+        .with_context(|| format!("pushing the catalog {} to the local registry", catalog.display()))
 }
 
 fn kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
@@ -347,9 +359,14 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
     wait.extend(names.iter().map(String::as_str));
     kubectl(&layout, &wait, None)?;
 
+    let catalog_image = format!("{}/olm/{CATALOG_NAME}-catalog:latest", registry.addr);
+    progress.say(format!("pushing the bundled catalog and each of its bundles as images to {}", registry.addr));
+    let pushed = push_bundled_catalog(&layout, &catalog, &catalog_image, &format!("{}/olm/bundles", registry.addr))?;
+    progress.say(format!("catalog image {} ({} bundle images)", pushed.catalog, pushed.bundles.len()));
+
     let (ca, cert, key) = packageserver_cert(&layout)?;
     progress.say("applying namespaces olm and operators, OperatorGroups, the CatalogSource and the APIService");
-    kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&local_manifests(&layout, &ca)))?;
+    kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&local_manifests(&layout, &ca, &catalog_image)))?;
 
     let ports = [layout.host_ports.catalog_grpc, layout.host_ports.controllers_admin, layout.host_ports.packageserver];
     for (process, port) in HostProcess::ALL.into_iter().zip(ports) {
@@ -366,7 +383,8 @@ pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
         Ok(!out.trim().is_empty())
     })?;
     println!("OLM is running on the local control plane ({}).", format_duration(progress.elapsed()));
-    println!("  catalog:   CatalogSource olm/{CATALOG_NAME} -> olm catalog serve on 127.0.0.1:{} ({})", layout.host_ports.catalog_grpc, catalog.display());
+    println!("  catalog:   CatalogSource olm/{CATALOG_NAME} -> image {catalog_image} (from {}; its bundles are images too, by digest)", catalog.display());
+    println!("             the same catalog served by olm catalog serve on http://127.0.0.1:{}/catalogs/{CATALOG_NAME}", layout.host_ports.catalog_http);
     println!("  registry:  {} (plain HTTP, storage {})", registry.addr, layout.registry_dir().display());
     println!("  logs:      {}", layout.logs_dir().display());
     println!("use it with: eval \"$(olm dev env)\"   then e.g.: kubectl get packagemanifests -n olm");

@@ -71,6 +71,11 @@ pub struct PushArgs {
     /// A Docker config file (`.docker/config.json`, a dockerconfigjson) with credentials.
     #[arg(long, env = "REGISTRY_AUTH_FILE")]
     auth_file: Option<PathBuf>,
+    /// `olm catalog push` only: push the catalog's inline bundles (olm.bundle.object) as bundle
+    /// images under REGISTRY/PREFIX (bundle B of package P to REGISTRY/PREFIX/P:B) and push the
+    /// catalog naming them by digest, with only olm.csv.metadata, as published catalogs do.
+    #[arg(long, value_name = "REGISTRY/PREFIX")]
+    push_bundles_to: Option<String>,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -82,7 +87,8 @@ builds the same digest.
 
 Examples:
   olm bundle push bundles/etcd/0.9.4 $OLM_DEV_REGISTRY/etcd-bundle:0.9.4
-  olm catalog push catalog/ $OLM_DEV_REGISTRY/my-catalog:latest";
+  olm catalog push catalog/ $OLM_DEV_REGISTRY/my-catalog:latest
+  olm catalog push catalogs/community $OLM_DEV_REGISTRY/olm/community:latest --push-bundles-to $OLM_DEV_REGISTRY/olm/bundles";
 
 pub fn run_bundle(args: BundleArgs) -> anyhow::Result<ExitCode> {
     match args.command {
@@ -101,10 +107,6 @@ enum Kind {
 }
 
 fn run_push(args: PushArgs, kind: Kind) -> anyhow::Result<ExitCode> {
-    let built = match kind {
-        Kind::Bundle => olm_image::build_bundle(&args.dir)?,
-        Kind::Catalog => olm_image::build_catalog(&args.dir)?,
-    };
     let creds = match &args.auth_file {
         Some(path) => read_auth_file(path)?,
         None => Credentials::anonymous(),
@@ -114,7 +116,18 @@ fn run_push(args: PushArgs, kind: Kind) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let pushed = runtime.block_on(client.push(&built, &args.image, &creds))?;
+    let pushed = match (kind, &args.push_bundles_to) {
+        (Kind::Bundle, Some(_)) => anyhow::bail!("--push-bundles-to is for `olm catalog push`"),
+        (Kind::Bundle, None) => runtime.block_on(client.push(&olm_image::build_bundle(&args.dir)?, &args.image, &creds))?,
+        (Kind::Catalog, None) => runtime.block_on(client.push(&olm_image::build_catalog(&args.dir)?, &args.image, &creds))?,
+        (Kind::Catalog, Some(prefix)) => {
+            let mirrored = runtime.block_on(olm_image::mirror::push_catalog_with_bundles(&client, &args.dir, &args.image, prefix, &creds))?;
+            for (bundle, image) in &mirrored.bundles {
+                eprintln!("pushed bundle {bundle}: {image}");
+            }
+            mirrored.catalog
+        }
+    };
     println!("{pushed}");
     Ok(ExitCode::SUCCESS)
 }
