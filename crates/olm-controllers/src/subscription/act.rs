@@ -44,7 +44,23 @@ pub async fn create_plan(
                 bundle.catalog, bundle.name
             ))));
         };
-        match content.bundle(&bundle.package, &bundle.channel, &bundle.name).await {
+        let read = content.bundle(&bundle.package, &bundle.channel, &bundle.name);
+        let read = match facts.unpack.timeout {
+            Some(limit) => match tokio::time::timeout(limit, read).await {
+                Ok(read) => read,
+                Err(_) => {
+                    return Ok(Err(ContentError::Unpack(format!(
+                        "unpacking bundle {} from catalog {} did not finish within {}s, the OperatorGroup's {} annotation: raise it, or check the registry",
+                        bundle.name,
+                        bundle.catalog,
+                        limit.as_secs(),
+                        olm_api::keys::BUNDLE_UNPACK_TIMEOUT_ANNOTATION
+                    ))));
+                }
+            },
+            None => read.await,
+        };
+        match read {
             Ok(content) => fetched.push(content),
             Err(err @ olm_catalog_client::ClientError::Image { .. }) => {
                 tracing::warn!(bundle = %bundle.name, error.category = err.category(), "cannot unpack bundle: {err}");

@@ -626,6 +626,23 @@ mod tests {
     }
 
     #[test]
+    fn an_unpack_failure_is_its_own_condition_until_a_plan_is_made() {
+        let s = sub();
+        let message = "bundle etcdoperator.v0.9.2 of package etcd (catalog olm/community): image r/etcd@sha256:00 was not found in registry r".to_owned();
+        let st = status(&observed(&s, Resolved::UnpackFailed { message: message.clone() }), Timestamp::UNIX_EPOCH);
+        let c = condition(&st, SubscriptionConditionType::BundleUnpackFailed).expect("unpack failed");
+        assert_eq!((c.status, c.reason.as_deref(), c.message), (ConditionStatus::True, Some("BundleUnpackFailed"), Some(message)));
+        assert!(condition(&st, SubscriptionConditionType::ResolutionFailed).is_none(), "resolution itself succeeded");
+        let mut again = sub();
+        again.status = Some(st);
+        let st = status(
+            &observed(&again, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.2".into() }),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert!(condition(&st, SubscriptionConditionType::BundleUnpackFailed).is_none());
+    }
+
+    #[test]
     fn deprecations_roll_up() {
         let s = sub();
         let mut o = observed(&s, Resolved::UpToDate);

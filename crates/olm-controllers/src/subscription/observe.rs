@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kube::{Api, Resource, ResourceExt};
 use olm_api::keys;
+use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanConditionType, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::Subscription;
@@ -40,6 +41,35 @@ pub struct Facts {
     pub global_namespace: String,
     /// The generation the namespace's next InstallPlan gets.
     pub next_plan_generation: i64,
+    /// How long unpacking a bundle may take, and how soon a failed one is tried again (the
+    /// namespace's OperatorGroup annotations, as upstream).
+    pub unpack: UnpackSettings,
+}
+
+/// The OperatorGroup's bundle unpack annotations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnpackSettings {
+    /// `operatorframework.io/bundle-unpack-timeout`.
+    pub timeout: Option<std::time::Duration>,
+    /// `operatorframework.io/bundle-unpack-min-retry-interval`.
+    pub min_retry: Option<std::time::Duration>,
+}
+
+impl UnpackSettings {
+    /// The settings an OperatorGroup's annotations give (unparsable values are ignored, as
+    /// upstream does with a log line).
+    pub fn of(group: Option<&OperatorGroup>) -> UnpackSettings {
+        let annotation = |key: &str| {
+            group
+                .and_then(|g| g.metadata.annotations.as_ref())
+                .and_then(|a| a.get(key))
+                .and_then(|v| olm_catalog_client::location::parse_go_duration(v))
+        };
+        UnpackSettings {
+            timeout: annotation(keys::BUNDLE_UNPACK_TIMEOUT_ANNOTATION).filter(|d| !d.is_zero()),
+            min_retry: annotation(keys::BUNDLE_UNPACK_MIN_RETRY_INTERVAL_ANNOTATION).filter(|d| !d.is_zero()),
+        }
+    }
 }
 
 /// Observe the Subscription `cached` names; None when it is gone or being deleted.
@@ -151,6 +181,7 @@ pub async fn observe(
         current,
         global_namespace: state.global_namespace.clone(),
         next_plan_generation,
+        unpack: UnpackSettings::of(state.groups.list_in(&namespace).first().map(AsRef::as_ref)),
     }))
 }
 
@@ -170,5 +201,27 @@ pub fn plan_view(plan: &InstallPlan) -> PlanView {
         phase: status.map_or(InstallPlanPhase::None, |s| s.phase.clone()),
         failed_reason,
         message: status.and_then(|s| s.message.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn unpack_settings_come_from_the_operator_group_annotations() {
+        assert_eq!(UnpackSettings::of(None), UnpackSettings::default());
+        let mut group = OperatorGroup::new("og", Default::default());
+        group.metadata.annotations = Some(
+            [
+                (keys::BUNDLE_UNPACK_TIMEOUT_ANNOTATION.to_owned(), "2m30s".to_owned()),
+                (keys::BUNDLE_UNPACK_MIN_RETRY_INTERVAL_ANNOTATION.to_owned(), "often".to_owned()),
+            ]
+            .into(),
+        );
+        let settings = UnpackSettings::of(Some(&group));
+        assert_eq!(settings.timeout, Some(Duration::from_secs(150)));
+        assert_eq!(settings.min_retry, None, "an unparsable value is ignored");
     }
 }

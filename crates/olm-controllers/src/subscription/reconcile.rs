@@ -111,7 +111,10 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
                     act::collect_old_plans(&ctx, &namespace, &facts.subs).await;
                     (Resolved::NewPlan { plan, current_csv }, None)
                 }
-                Err(act::ContentError::Unpack(message)) => (Resolved::UnpackFailed { message }, Some(CONTENT_RETRY)),
+                Err(act::ContentError::Unpack(message)) => (
+                    Resolved::UnpackFailed { message },
+                    Some(facts.unpack.min_retry.map_or(CONTENT_RETRY, |d| d.max(CONTENT_RETRY))),
+                ),
                 Err(act::ContentError::Other(message)) => (
                     Resolved::Failed {
                         reason: reasons::ERROR_PREVENTED_RESOLUTION,
