@@ -191,3 +191,38 @@ async fn a_catalog_image_round_trips_and_its_digest_follows_the_tag() {
     images.push(&demo, &tag, &Credentials::anonymous()).await.expect("push");
     assert_eq!(images.digest_of(&tag, &Credentials::anonymous()).await.expect("digest"), demo.digest);
 }
+
+#[tokio::test]
+async fn content_that_does_not_match_its_digest_is_refused() {
+    let registry = olm_testkit::registry(RegistryOptions::new()).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let built = olm_image::build_bundle(&etcd_bundle()).expect("bundle image");
+    let pushed = images
+        .push(&built, &format!("{}/etcd:0.9.4", registry.addr()), &Credentials::anonymous())
+        .await
+        .expect("push");
+    // Corrupt the layer where the registry keeps it (distribution serves its files as they are).
+    let fresh = tempfile::tempdir().expect("tempdir");
+    let reader = client(&fresh, RegistryConfig::default(), Limits::default());
+    let manifest = reader.pull(&pushed, &Credentials::anonymous()).await.expect("pull");
+    let layer = manifest.layers[0].digest.trim_start_matches("sha256:").to_owned();
+    let blob = registry
+        .dir()
+        .join("storage/docker/registry/v2/blobs/sha256")
+        .join(&layer[..2])
+        .join(&layer)
+        .join("data");
+    let mut bytes = std::fs::read(&blob).expect("the registry's blob file");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&blob, bytes).expect("corrupt it");
+    let again = tempfile::tempdir().expect("tempdir");
+    let err = client(&again, RegistryConfig::default(), Limits::default())
+        .bundle(&pushed, &Credentials::anonymous())
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "ImageDigestMismatch", "{err}");
+    assert!(err.to_string().contains(&format!("layer sha256:{layer}")) && err.to_string().contains(&pushed), "{err}");
+}
+
