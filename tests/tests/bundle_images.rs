@@ -322,3 +322,72 @@ async fn image_failures_are_explained_and_hurt_only_themselves() -> anyhow::Resu
     ns.cleanup().await?;
     Ok(())
 }
+
+/// A one-bundle catalog image for the real bundle at `tests/testdata/real-bundles/<relative>`,
+/// pushed to `registry`; returns the catalog image.
+fn push_single_bundle_catalog(registry: &str, relative: &str, package: &str, channel: &str, work: &Path) -> anyhow::Result<String> {
+    let dir = olm_e2e::repo().join("tests/testdata/real-bundles").join(relative);
+    let dir = dir.to_str().context("path")?;
+    let image = olm(&["bundle", "push", dir, &format!("{registry}/{package}-bundle:latest")])?.trim().to_owned();
+    let bundle: Value = serde_json::from_str(&olm(&[
+        "catalog",
+        "render",
+        dir,
+        "--image",
+        &image,
+        "--migrate-level",
+        "bundle-object-to-csv-metadata",
+        "-o",
+        "json",
+    ])?)?;
+    let name = bundle["name"].as_str().context("bundle name")?.to_owned();
+    let docs = [
+        json!({"schema": "olm.package", "name": package, "defaultChannel": channel}),
+        json!({"schema": "olm.channel", "package": package, "name": channel, "entries": [{"name": name}]}),
+        bundle,
+    ];
+    let fbc = work.join(package);
+    std::fs::create_dir_all(&fbc)?;
+    std::fs::write(fbc.join("catalog.json"), docs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"))?;
+    let catalog = format!("{registry}/{package}-catalog:latest");
+    olm(&["catalog", "push", fbc.to_str().context("path")?, &catalog])?;
+    Ok(catalog)
+}
+
+#[tokio::test]
+async fn a_real_bundle_whose_crd_is_v1beta1_installs() -> anyhow::Result<()> {
+    // Its operator supports AllNamespaces only; its copies reach every namespace.
+    let _apis = controllers::ETCD_APIS.write().await;
+    let (cluster, _) = controllers::setup().await?;
+    let registry = olm_testkit::registry(RegistryOptions::new()).await?;
+    let work = tempfile::tempdir()?;
+    let catalog = push_single_bundle_catalog(registry.addr(), "aws-efs-operator/0.0.2", "aws-efs-operator", "stable", work.path())?;
+    let ns = cluster.namespace("v1beta1-crd").await?;
+    create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: all\nspec: {}\n").await?;
+    create_from_yaml(
+        &ns,
+        &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: efs\nspec:\n  sourceType: grpc\n  image: {catalog}\n"),
+    )
+    .await?;
+    create_from_yaml(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: efs\nspec:\n  source: efs\n  sourceNamespace: {}\n  name: aws-efs-operator\n  channel: stable\n",
+            ns.name()
+        ),
+    )
+    .await?;
+    wait_csv_succeeded(&ns, "aws-efs-operator.v0.0.2").await?;
+    // The CRD is served as v1, its printer columns and status subresource kept.
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(cluster.client());
+    let crd = crds.get("sharedvolumes.aws-efs.managed.openshift.io").await?;
+    let version = crd.spec.versions.first().context("a version")?;
+    assert_eq!(version.name, "v1alpha1");
+    assert!(version.subresources.as_ref().is_some_and(|s| s.status.is_some()));
+    let columns: Vec<&str> = version.additional_printer_columns.iter().flatten().map(|c| c.json_path.as_str()).collect();
+    assert!(columns.contains(&".spec.fileSystemID"), "{columns:?}");
+    ns.cleanup().await?;
+    crds.delete("sharedvolumes.aws-efs.managed.openshift.io", &Default::default()).await?;
+    Ok(())
+}

@@ -11,6 +11,7 @@ pub mod selector;
 pub mod catalogsource;
 pub mod catalog_metrics;
 pub mod catalog_operator;
+pub mod bundle_objects;
 pub mod plan_steps;
 pub mod installplan;
 pub mod subscription;

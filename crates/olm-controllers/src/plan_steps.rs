@@ -121,8 +121,9 @@ pub fn bundle_steps(
     namespace: &str,
     replaces: Option<&str>,
 ) -> Result<Vec<Step>, String> {
-    let mut csv: Value = serde_json::from_str(&bundle.csv_json)
+    let csv: Value = serde_json::from_str(&bundle.csv_json)
         .map_err(|err| format!("the ClusterServiceVersion of bundle {} is not valid JSON: {err}", bundle.name))?;
+    let mut csv = crate::bundle_objects::normalize_csv(csv);
     let csv_name = csv
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -156,12 +157,13 @@ pub fn bundle_steps(
     let mut crd_steps = Vec::new();
     let mut other_steps = Vec::new();
     for (i, text) in bundle.objects.iter().enumerate() {
-        let mut object: Value =
+        let object: Value =
             serde_json::from_str(text).map_err(|err| format!("object {} of bundle {} is not valid JSON: {err}", i + 1, bundle.name))?;
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
         if kind == "ClusterServiceVersion" {
             continue;
         }
+        let mut object = crate::bundle_objects::normalize_object(object, &bundle.name, i + 1)?;
         if object.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty) {
             return Err(format!("object {} ({kind}) of bundle {} has no metadata.name", i + 1, bundle.name));
         }

@@ -1,0 +1,192 @@
+//! What real bundles carry and upstream installs anyway, made installable (pure): a CSV
+//! recognised by its kind whatever its `apiVersion` says, explicit `null`s in a CSV read as
+//! absent (upstream decodes the CSV into typed structs; the CSV CRD's schema refuses `null`),
+//! manifests without `apiVersion` of kinds whose API is known, and `apiextensions.k8s.io/v1beta1`
+//! CRDs, which Kubernetes ≥ 1.22 no longer serves, converted to `v1` as the API server's own
+//! conversion does.
+
+use serde_json::{Map, Value, json};
+
+/// The CSV API.
+pub const CSV_API_VERSION: &str = "operators.coreos.com/v1alpha1";
+
+/// The `apiVersion` of well-known kinds, for manifests that omit it.
+fn known_api_version(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "Service" | "ConfigMap" | "Secret" | "ServiceAccount" | "PersistentVolumeClaim" => "v1",
+        "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding" => "rbac.authorization.k8s.io/v1",
+        "CustomResourceDefinition" => "apiextensions.k8s.io/v1",
+        "PrometheusRule" | "ServiceMonitor" | "PodMonitor" => "monitoring.coreos.com/v1",
+        "PodDisruptionBudget" => "policy/v1",
+        "PriorityClass" => "scheduling.k8s.io/v1",
+        "NetworkPolicy" => "networking.k8s.io/v1",
+        "VerticalPodAutoscaler" => "autoscaling.k8s.io/v1",
+        _ => return None,
+    })
+}
+
+/// The CSV as the API server takes it: its `apiVersion` the CSV API's, `null`s dropped.
+pub fn normalize_csv(mut csv: Value) -> Value {
+    drop_nulls(&mut csv);
+    if let Some(map) = csv.as_object_mut() {
+        map.insert("apiVersion".into(), json!(CSV_API_VERSION));
+    }
+    csv
+}
+
+/// Object `index` (1-based) of `bundle` as the API server takes it, or why it cannot be.
+pub fn normalize_object(mut object: Value, bundle: &str, index: usize) -> Result<Value, String> {
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+    if api_version.trim().is_empty() {
+        let Some(known) = known_api_version(&kind) else {
+            return Err(format!(
+                "object {index} ({}) of bundle {bundle} has no apiVersion: add it to the manifest (for example `apiVersion: v1` for core kinds)",
+                if kind.is_empty() { "no kind" } else { kind.as_str() }
+            ));
+        };
+        object["apiVersion"] = json!(known);
+    }
+    if kind == "CustomResourceDefinition" && api_version == "apiextensions.k8s.io/v1beta1" {
+        object = crd_v1beta1_to_v1(object);
+    }
+    Ok(object)
+}
+
+/// Remove every `null` member of every map (nulls inside arrays stay: they are values).
+fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// A v1beta1 CRD in v1: per-version schema, subresources and printer columns (falling back to
+/// the top-level ones), `JSONPath` → `jsonPath`, the webhook conversion moved under `webhook`,
+/// and v1beta1's default of keeping unknown fields kept explicitly, since v1 prunes them.
+fn crd_v1beta1_to_v1(mut crd: Value) -> Value {
+    crd["apiVersion"] = json!("apiextensions.k8s.io/v1");
+    let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) else {
+        return crd;
+    };
+    let take = |spec: &mut Map<String, Value>, key: &str| spec.remove(key).filter(|v| !v.is_null());
+    let top_schema = take(spec, "validation").and_then(|v| v.get("openAPIV3Schema").cloned());
+    let top_subresources = take(spec, "subresources");
+    let top_columns = take(spec, "additionalPrinterColumns");
+    let preserve = take(spec, "preserveUnknownFields").and_then(|v| v.as_bool()).unwrap_or(true);
+    let single = take(spec, "version");
+    let mut versions = take(spec, "versions").and_then(|v| v.as_array().cloned()).unwrap_or_default();
+    if versions.is_empty()
+        && let Some(name) = single
+    {
+        versions.push(json!({"name": name, "served": true, "storage": true}));
+    }
+    for version in &mut versions {
+        let Some(v) = version.as_object_mut() else { continue };
+        let mut schema = v
+            .remove("schema")
+            .and_then(|s| s.get("openAPIV3Schema").cloned())
+            .or_else(|| top_schema.clone())
+            .unwrap_or_else(|| json!({"type": "object"}));
+        if preserve && let Some(root) = schema.as_object_mut() {
+            root.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
+            root.entry("type").or_insert(json!("object"));
+        }
+        v.insert("schema".into(), json!({"openAPIV3Schema": schema}));
+        if !v.contains_key("subresources")
+            && let Some(sub) = &top_subresources
+        {
+            v.insert("subresources".into(), sub.clone());
+        }
+        let columns = v.remove("additionalPrinterColumns").or_else(|| top_columns.clone());
+        if let Some(Value::Array(columns)) = columns {
+            let columns: Vec<Value> = columns
+                .into_iter()
+                .map(|mut c| {
+                    if let Some(c) = c.as_object_mut()
+                        && let Some(path) = c.remove("JSONPath")
+                    {
+                        c.insert("jsonPath".into(), path);
+                    }
+                    c
+                })
+                .collect();
+            v.insert("additionalPrinterColumns".into(), Value::Array(columns));
+        }
+    }
+    spec.insert("versions".into(), Value::Array(versions));
+    if let Some(conversion) = spec.get_mut("conversion").and_then(Value::as_object_mut) {
+        let client = conversion.remove("webhookClientConfig");
+        let review = conversion.remove("conversionReviewVersions");
+        if conversion.get("strategy").and_then(Value::as_str) == Some("Webhook") {
+            conversion.insert(
+                "webhook".into(),
+                json!({"clientConfig": client.unwrap_or(Value::Null), "conversionReviewVersions": review.unwrap_or_else(|| json!(["v1beta1"]))}),
+            );
+        }
+    }
+    crd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_csv_is_a_csv_whatever_its_api_version_and_nulls_are_absent() {
+        let csv = normalize_csv(json!({
+            "apiVersion": "operators.coreos.com/v1alpha", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "x.v1", "annotations": null},
+            "spec": {"replaces": null, "icon": [{"base64data": "", "mediatype": null}], "keywords": [null]},
+        }));
+        assert_eq!(csv["apiVersion"], json!(CSV_API_VERSION));
+        assert_eq!(csv["metadata"], json!({"name": "x.v1"}));
+        assert_eq!(csv["spec"], json!({"icon": [{"base64data": ""}], "keywords": [null]}));
+    }
+
+    #[test]
+    fn known_kinds_without_api_version_get_theirs_and_others_are_named() {
+        let service = normalize_object(json!({"kind": "Service", "metadata": {"name": "m"}}), "b.v1", 3).unwrap();
+        assert_eq!(service["apiVersion"], json!("v1"));
+        let err = normalize_object(json!({"kind": "Widget", "metadata": {"name": "w"}}), "b.v1", 4).unwrap_err();
+        assert!(err.contains("object 4 (Widget) of bundle b.v1 has no apiVersion"), "{err}");
+    }
+
+    #[test]
+    fn a_v1beta1_crd_becomes_v1() {
+        // etcd's 0.6.1 bundle ships its CRD like this.
+        let crd = normalize_object(
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "etcdclusters.etcd.database.coreos.com"},
+                "spec": {
+                    "group": "etcd.database.coreos.com", "version": "v1beta2", "scope": "Namespaced",
+                    "names": {"plural": "etcdclusters", "kind": "EtcdCluster"},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [{"name": "Size", "type": "integer", "JSONPath": ".spec.size"}],
+                    "conversion": {"strategy": "None"},
+                },
+            }),
+            "etcdoperator.v0.6.1",
+            1,
+        )
+        .unwrap();
+        assert_eq!(crd["apiVersion"], json!("apiextensions.k8s.io/v1"));
+        let spec = &crd["spec"];
+        assert!(spec.get("version").is_none() && spec.get("subresources").is_none());
+        assert_eq!(
+            spec["versions"],
+            json!([{
+                "name": "v1beta2", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+            }])
+        );
+        assert_eq!(spec["conversion"], json!({"strategy": "None"}));
+    }
+}
