@@ -96,8 +96,34 @@ fn step_error(step: &Step, namespace: &str, request_verb: &str, installer: Optio
             forbidden: true,
         };
     }
+    if code == Some(404)
+        && let Some(message) = missing_api(step, err)
+    {
+        return StepError::new(format!("cannot apply {}: {message}", describe(step, namespace)), true);
+    }
     let retryable = !matches!(code, Some(400 | 405 | 413 | 415 | 422));
     StepError::new(format!("cannot apply {}: {}", describe(step, namespace), api_error_message(err)), retryable)
+}
+
+/// A 404 on applying a step whose API the cluster does not serve (the API server answers with
+/// a bare "404 page not found"), said in words: which API, and what would provide it. A 404
+/// about a missing namespace is left as the API server says it.
+fn missing_api(step: &Step, err: &kube::Error) -> Option<String> {
+    if let kube::Error::Api(status) = err
+        && status.message.contains("namespaces")
+    {
+        return None;
+    }
+    let r = &step.resource;
+    let api = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
+    let provider = match resource_of(&r.group, &r.kind) {
+        Some((plural, _)) if !r.group.is_empty() => format!("its CustomResourceDefinition {plural}.{}", r.group),
+        _ => format!("the API group {}", if r.group.is_empty() { "core" } else { r.group.as_str() }),
+    };
+    Some(format!(
+        "this cluster does not serve {api} {kind}: install what provides it ({provider}, for example the operator that owns that API) and the plan is retried, or remove the {kind} from the bundle",
+        kind = r.kind
+    ))
 }
 
 /// CRD upgrade safety: versions still in `status.storedVersions` must stay in `spec.versions`.
@@ -633,5 +659,25 @@ mod tests {
         let drops = json!({"spec": {"versions": [{"name": "v1"}]}});
         let err = stored_versions_kept(&existing, &drops).unwrap_err();
         assert!(err.contains("v1beta1") && err.contains("risk of data loss"), "{err}");
+    }
+
+    #[test]
+    fn an_api_the_cluster_does_not_serve_is_named_with_what_provides_it() {
+        let step: Step = serde_json::from_value(json!({
+            "resolving": "x.v1", "status": "Unknown",
+            "resource": {"group": "monitoring.coreos.com", "version": "v1", "kind": "ServiceMonitor", "name": "metrics",
+                         "sourceName": "c", "sourceNamespace": "olm", "manifest": "{}"}
+        }))
+        .expect("a step");
+        // What kube-apiserver answers for a group it does not serve.
+        let err = kube::Error::Api(Box::new(kube::core::Status::failure("404 page not found\n", "Failed to parse error data").with_code(404)));
+        let e = step_error(&step, "ns", "create", None, &err);
+        assert!(e.retryable);
+        assert_eq!(
+            e.message,
+            "cannot apply ServiceMonitor ns/metrics: this cluster does not serve monitoring.coreos.com/v1 ServiceMonitor: install what provides it (its CustomResourceDefinition servicemonitors.monitoring.coreos.com, for example the operator that owns that API) and the plan is retried, or remove the ServiceMonitor from the bundle"
+        );
+        let gone = kube::Error::Api(Box::new(kube::core::Status::failure("namespaces \"ns\" not found", "NotFound").with_code(404)));
+        assert!(step_error(&step, "ns", "create", None, &gone).message.contains("namespaces \"ns\" not found"));
     }
 }
