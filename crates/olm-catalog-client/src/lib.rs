@@ -203,9 +203,20 @@ impl CatalogContent {
         inline: InlineManifests,
     ) -> Result<CatalogContent, String> {
         let (catalog, problems) = Catalog::build(documents);
+        // One bad package hurts only itself: it is left out, and said so.
+        let isolated = catalog.isolate(problems);
+        let catalog = isolated.catalog;
+        let mut problems: Vec<String> = isolated
+            .left_out
+            .iter()
+            .map(|l| {
+                let why: Vec<String> = l.problems.iter().take(3).map(ToString::to_string).collect();
+                format!("package {} left out: {}", l.package, why.join("; "))
+            })
+            .collect();
+        problems.extend(isolated.unattributed.iter().map(ToString::to_string));
         if catalog.packages().is_empty() && !problems.is_empty() {
-            let list: Vec<String> = problems.iter().take(5).map(ToString::to_string).collect();
-            return Err(list.join("; "));
+            return Err(problems.into_iter().take(5).collect::<Vec<_>>().join("; "));
         }
         let snapshot = olm_resolver::adapter::snapshot(&catalog, key.clone(), priority);
         Ok(CatalogContent {
@@ -215,7 +226,7 @@ impl CatalogContent {
             snapshot,
             location,
             inline,
-            problems: problems.iter().map(ToString::to_string).collect(),
+            problems,
             images: None,
             image_digest: None,
         })
@@ -313,6 +324,25 @@ pub async fn fetch(location: &SourceLocation, key: CatalogKey, priority: i32) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_package_with_problems_is_left_out_and_said_so() {
+        let docs: Vec<olm_catalog::Document> = [
+            json!({"schema": "olm.package", "name": "good", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "good", "name": "stable", "entries": [{"name": "good.v1"}]}),
+            json!({"schema": "olm.bundle", "name": "good.v1", "package": "good", "image": "r/good:1",
+                   "properties": [{"type": "olm.package", "value": {"packageName": "good", "version": "1.0.0"}}]}),
+            json!({"schema": "olm.package", "name": "bad", "defaultChannel": "missing"}),
+        ]
+        .into_iter()
+        .map(|value| olm_catalog::Document { value, source: None })
+        .collect();
+        let content = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs, None, HashMap::new()).expect("served");
+        let names: Vec<&str> = content.catalog.packages().iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["good"]);
+        assert!(content.problems[0].starts_with("package bad left out: "), "{:?}", content.problems);
+        assert!(content.problems[0].contains("missing"), "{:?}", content.problems);
+    }
 
     #[test]
     fn http_urls_and_grpc_addresses_are_told_apart() {

@@ -30,6 +30,7 @@ mod text;
 pub use error::{CatalogError, Problem};
 pub use graph::{ChannelGraph, EdgeKind, UpgradeEdges};
 pub use model::{
+    Isolated, LeftOut,
     Bundle, Catalog, Channel, ChannelEntry, Constraint, ConstraintKind, DeprecationEntry,
     Blob, DeprecationReference, Document, Gvk, Icon, JsonText, Meta, MetaFilter, Package,
     PackageProperty, PackageRequired, Property, PropertyKind, RelatedImage,

@@ -34,6 +34,10 @@ pub struct CatalogSnapshot {
     pub responses: ResponseCache,
     /// gRPC `csvJson`/`object` of bundles, built on first request (bounded; see [`BundleContentCache`]).
     pub bundle_contents: BundleContentCache,
+    /// Packages not served because of their problems (`olm catalog validate` lists them too).
+    pub left_out: Vec<olm_catalog::LeftOut>,
+    /// Problems that belong to no package; the catalog is served anyway.
+    pub unattributed: Vec<String>,
 }
 
 /// Rendered response bodies of one snapshot. Views such as the package list read every
@@ -206,6 +210,8 @@ impl CatalogSnapshot {
             all_len,
             responses: ResponseCache::for_catalog_of(all_len),
             bundle_contents: BundleContentCache::default(),
+            left_out: Vec::new(),
+            unattributed: Vec::new(),
         }
     }
 }
@@ -215,7 +221,15 @@ impl CatalogSnapshot {
 pub fn load_snapshot(dir: &Path) -> Result<CatalogSnapshot, String> {
     let started = Instant::now();
     let (catalog, problems) = crate::loader::load_catalog_dir(dir)?;
-    if !problems.is_empty() {
+    // One bad package hurts only itself: served without it, its problems reported.
+    let isolated = catalog.isolate(problems);
+    let problems: Vec<olm_catalog::Problem> = isolated
+        .left_out
+        .iter()
+        .flat_map(|l| l.problems.iter().cloned())
+        .chain(isolated.unattributed.iter().cloned())
+        .collect();
+    if isolated.catalog.packages().is_empty() && !problems.is_empty() {
         let shown: Vec<String> = problems.iter().take(20).map(|p| format!("  - {p}")).collect();
         let more = if problems.len() > shown.len() {
             format!("\n  … and {} more", problems.len() - shown.len())
@@ -229,7 +243,14 @@ pub fn load_snapshot(dir: &Path) -> Result<CatalogSnapshot, String> {
             shown.join("\n")
         ));
     }
-    Ok(CatalogSnapshot::new(catalog, started.elapsed()))
+    for left_out in &isolated.left_out {
+        let why: Vec<String> = left_out.problems.iter().map(ToString::to_string).collect();
+        tracing::warn!(catalog = %dir.display(), package = %left_out.package, "package left out: {}", why.join("; "));
+    }
+    let mut snapshot = CatalogSnapshot::new(isolated.catalog, started.elapsed());
+    snapshot.left_out = isolated.left_out;
+    snapshot.unattributed = isolated.unattributed.iter().map(ToString::to_string).collect();
+    Ok(snapshot)
 }
 
 /// Outcome of the last reload attempts of one catalog.

@@ -618,11 +618,10 @@ async fn wait_for<F: Fn() -> bool>(what: &str, check: F) {
 }
 
 #[tokio::test]
-async fn valid_edit_swaps_and_invalid_edit_keeps_serving() {
+async fn valid_edit_swaps_and_an_invalid_package_is_left_out_alone() {
     let h = Harness::start().await;
     let catalog = h.server.catalogs.get("community").unwrap().clone();
     let first_hash = catalog.snapshot().unwrap().content_hash.clone();
-    let (_, _, before) = h.get("/api/v1/catalogs/community/packages/demo", &[]).await;
 
     // Valid edit: the default channel of demo becomes legacy.
     let file = h.catalog_dir.join("demo/catalog.yaml");
@@ -635,28 +634,67 @@ async fn valid_edit_swaps_and_invalid_edit_keeps_serving() {
     let mut client = h.grpc().await;
     let demo = client.get_package(pb::GetPackageRequest { name: "demo".into() }).await.unwrap().into_inner();
     assert_eq!(demo.default_channel_name, "legacy");
-    let second_hash = catalog.snapshot().unwrap().content_hash.clone();
 
-    // Invalid edit: a channel entry names a bundle that does not exist.
+    // Invalid edit: a channel entry of demo names a bundle that does not exist. demo is left
+    // out with its problem; etcd is still served (opm would refuse the whole catalog).
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, text.replace("  - name: demo.v1.1.0\n", "  - name: demo.v1.1.0-missing\n")).unwrap();
-    wait_for("the invalid edit to be reported", || catalog.status().last_error.is_some()).await;
-    assert_eq!(catalog.snapshot().unwrap().content_hash, second_hash, "the last good snapshot keeps serving");
-    let (status, pkg) = h.get_json("/api/v1/catalogs/community/packages/demo").await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(pkg["defaultChannel"], "legacy");
+    wait_for("demo to be left out", || catalog.snapshot().unwrap().left_out.iter().any(|l| l.package == "demo")).await;
+    let (status, _) = h.get_json("/api/v1/catalogs/community/packages/demo").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, etcd) = h.get_json("/api/v1/catalogs/community/packages/etcd").await;
+    assert_eq!(status, StatusCode::OK, "{etcd}");
+    let packages = client.list_packages(pb::ListPackageRequest {}).await.unwrap().into_inner();
+    let names: Vec<String> = collect(packages).await.into_iter().map(|p| p.name).collect();
+    assert!(names.contains(&"etcd".to_owned()) && !names.contains(&"demo".to_owned()), "{names:?}");
     let (status, ready) = h.get_json("/readyz").await;
-    assert_eq!(status, StatusCode::OK, "still ready: a good snapshot is served");
-    let error = ready["catalogs"][0]["lastReloadError"].as_str().unwrap().to_string();
-    assert!(error.contains("demo.v1.1.0-missing"), "{error}");
-    let (_, _, metrics) = h.get("/metrics", &[]).await;
-    assert!(String::from_utf8(metrics).unwrap().contains("olm_registry_catalog_reload_errors_total{catalog=\"community\"} 1"));
-    assert_ne!(before, Vec::<u8>::new());
+    assert_eq!(status, StatusCode::OK);
+    let left_out = &ready["catalogs"][0]["leftOutPackages"];
+    assert_eq!(left_out[0]["package"], "demo", "{ready}");
+    assert!(left_out[0]["problems"][0].as_str().unwrap().contains("demo.v1.1.0-missing"), "{ready}");
 
-    // Fixing the file clears the error.
+    // Fixing the file brings demo back.
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, text.replace("demo.v1.1.0-missing", "demo.v1.1.0")).unwrap();
+    wait_for("the fix to bring demo back", || catalog.snapshot().unwrap().left_out.is_empty()).await;
+    let (status, _) = h.get_json("/api/v1/catalogs/community/packages/demo").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_edit_that_breaks_every_package_keeps_the_last_good_snapshot() {
+    let h = Harness::start().await;
+    let catalog = h.server.catalogs.get("community").unwrap().clone();
+    let good = catalog.snapshot().unwrap().content_hash.clone();
+    // Every file unreadable: nothing sound is left, so the last good snapshot stays.
+    let mut files = Vec::new();
+    for entry in walk(&h.catalog_dir) {
+        let text = std::fs::read_to_string(&entry).unwrap();
+        std::fs::write(&entry, "{ not: [valid\n").unwrap();
+        files.push((entry, text));
+    }
+    wait_for("the broken edit to be reported", || catalog.status().last_error.is_some()).await;
+    assert_eq!(catalog.snapshot().unwrap().content_hash, good, "the last good snapshot keeps serving");
+    let (_, _, metrics) = h.get("/metrics", &[]).await;
+    assert!(String::from_utf8(metrics).unwrap().contains("olm_registry_catalog_reload_errors_total{catalog=\"community\"}"));
+    for (file, text) in files {
+        std::fs::write(file, text).unwrap();
+    }
     wait_for("the fix to clear the error", || catalog.status().last_error.is_none()).await;
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
 
 #[tokio::test]

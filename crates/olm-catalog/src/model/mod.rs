@@ -14,6 +14,7 @@
 mod assemble;
 mod blob;
 mod catalog;
+mod isolate;
 mod json;
 mod meta;
 mod parse;
@@ -24,6 +25,7 @@ mod validate;
 mod tests;
 
 pub use blob::{Blob, JsonText};
+pub use isolate::{Isolated, LeftOut};
 pub use catalog::{
     Bundle, Catalog, Channel, ChannelEntry, DeprecationEntry, DeprecationReference, Icon, MetaFilter,
     Package, RelatedImage,

@@ -113,6 +113,16 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         status.reason = Some(CsvReason::InvalidIntervalError);
         status.message = Some(message.clone());
     }
+    // Packages left out of a catalog that is otherwise served.
+    if status.message.is_none()
+        && let Some(content) = inputs.state.as_ref().and_then(|s| s.content.as_ref())
+        && !content.problems.is_empty()
+    {
+        let shown: Vec<&str> = content.problems.iter().take(5).map(String::as_str).collect();
+        let more = content.problems.len().saturating_sub(shown.len());
+        let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+        status.message = Some(format!("served without what has problems: {}{more}", shown.join("; ")));
+    }
     // A secret that cannot be used explains an Unauthorized pull, or warns before one.
     if !inputs.secret_problems.is_empty() {
         let problems = inputs.secret_problems.join("; ");

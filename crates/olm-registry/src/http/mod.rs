@@ -340,6 +340,13 @@ fn catalog_status(catalog: &ServedCatalog) -> Value {
         out.insert("contentHash".into(), Value::String(s.content_hash.clone()));
         out.insert("loadedAt".into(), Value::String(httpdate::fmt_http_date(s.loaded_at)));
         out.insert("loadMillis".into(), json!(s.load_duration.as_secs_f64() * 1000.0));
+        let left_out: Vec<Value> = s
+            .left_out
+            .iter()
+            .map(|l| json!({"package": l.package, "problems": l.problems.iter().map(ToString::to_string).collect::<Vec<_>>()}))
+            .collect();
+        out.insert("leftOutPackages".into(), Value::Array(left_out));
+        out.insert("problems".into(), json!(s.unattributed));
     }
     if let Some(t) = status.last_success_at {
         out.insert("lastSuccessfulReload".into(), Value::String(httpdate::fmt_http_date(t)));
