@@ -19,13 +19,14 @@ pub(super) fn parse_package(obj: &Map<String, Value>, meta: &Meta) -> Result<Pac
     let icon = match get_ci(obj, "icon") {
         None | Some(Value::Null) => None,
         Some(Value::Object(icon)) => {
-            let base64data = opt_str(icon, "base64data")?;
-            let cleaned: String = base64data
+            // Whitespace anywhere (line breaks, a trailing space, as real icons have) is not
+            // part of the data: dropping it is unambiguous.
+            let base64data: String = opt_str(icon, "base64data")?
                 .chars()
-                .filter(|c| *c != '\n' && *c != '\r')
+                .filter(|c| !c.is_ascii_whitespace())
                 .collect();
             if base64::engine::general_purpose::STANDARD
-                .decode(cleaned.as_bytes())
+                .decode(base64data.as_bytes())
                 .is_err()
             {
                 return Err(

@@ -371,3 +371,29 @@ fn channel_path_to_head_follows_the_graph() {
     assert_eq!(ch.entry("p.v1.1.0").unwrap().replaces.as_deref(), Some("p.v1.0.0"));
     assert!(ch.entry("p.v0.1.0").is_none());
 }
+
+#[test]
+fn an_icon_with_whitespace_is_repaired_and_a_broken_one_takes_out_only_its_package() {
+    let package = |name: &str, icon: &str| {
+        vec![
+            json!({"schema": "olm.package", "name": name, "defaultChannel": "stable",
+                   "icon": {"base64data": icon, "mediatype": "image/png"}}),
+            json!({"schema": "olm.channel", "package": name, "name": "stable", "entries": [{"name": format!("{name}.v1")}]}),
+            json!({"schema": "olm.bundle", "name": format!("{name}.v1"), "package": name, "image": "r/x:1",
+                   "properties": [{"type": "olm.package", "value": {"packageName": name, "version": "1.0.0"}}]}),
+        ]
+    };
+    // A real icon's base64 ending with a space, and one wrapped over lines.
+    let mut values = package("spaced", "iVBORw0KGgo= ");
+    values.extend(package("wrapped", "iVBO\nRw0K\nGgo="));
+    values.extend(package("broken", "not*base64"));
+    let (catalog, problems) = Catalog::build(docs(values));
+    let icon = |name: &str| catalog.package(name).and_then(|p| p.icon.as_ref()).map(|i| i.base64data.clone());
+    assert_eq!(icon("spaced").as_deref(), Some("iVBORw0KGgo="));
+    assert_eq!(icon("wrapped").as_deref(), Some("iVBORw0KGgo="));
+    assert!(problems.iter().all(|p| p.package.as_deref() == Some("broken")), "{problems:?}");
+    let isolated = catalog.isolate(problems);
+    let names: Vec<&str> = isolated.catalog.packages().iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["spaced", "wrapped"]);
+    assert_eq!(isolated.left_out[0].package, "broken");
+}

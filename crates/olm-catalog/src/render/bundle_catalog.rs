@@ -241,10 +241,10 @@ pub(super) fn package_json(package: &str, default_channel: &str, head_csv: Optio
     );
     if let Some(csv) = head_csv {
         if let Some(icon) = csv.pointer("/spec/icon/0") {
-            let data = icon
-                .get("base64data")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let data = super::clean_icon_data(
+                icon.get("base64data").and_then(Value::as_str).unwrap_or_default(),
+                package,
+            );
             let media = icon
                 .get("mediatype")
                 .and_then(Value::as_str)

@@ -127,3 +127,18 @@ fn upgrade_closure(
     }
     members
 }
+
+/// A CSV icon's base64 data as a catalog can serve it: whitespace (line breaks, a trailing
+/// space) removed, which is unambiguous; empty when it is still not base64 (the icon is
+/// dropped with a warning rather than the package refused).
+pub(crate) fn clean_icon_data(data: &str, package: &str) -> String {
+    use base64::Engine as _;
+    let cleaned: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    if base64::engine::general_purpose::STANDARD.decode(cleaned.as_bytes()).is_ok() {
+        cleaned
+    } else {
+        tracing::warn!(package, "the icon of the head CSV is not valid base64 even without whitespace: left out of the package");
+        String::new()
+    }
+}
+
