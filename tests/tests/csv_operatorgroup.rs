@@ -6,7 +6,7 @@ use olm_e2e::controllers;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use controllers::{admin_get, create_csv, deployment_available, grant_permissions, load_csv, phase_of, setup, wait_gone, wait_phase};
+use controllers::{admin_get, create_csv, deployment_available, edit_csv, grant_permissions, load_csv, phase_of, setup, wait_gone, wait_phase};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
@@ -449,6 +449,46 @@ async fn replacing_csv_upgrades_cleanly() -> anyhow::Result<()> {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0.0);
     assert!(upgrades >= 1.0, "csv_upgrade_count is {upgrades}");
+    ns.cleanup().await?;
+    Ok(())
+}
+
+/// An upgrade whose Deployment changes `spec.selector` (immutable) replaces the Deployment, as
+/// upstream's install strategy does, instead of leaving the new CSV failing and retrying.
+#[tokio::test]
+async fn an_upgrade_that_changes_a_deployment_selector_replaces_the_deployment() -> anyhow::Result<()> {
+    let (cluster, _admin) = setup().await?;
+    let _apis = controllers::ETCD_APIS.read().await;
+    let client = cluster.client();
+    let ns = cluster.namespace("csv-selector").await?;
+    let name = ns.name().to_owned();
+    let groups: Api<OperatorGroup> = ns.api();
+    groups.create(&PostParams::default(), &operator_group("og", Some(vec![name.clone()]))).await?;
+    let old = load_csv(ETCD_092, &name)?;
+    grant_permissions(&client, &old, &name, false).await?;
+    create_csv(&ns, &old).await?;
+    wait_phase(&ns, "etcdoperator.v0.9.2", "Succeeded", None, TIMEOUT).await?;
+    deployment_where(&ns, "etcd-operator", "0.9.2 Available", available).await?;
+
+    // 0.9.4 with the same Deployment name under another selector.
+    let new = edit_csv(&load_csv(ETCD, &name)?, |csv| {
+        let deployment = &mut csv["spec"]["install"]["spec"]["deployments"][0]["spec"];
+        deployment["selector"] = serde_json::json!({"matchLabels": {"name": "etcd-operator-v2"}});
+        deployment["template"]["metadata"]["labels"] = serde_json::json!({"name": "etcd-operator-v2"});
+    })?;
+    grant_permissions(&client, &new, &name, false).await?;
+    create_csv(&ns, &new).await?;
+    wait_phase(&ns, "etcdoperator.v0.9.4", "Succeeded", None, TIMEOUT).await?;
+    let dep = deployment_where(&ns, "etcd-operator", "the Deployment with the new selector, Available", |d| {
+        let selector = d.spec.as_ref().and_then(|s| s.selector.match_labels.clone()).unwrap_or_default();
+        if selector.get("name").map(String::as_str) == Some("etcd-operator-v2") {
+            available(d)
+        } else {
+            Err(format!("selector {selector:?}"))
+        }
+    })
+    .await?;
+    assert_eq!(dep.labels().get(keys::OWNER_LABEL).map(String::as_str), Some("etcdoperator.v0.9.4"));
     ns.cleanup().await?;
     Ok(())
 }

@@ -181,11 +181,27 @@ fn workload_client(ctx: &ControllerContext<CsvState>, namespace: &str) -> Result
 
 async fn apply_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, deployment: &Deployment, apply: &PatchParams) -> Result<()> {
     let api: Api<Deployment> = Api::namespaced(workload_client(ctx, namespace)?, namespace);
-    let applied = server_side_apply(&api, Some(namespace), deployment, apply).await?;
+    let name = deployment.name_any();
+    let applied = match api.patch(&name, apply, &Patch::Apply(deployment)).await {
+        Ok(applied) => applied,
+        // An upgrade that changes an immutable field (spec.selector) cannot be applied: as
+        // upstream's install strategy does, the Deployment is replaced.
+        Err(err) if is_immutable_field(&err) => {
+            tracing::info!(deployment = %name, "an immutable field changed: replacing the deployment");
+            delete_deployment(ctx, namespace, &name).await?;
+            server_side_apply(&api, Some(namespace), deployment, apply).await?
+        }
+        Err(err) => return Err(Error::api(format!("apply Deployment {namespace}/{name}"), err)),
+    };
     // What was just applied is what the CSV wants, at the generation returned.
     ctx.state.verified_specs.remember(&applied);
     tracing::info!(deployment = %deployment.name_any(), "applied deployment");
     Ok(())
+}
+
+/// A 422 because the change touches a field the API server does not let change.
+fn is_immutable_field(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 422 && status.message.contains("field is immutable"))
 }
 
 async fn delete_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, dep_name: &str) -> Result<()> {
