@@ -48,6 +48,8 @@ pub fn read_text(path: &Path) -> Result<String, CatalogError> {
 
 /// Parse one file into documents.
 pub fn parse_file(path: &Path) -> Result<Vec<Value>, CatalogError> {
+    // Warnings about repaired text name the file.
+    let _file = tracing::warn_span!("read", file = %path.display()).entered();
     let text = read_text(path)?;
     parse_manifest_text(&text).map_err(|message| CatalogError::Parse {
         path: path.to_path_buf(),

@@ -6,8 +6,9 @@ use serde_json::Value;
 /// YAML/JSON nesting limit per document.
 pub const MAX_NESTING_DEPTH: usize = 128;
 
-fn yaml_options() -> serde_saphyr::Options {
+fn yaml_options(duplicate_keys: serde_saphyr::DuplicateKeyPolicy) -> serde_saphyr::Options {
     serde_saphyr::options! {
+        duplicate_keys: duplicate_keys,
         budget: serde_saphyr::budget! {
             max_documents: 1_000_000,
             max_nodes: 50_000_000,
@@ -62,13 +63,27 @@ const MAX_INDENT_REPAIRS: usize = 2000;
 /// the offending line one more column and parse again (bounded).
 fn parse_yaml_lenient(text: &str) -> Result<Vec<Value>, String> {
     let mut owned: Option<String> = None;
+    let mut duplicates = serde_saphyr::DuplicateKeyPolicy::Error;
     for _ in 0..=MAX_INDENT_REPAIRS {
         let current = owned.as_deref().unwrap_or(text);
-        match serde_saphyr::from_multiple_with_options::<Value>(current, yaml_options()) {
+        match serde_saphyr::from_multiple_with_options::<Value>(current, yaml_options(duplicates)) {
             Ok(docs) => return Ok(docs),
             Err(e) => {
                 let message = e.to_string();
                 let location = e.location();
+                // Go's YAML decoding (opm's, OLM's) takes the last of a repeated key; so do
+                // we, and say so.
+                if message.contains("duplicate mapping key") && matches!(duplicates, serde_saphyr::DuplicateKeyPolicy::Error) {
+                    let key = message
+                        .split("duplicate mapping key: ")
+                        .nth(1)
+                        .and_then(|rest| rest.split(',').next())
+                        .unwrap_or("?");
+                    let at = location.map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
+                    tracing::warn!("YAML key {key:?} is repeated{at}: the last value is used, as Go's YAML decoding does");
+                    duplicates = serde_saphyr::DuplicateKeyPolicy::LastWins;
+                    continue;
+                }
                 let repairable = message.contains("multiline quoted scalar");
                 match (repairable, location) {
                     (true, Some(loc)) if loc.line() > 0 => {
@@ -125,6 +140,13 @@ fn one_line(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_repeated_key_is_accepted_and_the_last_value_used_as_go_does() {
+        let docs = super::parse_manifest_text("metadata:\n  name: a\n  name: b\nkind: X\n").expect("accepted");
+        assert_eq!(docs[0]["metadata"]["name"], serde_json::json!("b"));
+    }
+
     use super::*;
 
     #[test]

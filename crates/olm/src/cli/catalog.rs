@@ -102,10 +102,19 @@ Example:
 
 pub fn run(args: CatalogArgs) -> anyhow::Result<ExitCode> {
     match args.command {
-        CatalogCommand::Validate(a) => validate(a),
-        CatalogCommand::Render(a) => render(a),
+        CatalogCommand::Validate(a) => {
+            super::warnings_to_stderr();
+            validate(a)
+        }
+        CatalogCommand::Render(a) => {
+            super::warnings_to_stderr();
+            render(a)
+        }
         CatalogCommand::Serve(a) => super::catalog_serve::run(a),
-        CatalogCommand::Push(a) => super::image::run_catalog_push(a),
+        CatalogCommand::Push(a) => {
+            super::warnings_to_stderr();
+            super::image::run_catalog_push(a)
+        }
     }
 }
 

@@ -91,6 +91,7 @@ Examples:
   olm catalog push catalogs/community $OLM_DEV_REGISTRY/olm/community:latest --push-bundles-to $OLM_DEV_REGISTRY/olm/bundles";
 
 pub fn run_bundle(args: BundleArgs) -> anyhow::Result<ExitCode> {
+    super::warnings_to_stderr();
     match args.command {
         BundleCommand::Push(push) => run_push(push, Kind::Bundle),
     }

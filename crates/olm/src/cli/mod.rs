@@ -68,6 +68,19 @@ fn spawn_alloc_report() {
     }
 }
 
+/// For one-shot commands (render, validate, push): the libraries' warnings (a repaired YAML
+/// file, a dropped icon) go to stderr as `warning: …` lines.
+fn warnings_to_stderr() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .without_time()
+        .with_target(false)
+        .with_level(true)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
