@@ -1,6 +1,6 @@
 //! The legacy ConfigMap catalog (`sourceType: configmap`): keys `packages`,
 //! `clusterServiceVersions` and `customResourceDefinitions`, each a YAML list. Turned into FBC
-//! documents: each channel walks `spec.replaces` from its `currentCSV`; each CSV becomes a
+//! documents: each channel holds what its `currentCSV` reaches by `spec.replaces` and `spec.skips`; each CSV becomes a
 //! bundle carrying its owned CRDs.
 
 use std::collections::{BTreeMap, HashMap};
@@ -81,35 +81,41 @@ pub fn documents(data: &BTreeMap<String, String>) -> Result<Vec<olm_catalog::Doc
         let mut members: BTreeMap<String, &Value> = BTreeMap::new();
         for channel in &channels {
             let channel_name = channel.get("name").and_then(Value::as_str).unwrap_or_default();
-            let mut cursor = channel.get("currentCSV").and_then(Value::as_str).map(str::to_owned);
+            // The channel holds what its head reaches by `replaces` and by `skips`, as
+            // upstream's loader does: a CSV that is only skipped is still a channel member,
+            // so a Subscription can start at it.
+            let head = channel.get("currentCSV").and_then(Value::as_str).map(str::to_owned);
+            let mut queue: std::collections::VecDeque<String> = head.clone().into_iter().collect();
+            let mut seen: std::collections::BTreeSet<String> = queue.iter().cloned().collect();
             let mut entries = Vec::new();
-            while let Some(csv_name) = cursor.take() {
+            while let Some(csv_name) = queue.pop_front() {
                 let Some(csv) = csv_by_name.get(&csv_name) else {
-                    if entries.is_empty() {
+                    if Some(&csv_name) == head.as_ref() {
                         return Err(format!(
                             "package {name} channel {channel_name}: currentCSV {csv_name} is not in data.{CSVS_KEY}"
                         ));
                     }
-                    break;
+                    continue;
                 };
-                if members.insert(csv_name.clone(), csv).is_some() && entries.iter().any(|e: &Value| e["name"] == csv_name.as_str()) {
-                    return Err(format!(
-                        "package {name} channel {channel_name}: spec.replaces of {csv_name} forms a cycle"
-                    ));
-                }
+                members.insert(csv_name.clone(), csv);
                 let mut entry = json!({"name": csv_name});
                 let replaces = csv.pointer("/spec/replaces").and_then(Value::as_str).filter(|r| !r.is_empty());
                 if let Some(r) = replaces {
                     entry["replaces"] = json!(r);
                 }
-                if let Some(skips) = csv.pointer("/spec/skips").filter(|s| s.is_array()) {
-                    entry["skips"] = skips.clone();
+                let skips: Vec<&str> = csv.pointer("/spec/skips").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+                if !skips.is_empty() {
+                    entry["skips"] = json!(skips);
                 }
                 if let Some(range) = csv.pointer("/metadata/annotations/olm.skipRange").and_then(Value::as_str) {
                     entry["skipRange"] = json!(range);
                 }
                 entries.push(entry);
-                cursor = replaces.filter(|r| csv_by_name.contains_key(*r)).map(str::to_owned);
+                for next in replaces.into_iter().chain(skips) {
+                    if csv_by_name.contains_key(next) && seen.insert(next.to_owned()) {
+                        queue.push_back(next.to_owned());
+                    }
+                }
             }
             docs.push(json!({"schema": "olm.channel", "package": name, "name": channel_name, "entries": entries}));
         }
@@ -217,6 +223,20 @@ mod tests {
         assert!(bundle.csv().is_some());
         assert_eq!(content.snapshot.entries.len(), 2);
         assert!(content.snapshot.entries.iter().any(|e| e.replaces.as_deref() == Some("demo.v1")));
+    }
+
+    #[test]
+    fn a_csv_reached_only_by_skips_is_a_channel_member() {
+        let mut data = data();
+        let csvs = data[CSVS_KEY].replace("    replaces: demo.v1\n", "    replaces: demo.v1\n    skips: [demo.v1.5]\n")
+            + "- apiVersion: operators.coreos.com/v1alpha1\n  kind: ClusterServiceVersion\n  metadata: {name: demo.v1.5}\n  spec: {version: 1.5.0, replaces: demo.v1}\n";
+        data.insert(CSVS_KEY.into(), csvs);
+        let content = content(CatalogKey::new("legacy", "ns"), 0, &data).expect("valid");
+        let channel = content.catalog.channel("demo", "stable").expect("channel");
+        let mut names: Vec<_> = channel.entries().iter().map(|e| e.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["demo.v1", "demo.v1.5", "demo.v2"], "demo.v1.5 is only skipped, and still a member");
+        assert_eq!(channel.head().map(|h| h.name.as_str()), Some("demo.v2"));
     }
 
     #[test]

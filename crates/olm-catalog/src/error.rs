@@ -18,6 +18,9 @@ pub struct Problem {
     /// PascalCase category of the problem (e.g. `MissingBundle`, `MultipleHeads`);
     /// `Invalid` when not more specific.
     pub code: &'static str,
+    /// What is sound is whole without what this names (a CSV of a legacy package that no
+    /// channel reaches is left out): render and serve go on and say so; validate reports it.
+    pub warning: bool,
 }
 
 impl Problem {
@@ -30,7 +33,12 @@ impl Problem {
             message: message.into(),
             fix: None,
             code: "Invalid",
+            warning: false,
         }
+    }
+    pub fn warning(mut self) -> Problem {
+        self.warning = true;
+        self
     }
     pub fn file(mut self, file: Option<&Path>) -> Problem {
         self.file = file.map(Path::to_path_buf);

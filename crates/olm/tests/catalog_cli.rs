@@ -112,3 +112,42 @@ fn render_reports_unreadable_sources() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("catalog.yaml") && stderr.contains("invalid YAML"), "{stderr}");
 }
+
+/// A legacy package with a CSV no channel reaches renders anyway: the CSV is left out with a
+/// warning (exit 0), and a CSV reached only by `skips` is kept in its channel.
+#[test]
+fn render_of_a_legacy_package_leaves_out_an_unreachable_csv_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let package = dir.path().join("etcd");
+    copy_dir(&repo().join("crates/olm-catalog/tests/fixtures/packagemanifests/etcd"), &package);
+    let csv_of = |version: &str| {
+        fs::read_dir(package.join(version))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".clusterserviceversion.yaml"))
+            .unwrap()
+    };
+    // 0.9.3 replaces 0.9.0 and 0.9.4 skips it: reachable by skips only.
+    let v092 = fs::read_to_string(csv_of("0.9.2")).unwrap();
+    assert!(v092.contains("  replaces: etcdoperator.v0.9.0\n"));
+    fs::create_dir_all(package.join("0.9.3")).unwrap();
+    fs::write(package.join("0.9.3/etcdoperator.v0.9.3.clusterserviceversion.yaml"), v092.replace("etcdoperator.v0.9.2", "etcdoperator.v0.9.3").replace("version: 0.9.2\n", "version: 0.9.3\n")).unwrap();
+    let v094_path = csv_of("0.9.4");
+    let v094 = fs::read_to_string(&v094_path).unwrap();
+    fs::write(&v094_path, v094.replace("  replaces: etcdoperator.v0.9.2\n", "  replaces: etcdoperator.v0.9.2\n  skips:\n  - etcdoperator.v0.9.3\n")).unwrap();
+    // An orphan nobody replaces or skips.
+    fs::create_dir_all(package.join("9.9.9")).unwrap();
+    fs::write(
+        package.join("9.9.9/orphan.clusterserviceversion.yaml"),
+        v092.replace("etcdoperator.v0.9.2", "etcdoperator.v9.9.9-orphan").replace("version: 0.9.2\n", "version: 9.9.9\n").replace("  replaces: etcdoperator.v0.9.0\n", ""),
+    )
+    .unwrap();
+
+    let out = olm().args(["catalog", "render", "-o", "json"]).arg(&package).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("warning:") && stderr.contains("etcdoperator.v9.9.9-orphan") && stderr.contains("left out"), "{stderr}");
+    assert!(!stdout.contains("etcdoperator.v9.9.9-orphan"), "the orphan is left out");
+    assert!(stdout.contains("\"etcdoperator.v0.9.3\""), "the skipped CSV is in its channel");
+}

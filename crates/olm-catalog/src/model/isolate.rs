@@ -28,7 +28,7 @@ pub struct Isolated {
     pub catalog: Catalog,
     /// The packages left out, by name.
     pub left_out: Vec<LeftOut>,
-    /// Problems that belong to no package and no file (they leave everything served).
+    /// Problems that belong to no package and no file, and warnings: they leave everything served.
     pub unattributed: Vec<Problem>,
 }
 
@@ -38,7 +38,10 @@ impl Catalog {
         let mut bad: BTreeMap<String, Vec<Problem>> = BTreeMap::new();
         let mut unattributed = Vec::new();
         for problem in problems {
-            if let Some(package) = problem.package.clone().filter(|p| !p.is_empty()) {
+            if problem.warning {
+                // It takes nothing out: reported, the package served.
+                unattributed.push(problem);
+            } else if let Some(package) = problem.package.clone().filter(|p| !p.is_empty()) {
                 bad.entry(package).or_default().push(problem);
             } else if let Some(dir) = problem.file.as_deref().and_then(Path::parent) {
                 let packages = self.packages_from(dir);

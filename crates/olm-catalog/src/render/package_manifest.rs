@@ -194,7 +194,9 @@ pub fn render_package_manifest_dir(
                     .file(Some(&b.dir))
                     .package(&pm.package_name)
                     .bundle(&b.name)
-                    .fix("make a newer CSV replace or skip it, or delete the directory"),
+                    .fix("make a newer CSV replace or skip it, or delete the directory")
+                    .code("UnreachableBundle")
+                    .warning(),
             );
         }
     }

@@ -192,6 +192,11 @@ fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
         documents.append(&mut docs);
         load_problems.append(&mut problems);
     }
+    // Warnings (a CSV no channel reaches, left out) do not stop the render.
+    let (warned, load_problems): (Vec<Problem>, Vec<Problem>) = load_problems.into_iter().partition(|p| p.warning);
+    for p in &warned {
+        eprintln!("warning: {p}");
+    }
     if !load_problems.is_empty() {
         eprintln!("error: {} while reading the sources:", plural(load_problems.len(), "problem"));
         for p in &load_problems {
