@@ -129,6 +129,8 @@ open_string_enum! {
         PackageDeprecated = "PackageDeprecated",
         ChannelDeprecated = "ChannelDeprecated",
         BundleDeprecated = "BundleDeprecated",
+        /// olm-rs: the installed CSV is not the head of the Subscription's channel, and why.
+        BehindChannelHead = "BehindChannelHead",
     }
 }
 

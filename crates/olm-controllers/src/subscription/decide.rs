@@ -149,6 +149,9 @@ pub struct Observed<'a> {
     pub resolved: Resolved,
     /// Deprecations.
     pub deprecations: Deprecations,
+    /// Why the installed CSV is not its channel's head (reason, message), when resolution
+    /// found nothing to do.
+    pub behind: Option<(&'static str, String)>,
 }
 
 fn set_condition(
@@ -307,6 +310,20 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
     }
     if matches!(o.resolved, Resolved::UpToDate | Resolved::NewPlan { .. } | Resolved::Failed { .. }) {
         remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpackFailed);
+    }
+    match (&o.resolved, &o.behind) {
+        (Resolved::UpToDate, Some((reason, message))) => set_condition(
+            &mut conditions,
+            SubscriptionConditionType::BehindChannelHead,
+            ConditionStatus::True,
+            Some(reason),
+            Some(message.clone()),
+            now,
+        ),
+        (Resolved::UpToDate | Resolved::NewPlan { .. }, None) | (Resolved::NewPlan { .. }, _) => {
+            remove_condition(&mut conditions, &SubscriptionConditionType::BehindChannelHead)
+        }
+        _ => {}
     }
     if let Resolved::NewPlan { plan: new, current_csv } = &o.resolved {
         st.current_csv = Some(current_csv.clone());
@@ -504,6 +521,7 @@ mod tests {
             adopted: None,
             resolved,
             deprecations: Deprecations::default(),
+            behind: None,
         }
     }
 
@@ -640,6 +658,23 @@ mod tests {
             Timestamp::UNIX_EPOCH,
         );
         assert!(condition(&st, SubscriptionConditionType::BundleUnpackFailed).is_none());
+    }
+
+    #[test]
+    fn behind_the_channel_head_is_a_condition_until_the_next_plan() {
+        let s = sub();
+        let mut o = observed(&s, Resolved::UpToDate);
+        o.behind = Some(("InstalledNotInChannel", "the installed CSV etcdoperator.v0.9.0 is not in channel alpha".into()));
+        let st = status(&o, Timestamp::UNIX_EPOCH);
+        let c = condition(&st, SubscriptionConditionType::BehindChannelHead).expect("behind");
+        assert_eq!((c.status, c.reason.as_deref()), (ConditionStatus::True, Some("InstalledNotInChannel")));
+        let mut again = sub();
+        again.status = Some(st);
+        let st = status(
+            &observed(&again, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.2".into() }),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert!(condition(&st, SubscriptionConditionType::BehindChannelHead).is_none());
     }
 
     #[test]

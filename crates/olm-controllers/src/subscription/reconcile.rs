@@ -130,7 +130,11 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     let observe::Facts { sub, catalogs, contents, plan, plan_missing, current, .. } = facts;
     let installed = adopted.clone().or_else(|| current.as_ref().map(|c| c.name.clone()));
     let deprecations = resolution::deprecations(contents.get(&decide::target(&sub)), &sub, installed.as_deref());
-    let observed = Observed { sub: &sub, catalogs, plan, plan_missing, current, adopted, resolved, deprecations };
+    let behind = match (&resolved, &installed) {
+        (Resolved::UpToDate, Some(installed)) => resolution::behind_head(contents.get(&decide::target(&sub)), &sub, installed),
+        _ => None,
+    };
+    let observed = Observed { sub: &sub, catalogs, plan, plan_missing, current, adopted, resolved, deprecations, behind };
     let desired = decide::status(&observed, now);
     ctx.status.apply(&sub, &desired).await?;
     state.metrics.subscription_synced(SubscriptionSyncLabels {

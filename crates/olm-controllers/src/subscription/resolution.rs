@@ -228,6 +228,46 @@ fn catalog_unavailable(target: &CatalogKey, views: &[CatalogView]) -> String {
     }
 }
 
+/// Why the installed CSV is not the head of the Subscription's channel, when it is not and
+/// resolution found nothing to do: (reason, message naming the head and what to do).
+/// Upstream says `AtLatestKnown` and nothing else.
+pub fn behind_head(content: Option<&Arc<CatalogContent>>, sub: &Subscription, installed: &str) -> Option<(&'static str, String)> {
+    let package = content?.catalog.package(&sub.spec.name)?;
+    let channel_name = sub.spec.channel.clone().filter(|c| !c.is_empty()).unwrap_or_else(|| package.default_channel.clone());
+    let channel = package.channel(&channel_name)?;
+    let head = channel.head()?.name.clone();
+    if head == installed {
+        return None;
+    }
+    let reinstall = format!(
+        "to install {head}, delete the CSV {installed} and the Subscription, then subscribe again (with spec.startingCSV: {head} if you want exactly that one)"
+    );
+    if channel.entry(installed).is_none() {
+        return Some((
+            "InstalledNotInChannel",
+            format!("the installed CSV {installed} is not in channel {channel_name}, whose head is {head}: nothing on the channel upgrades it; {reinstall}"),
+        ));
+    }
+    let version = package.bundle(installed).map(|b| &b.version);
+    match channel.path_to_head(installed, version) {
+        None => Some((
+            "NoUpgradePath",
+            format!(
+                "no upgrade path from {installed} to {head}, the head of channel {channel_name}: no bundle on the way replaces it, skips it or covers its version with olm.skipRange (the package's publisher can add one); {reinstall}"
+            ),
+        )),
+        Some(path) => {
+            let next = path.first().map(|(e, _)| e.name.clone()).unwrap_or_else(|| head.clone());
+            Some((
+                "UpgradeNotChosen",
+                format!(
+                    "{head}, the head of channel {channel_name}, is reachable from {installed} (next: {next}), but resolution keeps {installed}: what the next bundle needs is not available in this namespace's catalogs, or an OperatorCondition says the operator is not Upgradeable; check the operator's OperatorCondition and the other conditions here"
+                ),
+            ))
+        }
+    }
+}
+
 pub fn deprecations(content: Option<&Arc<CatalogContent>>, sub: &Subscription, installed: Option<&str>) -> Deprecations {
     let mut out = Deprecations::default();
     let Some(content) = content else {
@@ -308,5 +348,36 @@ mod tests {
         }];
         let message = catalog_unavailable(&CatalogKey::new("nope", "ns"), &views);
         assert!(message.contains("ns/nope") && message.contains("olm/community"), "{message}");
+    }
+
+    #[test]
+    fn a_subscription_below_its_channel_head_is_told_why() {
+        let bundle = |name: &str, version: &str| {
+            json!({"schema": "olm.bundle", "name": name, "package": "etcd", "image": format!("r/{name}"),
+                   "properties": [{"type": "olm.package", "value": {"packageName": "etcd", "version": version}}]})
+        };
+        let docs: Vec<olm_catalog::Document> = [
+            json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "etcd", "name": "stable",
+                   "entries": [{"name": "etcd.v2"}, {"name": "etcd.v3", "replaces": "etcd.v2"}]}),
+            json!({"schema": "olm.channel", "package": "etcd", "name": "legacy", "entries": [{"name": "etcd.v1"}]}),
+            bundle("etcd.v1", "1.0.0"),
+            bundle("etcd.v2", "2.0.0"),
+            bundle("etcd.v3", "3.0.0"),
+        ]
+        .into_iter()
+        .map(|value| olm_catalog::Document { value, source: None })
+        .collect();
+        let content = Arc::new(
+            CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"),
+        );
+        let s = sub("etcd", "etcd", Some("etcd.v1"));
+        assert_eq!(behind_head(Some(&content), &s, "etcd.v3"), None, "at the head");
+        let (reason, message) = behind_head(Some(&content), &s, "etcd.v1").expect("behind");
+        assert_eq!(reason, "InstalledNotInChannel");
+        assert!(message.contains("etcd.v1 is not in channel stable, whose head is etcd.v3") && message.contains("startingCSV: etcd.v3"), "{message}");
+        let (reason, message) = behind_head(Some(&content), &s, "etcd.v2").expect("behind");
+        assert_eq!(reason, "UpgradeNotChosen");
+        assert!(message.contains("next: etcd.v3"), "{message}");
     }
 }
