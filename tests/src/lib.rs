@@ -43,9 +43,10 @@ pub fn olm_bin() -> PathBuf {
 }
 
 /// The image client of in-process controllers: anonymous, loopback registries over plain
-/// HTTP, its cache in a directory of this test process.
+/// HTTP, its cache shared by the test processes (content-addressed, written by rename: safe
+/// to share; bounded like any image cache).
 pub fn image_client() -> anyhow::Result<std::sync::Arc<olm_image::ImageClient>> {
-    let cache = std::env::temp_dir().join(format!("olm-e2e-image-cache-{}", std::process::id()));
+    let cache = std::env::temp_dir().join("olm-e2e-image-cache");
     let client = olm_image::ImageClient::new(&cache, olm_image::RegistryConfig::default(), olm_image::Limits::default())?;
     Ok(std::sync::Arc::new(client))
 }

@@ -254,27 +254,22 @@ impl CatalogContent {
         } else if model.csv().is_some() {
             // The catalog carries the manifests (`olm.bundle.object`).
             olm_registry_api::convert::csv_json_and_objects(pkg, model)
-        } else if let Some(images) = self.images.as_ref().filter(|_| !model.image.is_empty()) {
-            // The catalog names the bundle by image only, as published catalogs do: pull it.
-            let pulled = images.client.bundle(&model.image, &images.creds).await.map_err(|source| ClientError::Image {
-                what: format!("bundle {bundle} of package {package} (catalog {})", self.key),
-                source,
-            })?;
-            if pulled.name != bundle {
-                return Err(ClientError::Invalid {
-                    address: self.key.to_string(),
-                    message: format!(
-                        "bundle image {} holds CSV {}, but the catalog lists it as bundle {bundle}: fix the catalog's image reference",
-                        model.image, pulled.name
-                    ),
-                });
-            }
-            (pulled.csv_json, pulled.objects)
-        } else if let Some(SourceLocation::Grpc(address)) = &self.location {
-            let fetched = grpc::get_bundle(address, package, channel, bundle).await?;
-            (fetched.csv_json, fetched.object)
         } else {
-            olm_registry_api::convert::csv_json_and_objects(pkg, model)
+            // A catalog server has the manifests when its catalog carries them (GetBundle);
+            // when it names the bundle by image only, as published catalogs do, pull it.
+            let fetched = match &self.location {
+                Some(SourceLocation::Grpc(address)) => Some(grpc::get_bundle(address, package, channel, bundle).await?),
+                _ => None,
+            };
+            match fetched {
+                Some(fetched) if !fetched.object.is_empty() || self.images.is_none() || model.image.is_empty() => {
+                    (fetched.csv_json, fetched.object)
+                }
+                _ => match self.images.as_ref().filter(|_| !model.image.is_empty()) {
+                    Some(images) => self.pull_bundle(images, model, package, bundle).await?,
+                    None => olm_registry_api::convert::csv_json_and_objects(pkg, model),
+                },
+            }
         };
         if csv_json.is_empty() {
             return Err(ClientError::Invalid {
@@ -290,6 +285,32 @@ impl CatalogContent {
             objects,
             properties_annotation,
         })
+    }
+}
+
+impl CatalogContent {
+    /// The manifests of the bundle image `model` names.
+    async fn pull_bundle(
+        &self,
+        images: &ImageAccess,
+        model: &olm_catalog::Bundle,
+        package: &str,
+        bundle: &str,
+    ) -> Result<(String, Vec<String>), ClientError> {
+        let pulled = images.client.bundle(&model.image, &images.creds).await.map_err(|source| ClientError::Image {
+            what: format!("bundle {bundle} of package {package} (catalog {})", self.key),
+            source,
+        })?;
+        if pulled.name != bundle {
+            return Err(ClientError::Invalid {
+                address: self.key.to_string(),
+                message: format!(
+                    "bundle image {} holds CSV {}, but the catalog lists it as bundle {bundle}: fix the catalog's image reference",
+                    model.image, pulled.name
+                ),
+            });
+        }
+        Ok((pulled.csv_json, pulled.objects))
     }
 }
 
