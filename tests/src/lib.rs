@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub mod controllers;
 pub mod dev_env;
+pub mod journey;
 pub mod widget;
 
 /// The repository root.
@@ -49,4 +50,13 @@ pub fn image_client() -> anyhow::Result<std::sync::Arc<olm_image::ImageClient>> 
     let cache = std::env::temp_dir().join("olm-e2e-image-cache");
     let client = olm_image::ImageClient::new(&cache, olm_image::RegistryConfig::default(), olm_image::Limits::default())?;
     Ok(std::sync::Arc::new(client))
+}
+
+/// Run the `olm` binary ([`olm_bin`]) with `args`: its stdout, or an error with its stderr.
+pub fn olm(args: &[&str]) -> anyhow::Result<String> {
+    let output = std::process::Command::new(olm_bin()).args(args).output()?;
+    if !output.status.success() {
+        anyhow::bail!("olm {} failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(String::from_utf8(output.stdout)?)
 }

@@ -9,15 +9,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use base64::Engine as _;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::InstallPlan;
-use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, SubscriptionState};
+use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
 use olm_e2e::controllers::{self, create_from_yaml};
+use olm_e2e::{journey, olm};
 use olm_testkit::TestNamespace;
 use olm_testkit::RegistryOptions;
 use serde_json::{Value, json};
@@ -25,18 +25,6 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(120);
 const OBJECTS: &[&str] = &["subscriptions", "installplans", "csvs", "catalogsources"];
 const VERSIONS: [&str; 3] = ["0.9.0", "0.9.2", "0.9.4"];
-
-/// Run the `olm` binary; its stdout, or an error with its stderr.
-fn olm(args: &[&str]) -> anyhow::Result<String> {
-    let output = std::process::Command::new(olm_e2e::olm_bin())
-        .args(args)
-        .output()
-        .context("run olm")?;
-    if !output.status.success() {
-        bail!("olm {} failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(String::from_utf8(output.stdout)?)
-}
 
 fn bundle_dir(version: &str) -> std::path::PathBuf {
     olm_e2e::repo().join("crates/olm-registry/testdata/bundles/etcd").join(version)
@@ -100,49 +88,6 @@ fn write_catalog(dir: &Path, images: &BTreeMap<String, String>, head: &str) -> a
     Ok(())
 }
 
-async fn wait_csv_succeeded(ns: &TestNamespace, name: &str) -> anyhow::Result<ClusterServiceVersion> {
-    let csvs: Api<ClusterServiceVersion> = ns.api();
-    Ok(ns.wait_for(&format!("{name} Succeeded"), TIMEOUT, OBJECTS, || {
-        let csvs = csvs.clone();
-        async move {
-            let csv = csvs.get_opt(name).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(csv.filter(|c| c.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&CsvPhase::Succeeded)))
-        }
-    })
-    .await?)
-}
-
-async fn wait_csv_gone(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
-    let csvs: Api<ClusterServiceVersion> = ns.api();
-    Ok(ns.wait_for(&format!("{name} to be replaced and go"), TIMEOUT, OBJECTS, || {
-        let csvs = csvs.clone();
-        async move {
-            match csvs.get_opt(name).await.map_err(|e| e.to_string())? {
-                None => Ok(Some(())),
-                Some(csv) if csv.status.as_ref().and_then(|s| s.phase.as_ref()) == Some(&CsvPhase::Failed) => {
-                    Err(format!("{name} failed: {:?}", csv.status.and_then(|s| s.message)))
-                }
-                Some(_) => Ok(None),
-            }
-        }
-    })
-    .await?)
-}
-
-async fn wait_at_latest(ns: &TestNamespace, sub: &str, csv: &str) -> anyhow::Result<()> {
-    let subs: Api<Subscription> = ns.api();
-    Ok(ns.wait_for(&format!("Subscription {sub} AtLatestKnown on {csv}"), TIMEOUT, OBJECTS, || {
-        let subs = subs.clone();
-        async move {
-            let status = subs.get(sub).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
-            Ok::<_, String>(
-                (status.installed_csv.as_deref() == Some(csv) && status.state == Some(SubscriptionState::AtLatestKnown)).then_some(()),
-            )
-        }
-    })
-    .await?)
-}
-
 /// The message of the Subscription's condition `type_` once it is True.
 async fn wait_condition(ns: &TestNamespace, sub: &str, type_: SubscriptionConditionType) -> anyhow::Result<String> {
     let subs: Api<Subscription> = ns.api();
@@ -194,11 +139,11 @@ async fn etcd_installs_and_upgrades_from_bundle_images_referenced_by_digest() ->
     create_from_yaml(&ns, &subscription("etcd", "etcd-images", ns.name(), "etcdoperator.v0.9.0")).await?;
 
     // 0.9.0 → 0.9.2, both from bundle images: the CSV carries the bundle's Deployment.
-    let v092 = wait_csv_succeeded(&ns, "etcdoperator.v0.9.2").await?;
+    let v092 = journey::csv_succeeded(&ns, "etcdoperator.v0.9.2", TIMEOUT).await?;
     let strategy = serde_json::to_value(&v092.spec.install)?;
     assert_eq!(strategy["spec"]["deployments"][0]["name"], json!("etcd-operator"), "{strategy}");
-    wait_csv_gone(&ns, "etcdoperator.v0.9.0").await?;
-    wait_at_latest(&ns, "etcd", "etcdoperator.v0.9.2").await?;
+    journey::csv_replaced(&ns, "etcdoperator.v0.9.0", TIMEOUT).await?;
+    journey::at_latest(&ns, "etcd", "etcdoperator.v0.9.2", TIMEOUT).await?;
     let catalogs: Api<CatalogSource> = ns.api();
     let status = catalogs.get("etcd-images").await?.status.unwrap_or_default();
     assert_eq!(status.connection_state.map(|c| c.last_observed_state).as_deref(), Some("READY"));
@@ -210,10 +155,10 @@ async fn etcd_installs_and_upgrades_from_bundle_images_referenced_by_digest() ->
     let pushed = Instant::now();
     let second = olm(&["catalog", "push", work.path().join("v2").to_str().context("path")?, &catalog_image])?;
     assert_ne!(first, second, "a different catalog is a different digest");
-    wait_csv_succeeded(&ns, "etcdoperator.v0.9.4").await?;
+    journey::csv_succeeded(&ns, "etcdoperator.v0.9.4", TIMEOUT).await?;
     eprintln!("new catalog image pushed → etcdoperator.v0.9.4 Succeeded: {:?}", pushed.elapsed());
-    wait_csv_gone(&ns, "etcdoperator.v0.9.2").await?;
-    wait_at_latest(&ns, "etcd", "etcdoperator.v0.9.4").await?;
+    journey::csv_replaced(&ns, "etcdoperator.v0.9.2", TIMEOUT).await?;
+    journey::at_latest(&ns, "etcd", "etcdoperator.v0.9.4", TIMEOUT).await?;
     let plans: Api<InstallPlan> = ns.api();
     let paths: Vec<String> = plans
         .list(&Default::default())
@@ -294,7 +239,7 @@ async fn image_failures_are_explained_and_hurt_only_themselves() -> anyhow::Resu
     let message = wait_condition(&ns, "from-missing", SubscriptionConditionType::BundleUnpackFailed).await?;
     assert!(message.contains(&format!("image {missing} was not found")), "{message}");
     // The installed operator is untouched by the failing upgrade.
-    wait_csv_succeeded(&ns, "etcdoperator.v0.9.0").await?;
+    journey::csv_succeeded(&ns, "etcdoperator.v0.9.0", TIMEOUT).await?;
 
     // With the pull secret, the guarded catalog is read.
     ns.kubectl(&[
@@ -377,7 +322,7 @@ async fn a_real_bundle_whose_crd_is_v1beta1_installs() -> anyhow::Result<()> {
         ),
     )
     .await?;
-    wait_csv_succeeded(&ns, "aws-efs-operator.v0.0.2").await?;
+    journey::csv_succeeded(&ns, "aws-efs-operator.v0.0.2", TIMEOUT).await?;
     // The CRD is served as v1, its printer columns and status subresource kept.
     let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         Api::all(cluster.client());

@@ -21,10 +21,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::InstallPlan;
-use olm_api::v1alpha1::subscription::{Subscription, SubscriptionState};
 use olm_e2e::controllers::{self, create_from_yaml};
+use olm_e2e::{journey, olm};
 use olm_testkit::{RegistryOptions, TestCluster, TestNamespace};
 use serde_json::{Value, json};
 
@@ -32,7 +31,6 @@ use serde_json::{Value, json};
 const TIMEOUT: Duration = Duration::from_secs(240);
 /// How many threads push bundles.
 const PUSH_THREADS: usize = 4;
-const OBJECTS: &[&str] = &["subscriptions", "installplans", "csvs", "operatorgroups"];
 
 /// A package of `tests/testdata/community`: its default channel and the copied bundles of that
 /// channel, oldest first (the directory names).
@@ -65,18 +63,6 @@ struct Bundle {
     skips: Vec<String>,
     skip_range: Option<String>,
     install_modes: BTreeSet<String>,
-}
-
-/// Run the `olm` binary; its stdout, or an error with its stderr.
-fn olm(args: &[&str]) -> anyhow::Result<String> {
-    let output = std::process::Command::new(olm_e2e::olm_bin())
-        .args(args)
-        .output()
-        .context("run olm")?;
-    if !output.status.success() {
-        bail!("olm {} failed: {}", args.join(" "), String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(String::from_utf8(output.stdout)?)
 }
 
 fn read_bundle(package: &str, version: &str) -> anyhow::Result<Bundle> {
@@ -209,57 +195,6 @@ impl Drop for GlobalCatalog {
     }
 }
 
-async fn wait_csv(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
-    let csvs: Api<ClusterServiceVersion> = ns.api();
-    ns.wait_for(&format!("{name} Succeeded"), TIMEOUT, OBJECTS, || {
-        let csvs = csvs.clone();
-        async move {
-            let csv = csvs.get_opt(name).await.map_err(|e| e.to_string())?;
-            let phase = csv.as_ref().and_then(|c| c.status.as_ref()).and_then(|s| s.phase.clone());
-            match phase {
-                Some(CsvPhase::Succeeded) => Ok(Some(())),
-                None => Err("not there yet".to_owned()),
-                Some(phase) => {
-                    let message = csv.and_then(|c| c.status).and_then(|s| s.message).unwrap_or_default();
-                    Err(format!("{phase:?}: {message}"))
-                }
-            }
-        }
-    })
-    .await?;
-    Ok(())
-}
-
-async fn wait_csv_gone(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
-    let csvs: Api<ClusterServiceVersion> = ns.api();
-    ns.wait_for(&format!("{name} to be replaced and go"), TIMEOUT, OBJECTS, || {
-        let csvs = csvs.clone();
-        async move {
-            let csv = csvs.get_opt(name).await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(csv.is_none().then_some(()))
-        }
-    })
-    .await?;
-    Ok(())
-}
-
-async fn wait_at_latest(ns: &TestNamespace, csv: &str) -> anyhow::Result<()> {
-    let subs: Api<Subscription> = ns.api();
-    ns.wait_for(&format!("Subscription AtLatestKnown on {csv}"), TIMEOUT, OBJECTS, || {
-        let subs = subs.clone();
-        async move {
-            let status = subs.get("operator").await.map_err(|e| e.to_string())?.status.unwrap_or_default();
-            if status.installed_csv.as_deref() == Some(csv) && status.state == Some(SubscriptionState::AtLatestKnown) {
-                Ok(Some(()))
-            } else {
-                Err(format!("installed {:?}, state {:?}", status.installed_csv, status.state))
-            }
-        }
-    })
-    .await?;
-    Ok(())
-}
-
 /// What one package went through, and its namespace (removed once every package is done).
 struct Outcome {
     group: &'static str,
@@ -300,11 +235,11 @@ async fn install_and_upgrade(
         ),
     )
     .await?;
-    wait_csv(&ns, head).await?;
+    journey::csv_succeeded(&ns, head, TIMEOUT).await?;
     for older in &bundles[..bundles.len() - 1] {
-        wait_csv_gone(&ns, &older.csv).await?;
+        journey::csv_replaced(&ns, &older.csv, TIMEOUT).await?;
     }
-    wait_at_latest(&ns, head).await?;
+    journey::at_latest(&ns, "operator", head, TIMEOUT).await?;
 
     // The CSVs of the InstallPlans, oldest first: the path the Subscription walked.
     let plans: Api<InstallPlan> = ns.api();
