@@ -400,6 +400,19 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
     Ok(())
 }
 
+/// An own-namespace group in `ns` and etcd 0.9.2 installed there, Succeeded and Available.
+async fn install_etcd_092(ns: &olm_testkit::TestNamespace, client: &kube::Client) -> anyhow::Result<()> {
+    let name = ns.name().to_owned();
+    let groups: Api<OperatorGroup> = ns.api();
+    groups.create(&PostParams::default(), &operator_group("og", Some(vec![name.clone()]))).await?;
+    let old = load_csv(ETCD_092, &name)?;
+    grant_permissions(client, &old, &name, false).await?;
+    create_csv(ns, &old).await?;
+    wait_phase(ns, "etcdoperator.v0.9.2", "Succeeded", None, TIMEOUT).await?;
+    deployment_where(ns, "etcd-operator", "0.9.2 Available", available).await?;
+    Ok(())
+}
+
 /// 0.9.4 replaces an installed 0.9.2: the old CSV goes Replacing → Deleting → deleted, and the
 /// Deployment (same name) now belongs to 0.9.4 and stays Available.
 #[tokio::test]
@@ -409,13 +422,7 @@ async fn replacing_csv_upgrades_cleanly() -> anyhow::Result<()> {
     let client = cluster.client();
     let ns = cluster.namespace("csv-upgrade").await?;
     let name = ns.name().to_owned();
-    let groups: Api<OperatorGroup> = ns.api();
-    groups.create(&PostParams::default(), &operator_group("og", Some(vec![name.clone()]))).await?;
-    let old = load_csv(ETCD_092, &name)?;
-    grant_permissions(&client, &old, &name, false).await?;
-    create_csv(&ns, &old).await?;
-    wait_phase(&ns, "etcdoperator.v0.9.2", "Succeeded", None, TIMEOUT).await?;
-    deployment_where(&ns, "etcd-operator", "0.9.2 Available", available).await?;
+    install_etcd_092(&ns, &client).await?;
 
     let new = load_csv(ETCD, &name)?;
     grant_permissions(&client, &new, &name, false).await?;
@@ -462,13 +469,7 @@ async fn an_upgrade_that_changes_a_deployment_selector_replaces_the_deployment()
     let client = cluster.client();
     let ns = cluster.namespace("csv-selector").await?;
     let name = ns.name().to_owned();
-    let groups: Api<OperatorGroup> = ns.api();
-    groups.create(&PostParams::default(), &operator_group("og", Some(vec![name.clone()]))).await?;
-    let old = load_csv(ETCD_092, &name)?;
-    grant_permissions(&client, &old, &name, false).await?;
-    create_csv(&ns, &old).await?;
-    wait_phase(&ns, "etcdoperator.v0.9.2", "Succeeded", None, TIMEOUT).await?;
-    deployment_where(&ns, "etcd-operator", "0.9.2 Available", available).await?;
+    install_etcd_092(&ns, &client).await?;
 
     // 0.9.4 with the same Deployment name under another selector.
     let new = edit_csv(&load_csv(ETCD, &name)?, |csv| {

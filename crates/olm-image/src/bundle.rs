@@ -84,8 +84,8 @@ impl ImageClient {
     }
 }
 
-/// The JSON text of each `olm.bundle.object` of a rendered `olm.bundle`.
-fn bundle_objects(document: &Value) -> Vec<String> {
+/// The JSON text of each `olm.bundle.object` of an `olm.bundle` document.
+pub(crate) fn bundle_objects(document: &Value) -> Vec<String> {
     document
         .get("properties")
         .and_then(Value::as_array)

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::{Credentials, ImageClient, ImageError};
@@ -48,7 +47,10 @@ pub async fn push_catalog_with_bundles(
         let (Some(name), Some(package)) = (doc["name"].as_str().map(str::to_owned), doc["package"].as_str().map(str::to_owned)) else {
             continue;
         };
-        let objects = inline_objects(doc);
+        let objects: Vec<Value> = crate::bundle::bundle_objects(doc)
+            .iter()
+            .filter_map(|text| serde_json::from_str(text).ok())
+            .collect();
         if objects.is_empty() {
             continue;
         }
@@ -85,18 +87,6 @@ fn channels_by_bundle(docs: &[Value]) -> BTreeMap<(String, String), Vec<String>>
         }
     }
     out
-}
-
-/// The decoded `olm.bundle.object`s of a bundle document.
-fn inline_objects(doc: &Value) -> Vec<Value> {
-    doc["properties"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["type"] == "olm.bundle.object")
-        .filter_map(|p| base64::engine::general_purpose::STANDARD.decode(p["value"]["data"].as_str()?).ok())
-        .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
-        .collect()
 }
 
 /// A registry+v1 bundle directory: one manifest file per object, and the annotations.

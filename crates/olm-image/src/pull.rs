@@ -110,16 +110,15 @@ impl ImageClient {
     /// client used for a registry, so two catalogs with different pull secrets for one
     /// registry must not share one).
     pub(crate) fn client(&self, registry: &str, auth: &RegistryAuth) -> Arc<Client> {
-        let identity = match auth {
-            RegistryAuth::Basic(user, password) => {
-                use sha2::Digest as _;
-                hex::encode(sha2::Sha256::digest(format!("{user}:{password}")))
-            }
-            RegistryAuth::Bearer(token) => {
-                use sha2::Digest as _;
-                hex::encode(sha2::Sha256::digest(token))
-            }
+        let secret = match auth {
+            RegistryAuth::Basic(user, password) => format!("basic:{user}:{password}"),
+            RegistryAuth::Bearer(token) => format!("bearer:{token}"),
             RegistryAuth::Anonymous => String::new(),
+        };
+        // The key must tell credentials apart without holding them.
+        let identity = {
+            use sha2::Digest as _;
+            hex::encode(sha2::Sha256::digest(secret))
         };
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         clients
