@@ -240,3 +240,33 @@ fn a_bundle_without_csv_or_annotations_is_named() {
         "{texts:#?}"
     );
 }
+
+/// eventing-kogito 1.1.0 and 1.2.0 in community-operators-prod ship a dependencies.yaml that no
+/// YAML parser reads (an indented `value:` under a list item): the tree is rendered without
+/// those bundles, each named in a warning, and the other packages are whole.
+#[test]
+fn a_bundle_that_cannot_be_read_is_left_out_of_a_tree_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    bundle(root, "app/0.1.0", "app", "0.1.0", "alpha", None, None);
+    bundle(root, "app/0.2.0", "app", "0.2.0", "alpha", None, Some("app.v0.1.0"));
+    bundle(root, "other/1.0.0", "other", "1.0.0", "stable", None, None);
+    write(
+        &root.join("app/0.2.0/metadata/dependencies.yaml"),
+        "dependencies:\n  - type: olm.gvk\n      value:\n        group: eventing.knative.dev\n        kind: Trigger\n        version: v1\n",
+    );
+    let (_, cat, mut problems) = load_catalog_lenient(root, &csv_meta()).unwrap();
+    problems.retain(|p| p.code != "MissingImage"); // local bundles have no image
+    let [problem] = problems.as_slice() else { panic!("{problems:#?}") };
+    assert!(problem.warning, "{problem}");
+    let text = problem.to_string();
+    assert!(text.contains("app/0.2.0/metadata/dependencies.yaml") && text.contains("is left out"), "{text}");
+    assert_eq!(cat.channel("app", "alpha").unwrap().head().unwrap().name, "app.v0.1.0");
+    assert!(cat.package("other").is_some());
+
+    // A lone bundle that cannot be read is still an error.
+    match load_catalog_lenient(&root.join("app/0.2.0"), &csv_meta()) {
+        Err(err) => assert!(err.to_string().contains("dependencies.yaml"), "{err}"),
+        Ok((_, _, problems)) => assert!(problems.iter().any(|p| !p.warning && p.to_string().contains("dependencies.yaml")), "{problems:#?}"),
+    }
+}

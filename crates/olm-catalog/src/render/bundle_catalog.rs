@@ -109,11 +109,18 @@ pub fn render_bundle_dirs(
     let results = parallel_map(dirs, |d| render_bundle_dir(d, opts));
     let mut problems = Vec::new();
     let mut by_package: BTreeMap<String, Vec<RenderedBundle>> = BTreeMap::new();
+    // In a tree of bundles, one that cannot be read is left out and the rest rendered (with a
+    // warning: validation still fails on it); a lone bundle that cannot be read is an error.
+    let leave_out = dirs.len() > 1;
     for (dir, r) in dirs.iter().zip(results) {
         match r {
             Ok(b) => by_package.entry(b.package.clone()).or_default().push(b),
             Err(e) => problems.extend(e.problems().into_iter().map(|mut p| {
                 p.file.get_or_insert_with(|| dir.clone());
+                if leave_out {
+                    p.message = format!("{}; the bundle directory {} is left out", p.message, dir.display());
+                    p = p.warning();
+                }
                 p
             })),
         }
