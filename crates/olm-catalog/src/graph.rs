@@ -87,6 +87,13 @@ pub struct ChannelGraph {
     skip_range_edges: bool,
     /// Entries no entry replaces or skips, in order.
     heads: Vec<u32>,
+    /// The head: the one entry of `heads`, or, where there are several (opm refuses such a
+    /// channel), the one of them that no skipRange reaches either, when exactly one is. Real
+    /// replaces-mode packages have such channels (gitlab-runner-operator's stable: v1.23.1 is
+    /// replaced by nothing but inside v1.26.0's skipRange); upstream's SQLite-era catalogs
+    /// served them, with the newest as the head, and an installed v1.23.1 upgrades by that
+    /// skipRange.
+    head: Option<u32>,
     /// From the unique head following `replaces`, stopping at a missing target or a loop.
     replaces_chain: Vec<u32>,
 }
@@ -146,10 +153,22 @@ impl ChannelGraph {
             ranged,
             skip_range_edges,
             heads: Vec::new(),
+            head: None,
             replaces_chain: Vec::new(),
         };
         g.heads = (0..n).filter(|&i| !g.has_incoming(i, |k| k != EdgeKind::SkipRange)).collect();
-        if let [head] = g.heads[..] {
+        g.head = match g.heads[..] {
+            [head] => Some(head),
+            [_, _, ..] if g.skip_range_edges => {
+                let mut unreached = g.heads.iter().copied().filter(|&i| !g.has_incoming(i, |_| true));
+                match (unreached.next(), unreached.next()) {
+                    (Some(head), None) => Some(head),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some(head) = g.head {
             g.replaces_chain = g.replaces_walk(head as usize).0.into_iter().map(|i| i as u32).collect();
         }
         g
@@ -185,12 +204,10 @@ impl ChannelGraph {
         self.heads.iter().map(|&i| i as usize)
     }
 
-    /// The head, when exactly one entry is not replaced or skipped.
+    /// The head: the one entry not replaced or skipped, or, among several, the one that no
+    /// skipRange reaches either (see the field).
     pub fn head(&self) -> Option<usize> {
-        match self.heads[..] {
-            [head] => Some(head as usize),
-            _ => None,
-        }
+        self.head.map(|i| i as usize)
     }
 
     /// Entries from the unique head following `replaces` (newest first), stopping at a
@@ -283,7 +300,7 @@ impl ChannelGraph {
     /// any entry (operator-registry's set-based `validateReplacesChain` rule), in entry
     /// order. Without a unique head there is no chain to be stranded from: empty.
     pub fn stranded(&self) -> Vec<usize> {
-        if self.head().is_none() {
+        if self.heads.len() != 1 {
             return Vec::new();
         }
         let mut on_chain = vec![false; self.len()];

@@ -86,11 +86,20 @@ fn skip_range_edges_are_upgrades_but_not_structure() {
     // Without a version only names count.
     assert!(g.successors(|i| &entries[i].entry, "etcdoperator.v1.0.5", None).is_empty());
 
-    // A skipRange alone does not make an entry the predecessor of another: two heads.
+    // A skipRange alone does not make an entry the predecessor of another: two heads by
+    // opm's rule. But 1.0.0 upgrades to 2.0.0 by its skipRange, so 2.0.0 is the head (as
+    // gitlab-runner-operator's stable channel needs); there is no replaces chain to strand
+    // anything from.
     let entries = [entry("2.0.0", None, &[], Some(">=1.0.0 <2.0.0")), entry("1.0.0", None, &[], None)];
     let g = graph(&entries);
     assert_eq!(names(&entries, g.heads()), ["etcdoperator.v2.0.0", "etcdoperator.v1.0.0"]);
-    assert_eq!(g.head(), None);
+    assert_eq!(g.head(), Some(0));
+    assert!(g.stranded().is_empty());
+    let path = g.path_to_head(|i| &entries[i].entry, "etcdoperator.v1.0.0", Some(&v("1.0.0"))).expect("a path");
+    assert_eq!(path.len(), 1);
+    // Two heads that no skipRange reaches: still no head.
+    let entries = [entry("2.0.0", None, &[], Some(">=1.0.0 <1.5.0")), entry("1.6.0", None, &[], None)];
+    assert_eq!(graph(&entries).head(), None);
 }
 
 #[test]

@@ -184,8 +184,20 @@ fn check_graph(ch: &Channel, package: &str, problems: &mut Vec<Problem>) {
         many => {
             let mut hs: Vec<&str> = many.iter().map(|&i| ch.entries[i].name.as_str()).collect();
             hs.sort();
+            let problem = match graph.head() {
+                // Served (the other heads upgrade by a skipRange), but opm refuses it: a warning.
+                Some(head) => Problem::new(format!(
+                    "channel has {} heads by replaces and skips: {} (opm refuses such a channel); all but {:?} are inside a newer entry's skipRange, so it is the head",
+                    hs.len(),
+                    names(hs.iter().copied()),
+                    ch.entries[head].name
+                ))
+                .warning(),
+                None => Problem::new(format!("channel has {} heads: {}", hs.len(), names(hs.iter().copied()))),
+            };
             problems.push(
-                Problem::new(format!("channel has {} heads: {}", hs.len(), names(hs.iter().copied()))).code("MultipleHeads")
+                problem
+                    .code("MultipleHeads")
                     .file(src.as_deref())
                     .package(package)
                     .channel(&ch.name)
