@@ -3,7 +3,8 @@
 //! absent (upstream decodes the CSV into typed structs; the CSV CRD's schema refuses `null`),
 //! manifests without `apiVersion` of kinds whose API is known, and `apiextensions.k8s.io/v1beta1`
 //! CRDs, which Kubernetes ≥ 1.22 no longer serves, converted to `v1` as the API server's own
-//! conversion does.
+//! conversion does, and the kinds upstream takes by kind alone (RBAC, ServiceAccount, Service,
+//! ConfigMap, Secret) created as those kinds whatever their `apiVersion`.
 
 use serde_json::{Map, Value, json};
 
@@ -50,7 +51,42 @@ pub fn normalize_object(mut object: Value, bundle: &str, index: usize) -> Result
     if kind == "CustomResourceDefinition" && api_version == "apiextensions.k8s.io/v1beta1" {
         object = crd_v1beta1_to_v1(object);
     }
+    if let Some((_, typed_api_version, fields)) = KIND_ONLY.iter().find(|(k, ..)| *k == kind)
+        && !api_version.trim().is_empty()
+        && api_version != *typed_api_version
+    {
+        object = as_typed(object, typed_api_version, fields);
+    }
     Ok(object)
+}
+
+/// Kinds that upstream's InstallPlan executor takes by their kind alone, whatever the
+/// manifest's `apiVersion` says: it decodes the manifest into the Kubernetes type and creates
+/// that. With each, the API it is created in and the fields that type has besides metadata.
+/// Real bundles rely on it: ack-iam-controller ships an example `Role` of
+/// `iam.services.k8s.aws` (an RBAC Role with no rules upstream), old bundles RBAC of
+/// `rbac.authorization.k8s.io/v1beta1`, which Kubernetes ≥ 1.22 no longer serves.
+const KIND_ONLY: &[(&str, &str, &[&str])] = &[
+    ("Role", "rbac.authorization.k8s.io/v1", &["rules"]),
+    ("RoleBinding", "rbac.authorization.k8s.io/v1", &["subjects", "roleRef"]),
+    ("ClusterRole", "rbac.authorization.k8s.io/v1", &["rules", "aggregationRule"]),
+    ("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", &["subjects", "roleRef"]),
+    ("ServiceAccount", "v1", &["secrets", "imagePullSecrets", "automountServiceAccountToken"]),
+    ("Service", "v1", &["spec"]),
+    ("ConfigMap", "v1", &["data", "binaryData", "immutable"]),
+    ("Secret", "v1", &["data", "stringData", "type", "immutable"]),
+];
+
+/// `object` as upstream's typed decoding leaves it: in `api_version`, with its metadata and
+/// `fields` and nothing else.
+fn as_typed(object: Value, api_version: &str, fields: &[&str]) -> Value {
+    let Value::Object(map) = object else { return object };
+    let mut typed: Map<String, Value> = map
+        .into_iter()
+        .filter(|(key, _)| key == "kind" || key == "metadata" || fields.contains(&key.as_str()))
+        .collect();
+    typed.insert("apiVersion".into(), json!(api_version));
+    Value::Object(typed)
 }
 
 /// Remove every `null` member of every map (nulls inside arrays stay: they are values).
@@ -154,6 +190,26 @@ mod tests {
         assert_eq!(service["apiVersion"], json!("v1"));
         let err = normalize_object(json!({"kind": "Widget", "metadata": {"name": "w"}}), "b.v1", 4).unwrap_err();
         assert!(err.contains("object 4 (Widget) of bundle b.v1 has no apiVersion"), "{err}");
+    }
+
+    #[test]
+    fn kinds_upstream_takes_by_kind_alone_are_created_as_that_kind() {
+        // ack-iam-controller 1.8.1's example_iam.services.k8s.aws_v1alpha1_role.yaml.
+        let role = json!({"apiVersion": "iam.services.k8s.aws/v1alpha1", "kind": "Role", "metadata": {"name": "example"}, "spec": {}});
+        let role = normalize_object(role, "ack-iam-controller.v1.8.1", 5).unwrap();
+        assert_eq!(role, json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "example"}}));
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1beta1", "kind": "ClusterRoleBinding", "metadata": {"name": "b"},
+            "roleRef": {"kind": "ClusterRole", "name": "r"}, "subjects": [{"kind": "ServiceAccount", "name": "s"}],
+        });
+        let expected = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "b"},
+            "roleRef": {"kind": "ClusterRole", "name": "r"}, "subjects": [{"kind": "ServiceAccount", "name": "s"}],
+        });
+        assert_eq!(normalize_object(binding, "b.v1", 1).unwrap(), expected);
+        // In their own API nothing changes, unknown fields included (the server judges them).
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "m"}, "spec": {}, "extra": 1});
+        assert_eq!(normalize_object(service.clone(), "b.v1", 2).unwrap(), service);
     }
 
     #[test]
