@@ -202,7 +202,13 @@ impl CatalogContent {
         location: Option<SourceLocation>,
         inline: InlineManifests,
     ) -> Result<CatalogContent, String> {
-        let (catalog, problems) = Catalog::build(documents);
+        let (catalog, mut problems) = Catalog::build(documents);
+        if matches!(location, Some(SourceLocation::Grpc(_))) {
+            // A catalog server's listing need not carry a bundle's manifests: GetBundle sends
+            // them when a plan needs them (a catalog rendered from local bundle directories has
+            // no images at all), so a bundle with neither image nor manifests here is no problem.
+            problems.retain(|p| p.code != "MissingImage");
+        }
         // One bad package hurts only itself: it is left out, and said so.
         let isolated = catalog.isolate(problems);
         let catalog = isolated.catalog;
@@ -363,6 +369,29 @@ mod tests {
         assert_eq!(names, ["good"]);
         assert!(content.problems[0].starts_with("package bad left out: "), "{:?}", content.problems);
         assert!(content.problems[0].contains("missing"), "{:?}", content.problems);
+    }
+
+    #[test]
+    fn a_grpc_listing_needs_no_image_or_manifests_for_a_bundle() {
+        // What `olm catalog serve` lists for a catalog rendered from local bundle directories.
+        let docs = || -> Vec<olm_catalog::Document> {
+            [
+                json!({"schema": "olm.package", "name": "local", "defaultChannel": "stable"}),
+                json!({"schema": "olm.channel", "package": "local", "name": "stable", "entries": [{"name": "local.v1"}]}),
+                json!({"schema": "olm.bundle", "name": "local.v1", "package": "local",
+                       "properties": [{"type": "olm.package", "value": {"packageName": "local", "version": "1.0.0"}}]}),
+            ]
+            .into_iter()
+            .map(|value| olm_catalog::Document { value, source: None })
+            .collect()
+        };
+        let grpc = SourceLocation::Grpc("127.0.0.1:50051".into());
+        let content = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs(), Some(grpc), HashMap::new()).expect("served");
+        assert_eq!(content.counts(), (1, 1));
+        assert!(content.problems.is_empty(), "{:?}", content.problems);
+        // Read from anywhere else, such a bundle could never be installed: its package is left out.
+        let err = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs(), None, HashMap::new()).map(|_| ()).unwrap_err();
+        assert!(err.contains("package local left out") && err.contains("image"), "{err}");
     }
 
     #[test]
