@@ -221,8 +221,8 @@ mod tests {
         let bundle = package.bundle("demo.v2").expect("bundle");
         assert_eq!(bundle.objects.len(), 2, "the CSV and its owned CRD");
         assert!(bundle.csv().is_some());
-        assert_eq!(content.snapshot.entries.len(), 2);
-        assert!(content.snapshot.entries.iter().any(|e| e.replaces.as_deref() == Some("demo.v1")));
+        assert_eq!(content.indexed.entries.len(), 2);
+        assert!(content.indexed.entries.iter().any(|e| e.replaces.as_deref() == Some("demo.v1")));
     }
 
     #[test]

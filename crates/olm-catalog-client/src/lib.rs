@@ -1,6 +1,6 @@
 //! Reading the content of a catalog from where a CatalogSource points, into one in-memory
 //! form: an `olm_catalog::Catalog` (packages, channels, bundles) plus the resolver's
-//! [`olm_resolver::CatalogSnapshot`], and the bundle manifests when an InstallPlan needs them.
+//! [`olm_resolver::IndexedCatalog`], and the bundle manifests when an InstallPlan needs them.
 //!
 //! Sources:
 //! - operator-registry gRPC (`api.Registry`: ours or `opm serve`): ListPackages + GetPackage +
@@ -27,7 +27,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use olm_catalog::{Catalog, PropertyKind};
-use olm_resolver::{CatalogKey, CatalogSnapshot};
+use std::sync::Arc;
+
+use olm_resolver::{CatalogKey, IndexedCatalog};
 use serde_json::{Value, json};
 
 /// How long one whole listing may take before the catalog counts as failing.
@@ -178,8 +180,8 @@ pub struct CatalogContent {
     pub priority: i32,
     /// Packages, channels and bundles.
     pub catalog: Catalog,
-    /// The resolver's view.
-    pub snapshot: CatalogSnapshot,
+    /// The resolver's view, indexed once for every resolution against this content.
+    pub indexed: Arc<IndexedCatalog>,
     /// Where bundles without inlined manifests are fetched from (gRPC GetBundle).
     pub location: Option<SourceLocation>,
     /// Manifests that came with the listing (CSV JSON and objects), by bundle name.
@@ -224,12 +226,12 @@ impl CatalogContent {
         if catalog.packages().is_empty() && !problems.is_empty() {
             return Err(problems.into_iter().take(5).collect::<Vec<_>>().join("; "));
         }
-        let snapshot = olm_resolver::adapter::snapshot(&catalog, key.clone(), priority);
+        let indexed = Arc::new(IndexedCatalog::new(olm_resolver::adapter::snapshot(&catalog, key.clone(), priority)));
         Ok(CatalogContent {
             key,
             priority,
             catalog,
-            snapshot,
+            indexed,
             location,
             inline,
             problems,

@@ -214,27 +214,34 @@ pub(crate) fn channel_order(
     Ok(chains.pop().unwrap_or_default())
 }
 
-/// Every catalog the resolver may look at, indexed.
+/// Every catalog the resolver may look at, indexed. Each index is shared: a controller builds
+/// it once per catalog content and resolves against it as often as it likes (building it
+/// takes milliseconds per thousand bundles, too much for every reconcile).
 #[derive(Debug, Clone, Default)]
 pub struct Catalogs {
-    pub(crate) catalogs: Vec<IndexedCatalog>,
+    pub(crate) catalogs: Vec<std::sync::Arc<IndexedCatalog>>,
 }
 
 impl Catalogs {
     pub fn new(snapshots: impl IntoIterator<Item = CatalogSnapshot>) -> Catalogs {
-        Catalogs { catalogs: snapshots.into_iter().map(IndexedCatalog::new).collect() }
+        Catalogs { catalogs: snapshots.into_iter().map(|s| std::sync::Arc::new(IndexedCatalog::new(s))).collect() }
+    }
+
+    /// Catalogs indexed already.
+    pub fn from_indexed(catalogs: impl IntoIterator<Item = std::sync::Arc<IndexedCatalog>>) -> Catalogs {
+        Catalogs { catalogs: catalogs.into_iter().collect() }
     }
 
     pub fn push(&mut self, snapshot: CatalogSnapshot) {
-        self.catalogs.push(IndexedCatalog::new(snapshot));
+        self.catalogs.push(std::sync::Arc::new(IndexedCatalog::new(snapshot)));
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &IndexedCatalog> {
-        self.catalogs.iter()
+        self.catalogs.iter().map(|c| &**c)
     }
 
     pub fn get(&self, key: &CatalogKey) -> Option<&IndexedCatalog> {
-        self.catalogs.iter().find(|c| &c.key == key)
+        self.catalogs.iter().find(|c| &c.key == key).map(|c| &**c)
     }
 
     pub(crate) fn position(&self, key: &CatalogKey) -> Option<usize> {

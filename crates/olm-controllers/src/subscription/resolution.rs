@@ -83,7 +83,7 @@ pub fn decide(facts: &Facts) -> ResolutionDecision {
         };
         return decision;
     }
-    let catalogs = Catalogs::new(facts.contents.values().map(|c| c.snapshot.clone()));
+    let catalogs = Catalogs::from_indexed(facts.contents.values().map(|c| c.indexed.clone()));
     let (request, owned) = build_request(&namespace, &facts.global_namespace, &facts.subs, &facts.csvs, &catalogs);
     if previous.current_csv.is_none() {
         decision.adopted = owned.get(&name).cloned();
@@ -273,7 +273,7 @@ pub fn deprecations(content: Option<&Arc<CatalogContent>>, sub: &Subscription, i
     let Some(content) = content else {
         return out;
     };
-    for d in content.snapshot.deprecations.iter().filter(|d| d.package == sub.spec.name) {
+    for d in content.indexed.deprecations.iter().filter(|d| d.package == sub.spec.name) {
         match d.scope.as_str() {
             "olm.package" => out.package = Some(d.message.clone()),
             "olm.channel" if sub.spec.channel.as_deref() == Some(d.name.as_str()) => out.channel = Some(d.message.clone()),
