@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use kube::Api;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
+use olm_api::v1alpha1::install_plan::InstallPlan;
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionState};
 use olm_testkit::TestNamespace;
 
@@ -66,4 +67,72 @@ pub async fn at_latest(ns: &TestNamespace, sub: &str, csv: &str, timeout: Durati
             }
         })
         .await?)
+}
+
+/// Records the path a Subscription walks: the CSVs of every InstallPlan made in a namespace,
+/// by generation, and every CSV that was ever Failed on the way, from watches (OLM keeps only
+/// the last five plans of a namespace, so a long walk cannot be read back from the plans left
+/// at the end, and an old CSV that failed before it was replaced is gone by then).
+pub struct WalkRecorder {
+    plans: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<i64, Vec<String>>>>,
+    failed: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, String>>>,
+    tasks: [tokio::task::JoinHandle<()>; 2],
+}
+
+/// Call `record` with every object a watch of `api` sees, for as long as the task runs (a
+/// watch error is retried by the watcher itself).
+fn watch_each<K>(api: Api<K>, mut record: impl FnMut(K) + Send + 'static) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    use futures::StreamExt as _;
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(kube::runtime::watcher(api, Default::default()));
+        while let Some(event) = events.next().await {
+            if let Ok(kube::runtime::watcher::Event::Apply(object) | kube::runtime::watcher::Event::InitApply(object)) = event {
+                record(object);
+            }
+        }
+    })
+}
+
+impl WalkRecorder {
+    /// Start watching `ns`; start it before the Subscription is created.
+    pub fn start(ns: &TestNamespace) -> Self {
+        let plans = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+        let (record_plans, record_failed) = (plans.clone(), failed.clone());
+        let tasks = [
+            watch_each(ns.api::<InstallPlan>(), move |plan: InstallPlan| {
+                if let Ok(mut plans) = record_plans.lock() {
+                    plans.insert(plan.spec.generation.unwrap_or(0), plan.spec.cluster_service_version_names);
+                }
+            }),
+            watch_each(ns.api::<ClusterServiceVersion>(), move |csv: ClusterServiceVersion| {
+                let status = csv.status.unwrap_or_default();
+                if status.phase == Some(CsvPhase::Failed)
+                    && let (Some(name), Ok(mut failed)) = (csv.metadata.name, record_failed.lock())
+                {
+                    failed.entry(name).or_insert(format!("{:?}: {}", status.reason, status.message.unwrap_or_default()));
+                }
+            }),
+        ];
+        WalkRecorder { plans, failed, tasks }
+    }
+
+    /// The CSVs of the plans seen so far, oldest plan first.
+    pub fn walked(&self) -> Vec<String> {
+        self.plans.lock().map(|plans| plans.values().flatten().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The CSVs seen Failed so far, with the first reason and message seen.
+    pub fn failed(&self) -> std::collections::BTreeMap<String, String> {
+        self.failed.lock().map(|failed| failed.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for WalkRecorder {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(tokio::task::JoinHandle::abort);
+    }
 }

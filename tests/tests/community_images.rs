@@ -21,7 +21,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_api::v1alpha1::install_plan::InstallPlan;
 use olm_e2e::controllers::{self, create_from_yaml};
 use olm_e2e::{journey, olm};
 use olm_testkit::{RegistryOptions, TestCluster, TestNamespace};
@@ -225,6 +224,7 @@ async fn install_and_upgrade(
         &format!("apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: {}\nspec:\n{spec}", package.name),
     )
     .await?;
+    let walk = journey::WalkRecorder::start(&ns);
     let oldest = &bundles[0].csv;
     let head = &bundles[bundles.len() - 1].csv;
     create_from_yaml(
@@ -241,12 +241,10 @@ async fn install_and_upgrade(
     }
     journey::at_latest(&ns, "operator", head, TIMEOUT).await?;
 
-    // The CSVs of the InstallPlans, oldest first: the path the Subscription walked.
-    let plans: Api<InstallPlan> = ns.api();
-    let mut plans = plans.list(&Default::default()).await?.items;
-    let position = |p: &InstallPlan| p.spec.cluster_service_version_names.first().and_then(|c| bundles.iter().position(|b| &b.csv == c));
-    plans.sort_by_key(|p| (p.metadata.creation_timestamp.clone().map(|t| t.0), position(p)));
-    let walked: Vec<String> = plans.into_iter().flat_map(|p| p.spec.cluster_service_version_names).collect();
+    let walked = walk.walked();
+    if let Some((csv, why)) = walk.failed().into_iter().next() {
+        bail!("{csv} was Failed on the way: {why}");
+    }
     if walked.first() != Some(oldest) || walked.last() != Some(head) {
         bail!("the InstallPlans did not go from {oldest} to {head}: {walked:?}");
     }

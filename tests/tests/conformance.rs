@@ -1,0 +1,508 @@
+//! Conformance over real packages: every package of `tests/testdata/community-subset` (38
+//! packages and 997 bundles of community-operators-prod, copied verbatim, see its SOURCE.md) is
+//! taken as a cluster admin takes it. The tree is rendered with `olm catalog render`, served by
+//! the catalog server from one CatalogSource in the global catalog namespace, and each package
+//! gets a namespace, an OperatorGroup and a Subscription to its default channel that starts at
+//! the oldest bundle of that channel this Kubernetes can install (`startingCSV`) and follows the
+//! channel, Automatic approval, to its head. A package that needs a package or API the catalog
+//! does not have must fail resolution with a message naming what is missing.
+//!
+//! A table of the outcomes (package, start and head, upgrades walked, time) is printed, and
+//! written to `$OLM_CONFORMANCE_TABLE` when set (docs/conformance.md keeps the last one).
+//! `OLM_CONFORMANCE_PACKAGES=DIR` runs another tree of bundle directories the same way (a
+//! held-out set); `OLM_CONFORMANCE_ONLY=a,b` runs only some packages.
+//!
+//! The plan of each package is read from the rendered catalog with the catalog library (the
+//! same model the catalog server serves); what the test expects of OLM is what a user sees:
+//! the head's CSV Succeeded, every older CSV replaced and gone (never Failed), the Subscription
+//! AtLatestKnown on the head, or a resolution failure that names the missing dependency.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use kube::api::PostParams;
+use olm_api::v1alpha1::catalog_source::CatalogSource;
+use olm_api::v1alpha1::subscription::Subscription;
+use olm_catalog::{Bundle, Catalog, Channel, Package, UpgradeEdges as _};
+use olm_e2e::controllers::{self, create_from_yaml};
+use olm_e2e::journey;
+use olm_testkit::{TestCluster, TestNamespace};
+use serde_json::{Value, json};
+
+/// How long one wait of one package may take (many packages install at once on 2 cores).
+const TIMEOUT: Duration = Duration::from_secs(420);
+/// How many packages install at once.
+const CONCURRENT: usize = 10;
+
+/// How one package is to be taken.
+#[derive(Debug)]
+struct Plan {
+    package: String,
+    channel: String,
+    /// The install mode of the OperatorGroup: the first of OwnNamespace, AllNamespaces that
+    /// every bundle of the channel from `start` on supports.
+    mode: &'static str,
+    start: String,
+    head: String,
+    /// Older bundles of the channel this cluster cannot install, and why.
+    passed_over: Vec<String>,
+    /// Packages or APIs the walk needs that no bundle of the catalog provides: resolution must
+    /// fail naming one of them.
+    missing: Vec<String>,
+}
+
+/// What happened to one package.
+enum Outcome {
+    /// The CSVs walked, and how many steps took each kind of edge.
+    Walked { walked: Vec<String>, edges: BTreeMap<String, usize>, namespace: TestNamespace },
+    Unresolvable { message: String, namespace: TestNamespace },
+}
+
+/// The packages' tree: `OLM_CONFORMANCE_PACKAGES`, or the bundled subset unpacked into `scratch`.
+fn packages_dir(scratch: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("OLM_CONFORMANCE_PACKAGES") {
+        return Ok(PathBuf::from(dir));
+    }
+    let archive = olm_e2e::repo().join("tests/testdata/community-subset/operators.tar.zst");
+    let file = std::fs::File::open(&archive).with_context(|| archive.display().to_string())?;
+    let decoder = ruzstd::decoding::StreamingDecoder::new(std::io::BufReader::new(file))
+        .map_err(|e| anyhow::anyhow!("{}: {e}", archive.display()))?;
+    tar::Archive::new(decoder).unpack(scratch).with_context(|| format!("unpack {}", archive.display()))?;
+    Ok(scratch.join("operators"))
+}
+
+/// The group versions this API server serves.
+async fn served_group_versions(cluster: &TestCluster) -> anyhow::Result<BTreeSet<String>> {
+    let client = cluster.client();
+    let mut served: BTreeSet<String> = client.list_core_api_versions().await?.versions.into_iter().collect();
+    for group in client.list_api_groups().await?.groups {
+        served.extend(group.versions.into_iter().map(|v| v.group_version));
+    }
+    Ok(served)
+}
+
+/// Kinds OLM creates as the Kubernetes kind of that name whatever the manifest's apiVersion
+/// (upstream's InstallPlan executor decodes them by kind), and CRDs (v1beta1 ones converted).
+const TAKEN_BY_KIND: &[&str] = &[
+    "CustomResourceDefinition",
+    "ClusterServiceVersion",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ServiceAccount",
+    "Service",
+    "ConfigMap",
+    "Secret",
+];
+
+/// Why this cluster cannot install `bundle`, if it cannot: a `minKubeVersion` above the
+/// server's, or a manifest of an API the server does not serve, no CRD of the catalog
+/// provides and OLM does not take by its kind.
+fn not_installable(bundle: &Bundle, kube: &semver::Version, served: &BTreeSet<String>, crd_groups: &BTreeSet<String>) -> Option<String> {
+    let csv = bundle.csv()?;
+    if let Some(min) = csv.pointer("/spec/minKubeVersion").and_then(Value::as_str).filter(|m| !m.trim().is_empty()) {
+        match semver::Version::parse(min.trim().trim_start_matches('v')) {
+            Ok(min) if &min > kube => return Some(format!("{}: minKubeVersion {min}", bundle.name)),
+            _ => {}
+        }
+    }
+    for object in &bundle.objects {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let group = api_version.split_once('/').map_or("", |(g, _)| g);
+        let by_kind = object["kind"].as_str().is_some_and(|kind| TAKEN_BY_KIND.contains(&kind));
+        if !served.contains(api_version) && !crd_groups.contains(group) && !by_kind {
+            return Some(format!("{}: {} {} (not served by this Kubernetes)", bundle.name, api_version, object["kind"].as_str().unwrap_or_default()));
+        }
+    }
+    None
+}
+
+fn install_modes(bundle: &Bundle) -> BTreeSet<String> {
+    let modes = bundle.csv().and_then(|csv| csv.pointer("/spec/installModes")).and_then(Value::as_array);
+    modes
+        .into_iter()
+        .flatten()
+        .filter(|m| m["supported"] == json!(true))
+        .filter_map(|m| m["type"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The bundles of `channel`, oldest first.
+fn by_version<'a>(catalog: &'a Catalog, package: &Package, channel: &Channel) -> Vec<&'a Bundle> {
+    let mut bundles: Vec<&Bundle> = channel.entries().iter().filter_map(|e| catalog.bundle(&package.name, &e.name)).collect();
+    bundles.sort_by(|a, b| a.cmp_version(b));
+    bundles
+}
+
+/// What `bundle` requires that no bundle of the catalog provides.
+fn missing_dependencies(catalog: &Catalog, bundle: &Bundle) -> Vec<String> {
+    let mut missing = Vec::new();
+    for required in bundle.required_packages() {
+        let provided = catalog.package(&required.package_name).is_some_and(|p| {
+            p.bundles().iter().any(|b| required.range.as_ref().is_none_or(|r| r.contains(&b.version)))
+        });
+        if !provided {
+            missing.push(required.package_name.clone());
+        }
+    }
+    for gvk in bundle.required_gvks() {
+        if catalog.bundles_providing(gvk).next().is_none() {
+            missing.push(gvk.kind.clone());
+        }
+    }
+    missing
+}
+
+fn plan(catalog: &Catalog, package: &Package, kube: &semver::Version, served: &BTreeSet<String>, crd_groups: &BTreeSet<String>) -> anyhow::Result<Plan> {
+    let channel = package.default_channel().with_context(|| format!("{}: no default channel", package.name))?;
+    let head = channel.head().with_context(|| format!("{}/{}: no head", package.name, channel.name))?.name.clone();
+    let bundles = by_version(catalog, package, channel);
+    let mut passed_over = Vec::new();
+    for (i, start) in bundles.iter().enumerate() {
+        if let Some(why) = not_installable(start, kube, served, crd_groups) {
+            passed_over.push(why);
+            continue;
+        }
+        if start.name != head && channel.path_to_head(&start.name, Some(&start.version)).is_none() {
+            passed_over.push(format!("{}: no upgrade path to {head}", start.name));
+            continue;
+        }
+        let walk = &bundles[i..];
+        let Some(mode) = ["OwnNamespace", "AllNamespaces"].into_iter().find(|m| walk.iter().all(|b| install_modes(b).contains(*m))) else {
+            passed_over.push(format!("{}: no install mode every later bundle supports", start.name));
+            continue;
+        };
+        let missing: BTreeSet<String> = walk.iter().flat_map(|b| missing_dependencies(catalog, b)).collect();
+        return Ok(Plan {
+            package: package.name.clone(),
+            channel: channel.name.clone(),
+            mode,
+            start: start.name.clone(),
+            head,
+            passed_over,
+            missing: missing.into_iter().collect(),
+        });
+    }
+    bail!("{}/{}: no bundle this cluster can install: {}", package.name, channel.name, passed_over.join("; "))
+}
+
+/// Subscribe `plan` in a namespace of its own and wait for what the user must see.
+async fn take(cluster: &TestCluster, plan: &Plan, source: &(String, String), catalog: &Catalog) -> anyhow::Result<Outcome> {
+    let ns = cluster.namespace(&format!("conf-{}", &plan.package[..plan.package.len().min(40)])).await?;
+    let spec = if plan.mode == "OwnNamespace" { format!("  targetNamespaces: [{}]\n", ns.name()) } else { "  {}\n".to_owned() };
+    let walk = journey::WalkRecorder::start(&ns);
+    create_from_yaml(&ns, &format!("apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: group\nspec:\n{spec}")).await?;
+    create_from_yaml(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: operator\nspec:\n  source: {}\n  sourceNamespace: {}\n  name: {}\n  channel: {}\n  startingCSV: {}\n  installPlanApproval: Automatic\n",
+            source.0, source.1, plan.package, plan.channel, plan.start
+        ),
+    )
+    .await?;
+    if !plan.missing.is_empty() {
+        let message = resolution_failure(&ns, &plan.missing).await?;
+        return Ok(Outcome::Unresolvable { message, namespace: ns });
+    }
+    journey::csv_succeeded(&ns, &plan.head, TIMEOUT).await?;
+    journey::at_latest(&ns, "operator", &plan.head, TIMEOUT).await?;
+    let walked = walk.walked();
+    if let Some((csv, why)) = walk.failed().into_iter().next() {
+        bail!("{csv} was Failed on the way: {why}");
+    }
+    if walked.first() != Some(&plan.start) || walked.last() != Some(&plan.head) {
+        bail!("the InstallPlans did not go from {} to {}: {walked:?}", plan.start, plan.head);
+    }
+    // Each step is an upgrade edge of the channel (replaces, skips or skipRange).
+    let channel = catalog.channel(&plan.package, &plan.channel).context("the channel")?;
+    let mut edges = BTreeMap::new();
+    for pair in walked.windows(2) {
+        let from = catalog.bundle(&plan.package, &pair[0]).context("a walked bundle")?;
+        let edge = channel.entry(&pair[1]).and_then(|next| next.edge_to(&from.name, Some(&from.version)));
+        let Some(edge) = edge else {
+            bail!("{} → {} is not an upgrade edge of {}: {walked:?}", pair[0], pair[1], plan.channel);
+        };
+        *edges.entry(format!("{edge:?}").to_lowercase()).or_insert(0) += 1;
+    }
+    for older in &walked[..walked.len() - 1] {
+        journey::csv_replaced(&ns, older, TIMEOUT).await?;
+    }
+    Ok(Outcome::Walked { walked, edges, namespace: ns })
+}
+
+/// Wait until the Subscription says resolution failed, naming one of `missing`.
+async fn resolution_failure(ns: &TestNamespace, missing: &[String]) -> anyhow::Result<String> {
+    let subs: Api<Subscription> = ns.api();
+    Ok(ns
+        .wait_for(&format!("a resolution failure naming one of {missing:?}"), TIMEOUT, &["subscriptions", "installplans", "csvs"], || {
+            let subs = subs.clone();
+            async move {
+                let sub = subs.get("operator").await.map_err(|e| e.to_string())?;
+                let conditions = serde_json::to_value(sub.status.unwrap_or_default().conditions.unwrap_or_default()).map_err(|e| e.to_string())?;
+                let failed = conditions.as_array().into_iter().flatten().find(|c| c["type"] == "ResolutionFailed" && c["status"] == "True");
+                Ok::<_, String>(failed.and_then(|c| c["message"].as_str()).filter(|m| missing.iter().any(|name| m.contains(name.as_str()))).map(str::to_owned))
+            }
+        })
+        .await?)
+}
+
+/// `olm catalog render` of `packages` into `out/catalog.json`, as a cluster admin would;
+/// returns what it said on stderr (its warnings are the admin's too).
+fn render(packages: &Path, out: &Path) -> anyhow::Result<String> {
+    std::fs::create_dir_all(out)?;
+    let output = std::process::Command::new(olm_e2e::olm_bin())
+        .args(["catalog", "render", packages.to_str().context("path")?, "-o", "json"])
+        .output()?;
+    let warnings = String::from_utf8_lossy(&output.stderr).into_owned();
+    if !output.status.success() {
+        bail!("olm catalog render {} failed: {warnings}", packages.display());
+    }
+    std::fs::write(out.join("catalog.json"), &output.stdout)?;
+    Ok(warnings)
+}
+
+/// The catalog server on `catalog` (one gRPC listener on loopback) and its address.
+async fn serve(catalog: &Path) -> anyhow::Result<(olm_registry::RunningServer, std::net::SocketAddr)> {
+    let server = olm_registry::start({
+        let mut config = olm_registry::ServeConfig::new(vec![("conformance".into(), catalog.to_path_buf())]);
+        config.grpc_addrs = vec![("conformance".into(), "127.0.0.1:0".parse()?)];
+        config.reload_interval = None;
+        config
+    })
+    .await?;
+    let address = *server.grpc_addrs.get("conformance").context("the catalog server's gRPC address")?;
+    Ok((server, address))
+}
+
+/// How the community pipeline builds the package's channels: `updateGraph` of its ci.yaml.
+fn update_graph(packages: &Path, package: &str) -> String {
+    let ci = std::fs::read_to_string(packages.join(package).join("ci.yaml")).unwrap_or_default();
+    let setting = ci.lines().find_map(|l| l.trim().strip_prefix("updateGraph:")).map(|v| v.trim().trim_matches('"').to_owned());
+    setting.unwrap_or_else(|| "-".to_owned())
+}
+
+fn version_of(csv: &str) -> &str {
+    csv.rsplit_once(".v").map_or(csv, |(_, v)| v)
+}
+
+/// The suites of this binary install the same real packages, whose CRDs are cluster-wide: one
+/// at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test]
+async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let (cluster, _) = controllers::setup().await?;
+    let scratch = tempfile::tempdir()?;
+    let started = Instant::now();
+    let packages = packages_dir(scratch.path())?;
+
+    let rendered = scratch.path().join("catalog");
+    let warnings = render(&packages, &rendered)?;
+    eprintln!("rendered {} in {:?}; render said:\n{warnings}", packages.display(), started.elapsed());
+
+    // What the server serves: the catalog with its unsound packages left out.
+    let (catalog, problems) = olm_catalog::load::load_fbc(&rendered)?;
+    let isolated = catalog.isolate(problems);
+    let catalog = isolated.catalog;
+    let left_out: Vec<String> = isolated
+        .left_out
+        .iter()
+        .map(|l| format!("{}: {}", l.package, l.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
+        .collect();
+
+    let version = cluster.client().apiserver_version().await?;
+    let kube = semver::Version::new(version.major.trim_end_matches('+').parse()?, version.minor.trim_end_matches('+').parse()?, 0);
+    let served = served_group_versions(&cluster).await?;
+    let crd_groups: BTreeSet<String> = catalog
+        .bundles()
+        .flat_map(|b| b.objects.iter())
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| o.pointer("/spec/group").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    let only: Option<BTreeSet<String>> = std::env::var("OLM_CONFORMANCE_ONLY").ok().map(|s| s.split(',').map(str::to_owned).collect());
+    let mut plans = Vec::new();
+    let mut failures = Vec::new();
+    for package in catalog.packages() {
+        if only.as_ref().is_some_and(|only| !only.contains(&package.name)) {
+            continue;
+        }
+        match plan(&catalog, package, &kube, &served, &crd_groups) {
+            Ok(plan) => plans.push(plan),
+            Err(err) => failures.push(format!("{err:#}")),
+        }
+    }
+
+    // One CatalogSource in the global catalog namespace, served by the catalog server.
+    let (server, address) = serve(&rendered).await?;
+    let global = olm_controllers::catalog_operator::global_namespace();
+    let namespaces: Api<Namespace> = Api::all(cluster.client());
+    match namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": global}}))?).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(err) => return Err(err).context("create the global catalog namespace"),
+    }
+    let catalog_name = olm_testkit::random_name("conformance");
+    let catalogs: Api<CatalogSource> = Api::namespaced(cluster.client(), &global);
+    let source: CatalogSource = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "CatalogSource",
+        "metadata": {"name": catalog_name},
+        "spec": {"sourceType": "grpc", "address": address.to_string(), "displayName": "Conformance"},
+    }))?;
+    catalogs.create(&PostParams::default(), &source).await?;
+    let catalog_ref = (catalog_name.clone(), global.clone());
+
+    let begin = Instant::now();
+    let mut results: Vec<(&Plan, Duration, anyhow::Result<Outcome>)> = futures::stream::iter(&plans)
+        .map(|plan| {
+            let (cluster, catalog_ref, catalog) = (&cluster, &catalog_ref, &catalog);
+            async move {
+                let start = Instant::now();
+                let outcome = take(cluster, plan, catalog_ref, catalog).await;
+                if let Err(err) = &outcome {
+                    eprintln!("{} failed after {:.0} s: {err:#}", plan.package, start.elapsed().as_secs_f64());
+                }
+                (plan, start.elapsed(), outcome)
+            }
+        })
+        .buffer_unordered(CONCURRENT)
+        .collect()
+        .await;
+    let took = begin.elapsed();
+    results.sort_by(|a, b| a.0.package.cmp(&b.0.package));
+
+    let mut table = String::from("| package | graph | channel | group | start → head | outcome | upgrades walked | seconds |\n|---|---|---|---|---|---|---|---|\n");
+    let mut notes = String::new();
+    let (mut walked_count, mut unresolvable_count) = (0, 0);
+    for (plan, seconds, outcome) in &results {
+        let span = format!("{} → {}", version_of(&plan.start), version_of(&plan.head));
+        let (outcome, walked) = match outcome {
+            Ok(Outcome::Walked { walked, edges, .. }) => {
+                walked_count += 1;
+                let path: Vec<&str> = walked.iter().map(|c| version_of(c)).collect();
+                let kinds: Vec<String> = edges.iter().map(|(kind, n)| format!("{n} {kind}")).collect();
+                let kinds = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) };
+                ("Succeeded at head".to_owned(), format!("{}{kinds}: {}", walked.len() - 1, path.join(" → ")))
+            }
+            Ok(Outcome::Unresolvable { message, .. }) => {
+                unresolvable_count += 1;
+                (format!("not resolvable: needs {}", plan.missing.join(", ")), format!("- ({})", message.replace('|', "/").replace('\n', " ")))
+            }
+            Err(err) => {
+                failures.push(format!("{}: {err:#}", plan.package));
+                ("FAILED".to_owned(), "-".to_owned())
+            }
+        };
+        let graph = update_graph(&packages, &plan.package);
+        let _ = writeln!(table, "| {} | {graph} | {} | {} | {span} | {outcome} | {walked} | {:.1} |", plan.package, plan.channel, plan.mode, seconds.as_secs_f64());
+        if !plan.passed_over.is_empty() {
+            let _ = writeln!(notes, "- {}: started above {} older bundle(s) this cluster cannot install: {}", plan.package, plan.passed_over.len(), plan.passed_over.join("; "));
+        }
+    }
+    for left in &left_out {
+        let _ = writeln!(notes, "- left out of the served catalog: {left}");
+    }
+    let summary = format!(
+        "{} packages: {walked_count} installed and walked to their head, {unresolvable_count} not resolvable as expected, {} failed; {:.0} s for all (at most {CONCURRENT} at once), {:.0} s in all with render and load.\n",
+        results.len(),
+        results.len() - walked_count - unresolvable_count,
+        took.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    let report = format!("{table}\n{notes}\n{summary}");
+    eprintln!("{report}");
+    if let Some(path) = std::env::var_os("OLM_CONFORMANCE_TABLE") {
+        std::fs::write(&path, &report).with_context(|| format!("write {}", PathBuf::from(&path).display()))?;
+    }
+
+    let cleanups = results.into_iter().filter_map(|(plan, _, outcome)| {
+        let namespace = match outcome {
+            Ok(Outcome::Walked { namespace, .. } | Outcome::Unresolvable { namespace, .. }) => namespace,
+            Err(_) => return None,
+        };
+        Some(async move { namespace.cleanup().await.with_context(|| format!("remove the namespace of {}", plan.package)) })
+    });
+    for cleanup in futures::future::join_all(cleanups).await {
+        if let Err(err) = cleanup {
+            failures.push(format!("{err:#}"));
+        }
+    }
+    let _ = catalogs.delete(&catalog_name, &Default::default()).await;
+    server.shutdown();
+    if !failures.is_empty() {
+        bail!("{} failures:\n{}", failures.len(), failures.join("\n\n"));
+    }
+    Ok(())
+}
+
+/// A channel switch on real bundles: microcks installed from its `alpha` channel (head 0.3.0),
+/// then `spec.channel` set to `stable`, which continues from 0.3.0 by `replaces` to its head.
+/// The Subscription must follow the new channel from the installed CSV, each CSV taking over
+/// from the one before and none ever Failed.
+#[tokio::test]
+async fn a_channel_switch_follows_the_new_channel_from_the_installed_csv() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let (cluster, _) = controllers::setup().await?;
+    let scratch = tempfile::tempdir()?;
+    let packages = packages_dir(scratch.path())?;
+    let rendered = scratch.path().join("catalog");
+    render(&packages.join("microcks"), &rendered)?;
+    let (catalog, _) = olm_catalog::load::load_fbc(&rendered)?;
+    let head = |channel: &str| -> anyhow::Result<String> {
+        Ok(catalog.channel("microcks", channel).and_then(Channel::head).context("microcks channel head")?.name.clone())
+    };
+    let (alpha_head, stable_head) = (head("alpha")?, head("stable")?);
+    let (server, address) = serve(&rendered).await?;
+
+    let ns = cluster.namespace("channel-switch").await?;
+    let walk = journey::WalkRecorder::start(&ns);
+    controllers::create_own_namespace_group(&ns, "group").await?;
+    create_from_yaml(
+        &ns,
+        &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: real\nspec:\n  sourceType: grpc\n  address: {address}\n"),
+    )
+    .await?;
+    create_from_yaml(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: operator\nspec:\n  source: real\n  sourceNamespace: {}\n  name: microcks\n  channel: alpha\n  installPlanApproval: Automatic\n",
+            ns.name()
+        ),
+    )
+    .await?;
+    journey::csv_succeeded(&ns, &alpha_head, TIMEOUT).await?;
+    journey::at_latest(&ns, "operator", &alpha_head, TIMEOUT).await?;
+
+    let subs: Api<Subscription> = ns.api();
+    let switch = json!({"spec": {"channel": "stable"}});
+    subs.patch("operator", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&switch)).await?;
+    journey::csv_succeeded(&ns, &stable_head, TIMEOUT).await?;
+    journey::at_latest(&ns, "operator", &stable_head, TIMEOUT).await?;
+    journey::csv_replaced(&ns, &alpha_head, TIMEOUT).await?;
+
+    let walked = walk.walked();
+    if let Some((csv, why)) = walk.failed().into_iter().next() {
+        bail!("{csv} was Failed on the way: {why}");
+    }
+    // Every step of the walk after the switch is an entry of stable that upgrades the one before.
+    let stable = catalog.channel("microcks", "stable").context("stable")?;
+    assert_eq!(walked.first(), Some(&alpha_head), "{walked:?}");
+    assert_eq!(walked.last(), Some(&stable_head), "{walked:?}");
+    for pair in walked.windows(2) {
+        let from = catalog.bundle("microcks", &pair[0]).context("a walked bundle")?;
+        let next: Vec<&str> = stable.successors(&from.name, Some(&from.version)).iter().map(|e| e.name.as_str()).collect();
+        assert!(next.contains(&pair[1].as_str()), "{} → {}: not an upgrade edge of stable ({next:?})", pair[0], pair[1]);
+    }
+    eprintln!("microcks alpha → stable: {}", walked.iter().map(|c| version_of(c)).collect::<Vec<_>>().join(" → "));
+    ns.cleanup().await?;
+    server.shutdown();
+    Ok(())
+}
