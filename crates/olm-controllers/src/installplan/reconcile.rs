@@ -23,6 +23,7 @@ use tracing::instrument;
 use super::crd_check;
 use super::decide::{self, Next, Pass, StepError};
 use super::scope::{self, RefusedStep};
+use crate::plan_content::keep_references;
 use crate::plan_steps::{execution_rank, resource_of};
 use olm_runtime::controller::action_for;
 use olm_runtime::error::{api_status_code, is_not_found};
@@ -599,7 +600,14 @@ async fn execute_plan(
         ..Default::default()
     });
     let steps = base.plan.clone().unwrap_or_default();
-    let pass = execute(&ctx, &plan, &steps, &installer).await;
+    // Large content is applied from the plan's ConfigMaps; the status keeps the references.
+    let pass = match super::content::resolved_steps(&ctx.client, plan, &steps).await {
+        Ok(resolved) => {
+            let pass = execute(ctx, plan, &resolved, &installer).await;
+            Pass { steps: keep_references(&steps, pass.steps), ..pass }
+        }
+        Err(error) => Pass { steps, error: Some(error), waiting_for_api: false },
+    };
     let (status, requeue, event) = decide::after_pass(&base, pass, Timestamp::now());
     if status.phase != previous.phase {
         tracing::info!(

@@ -108,6 +108,13 @@ pub enum Resolved {
         /// Which image, which registry, why, and what to do.
         message: String,
     },
+    /// It resolved, but writing the plan (or its content) was refused by the API server.
+    WriteFailed {
+        /// The error's category (`ApiInvalid`, `ApiServerError`, …), as on the Event.
+        reason: &'static str,
+        /// What was refused, what the API server said, and what to do.
+        message: String,
+    },
     /// Nothing new for this Subscription.
     UpToDate,
     /// A plan was created.
@@ -183,6 +190,17 @@ fn set_condition(
 
 fn remove_condition(conditions: &mut Vec<SubscriptionCondition>, type_: &SubscriptionConditionType) {
     conditions.retain(|c| &c.type_ != type_);
+}
+
+/// The `InstallPlanWriteFailed` message for a refused write (`failed`: what was being
+/// written and what the API server said): the sentence and what to do about it.
+pub fn write_failed_message(failed: &str, retryable: bool) -> String {
+    let advice = if retryable {
+        "OLM retries with backoff and installs once the write goes through; if it keeps failing, look at the API server (and etcd)"
+    } else {
+        "the same request is refused until the cause changes: lift what refuses it (an admission policy or webhook, a quota, RBAC); OLM retries with backoff and installs once it is accepted"
+    };
+    format!("Cannot {failed}. {advice}.")
 }
 
 /// The catalog this Subscription reads.
@@ -305,10 +323,24 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
                 now,
             );
         }
+        Resolved::WriteFailed { reason, message } => {
+            remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed);
+            set_condition(
+                &mut conditions,
+                SubscriptionConditionType::InstallPlanWriteFailed,
+                ConditionStatus::True,
+                Some(reason),
+                Some(message.clone()),
+                now,
+            );
+        }
         Resolved::UpToDate | Resolved::NewPlan { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
         Resolved::Skipped => {}
     }
-    if matches!(o.resolved, Resolved::UpToDate | Resolved::NewPlan { .. } | Resolved::Failed { .. }) {
+    if !matches!(o.resolved, Resolved::WriteFailed { .. } | Resolved::Skipped) {
+        remove_condition(&mut conditions, &SubscriptionConditionType::InstallPlanWriteFailed);
+    }
+    if matches!(o.resolved, Resolved::UpToDate | Resolved::NewPlan { .. } | Resolved::Failed { .. } | Resolved::WriteFailed { .. }) {
         remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpackFailed);
     }
     match (&o.resolved, &o.behind) {
@@ -658,6 +690,30 @@ mod tests {
             Timestamp::UNIX_EPOCH,
         );
         assert!(condition(&st, SubscriptionConditionType::BundleUnpackFailed).is_none());
+    }
+
+    #[test]
+    fn a_refused_plan_write_is_a_condition_until_a_plan_is_made() {
+        let s = sub();
+        let message = write_failed_message(
+            "write the status of InstallPlan ns/install-x: denied by policy deny-plans (Invalid, HTTP 422)",
+            false,
+        );
+        assert!(message.starts_with("Cannot write the status of InstallPlan ns/install-x: denied"), "{message}");
+        assert!(message.contains("admission policy"), "{message}");
+        let st = status(&observed(&s, Resolved::WriteFailed { reason: "ApiInvalid", message: message.clone() }), Timestamp::UNIX_EPOCH);
+        let c = condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).expect("condition");
+        assert_eq!((c.reason.as_deref(), c.message.as_deref()), (Some("ApiInvalid"), Some(message.as_str())));
+        let mut again = s.clone();
+        again.status = Some(st.clone());
+        let st = status(&observed(&again, Resolved::Skipped), Timestamp::UNIX_EPOCH);
+        assert!(condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).is_some(), "kept while nothing new happened");
+        again.status = Some(st);
+        let st = status(
+            &observed(&again, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.2".into() }),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert!(condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).is_none());
     }
 
     #[test]

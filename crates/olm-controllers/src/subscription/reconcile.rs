@@ -99,23 +99,35 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
 
     // Act: the InstallPlan, when there is one to create.
     let mut adopted = decision.adopted;
+    let mut write_failed = None;
     let (resolved, requeue) = match decision.intent {
         Intent::Wait => (Resolved::Skipped, None),
         Intent::Fail { reason, message, requeue } => (Resolved::Failed { reason, message }, requeue),
         Intent::UpToDate => (Resolved::UpToDate, None),
         Intent::Install { bundles, current_csv } => {
             let bundles: Vec<&Selected> = bundles.iter().collect();
-            match act::create_plan(&ctx, &facts, &bundles, now).await? {
-                Ok(plan) => {
+            match act::create_plan(&ctx, &facts, &bundles, now).await {
+                Err(err) if err.regarding().is_some() => {
+                    // Said on the Subscription, then returned: the error policy backs off and
+                    // puts the Event on the object whose write failed.
+                    let resolved = Resolved::WriteFailed {
+                        reason: err.category(),
+                        message: decide::write_failed_message(&err.to_string(), err.retryable()),
+                    };
+                    write_failed = Some(err);
+                    (resolved, None)
+                }
+                Err(err) => return Err(err),
+                Ok(Ok(plan)) => {
                     adopted = None;
                     act::collect_old_plans(&ctx, &namespace, &facts.subs).await;
                     (Resolved::NewPlan { plan, current_csv }, None)
                 }
-                Err(act::ContentError::Unpack(message)) => (
+                Ok(Err(act::ContentError::Unpack(message))) => (
                     Resolved::UnpackFailed { message },
                     Some(facts.unpack.min_retry.map_or(CONTENT_RETRY, |d| d.max(CONTENT_RETRY))),
                 ),
-                Err(act::ContentError::Other(message)) => (
+                Ok(Err(act::ContentError::Other(message))) => (
                     Resolved::Failed {
                         reason: reasons::ERROR_PREVENTED_RESOLUTION,
                         message,
@@ -144,6 +156,9 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
         package: sub.spec.name.clone(),
         approval: sub.spec.approval().as_str().to_owned(),
     });
+    if let Some(err) = write_failed {
+        return Err(err);
+    }
     Ok(action_for(requeue))
 }
 
