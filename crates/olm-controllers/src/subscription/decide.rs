@@ -198,7 +198,7 @@ pub fn write_failed_message(failed: &str, retryable: bool) -> String {
     let advice = if retryable {
         "OLM retries with backoff and installs once the write goes through; if it keeps failing, look at the API server (and etcd)"
     } else {
-        "the same request is refused until the cause changes: lift what refuses it (an admission policy or webhook, a quota, RBAC); OLM retries with backoff and installs once it is accepted"
+        "The same request is refused until the cause changes: lift what refuses it (an admission policy or webhook, a quota, RBAC); OLM retries with backoff and installs once it is accepted"
     };
     format!("Cannot {failed}. {advice}.")
 }
