@@ -90,9 +90,13 @@ impl Error {
                 Some(404) => "ApiNotFound",
                 Some(409) => "ApiConflict",
                 Some(400 | 422) => "ApiInvalid",
+                Some(413) => "ApiRequestTooLarge",
                 Some(429) => "ApiThrottled",
                 Some(code) if code >= 500 => "ApiServerError",
-                _ => "ApiUnavailable",
+                // Any other refusal of the request itself (405, 415, …).
+                Some(_) => "ApiRefused",
+                // No answer: transport or TLS.
+                None => "ApiUnavailable",
             },
             Error::InvalidObject { .. } => "InvalidObject",
             Error::Serialize { .. } => "SerializationFailed",
@@ -166,6 +170,9 @@ mod tests {
         assert_eq!(api_error(422).category(), "ApiInvalid");
         assert!(!api_error(422).retryable());
         assert_eq!(api_error(503).category(), "ApiServerError");
+        assert_eq!(api_error(413).category(), "ApiRequestTooLarge");
+        assert!(!api_error(413).retryable());
+        assert_eq!(api_error(415).category(), "ApiRefused");
         assert!(api_error(503).retryable());
         let invalid = Error::InvalidObject {
             kind: "ClusterServiceVersion",
