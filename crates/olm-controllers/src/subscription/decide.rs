@@ -23,6 +23,8 @@ use olm_api::v1alpha1::subscription::{
 };
 use olm_resolver::CatalogKey;
 
+use crate::plan_write_failures::WriteFailure;
+
 /// A catalog visible to the Subscription's namespace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CatalogView {
@@ -51,6 +53,8 @@ pub struct PlanView {
     pub failed_reason: Option<String>,
     /// `status.message`.
     pub message: Option<String>,
+    /// The InstallPlan controller's last write of its status was refused.
+    pub write_failed: Option<WriteFailure>,
 }
 
 /// What the observe step found about the Subscription's current CSV.
@@ -192,17 +196,6 @@ fn remove_condition(conditions: &mut Vec<SubscriptionCondition>, type_: &Subscri
     conditions.retain(|c| &c.type_ != type_);
 }
 
-/// The `InstallPlanWriteFailed` message for a refused write (`failed`: what was being
-/// written and what the API server said): the sentence and what to do about it.
-pub fn write_failed_message(failed: &str, retryable: bool) -> String {
-    let advice = if retryable {
-        "OLM retries with backoff and installs once the write goes through; if it keeps failing, look at the API server (and etcd)"
-    } else {
-        "The same request is refused until the cause changes: lift what refuses it (an admission policy or webhook, a quota, RBAC); OLM retries with backoff and installs once it is accepted"
-    };
-    format!("Cannot {failed}. {advice}.")
-}
-
 /// The catalog this Subscription reads.
 pub fn target(sub: &Subscription) -> CatalogKey {
     CatalogKey::new(sub.spec.source.clone(), sub.spec.source_namespace.clone())
@@ -323,22 +316,9 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
                 now,
             );
         }
-        Resolved::WriteFailed { reason, message } => {
-            remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed);
-            set_condition(
-                &mut conditions,
-                SubscriptionConditionType::InstallPlanWriteFailed,
-                ConditionStatus::True,
-                Some(reason),
-                Some(message.clone()),
-                now,
-            );
-        }
+        Resolved::WriteFailed { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
         Resolved::UpToDate | Resolved::NewPlan { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
         Resolved::Skipped => {}
-    }
-    if !matches!(o.resolved, Resolved::WriteFailed { .. } | Resolved::Skipped) {
-        remove_condition(&mut conditions, &SubscriptionConditionType::InstallPlanWriteFailed);
     }
     if matches!(o.resolved, Resolved::UpToDate | Resolved::NewPlan { .. } | Resolved::Failed { .. } | Resolved::WriteFailed { .. }) {
         remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpackFailed);
@@ -455,6 +435,24 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
         }
     }
 
+    // A refused write: this pass's (creating the plan) or the InstallPlan controller's last
+    // one (writing the plan's status); gone once a write goes through.
+    let refused = match &o.resolved {
+        Resolved::WriteFailed { reason, message } => Some(((*reason).to_owned(), message.clone())),
+        _ => plan.as_ref().and_then(|p| p.write_failed.clone()).map(|f| (f.reason, f.message)),
+    };
+    match refused {
+        Some((reason, message)) => set_condition(
+            &mut conditions,
+            SubscriptionConditionType::InstallPlanWriteFailed,
+            ConditionStatus::True,
+            Some(&reason),
+            Some(message),
+            now,
+        ),
+        None => remove_condition(&mut conditions, &SubscriptionConditionType::InstallPlanWriteFailed),
+    }
+
     // Deprecations (never block anything).
     let d = &o.deprecations;
     let mut rollup = Vec::new();
@@ -517,6 +515,7 @@ pub fn plans_to_collect(plans: &[(String, i64, InstallPlanPhase)], referenced: &
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan_write_failures::write_failed_message;
     use olm_api::v1alpha1::subscription::SubscriptionSpec;
 
     fn sub() -> Subscription {
@@ -569,6 +568,7 @@ mod tests {
             phase,
             failed_reason: None,
             message: None,
+            write_failed: None,
         }
     }
 
@@ -693,7 +693,7 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_plan_write_is_a_condition_until_a_plan_is_made() {
+    fn a_refused_plan_write_is_a_condition_until_a_write_goes_through() {
         let s = sub();
         let message = write_failed_message(
             "write the status of InstallPlan ns/install-x: denied by policy deny-plans (Invalid, HTTP 422)",
@@ -701,19 +701,25 @@ mod tests {
         );
         assert!(message.starts_with("Cannot write the status of InstallPlan ns/install-x: denied"), "{message}");
         assert!(message.contains("admission policy"), "{message}");
+        // Refused while creating the plan.
         let st = status(&observed(&s, Resolved::WriteFailed { reason: "ApiInvalid", message: message.clone() }), Timestamp::UNIX_EPOCH);
         let c = condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).expect("condition");
         assert_eq!((c.reason.as_deref(), c.message.as_deref()), (Some("ApiInvalid"), Some(message.as_str())));
+        // Created; then the InstallPlan controller's write of its status is refused.
         let mut again = s.clone();
-        again.status = Some(st.clone());
-        let st = status(&observed(&again, Resolved::Skipped), Timestamp::UNIX_EPOCH);
-        assert!(condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).is_some(), "kept while nothing new happened");
         again.status = Some(st);
-        let st = status(
-            &observed(&again, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.2".into() }),
-            Timestamp::UNIX_EPOCH,
-        );
-        assert!(condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).is_none());
+        let mut refused = plan(InstallPlanPhase::Installing);
+        refused.write_failed = Some(WriteFailure { reason: "ApiServerError".into(), message: "Cannot write …".into() });
+        let st = status(&observed(&again, Resolved::NewPlan { plan: refused.clone(), current_csv: "etcdoperator.v0.9.2".into() }), Timestamp::UNIX_EPOCH);
+        let c = condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).expect("condition");
+        assert_eq!(c.reason.as_deref(), Some("ApiServerError"));
+        again.status = Some(st);
+        let mut o = observed(&again, Resolved::Skipped);
+        o.plan = Some(refused);
+        assert!(condition(&status(&o, Timestamp::UNIX_EPOCH), SubscriptionConditionType::InstallPlanWriteFailed).is_some());
+        // Its next write goes through.
+        o.plan = Some(plan(InstallPlanPhase::Installing));
+        assert!(condition(&status(&o, Timestamp::UNIX_EPOCH), SubscriptionConditionType::InstallPlanWriteFailed).is_none());
     }
 
     #[test]

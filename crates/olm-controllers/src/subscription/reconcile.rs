@@ -29,6 +29,7 @@ use super::decide::{self, Observed, Resolved};
 use super::resolution::{self, Intent};
 use super::{act, observe};
 use crate::catalog_metrics::SubscriptionSyncLabels;
+use crate::plan_write_failures::{PlanKey, PlanWriteFailures, WriteFailure};
 
 /// Controller name: metric label, field manager `olm/subscription`.
 pub const NAME: &str = "subscription";
@@ -68,6 +69,8 @@ pub struct SubscriptionControllerState {
     pub locks: NamespaceLocks,
     /// The catalog-operator metrics.
     pub metrics: crate::catalog_metrics::CatalogMetrics,
+    /// InstallPlans whose status the InstallPlan controller could not write.
+    pub write_failures: PlanWriteFailures,
 }
 
 #[instrument(skip_all, fields(kind = "Subscription", namespace = %cached.namespace().unwrap_or_default(), name = %cached.name_any()))]
@@ -112,7 +115,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
                     // puts the Event on the object whose write failed.
                     let resolved = Resolved::WriteFailed {
                         reason: err.category(),
-                        message: decide::write_failed_message(&err.to_string(), err.retryable()),
+                        message: WriteFailure::of(&err).message,
                     };
                     write_failed = Some(err);
                     (resolved, None)
@@ -186,6 +189,21 @@ pub fn run(
         let scope = (key.namespace != g1).then_some(key.namespace.clone());
         futures::stream::iter(subs_in(&s4, scope.as_deref()))
     });
+    // A plan whose status write was refused, or went through again: its Subscriptions say so.
+    let plans = state.plans.clone();
+    let write_changes = state.write_failures.subscribe().flat_map(move |(namespace, name): PlanKey| {
+        let owners: Vec<ObjectRef<Subscription>> = plans
+            .get(Some(&namespace), &name)
+            .map(|plan| {
+                plan.owner_references()
+                    .iter()
+                    .filter(|o| o.kind == "Subscription")
+                    .map(|o| ObjectRef::new(&o.name).within(&namespace))
+                    .collect()
+            })
+            .unwrap_or_default();
+        futures::stream::iter(owners)
+    });
     let controller = Controller::for_shared_stream(state.subscriptions.subscribe(), store)
         .with_config(olm_runtime::controller::controller_config())
         .watches_shared_stream(state.plans.subscribe(), move |plan: Arc<InstallPlan>| {
@@ -213,6 +231,7 @@ pub fn run(
             subs_in(&s3, group.namespace().as_deref())
         })
         .reconcile_on(catalog_changes)
+        .reconcile_on(write_changes)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
     async move {
