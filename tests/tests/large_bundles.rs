@@ -201,23 +201,24 @@ async fn a_bundle_of_several_mib_installs_and_its_install_plan_stays_small() -> 
     Ok(())
 }
 
-/// A ValidatingAdmissionPolicy and binding that refuse every write of an InstallPlan's status
-/// in `namespace`.
-fn deny_plan_status(name: &str, namespace: &str) -> String {
+/// A ValidatingAdmissionPolicy and binding that refuse writes of an InstallPlan's status in
+/// `namespace` for which `allowed` (CEL over `object`) is false.
+fn deny_plan_status(name: &str, namespace: &str, allowed: &str) -> String {
     format!(
-        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - apiGroups: [operators.coreos.com]\n      apiVersions: ['*']\n      operations: [UPDATE]\n      resources: [installplans/status]\n  validations:\n  - expression: 'false'\n    message: InstallPlan status writes are frozen in this namespace\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: {name}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name: {namespace}\n"
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - apiGroups: [operators.coreos.com]\n      apiVersions: ['*']\n      operations: [UPDATE]\n      resources: [installplans/status]\n  validations:\n  - expression: \"{allowed}\"\n    message: InstallPlan status writes are frozen in this namespace\n---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: {name}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector:\n      matchLabels:\n        kubernetes.io/metadata.name: {namespace}\n"
     )
 }
 
-/// Wait until the API server enforces the policy: a dry-run status write of a probe plan is refused.
-async fn wait_enforced(ns: &TestNamespace) -> anyhow::Result<()> {
+/// Wait until the API server enforces the policy: a dry-run write of `status` on a probe
+/// plan is refused.
+async fn wait_enforced(ns: &TestNamespace, status: Value) -> anyhow::Result<()> {
     let plans: Api<InstallPlan> = ns.api();
     let probe: InstallPlan = serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "metadata": {"name": "probe"},
         "spec": {"approval": "Manual", "approved": false, "clusterServiceVersionNames": []}
     }))?;
     plans.create(&PostParams::default(), &probe).await?;
-    let patch = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "status": {"phase": "Planning", "catalogSources": []}});
+    let patch = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan", "status": status});
     let params = PatchParams::apply("e2e-probe").dry_run();
     let deadline = Instant::now() + Duration::from_secs(30);
     while plans.patch_status("probe", &params, &Patch::Apply(&patch)).await.is_ok() {
@@ -243,14 +244,23 @@ async fn refused_plan_writes(ns: &TestNamespace) -> anyhow::Result<(Vec<String>,
     Ok((reasons, attempts))
 }
 
-#[tokio::test]
-async fn a_refused_status_write_backs_off_is_reported_and_installs_once_lifted() -> anyhow::Result<()> {
+async fn write_failed_condition(subs: &Api<Subscription>) -> Result<Option<olm_api::v1alpha1::subscription::SubscriptionCondition>, String> {
+    let sub = subs.get("widget").await.map_err(|e| e.to_string())?;
+    let conditions = sub.status.and_then(|s| s.conditions).unwrap_or_default();
+    Ok(conditions.into_iter().find(|c| c.type_ == SubscriptionConditionType::InstallPlanWriteFailed))
+}
+
+/// Subscribe to the widget operator while a policy refuses InstallPlan status writes for which
+/// `allowed` is false (`refused` is such a status, to tell when the policy is in force): the
+/// Subscription says what was refused and why, the write is retried with backoff (a few
+/// attempts in 20 s, counted on the Events), and once the policy goes the install completes.
+async fn refused_then_lifted(prefix: &str, allowed: &str, refused: Value) -> anyhow::Result<()> {
     let (cluster, _) = controllers::setup().await?;
-    let ns = cluster.namespace("refused-write").await?;
+    let ns = cluster.namespace(prefix).await?;
     let random = random_of(&ns);
     let policy = format!("olm-e2e-deny-plan-status-{random}");
-    cluster.kubectl_with_input(&["create", "-f", "-"], &deny_plan_status(&policy, ns.name())).await?;
-    wait_enforced(&ns).await?;
+    cluster.kubectl_with_input(&["create", "-f", "-"], &deny_plan_status(&policy, ns.name(), allowed)).await?;
+    wait_enforced(&ns, refused).await?;
 
     controllers::create_own_namespace_group(&ns, "widgets").await?;
     let catalog = widget_catalog("widgets", "widget.v1.0.0", vec![widget_csv("1.0.0", None, &random)], vec![widget_crd(false, &random)]);
@@ -267,11 +277,7 @@ async fn a_refused_status_write_backs_off_is_reported_and_installs_once_lifted()
     let condition = ns
         .wait_for("Subscription widget InstallPlanWriteFailed", Duration::from_secs(60), OBJECTS, || {
             let subs = subs.clone();
-            async move {
-                let sub = subs.get("widget").await.map_err(|e| e.to_string())?;
-                let conditions = sub.status.and_then(|s| s.conditions).unwrap_or_default();
-                Ok::<_, String>(conditions.into_iter().find(|c| c.type_ == SubscriptionConditionType::InstallPlanWriteFailed))
-            }
+            async move { write_failed_condition(&subs).await }
         })
         .await?;
     let failing_since = Instant::now();
@@ -282,28 +288,51 @@ async fn a_refused_status_write_backs_off_is_reported_and_installs_once_lifted()
     assert!(message.contains("admission policy"), "{message}");
     assert!(!message.contains("Status {") && !message.contains("ErrorResponse"), "no debug dump: {message}");
 
-    // Over 20 s the write is tried a few times, not thousands: the retries back off.
+    // Over 20 s the write is tried a few times, not hundreds: the retries back off.
     tokio::time::sleep(Duration::from_secs(20).saturating_sub(failing_since.elapsed())).await;
     let (reasons, attempts) = refused_plan_writes(&ns).await?;
     println!("refused InstallPlan status writes in ~20 s: {attempts} (Event reasons {reasons:?})");
     assert!(reasons.iter().all(|r| Some(r) == condition.reason.as_ref()), "Event reason = condition reason: {reasons:?} {:?}", condition.reason);
     assert!((1..=6).contains(&attempts), "{attempts} attempts in 20 s");
 
-    // Lifted: the next retry installs.
+    // Lifted: the next retry installs, and the condition goes.
     cluster.kubectl(&["delete", "validatingadmissionpolicybinding", &policy]).await?;
     cluster.kubectl(&["delete", "validatingadmissionpolicy", &policy]).await?;
+    let lifted = Instant::now();
     controllers::wait_csv_succeeded(&ns, "widget.v1.0.0", Duration::from_secs(120), OBJECTS).await?;
-    ns.wait_for("the InstallPlanWriteFailed condition to clear", Duration::from_secs(30), OBJECTS, || {
-        let subs = subs.clone();
+    ns.wait_for("the InstallPlan Complete and the condition gone", Duration::from_secs(120), OBJECTS, || {
+        let (subs, ns) = (subs.clone(), &ns);
         async move {
-            let sub = subs.get("widget").await.map_err(|e| e.to_string())?;
-            let conditions = sub.status.and_then(|s| s.conditions).unwrap_or_default();
-            Ok::<_, String>((!conditions.iter().any(|c| c.type_ == SubscriptionConditionType::InstallPlanWriteFailed)).then_some(()))
+            let complete = match plan_of(ns, "widget").await {
+                Ok(plan) => plan.status.is_some_and(|s| s.phase == olm_api::v1alpha1::install_plan::InstallPlanPhase::Complete),
+                Err(_) => false,
+            };
+            Ok::<_, String>((complete && write_failed_condition(&subs).await?.is_none()).then_some(()))
         }
     })
     .await?;
+    println!("installed {:.1} s after the policy was removed", lifted.elapsed().as_secs_f64());
 
     ns.cleanup().await?;
     cluster.kubectl(&["delete", "crd", &format!("widgets.{random}.olm.test"), "--wait=false"]).await?;
     Ok(())
+}
+
+/// Every status write of an InstallPlan is refused: the Subscription controller cannot write
+/// the new plan's steps.
+#[tokio::test]
+async fn a_refused_plan_creation_backs_off_is_reported_and_installs_once_lifted() -> anyhow::Result<()> {
+    refused_then_lifted("refused-plan", "false", json!({"phase": "Planning", "catalogSources": []})).await
+}
+
+/// Only the InstallPlan controller's write that completes the plan is refused: it is reported
+/// on the Subscription that owns the plan.
+#[tokio::test]
+async fn a_refused_plan_completion_backs_off_is_reported_and_completes_once_lifted() -> anyhow::Result<()> {
+    refused_then_lifted(
+        "refused-complete",
+        "!has(object.status) || object.status.phase != 'Complete'",
+        json!({"phase": "Complete", "catalogSources": []}),
+    )
+    .await
 }
