@@ -126,7 +126,7 @@ where
     let key = object_key(obj.as_ref());
     let delay = ctx.backoff.on_failure(key.clone(), obj.meta().generation, err);
     ctx.metrics.observe_failure(ctx.name, err.category());
-    if let Some(regarding) = err.regarding() {
+    if let Some(regarding) = err.refused_write() {
         let note = write_failed_event(err);
         let (events, regarding) = (ctx.events.clone(), regarding.clone());
         // Events are best effort and must not hold up the controller: sent in the background.

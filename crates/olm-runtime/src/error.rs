@@ -65,10 +65,12 @@ impl Error {
         }
     }
 
-    /// The object whose write failed, when the error is a failed write.
-    pub fn regarding(&self) -> Option<&ObjectReference> {
+    /// The object whose write the API server refused, when the error is such a refusal.
+    /// Races (a conflict, an object deleted meanwhile) are not refusals: the next pass sorts
+    /// them out, and reporting them would only be noise.
+    pub fn refused_write(&self) -> Option<&ObjectReference> {
         match self {
-            Error::Api { regarding, .. } => regarding.as_deref(),
+            Error::Api { regarding, source, .. } if !matches!(api_status_code(source), Some(404 | 409)) => regarding.as_deref(),
             _ => None,
         }
     }
@@ -198,5 +200,13 @@ mod tests {
         );
         assert!(err.retryable());
         assert_eq!(err.category(), "ApiServerError");
+        assert!(err.refused_write().is_none(), "not a write");
+        let write = |code: u16| {
+            let status = kube::core::Status::failure("refused", "Reason").with_code(code);
+            Error::write("write the status of InstallPlan ns/x", ObjectReference::default(), kube::Error::Api(Box::new(status)))
+        };
+        assert!(write(422).refused_write().is_some());
+        assert!(write(500).refused_write().is_some());
+        assert!(write(409).refused_write().is_none(), "a race, not a refusal");
     }
 }

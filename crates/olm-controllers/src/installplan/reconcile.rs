@@ -637,7 +637,7 @@ async fn write_status(ctx: &ControllerContext<InstallPlanState>, plan: &InstallP
             Ok(())
         }
         Err(err) => {
-            if err.regarding().is_some() {
+            if err.refused_write().is_some() {
                 ctx.state.write_failures.record(key, Some(WriteFailure::of(&err)));
             }
             Err(err)

@@ -110,7 +110,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
         Intent::Install { bundles, current_csv } => {
             let bundles: Vec<&Selected> = bundles.iter().collect();
             match act::create_plan(&ctx, &facts, &bundles, now).await {
-                Err(err) if err.regarding().is_some() => {
+                Err(err) if err.refused_write().is_some() => {
                     // Said on the Subscription, then returned: the error policy backs off and
                     // puts the Event on the object whose write failed.
                     let resolved = Resolved::WriteFailed {
