@@ -189,14 +189,14 @@ mod tests {
     #[test]
     fn an_api_error_reads_as_one_sentence() {
         let err = Error::api(
-            "apply status of InstallPlan ns/install-x",
+            "write the status of InstallPlan ns/install-x",
             kube::Error::Api(Box::new(
                 kube::core::Status::failure("etcdserver: request is too large", "InternalError").with_code(500),
             )),
         );
         assert_eq!(
             err.to_string(),
-            "apply status of InstallPlan ns/install-x: etcdserver: request is too large (InternalError, HTTP 500)"
+            "write the status of InstallPlan ns/install-x: etcdserver: request is too large (InternalError, HTTP 500)"
         );
         assert!(err.retryable());
         assert_eq!(err.category(), "ApiServerError");
