@@ -82,6 +82,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
     let content = CatalogCache::default();
     let catalogs = caches.watch(Api::<CatalogSource>::all(client.clone()), watcher::Config::default());
     let plans = caches.watch_trimmed(Api::<InstallPlan>::all(client.clone()), watcher::Config::default(), trim_finished_plan);
+    let write_failures = crate::plan_write_failures::PlanWriteFailures::default();
     let context = |name: &'static str| (name, client.clone(), shared.metrics.clone(), shared.leadership.clone());
     if selection.catalogsource {
         let (name, client, metrics, leadership) = context(catalogsource::NAME);
@@ -109,6 +110,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
             global_namespace: global_namespace(),
             locks: subscription::NamespaceLocks::default(),
             metrics: shared.catalog_metrics.clone(),
+            write_failures: write_failures.clone(),
         };
         let ctx = Arc::new(ControllerContext::new((crate::FIELD_MANAGER_PREFIX, name), client, metrics, leadership, state));
         tasks.push(tokio::spawn(subscription::run(ctx, shared.shutdown.signal())));
@@ -120,6 +122,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
             groups: shared.groups.clone(),
             clients: crate::scoped_client::ScopedClients::new(client.clone()),
             metrics: shared.catalog_metrics.clone(),
+            write_failures,
         };
         let ctx = Arc::new(ControllerContext::new((crate::FIELD_MANAGER_PREFIX, name), client.clone(), metrics, leadership, state));
         tasks.push(tokio::spawn(installplan::run(ctx, shared.shutdown.signal())));

@@ -9,7 +9,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::backoff::{Backoff, ObjectKey};
 use super::error::Error;
-use super::events::EventPublisher;
+use super::events::{EventNote, EventPublisher};
 use super::leader::Leadership;
 use super::metrics::Metrics;
 use super::status::StatusWriter;
@@ -103,6 +103,10 @@ where
         return Ok(Action::await_change());
     }
     let key = object_key(obj.as_ref());
+    if let Some(left) = ctx.backoff.gate(&key, obj.meta().generation) {
+        tracing::debug!(retry_in = ?left, "backing off after a failure; not reconciling before then");
+        return Ok(Action::requeue(left));
+    }
     let started = Instant::now();
     let result = reconcile(obj, ctx.clone()).await;
     ctx.metrics.observe_reconcile(ctx.name, started.elapsed());
@@ -112,15 +116,22 @@ where
     result
 }
 
-/// The `error_policy` of every controller: count the failure by category, log it, and retry
-/// after a per-object bounded exponential backoff.
+/// The `error_policy` of every controller: count the failure by category, log it, report a
+/// failed write as a Warning Event on the object written (reason: the category), and retry
+/// after a per-object bounded exponential backoff (which [`guarded`] enforces).
 pub fn error_policy<K, S>(obj: Arc<K>, err: &Error, ctx: Arc<ControllerContext<S>>) -> Action
 where
     K: Resource<DynamicType = ()>,
 {
     let key = object_key(obj.as_ref());
-    let delay = ctx.backoff.on_failure(key.clone(), err);
+    let delay = ctx.backoff.on_failure(key.clone(), obj.meta().generation, err);
     ctx.metrics.observe_failure(ctx.name, err.category());
+    if let Some(regarding) = err.refused_write() {
+        let note = write_failed_event(err);
+        let (events, regarding) = (ctx.events.clone(), regarding.clone());
+        // Events are best effort and must not hold up the controller: sent in the background.
+        tokio::spawn(async move { events.publish(&regarding, &note).await });
+    }
     tracing::warn!(
         controller = ctx.name,
         kind = key.0,
@@ -132,6 +143,22 @@ where
         "reconcile failed: {err}"
     );
     Action::requeue(delay)
+}
+
+/// The Warning Event for a failed write: reason the error's category, what was refused and
+/// what the API server said, and what happens next. The message does not change from one
+/// retry to the next, so the retries count on one Event's series.
+pub fn write_failed_event(err: &Error) -> EventNote {
+    let hint = if err.retryable() {
+        "OLM retries with backoff"
+    } else {
+        "OLM retries with backoff, but the same request is refused until the cause (an admission policy or webhook, a quota, the object's size) is removed"
+    };
+    EventNote::warning(
+        err.category(),
+        "Write",
+        format!("{err}. {hint}."),
+    )
 }
 
 /// Convert an optional requeue into a controller `Action`.

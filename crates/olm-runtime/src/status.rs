@@ -149,7 +149,10 @@ impl StatusWriter {
         let written = api
             .patch_status(&name, &params, &Patch::Apply(&patch))
             .await
-            .map_err(|err| Error::api(format!("apply status of {} {}", K::kind(&()), name), err))?;
+            .map_err(|err| {
+                let namespace = obj.namespace().map(|ns| format!("{ns}/")).unwrap_or_default();
+                Error::write(format!("write the status of {} {namespace}{name}", K::kind(&())), obj.object_ref(&()), err)
+            })?;
         // Only a write that made a new version can be waited for: a no-op keeps the old one.
         if let (Some(old), Some(new)) = (obj.meta().resource_version.as_ref(), written.meta().resource_version.as_ref())
             && old != new

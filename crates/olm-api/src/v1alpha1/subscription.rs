@@ -131,6 +131,9 @@ open_string_enum! {
         BundleDeprecated = "BundleDeprecated",
         /// olm-rs: the installed CSV is not the head of the Subscription's channel, and why.
         BehindChannelHead = "BehindChannelHead",
+        /// olm-rs: a write OLM makes for this Subscription (its InstallPlan, the plan's status,
+        /// its content ConfigMaps) is refused by the API server; reason: the error's category.
+        InstallPlanWriteFailed = "InstallPlanWriteFailed",
     }
 }
 

@@ -23,6 +23,8 @@ use tracing::instrument;
 use super::crd_check;
 use super::decide::{self, Next, Pass, StepError};
 use super::scope::{self, RefusedStep};
+use crate::plan_content::keep_references;
+use crate::plan_write_failures::{PlanWriteFailures, WriteFailure};
 use crate::plan_steps::{execution_rank, resource_of};
 use olm_runtime::controller::action_for;
 use olm_runtime::error::{api_status_code, is_not_found};
@@ -43,6 +45,8 @@ pub struct InstallPlanState {
     pub clients: ScopedClients,
     /// The catalog-operator metrics.
     pub metrics: crate::catalog_metrics::CatalogMetrics,
+    /// Where a refused status write is recorded for the Subscription controller to report.
+    pub write_failures: PlanWriteFailures,
 }
 
 /// Who applies a plan's steps (CRDs excepted: OLM always applies those itself, as upstream).
@@ -550,7 +554,7 @@ async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<ControllerContext<InstallPla
         Next::Enter(phase) => {
             tracing::info!(phase = phase.as_str(), "InstallPlan phase");
             let status = decide::enter(&previous, phase, now);
-            ctx.status.apply(plan.as_ref(), &status).await?;
+            write_status(&ctx, &plan, &status).await?;
             Ok(Action::await_change())
         }
         Next::Execute => execute_plan(&ctx, &plan, &previous, previous.clone()).await,
@@ -583,7 +587,7 @@ async fn execute_plan(
             if previous.message != status.message {
                 tracing::info!(category = err.category(), "InstallPlan waits: {err}");
             }
-            ctx.status.apply(plan.as_ref(), &status).await?;
+            write_status(ctx, plan, &status).await?;
             if let Some(note) = event {
                 ctx.events.publish(&plan.object_ref(&()), &note).await;
             }
@@ -599,7 +603,14 @@ async fn execute_plan(
         ..Default::default()
     });
     let steps = base.plan.clone().unwrap_or_default();
-    let pass = execute(&ctx, &plan, &steps, &installer).await;
+    // Large content is applied from the plan's ConfigMaps; the status keeps the references.
+    let pass = match super::content::resolved_steps(&ctx.client, plan, &steps).await {
+        Ok(resolved) => {
+            let pass = execute(ctx, plan, &resolved, &installer).await;
+            Pass { steps: keep_references(&steps, pass.steps), ..pass }
+        }
+        Err(error) => Pass { steps, error: Some(error), waiting_for_api: false },
+    };
     let (status, requeue, event) = decide::after_pass(&base, pass, Timestamp::now());
     if status.phase != previous.phase {
         tracing::info!(
@@ -608,11 +619,30 @@ async fn execute_plan(
             "InstallPlan phase"
         );
     }
-    ctx.status.apply(plan.as_ref(), &status).await?;
+    write_status(ctx, plan, &status).await?;
     if let Some(note) = event {
         ctx.events.publish(&plan.object_ref(&()), &note).await;
     }
     Ok(action_for(requeue))
+}
+
+/// Write the plan's status, recording whether the API server refused it: the Subscription
+/// that owns the plan reports a refusal (the error policy backs off and puts the Event on the
+/// plan).
+async fn write_status(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, status: &InstallPlanStatus) -> Result<()> {
+    let key = (plan.namespace().unwrap_or_default(), plan.name_any());
+    match ctx.status.apply(plan, status).await {
+        Ok(_) => {
+            ctx.state.write_failures.record(key, None);
+            Ok(())
+        }
+        Err(err) => {
+            if err.refused_write().is_some() {
+                ctx.state.write_failures.record(key, Some(WriteFailure::of(&err)));
+            }
+            Err(err)
+        }
+    }
 }
 
 /// Build the InstallPlan controller (subscribes now; call before the caches start) and run it

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::Subscription;
@@ -13,6 +14,8 @@ use olm_resolver::Selected;
 use olm_runtime::{ControllerContext, Error, EventNote, Result};
 
 use super::decide::PlanView;
+use super::plan::NewPlan;
+use crate::plan_content::ContentConfigMap;
 use super::observe::{Facts, plan_view};
 use super::reconcile::SubscriptionControllerState;
 
@@ -74,10 +77,11 @@ pub async fn create_plan(
             }
         }
     }
-    let (plan, status) = match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, facts.next_plan_generation, now) {
-        Ok(built) => built,
-        Err(message) => return Ok(Err(ContentError::Other(message))),
-    };
+    let NewPlan { plan, status, content } =
+        match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, facts.next_plan_generation, now) {
+            Ok(built) => built,
+            Err(message) => return Ok(Err(ContentError::Other(message))),
+        };
     let approval = plan.spec.approval;
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
     let created = match api.create(&PostParams::default(), &plan).await {
@@ -96,14 +100,22 @@ pub async fn create_plan(
             existing
         }
         Err(err) => {
-            return Err(Error::api(
-                format!("create InstallPlan in {namespace} for Subscription {}", sub.name_any()),
+            // The plan does not exist: the Event goes on the Subscription it is for.
+            return Err(Error::write(
+                format!("create InstallPlan {namespace}/{} for Subscription {}", plan.name_any(), sub.name_any()),
+                sub.object_ref(&()),
                 err,
             ));
         }
     };
-    if let Err(err) = ctx.status.apply(&created, &status).await {
-        // A plan without steps would be found again and never executed: remove it.
+    // The content first, then the steps that reference it.
+    let written = match write_content(ctx, &created, &content).await {
+        Ok(()) => ctx.status.apply(&created, &status).await.map(|_| ()),
+        Err(err) => Err(err),
+    };
+    if let Err(err) = written {
+        // A plan without steps would be found again and never executed: remove it (its
+        // content ConfigMaps go with it).
         let _ = api.delete(&created.name_any(), &DeleteParams::default()).await;
         return Err(err);
     }
@@ -126,6 +138,35 @@ pub async fn create_plan(
     let mut view = plan_view(&created);
     view.phase = status.phase;
     Ok(Ok(view))
+}
+
+/// Write the ConfigMaps holding the plan's large step content, owned by the plan. Server-side
+/// apply, so a retry (or a leftover of a deleted plan of the same name that garbage collection
+/// has not removed yet) is taken over instead of failing as existing.
+async fn write_content(
+    ctx: &ControllerContext<SubscriptionControllerState>,
+    plan: &InstallPlan,
+    content: &[ContentConfigMap],
+) -> Result<()> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let plan_name = plan.name_any();
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+    let params = PatchParams::apply(&ctx.field_manager()).force();
+    for map in content {
+        let object = crate::plan_content::config_map(map, &namespace, &plan_name, &plan.uid().unwrap_or_default());
+        let patch = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": object.metadata, "binaryData": object.binary_data, "immutable": object.immutable});
+        if let Err(err) = api.patch(&map.name, &params, &Patch::Apply(&patch)).await {
+            return Err(Error::write(
+                format!("create ConfigMap {namespace}/{} with step content of InstallPlan {plan_name}", map.name),
+                plan.object_ref(&()),
+                err,
+            ));
+        }
+    }
+    if !content.is_empty() {
+        tracing::info!(plan = %plan_name, config_maps = content.len(), "large step content written to ConfigMaps");
+    }
+    Ok(())
 }
 
 /// Keep the namespace's InstallPlans bounded (best effort: a failed delete is retried with

@@ -23,6 +23,8 @@ use olm_api::v1alpha1::subscription::{
 };
 use olm_resolver::CatalogKey;
 
+use crate::plan_write_failures::WriteFailure;
+
 /// A catalog visible to the Subscription's namespace.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CatalogView {
@@ -51,6 +53,8 @@ pub struct PlanView {
     pub failed_reason: Option<String>,
     /// `status.message`.
     pub message: Option<String>,
+    /// The InstallPlan controller's last write of its status was refused.
+    pub write_failed: Option<WriteFailure>,
 }
 
 /// What the observe step found about the Subscription's current CSV.
@@ -106,6 +110,13 @@ pub enum Resolved {
     /// It resolved, but a bundle image could not be pulled or read.
     UnpackFailed {
         /// Which image, which registry, why, and what to do.
+        message: String,
+    },
+    /// It resolved, but writing the plan (or its content) was refused by the API server.
+    WriteFailed {
+        /// The error's category (`ApiInvalid`, `ApiServerError`, …), as on the Event.
+        reason: &'static str,
+        /// What was refused, what the API server said, and what to do.
         message: String,
     },
     /// Nothing new for this Subscription.
@@ -305,10 +316,11 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
                 now,
             );
         }
+        Resolved::WriteFailed { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
         Resolved::UpToDate | Resolved::NewPlan { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
         Resolved::Skipped => {}
     }
-    if matches!(o.resolved, Resolved::UpToDate | Resolved::NewPlan { .. } | Resolved::Failed { .. }) {
+    if matches!(o.resolved, Resolved::UpToDate | Resolved::NewPlan { .. } | Resolved::Failed { .. } | Resolved::WriteFailed { .. }) {
         remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpackFailed);
     }
     match (&o.resolved, &o.behind) {
@@ -423,6 +435,24 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
         }
     }
 
+    // A refused write: this pass's (creating the plan) or the InstallPlan controller's last
+    // one (writing the plan's status); gone once a write goes through.
+    let refused = match &o.resolved {
+        Resolved::WriteFailed { reason, message } => Some(((*reason).to_owned(), message.clone())),
+        _ => plan.as_ref().and_then(|p| p.write_failed.clone()).map(|f| (f.reason, f.message)),
+    };
+    match refused {
+        Some((reason, message)) => set_condition(
+            &mut conditions,
+            SubscriptionConditionType::InstallPlanWriteFailed,
+            ConditionStatus::True,
+            Some(&reason),
+            Some(message),
+            now,
+        ),
+        None => remove_condition(&mut conditions, &SubscriptionConditionType::InstallPlanWriteFailed),
+    }
+
     // Deprecations (never block anything).
     let d = &o.deprecations;
     let mut rollup = Vec::new();
@@ -483,267 +513,5 @@ pub fn plans_to_collect(plans: &[(String, i64, InstallPlanPhase)], referenced: &
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use olm_api::v1alpha1::subscription::SubscriptionSpec;
-
-    fn sub() -> Subscription {
-        let mut s = Subscription::new(
-            "etcd",
-            SubscriptionSpec {
-                source: "community".into(),
-                source_namespace: "olm".into(),
-                name: "etcd".into(),
-                channel: Some("singlenamespace-alpha".into()),
-                ..Default::default()
-            },
-        );
-        s.metadata.namespace = Some("team-a".into());
-        s
-    }
-
-    fn catalog(name: &str, healthy: bool) -> CatalogView {
-        CatalogView {
-            key: CatalogKey::new(name, "olm"),
-            uid: None,
-            healthy,
-            error: (!healthy).then(|| "connection refused".to_owned()),
-        }
-    }
-
-    fn observed(s: &Subscription, resolved: Resolved) -> Observed<'_> {
-        Observed {
-            sub: s,
-            catalogs: vec![catalog("broken", false), catalog("community", true)],
-            plan: None,
-            plan_missing: false,
-            current: None,
-            adopted: None,
-            resolved,
-            deprecations: Deprecations::default(),
-            behind: None,
-        }
-    }
-
-    fn condition(st: &SubscriptionStatus, t: SubscriptionConditionType) -> Option<SubscriptionCondition> {
-        st.conditions.clone().unwrap_or_default().into_iter().find(|c| c.type_ == t)
-    }
-
-    fn plan(phase: InstallPlanPhase) -> PlanView {
-        PlanView {
-            name: "install-x".into(),
-            uid: "u1".into(),
-            generation: Some(1),
-            phase,
-            failed_reason: None,
-            message: None,
-        }
-    }
-
-    #[test]
-    fn a_broken_neighbour_catalog_does_not_mark_this_subscription_unhealthy() {
-        let s = sub();
-        let st = status(&observed(&s, Resolved::UpToDate), Timestamp::UNIX_EPOCH);
-        let c = condition(&st, SubscriptionConditionType::CatalogSourcesUnhealthy).expect("condition");
-        assert_eq!(c.status, ConditionStatus::False);
-        assert!(c.message.unwrap_or_default().contains("olm/broken"));
-        let health = st.catalog_health.unwrap_or_default();
-        assert_eq!(health.len(), 2);
-        assert!(!health[0].healthy && health[1].healthy);
-    }
-
-    #[test]
-    fn the_targeted_catalog_being_down_is_reported() {
-        let mut s = sub();
-        s.spec.source = "broken".into();
-        let st = status(&observed(&s, Resolved::Skipped), Timestamp::UNIX_EPOCH);
-        let c = condition(&st, SubscriptionConditionType::CatalogSourcesUnhealthy).expect("condition");
-        assert_eq!(c.status, ConditionStatus::True);
-        assert!(c.message.unwrap_or_default().contains("connection refused"));
-    }
-
-    #[test]
-    fn a_new_plan_makes_the_subscription_upgrade_pending() {
-        let s = sub();
-        let o = observed(
-            &s,
-            Resolved::NewPlan {
-                plan: plan(InstallPlanPhase::Installing),
-                current_csv: "etcdoperator.v0.9.0".into(),
-            },
-        );
-        let st = status(&o, Timestamp::UNIX_EPOCH);
-        assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
-        assert_eq!(st.current_csv.as_deref(), Some("etcdoperator.v0.9.0"));
-        assert_eq!(st.installed_csv, None);
-        assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-x"));
-        assert_eq!(st.install_plan_generation, Some(1));
-        let c = condition(&st, SubscriptionConditionType::InstallPlanPending).expect("pending");
-        assert_eq!(c.reason.as_deref(), Some("Installing"));
-    }
-
-    #[test]
-    fn a_completed_plan_with_its_csv_is_at_latest_known() {
-        let mut s = sub();
-        s.status = Some(SubscriptionStatus {
-            current_csv: Some("etcdoperator.v0.9.0".into()),
-            ..Default::default()
-        });
-        let mut o = observed(&s, Resolved::UpToDate);
-        o.plan = Some(plan(InstallPlanPhase::Complete));
-        o.current = Some(CsvView {
-            name: "etcdoperator.v0.9.0".into(),
-            phase: Some(CsvPhase::Succeeded),
-        });
-        let st = status(&o, Timestamp::UNIX_EPOCH);
-        assert_eq!(st.state, Some(SubscriptionState::AtLatestKnown));
-        assert_eq!(st.installed_csv.as_deref(), Some("etcdoperator.v0.9.0"));
-        assert!(condition(&st, SubscriptionConditionType::InstallPlanPending).is_none());
-    }
-
-    #[test]
-    fn manual_plans_say_how_to_approve_and_failures_are_reported() {
-        let s = sub();
-        let mut o = observed(&s, Resolved::Skipped);
-        o.plan = Some(plan(InstallPlanPhase::RequiresApproval));
-        let st = status(&o, Timestamp::UNIX_EPOCH);
-        let c = condition(&st, SubscriptionConditionType::InstallPlanPending).expect("pending");
-        assert_eq!(c.reason.as_deref(), Some("RequiresApproval"));
-        assert!(c.message.unwrap_or_default().contains("\"approved\":true"));
-
-        let mut failed = plan(InstallPlanPhase::Failed);
-        failed.failed_reason = Some("InstallComponentFailed".into());
-        failed.message = Some("cannot apply Role team-a/x: forbidden".into());
-        o.plan = Some(failed);
-        let st = status(&o, Timestamp::UNIX_EPOCH);
-        assert_eq!(st.state, Some(SubscriptionState::UpgradeFailed));
-        let c = condition(&st, SubscriptionConditionType::InstallPlanFailed).expect("failed");
-        assert_eq!(c.reason.as_deref(), Some("InstallComponentFailed"));
-    }
-
-    #[test]
-    fn resolution_failures_are_set_and_cleared() {
-        let s = sub();
-        let st = status(
-            &observed(
-                &s,
-                Resolved::Failed {
-                    reason: reasons::CONSTRAINTS_NOT_SATISFIABLE,
-                    message: "no package nope; packages: etcd".into(),
-                },
-            ),
-            Timestamp::UNIX_EPOCH,
-        );
-        let c = condition(&st, SubscriptionConditionType::ResolutionFailed).expect("failed");
-        assert_eq!(c.status, ConditionStatus::True);
-        assert_eq!(c.reason.as_deref(), Some("ConstraintsNotSatisfiable"));
-        let mut again = sub();
-        again.status = Some(st);
-        let st = status(&observed(&again, Resolved::UpToDate), Timestamp::UNIX_EPOCH);
-        assert!(condition(&st, SubscriptionConditionType::ResolutionFailed).is_none());
-    }
-
-    #[test]
-    fn an_unpack_failure_is_its_own_condition_until_a_plan_is_made() {
-        let s = sub();
-        let message = "bundle etcdoperator.v0.9.2 of package etcd (catalog olm/community): image r/etcd@sha256:00 was not found in registry r".to_owned();
-        let st = status(&observed(&s, Resolved::UnpackFailed { message: message.clone() }), Timestamp::UNIX_EPOCH);
-        let c = condition(&st, SubscriptionConditionType::BundleUnpackFailed).expect("unpack failed");
-        assert_eq!((c.status, c.reason.as_deref(), c.message), (ConditionStatus::True, Some("BundleUnpackFailed"), Some(message)));
-        assert!(condition(&st, SubscriptionConditionType::ResolutionFailed).is_none(), "resolution itself succeeded");
-        let mut again = sub();
-        again.status = Some(st);
-        let st = status(
-            &observed(&again, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.2".into() }),
-            Timestamp::UNIX_EPOCH,
-        );
-        assert!(condition(&st, SubscriptionConditionType::BundleUnpackFailed).is_none());
-    }
-
-    #[test]
-    fn behind_the_channel_head_is_a_condition_until_the_next_plan() {
-        let s = sub();
-        let mut o = observed(&s, Resolved::UpToDate);
-        o.behind = Some(("InstalledNotInChannel", "the installed CSV etcdoperator.v0.9.0 is not in channel alpha".into()));
-        let st = status(&o, Timestamp::UNIX_EPOCH);
-        let c = condition(&st, SubscriptionConditionType::BehindChannelHead).expect("behind");
-        assert_eq!((c.status, c.reason.as_deref()), (ConditionStatus::True, Some("InstalledNotInChannel")));
-        let mut again = sub();
-        again.status = Some(st);
-        let st = status(
-            &observed(&again, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.2".into() }),
-            Timestamp::UNIX_EPOCH,
-        );
-        assert!(condition(&st, SubscriptionConditionType::BehindChannelHead).is_none());
-    }
-
-    #[test]
-    fn deprecations_roll_up() {
-        let s = sub();
-        let mut o = observed(&s, Resolved::UpToDate);
-        o.deprecations = Deprecations {
-            package: Some("use etcd-v2".into()),
-            channel: None,
-            bundle: None,
-        };
-        let st = status(&o, Timestamp::UNIX_EPOCH);
-        let c = condition(&st, SubscriptionConditionType::PackageDeprecated).expect("package");
-        assert_eq!(c.message.as_deref(), Some("olm.package/etcd: use etcd-v2"));
-        assert!(condition(&st, SubscriptionConditionType::Deprecated).is_some());
-        assert!(condition(&st, SubscriptionConditionType::ChannelDeprecated).is_none());
-    }
-
-    #[test]
-    fn the_gate_waits_for_plans_and_unfinished_csvs() {
-        let succeeded = CsvView {
-            name: "a".into(),
-            phase: Some(CsvPhase::Succeeded),
-        };
-        let installing = CsvView {
-            name: "a".into(),
-            phase: Some(CsvPhase::Installing),
-        };
-        assert_eq!(gate(None, false, None, false), Gate::Resolve);
-        assert!(matches!(
-            gate(Some(&plan(InstallPlanPhase::Installing)), false, None, true),
-            Gate::Wait(_)
-        ));
-        assert!(matches!(
-            gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true),
-            Gate::Wait(_)
-        ));
-        assert!(matches!(
-            gate(Some(&plan(InstallPlanPhase::Complete)), false, None, true),
-            Gate::Wait(_)
-        ));
-        assert_eq!(
-            gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&succeeded), true),
-            Gate::Resolve
-        );
-        assert!(matches!(
-            gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&installing), true),
-            Gate::Wait(_)
-        ));
-        assert_eq!(gate(None, true, None, true), Gate::Resolve, "a vanished plan is replanned");
-    }
-
-    #[test]
-    fn old_finished_unreferenced_plans_are_collected() {
-        let plans: Vec<(String, i64, InstallPlanPhase)> = (1..=8)
-            .map(|g| {
-                (
-                    format!("p{g}"),
-                    g,
-                    if g == 2 {
-                        InstallPlanPhase::Installing
-                    } else {
-                        InstallPlanPhase::Complete
-                    },
-                )
-            })
-            .collect();
-        let referenced = vec!["p1".to_owned()];
-        assert_eq!(plans_to_collect(&plans, &referenced), ["p3", "p4", "p5"]);
-        assert!(plans_to_collect(&plans[..5], &[]).is_empty());
-    }
-}
+#[path = "decide_tests.rs"]
+mod tests;

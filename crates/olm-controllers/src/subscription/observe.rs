@@ -138,7 +138,11 @@ pub async fn observe(
                     .map_err(|err| Error::api(format!("get InstallPlan {namespace}/{plan_name}"), err))?,
             };
             match found {
-                Some(p) => (Some(plan_view(&p)), false),
+                Some(p) => {
+                    let mut view = plan_view(&p);
+                    view.write_failed = state.write_failures.get(&namespace, plan_name);
+                    (Some(view), false)
+                }
                 None => (None, true),
             }
         }
@@ -201,6 +205,7 @@ pub fn plan_view(plan: &InstallPlan) -> PlanView {
         phase: status.map_or(InstallPlanPhase::None, |s| s.phase.clone()),
         failed_reason,
         message: status.and_then(|s| s.message.clone()),
+        write_failed: None,
     }
 }
 

@@ -17,7 +17,19 @@ use olm_catalog_client::BundleContent;
 use olm_resolver::{Reason, Selected};
 use serde_json::json;
 
+use crate::plan_content::{ContentConfigMap, externalize};
 use crate::plan_steps::{StepSource, bundle_steps};
+
+/// A plan to create: the object, its first status, and the ConfigMaps holding the step
+/// content too large to inline (none for most plans; see [`crate::plan_content`]).
+pub struct NewPlan {
+    /// The InstallPlan, without status.
+    pub plan: InstallPlan,
+    /// Its status, with the steps.
+    pub status: InstallPlanStatus,
+    /// Content ConfigMaps to create, owned by the plan, before its status is written.
+    pub content: Vec<ContentConfigMap>,
+}
 
 /// The plan for `bundles` (this Subscription's first) whose content is `fetched` (same order),
 /// or why a bundle cannot be installed. `subs` are the namespace's Subscriptions; `generation`
@@ -29,7 +41,7 @@ pub fn install_plan(
     subs: &[Arc<Subscription>],
     generation: i64,
     now: Timestamp,
-) -> Result<(InstallPlan, InstallPlanStatus), String> {
+) -> Result<NewPlan, String> {
     let namespace = sub.namespace().unwrap_or_default();
     let mut steps = Vec::new();
     let mut lookups = Vec::new();
@@ -70,9 +82,11 @@ pub fn install_plan(
     }
     let approval = sub.spec.approval();
     let approved = approval == Approval::Automatic;
+    let name = plan_name(sub, bundles);
+    let content = externalize(&name, &namespace, &mut steps)?;
     let plan = InstallPlan {
         metadata: ObjectMeta {
-            name: Some(plan_name(sub, bundles)),
+            name: Some(name),
             namespace: Some(namespace.clone()),
             owner_references: Some(vec![OwnerReference {
                 api_version: "operators.coreos.com/v1alpha1".into(),
@@ -106,7 +120,7 @@ pub fn install_plan(
         start_time: approved.then_some(Time(now)),
         ..Default::default()
     };
-    Ok((plan, status))
+    Ok(NewPlan { plan, status, content })
 }
 
 /// The name of the plan that installs `bundles` for `sub`: `install-` and a hash of the

@@ -29,6 +29,7 @@ use super::decide::{self, Observed, Resolved};
 use super::resolution::{self, Intent};
 use super::{act, observe};
 use crate::catalog_metrics::SubscriptionSyncLabels;
+use crate::plan_write_failures::{PlanKey, PlanWriteFailures, WriteFailure};
 
 /// Controller name: metric label, field manager `olm/subscription`.
 pub const NAME: &str = "subscription";
@@ -68,6 +69,8 @@ pub struct SubscriptionControllerState {
     pub locks: NamespaceLocks,
     /// The catalog-operator metrics.
     pub metrics: crate::catalog_metrics::CatalogMetrics,
+    /// InstallPlans whose status the InstallPlan controller could not write.
+    pub write_failures: PlanWriteFailures,
 }
 
 #[instrument(skip_all, fields(kind = "Subscription", namespace = %cached.namespace().unwrap_or_default(), name = %cached.name_any()))]
@@ -99,23 +102,35 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
 
     // Act: the InstallPlan, when there is one to create.
     let mut adopted = decision.adopted;
+    let mut write_failed = None;
     let (resolved, requeue) = match decision.intent {
         Intent::Wait => (Resolved::Skipped, None),
         Intent::Fail { reason, message, requeue } => (Resolved::Failed { reason, message }, requeue),
         Intent::UpToDate => (Resolved::UpToDate, None),
         Intent::Install { bundles, current_csv } => {
             let bundles: Vec<&Selected> = bundles.iter().collect();
-            match act::create_plan(&ctx, &facts, &bundles, now).await? {
-                Ok(plan) => {
+            match act::create_plan(&ctx, &facts, &bundles, now).await {
+                Err(err) if err.refused_write().is_some() => {
+                    // Said on the Subscription, then returned: the error policy backs off and
+                    // puts the Event on the object whose write failed.
+                    let resolved = Resolved::WriteFailed {
+                        reason: err.category(),
+                        message: WriteFailure::of(&err).message,
+                    };
+                    write_failed = Some(err);
+                    (resolved, None)
+                }
+                Err(err) => return Err(err),
+                Ok(Ok(plan)) => {
                     adopted = None;
                     act::collect_old_plans(&ctx, &namespace, &facts.subs).await;
                     (Resolved::NewPlan { plan, current_csv }, None)
                 }
-                Err(act::ContentError::Unpack(message)) => (
+                Ok(Err(act::ContentError::Unpack(message))) => (
                     Resolved::UnpackFailed { message },
                     Some(facts.unpack.min_retry.map_or(CONTENT_RETRY, |d| d.max(CONTENT_RETRY))),
                 ),
-                Err(act::ContentError::Other(message)) => (
+                Ok(Err(act::ContentError::Other(message))) => (
                     Resolved::Failed {
                         reason: reasons::ERROR_PREVENTED_RESOLUTION,
                         message,
@@ -144,6 +159,9 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
         package: sub.spec.name.clone(),
         approval: sub.spec.approval().as_str().to_owned(),
     });
+    if let Some(err) = write_failed {
+        return Err(err);
+    }
     Ok(action_for(requeue))
 }
 
@@ -170,6 +188,21 @@ pub fn run(
     let catalog_changes = state.content.subscribe().flat_map(move |key: CatalogKey| {
         let scope = (key.namespace != g1).then_some(key.namespace.clone());
         futures::stream::iter(subs_in(&s4, scope.as_deref()))
+    });
+    // A plan whose status write was refused, or went through again: its Subscriptions say so.
+    let plans = state.plans.clone();
+    let write_changes = state.write_failures.subscribe().flat_map(move |(namespace, name): PlanKey| {
+        let owners: Vec<ObjectRef<Subscription>> = plans
+            .get(Some(&namespace), &name)
+            .map(|plan| {
+                plan.owner_references()
+                    .iter()
+                    .filter(|o| o.kind == "Subscription")
+                    .map(|o| ObjectRef::new(&o.name).within(&namespace))
+                    .collect()
+            })
+            .unwrap_or_default();
+        futures::stream::iter(owners)
     });
     let controller = Controller::for_shared_stream(state.subscriptions.subscribe(), store)
         .with_config(olm_runtime::controller::controller_config())
@@ -198,6 +231,7 @@ pub fn run(
             subs_in(&s3, group.namespace().as_deref())
         })
         .reconcile_on(catalog_changes)
+        .reconcile_on(write_changes)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
     async move {

@@ -1,0 +1,294 @@
+use super::*;
+use crate::plan_write_failures::write_failed_message;
+use olm_api::v1alpha1::subscription::SubscriptionSpec;
+
+fn sub() -> Subscription {
+    let mut s = Subscription::new(
+        "etcd",
+        SubscriptionSpec {
+            source: "community".into(),
+            source_namespace: "olm".into(),
+            name: "etcd".into(),
+            channel: Some("singlenamespace-alpha".into()),
+            ..Default::default()
+        },
+    );
+    s.metadata.namespace = Some("team-a".into());
+    s
+}
+
+fn catalog(name: &str, healthy: bool) -> CatalogView {
+    CatalogView {
+        key: CatalogKey::new(name, "olm"),
+        uid: None,
+        healthy,
+        error: (!healthy).then(|| "connection refused".to_owned()),
+    }
+}
+
+fn observed(s: &Subscription, resolved: Resolved) -> Observed<'_> {
+    Observed {
+        sub: s,
+        catalogs: vec![catalog("broken", false), catalog("community", true)],
+        plan: None,
+        plan_missing: false,
+        current: None,
+        adopted: None,
+        resolved,
+        deprecations: Deprecations::default(),
+        behind: None,
+    }
+}
+
+fn condition(st: &SubscriptionStatus, t: SubscriptionConditionType) -> Option<SubscriptionCondition> {
+    st.conditions.clone().unwrap_or_default().into_iter().find(|c| c.type_ == t)
+}
+
+fn plan(phase: InstallPlanPhase) -> PlanView {
+    PlanView {
+        name: "install-x".into(),
+        uid: "u1".into(),
+        generation: Some(1),
+        phase,
+        failed_reason: None,
+        message: None,
+        write_failed: None,
+    }
+}
+
+#[test]
+fn a_broken_neighbour_catalog_does_not_mark_this_subscription_unhealthy() {
+    let s = sub();
+    let st = status(&observed(&s, Resolved::UpToDate), Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::CatalogSourcesUnhealthy).expect("condition");
+    assert_eq!(c.status, ConditionStatus::False);
+    assert!(c.message.unwrap_or_default().contains("olm/broken"));
+    let health = st.catalog_health.unwrap_or_default();
+    assert_eq!(health.len(), 2);
+    assert!(!health[0].healthy && health[1].healthy);
+}
+
+#[test]
+fn the_targeted_catalog_being_down_is_reported() {
+    let mut s = sub();
+    s.spec.source = "broken".into();
+    let st = status(&observed(&s, Resolved::Skipped), Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::CatalogSourcesUnhealthy).expect("condition");
+    assert_eq!(c.status, ConditionStatus::True);
+    assert!(c.message.unwrap_or_default().contains("connection refused"));
+}
+
+#[test]
+fn a_new_plan_makes_the_subscription_upgrade_pending() {
+    let s = sub();
+    let o = observed(
+        &s,
+        Resolved::NewPlan {
+            plan: plan(InstallPlanPhase::Installing),
+            current_csv: "etcdoperator.v0.9.0".into(),
+        },
+    );
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
+    assert_eq!(st.current_csv.as_deref(), Some("etcdoperator.v0.9.0"));
+    assert_eq!(st.installed_csv, None);
+    assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-x"));
+    assert_eq!(st.install_plan_generation, Some(1));
+    let c = condition(&st, SubscriptionConditionType::InstallPlanPending).expect("pending");
+    assert_eq!(c.reason.as_deref(), Some("Installing"));
+}
+
+#[test]
+fn a_completed_plan_with_its_csv_is_at_latest_known() {
+    let mut s = sub();
+    s.status = Some(SubscriptionStatus {
+        current_csv: Some("etcdoperator.v0.9.0".into()),
+        ..Default::default()
+    });
+    let mut o = observed(&s, Resolved::UpToDate);
+    o.plan = Some(plan(InstallPlanPhase::Complete));
+    o.current = Some(CsvView {
+        name: "etcdoperator.v0.9.0".into(),
+        phase: Some(CsvPhase::Succeeded),
+    });
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    assert_eq!(st.state, Some(SubscriptionState::AtLatestKnown));
+    assert_eq!(st.installed_csv.as_deref(), Some("etcdoperator.v0.9.0"));
+    assert!(condition(&st, SubscriptionConditionType::InstallPlanPending).is_none());
+}
+
+#[test]
+fn manual_plans_say_how_to_approve_and_failures_are_reported() {
+    let s = sub();
+    let mut o = observed(&s, Resolved::Skipped);
+    o.plan = Some(plan(InstallPlanPhase::RequiresApproval));
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::InstallPlanPending).expect("pending");
+    assert_eq!(c.reason.as_deref(), Some("RequiresApproval"));
+    assert!(c.message.unwrap_or_default().contains("\"approved\":true"));
+
+    let mut failed = plan(InstallPlanPhase::Failed);
+    failed.failed_reason = Some("InstallComponentFailed".into());
+    failed.message = Some("cannot apply Role team-a/x: forbidden".into());
+    o.plan = Some(failed);
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    assert_eq!(st.state, Some(SubscriptionState::UpgradeFailed));
+    let c = condition(&st, SubscriptionConditionType::InstallPlanFailed).expect("failed");
+    assert_eq!(c.reason.as_deref(), Some("InstallComponentFailed"));
+}
+
+#[test]
+fn resolution_failures_are_set_and_cleared() {
+    let s = sub();
+    let st = status(
+        &observed(
+            &s,
+            Resolved::Failed {
+                reason: reasons::CONSTRAINTS_NOT_SATISFIABLE,
+                message: "no package nope; packages: etcd".into(),
+            },
+        ),
+        Timestamp::UNIX_EPOCH,
+    );
+    let c = condition(&st, SubscriptionConditionType::ResolutionFailed).expect("failed");
+    assert_eq!(c.status, ConditionStatus::True);
+    assert_eq!(c.reason.as_deref(), Some("ConstraintsNotSatisfiable"));
+    let mut again = sub();
+    again.status = Some(st);
+    let st = status(&observed(&again, Resolved::UpToDate), Timestamp::UNIX_EPOCH);
+    assert!(condition(&st, SubscriptionConditionType::ResolutionFailed).is_none());
+}
+
+#[test]
+fn an_unpack_failure_is_its_own_condition_until_a_plan_is_made() {
+    let s = sub();
+    let message = "bundle etcdoperator.v0.9.2 of package etcd (catalog olm/community): image r/etcd@sha256:00 was not found in registry r".to_owned();
+    let st = status(&observed(&s, Resolved::UnpackFailed { message: message.clone() }), Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::BundleUnpackFailed).expect("unpack failed");
+    assert_eq!((c.status, c.reason.as_deref(), c.message), (ConditionStatus::True, Some("BundleUnpackFailed"), Some(message)));
+    assert!(condition(&st, SubscriptionConditionType::ResolutionFailed).is_none(), "resolution itself succeeded");
+    let mut again = sub();
+    again.status = Some(st);
+    let st = status(
+        &observed(&again, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.2".into() }),
+        Timestamp::UNIX_EPOCH,
+    );
+    assert!(condition(&st, SubscriptionConditionType::BundleUnpackFailed).is_none());
+}
+
+#[test]
+fn a_refused_plan_write_is_a_condition_until_a_write_goes_through() {
+    let s = sub();
+    let message = write_failed_message(
+        "write the status of InstallPlan ns/install-x: denied by policy deny-plans (Invalid, HTTP 422)",
+        false,
+    );
+    assert!(message.starts_with("Cannot write the status of InstallPlan ns/install-x: denied"), "{message}");
+    assert!(message.contains("admission policy"), "{message}");
+    // Refused while creating the plan.
+    let st = status(&observed(&s, Resolved::WriteFailed { reason: "ApiInvalid", message: message.clone() }), Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).expect("condition");
+    assert_eq!((c.reason.as_deref(), c.message.as_deref()), (Some("ApiInvalid"), Some(message.as_str())));
+    // Created; then the InstallPlan controller's write of its status is refused.
+    let mut again = s.clone();
+    again.status = Some(st);
+    let mut refused = plan(InstallPlanPhase::Installing);
+    refused.write_failed = Some(WriteFailure { reason: "ApiServerError".into(), message: "Cannot write …".into() });
+    let st = status(&observed(&again, Resolved::NewPlan { plan: refused.clone(), current_csv: "etcdoperator.v0.9.2".into() }), Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::InstallPlanWriteFailed).expect("condition");
+    assert_eq!(c.reason.as_deref(), Some("ApiServerError"));
+    again.status = Some(st);
+    let mut o = observed(&again, Resolved::Skipped);
+    o.plan = Some(refused);
+    assert!(condition(&status(&o, Timestamp::UNIX_EPOCH), SubscriptionConditionType::InstallPlanWriteFailed).is_some());
+    // Its next write goes through.
+    o.plan = Some(plan(InstallPlanPhase::Installing));
+    assert!(condition(&status(&o, Timestamp::UNIX_EPOCH), SubscriptionConditionType::InstallPlanWriteFailed).is_none());
+}
+
+#[test]
+fn behind_the_channel_head_is_a_condition_until_the_next_plan() {
+    let s = sub();
+    let mut o = observed(&s, Resolved::UpToDate);
+    o.behind = Some(("InstalledNotInChannel", "the installed CSV etcdoperator.v0.9.0 is not in channel alpha".into()));
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::BehindChannelHead).expect("behind");
+    assert_eq!((c.status, c.reason.as_deref()), (ConditionStatus::True, Some("InstalledNotInChannel")));
+    let mut again = sub();
+    again.status = Some(st);
+    let st = status(
+        &observed(&again, Resolved::NewPlan { plan: plan(InstallPlanPhase::Installing), current_csv: "etcdoperator.v0.9.2".into() }),
+        Timestamp::UNIX_EPOCH,
+    );
+    assert!(condition(&st, SubscriptionConditionType::BehindChannelHead).is_none());
+}
+
+#[test]
+fn deprecations_roll_up() {
+    let s = sub();
+    let mut o = observed(&s, Resolved::UpToDate);
+    o.deprecations = Deprecations {
+        package: Some("use etcd-v2".into()),
+        channel: None,
+        bundle: None,
+    };
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::PackageDeprecated).expect("package");
+    assert_eq!(c.message.as_deref(), Some("olm.package/etcd: use etcd-v2"));
+    assert!(condition(&st, SubscriptionConditionType::Deprecated).is_some());
+    assert!(condition(&st, SubscriptionConditionType::ChannelDeprecated).is_none());
+}
+
+#[test]
+fn the_gate_waits_for_plans_and_unfinished_csvs() {
+    let succeeded = CsvView {
+        name: "a".into(),
+        phase: Some(CsvPhase::Succeeded),
+    };
+    let installing = CsvView {
+        name: "a".into(),
+        phase: Some(CsvPhase::Installing),
+    };
+    assert_eq!(gate(None, false, None, false), Gate::Resolve);
+    assert!(matches!(
+        gate(Some(&plan(InstallPlanPhase::Installing)), false, None, true),
+        Gate::Wait(_)
+    ));
+    assert!(matches!(
+        gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true),
+        Gate::Wait(_)
+    ));
+    assert!(matches!(
+        gate(Some(&plan(InstallPlanPhase::Complete)), false, None, true),
+        Gate::Wait(_)
+    ));
+    assert_eq!(
+        gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&succeeded), true),
+        Gate::Resolve
+    );
+    assert!(matches!(
+        gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&installing), true),
+        Gate::Wait(_)
+    ));
+    assert_eq!(gate(None, true, None, true), Gate::Resolve, "a vanished plan is replanned");
+}
+
+#[test]
+fn old_finished_unreferenced_plans_are_collected() {
+    let plans: Vec<(String, i64, InstallPlanPhase)> = (1..=8)
+        .map(|g| {
+            (
+                format!("p{g}"),
+                g,
+                if g == 2 {
+                    InstallPlanPhase::Installing
+                } else {
+                    InstallPlanPhase::Complete
+                },
+            )
+        })
+        .collect();
+    let referenced = vec!["p1".to_owned()];
+    assert_eq!(plans_to_collect(&plans, &referenced), ["p3", "p4", "p5"]);
+    assert!(plans_to_collect(&plans[..5], &[]).is_empty());
+}
