@@ -110,7 +110,11 @@ impl WalkRecorder {
             }),
             watch_each(ns.api::<ClusterServiceVersion>(), move |csv: ClusterServiceVersion| {
                 let status = csv.status.unwrap_or_default();
+                // A copy of an all-namespaces operator's CSV mirrors its original's status; the
+                // original is watched in its own namespace.
+                let copied = status.reason.as_ref().is_some_and(|r| r.as_str() == "Copied");
                 if status.phase == Some(CsvPhase::Failed)
+                    && !copied
                     && let (Some(name), Ok(mut failed)) = (csv.metadata.name, record_failed.lock())
                 {
                     failed.entry(name).or_insert(format!("{:?}: {}", status.reason, status.message.unwrap_or_default()));

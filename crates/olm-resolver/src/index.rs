@@ -196,6 +196,21 @@ pub(crate) fn channel_order(
         }
         chains.push(walk.into_iter().filter(|&k| !graph.is_skipped(name(k))).map(|k| members[k]).collect());
     }
+    if chains.len() > 1
+        && let Some(head) = graph.head()
+    {
+        // The other heads are inside a newer entry's skipRange (see `ChannelGraph::head`): the
+        // chain from the head comes first, theirs after it, each entry once.
+        let mut order: Vec<u32> = Vec::new();
+        let first = chains.iter().position(|c| c.first() == Some(&members[head])).unwrap_or(0);
+        let main = chains.remove(first);
+        for member in main.into_iter().chain(chains.into_iter().flatten()) {
+            if !order.contains(&member) {
+                order.push(member);
+            }
+        }
+        return Ok(order);
+    }
     if chains.len() > 1 {
         let described: Vec<String> = chains
             .iter()

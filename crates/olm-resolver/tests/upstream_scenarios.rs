@@ -58,6 +58,33 @@ fn two_disjoint_chains_in_a_channel_are_an_error_naming_both_chains() {
     );
 }
 
+/// gitlab-runner-operator's stable channel: v1.23.1 is replaced by nothing (two heads by
+/// opm's rule), but v1.52.0's skipRange covers it, so v1.52.0 is the head and an installed
+/// v1.11.0 (on the other chain) upgrades straight to it.
+#[test]
+fn a_second_head_inside_a_newer_skip_range_is_no_error_and_upgrades_by_it() {
+    let r = scenario(
+        NS,
+        vec![cat(
+            "community",
+            NS,
+            0,
+            vec![
+                e("app.v1.11.0", "1.11.0", "app", "alpha"),
+                e("app.v1.23.1", "1.23.1", "app", "alpha").replaces("app.v1.11.0"),
+                e("app.v1.25.0", "1.25.0", "app", "alpha"),
+                e("app.v1.52.0", "1.52.0", "app", "alpha").replaces("app.v1.25.0").skip_range(">=1.11.0 <1.52.0"),
+            ],
+        )],
+    )
+    .installed(installed(e("app.v1.11.0", "1.11.0", "app", "")))
+    .sub(sub("app", "alpha", community()))
+    .resolve();
+    assert_ok(&r);
+    assert_eq!(picked(&r), ["app.v1.52.0@community"]);
+    assert_eq!((r.bundles[0].reason, r.bundles[0].replaces.as_deref()), (Reason::Upgrade, Some("app.v1.11.0")));
+}
+
 #[test]
 fn the_same_bundle_in_two_channels_is_taken_from_the_subscribed_channel() {
     let r = scenario(
