@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kube::Api;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
-use olm_api::v1alpha1::install_plan::InstallPlan;
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionState};
 use olm_testkit::TestNamespace;
 
@@ -70,7 +70,7 @@ pub async fn at_latest(ns: &TestNamespace, sub: &str, csv: &str, timeout: Durati
 }
 
 /// Records the path a Subscription walks: the CSVs of every InstallPlan made in a namespace,
-/// by generation, and every CSV that was ever Failed on the way, from watches (OLM keeps only
+/// by generation, and every CSV or InstallPlan that was ever Failed on the way, from watches (OLM keeps only
 /// the last five plans of a namespace, so a long walk cannot be read back from the plans left
 /// at the end, and an old CSV that failed before it was replaced is gone by then).
 pub struct WalkRecorder {
@@ -101,9 +101,15 @@ impl WalkRecorder {
     pub fn start(ns: &TestNamespace) -> Self {
         let plans = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
         let failed = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
-        let (record_plans, record_failed) = (plans.clone(), failed.clone());
+        let (record_plans, record_failed, record_failed_plans) = (plans.clone(), failed.clone(), failed.clone());
         let tasks = [
             watch_each(ns.api::<InstallPlan>(), move |plan: InstallPlan| {
+                let status = plan.status.clone().unwrap_or_default();
+                if status.phase == InstallPlanPhase::Failed
+                    && let Ok(mut failed) = record_failed_plans.lock()
+                {
+                    failed.entry(format!("InstallPlan {}", plan.metadata.name.clone().unwrap_or_default())).or_insert(status.message.unwrap_or_default());
+                }
                 if let Ok(mut plans) = record_plans.lock() {
                     plans.insert(plan.spec.generation.unwrap_or(0), plan.spec.cluster_service_version_names);
                 }
@@ -129,7 +135,7 @@ impl WalkRecorder {
         self.plans.lock().map(|plans| plans.values().flatten().cloned().collect()).unwrap_or_default()
     }
 
-    /// The CSVs seen Failed so far, with the first reason and message seen.
+    /// The CSVs and InstallPlans seen Failed so far, with the first reason and message seen.
     pub fn failed(&self) -> std::collections::BTreeMap<String, String> {
         self.failed.lock().map(|failed| failed.clone()).unwrap_or_default()
     }
@@ -138,5 +144,25 @@ impl WalkRecorder {
 impl Drop for WalkRecorder {
     fn drop(&mut self) {
         self.tasks.iter().for_each(tokio::task::JoinHandle::abort);
+    }
+}
+
+/// Wait until the CSV `name` is Succeeded, failing at once when `walk` has seen a CSV or an
+/// InstallPlan of the namespace Failed (what the user would see go wrong).
+pub async fn csv_succeeded_on_the_way(ns: &TestNamespace, walk: &WalkRecorder, name: &str, timeout: Duration) -> anyhow::Result<()> {
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    let begin = std::time::Instant::now();
+    loop {
+        if let Some((what, why)) = walk.failed().into_iter().next() {
+            anyhow::bail!("{what} Failed on the way to {name}: {why}");
+        }
+        let csv = csvs.get_opt(name).await?;
+        if csv.and_then(|c| c.status).and_then(|s| s.phase) == Some(CsvPhase::Succeeded) {
+            return Ok(());
+        }
+        if begin.elapsed() > timeout {
+            anyhow::bail!("{name} not Succeeded after {timeout:?}:\n{}", ns.dump(OBJECTS).await);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

@@ -79,16 +79,6 @@ fn packages_dir(scratch: &Path) -> anyhow::Result<PathBuf> {
     Ok(scratch.join("operators"))
 }
 
-/// The group versions this API server serves.
-async fn served_group_versions(cluster: &TestCluster) -> anyhow::Result<BTreeSet<String>> {
-    let client = cluster.client();
-    let mut served: BTreeSet<String> = client.list_core_api_versions().await?.versions.into_iter().collect();
-    for group in client.list_api_groups().await?.groups {
-        served.extend(group.versions.into_iter().map(|v| v.group_version));
-    }
-    Ok(served)
-}
-
 /// Kinds OLM creates as the Kubernetes kind of that name whatever the manifest's apiVersion
 /// (upstream's InstallPlan executor decodes them by kind), and CRDs (v1beta1 ones converted).
 const TAKEN_BY_KIND: &[&str] = &[
@@ -104,26 +94,106 @@ const TAKEN_BY_KIND: &[&str] = &[
     "Secret",
 ];
 
-/// Why this cluster cannot install `bundle`, if it cannot: a `minKubeVersion` above the
-/// server's, or a manifest of an API the server does not serve, no CRD of the catalog
-/// provides and OLM does not take by its kind.
-fn not_installable(bundle: &Bundle, kube: &semver::Version, served: &BTreeSet<String>, crd_groups: &BTreeSet<String>) -> Option<String> {
-    let csv = bundle.csv()?;
-    if let Some(min) = csv.pointer("/spec/minKubeVersion").and_then(Value::as_str).filter(|m| !m.trim().is_empty()) {
-        match semver::Version::parse(min.trim().trim_start_matches('v')) {
-            Ok(min) if &min > kube => return Some(format!("{}: minKubeVersion {min}", bundle.name)),
-            _ => {}
+/// What this cluster can install, as far as the plan needs to know.
+struct ThisCluster {
+    kube: semver::Version,
+    /// The group versions the API server serves.
+    served: BTreeSet<String>,
+    /// Groups some CRD of the catalog defines.
+    crd_groups: BTreeSet<String>,
+    /// Bundles with a `v1beta1` CRD the API server refuses even as OLM converts it to `v1`
+    /// (a schema that is not structural, as `v1` requires), and what it said.
+    refused_crds: BTreeMap<String, String>,
+}
+
+impl ThisCluster {
+    async fn read(cluster: &TestCluster, catalog: &Catalog) -> anyhow::Result<ThisCluster> {
+        let client = cluster.client();
+        let version = client.apiserver_version().await?;
+        let kube = semver::Version::new(version.major.trim_end_matches('+').parse()?, version.minor.trim_end_matches('+').parse()?, 0);
+        let mut served: BTreeSet<String> = client.list_core_api_versions().await?.versions.into_iter().collect();
+        for group in client.list_api_groups().await?.groups {
+            served.extend(group.versions.into_iter().map(|v| v.group_version));
         }
-    }
-    for object in &bundle.objects {
-        let api_version = object["apiVersion"].as_str().unwrap_or_default();
-        let group = api_version.split_once('/').map_or("", |(g, _)| g);
-        let by_kind = object["kind"].as_str().is_some_and(|kind| TAKEN_BY_KIND.contains(&kind));
-        if !served.contains(api_version) && !crd_groups.contains(group) && !by_kind {
-            return Some(format!("{}: {} {} (not served by this Kubernetes)", bundle.name, api_version, object["kind"].as_str().unwrap_or_default()));
+        let crds = catalog.bundles().flat_map(|b| b.objects.iter().map(move |o| (b, o))).filter(|(_, o)| o["kind"] == "CustomResourceDefinition");
+        let mut crd_groups = BTreeSet::new();
+        let mut refused_crds = BTreeMap::new();
+        let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client);
+        let dry_run = kube::api::PatchParams::apply("olm-conformance").dry_run().force();
+        for (bundle, crd) in crds {
+            crd_groups.extend(crd.pointer("/spec/group").and_then(Value::as_str).map(str::to_owned));
+            if crd["apiVersion"] != "apiextensions.k8s.io/v1beta1" || refused_crds.contains_key(&bundle.name) {
+                continue;
+            }
+            let converted = olm_controllers::bundle_objects::normalize_object(crd.clone(), &bundle.name, 0).map_err(anyhow::Error::msg)?;
+            let name = converted.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            if let Err(kube::Error::Api(status)) = api.patch(&name, &dry_run, &kube::api::Patch::Apply(&converted)).await
+                && status.code == 422
+            {
+                refused_crds.insert(bundle.name.clone(), format!("CRD {name} refused: {}", status.message.chars().take(160).collect::<String>()));
+            }
         }
+        Ok(ThisCluster { kube, served, crd_groups, refused_crds })
     }
-    None
+
+    /// Why this cluster cannot install `bundle`, if it cannot: a `minKubeVersion` above the
+    /// server's, a CRD it refuses, or a manifest of an API the server does not serve, no CRD
+    /// of the catalog provides and OLM does not take by its kind.
+    fn cannot_install(&self, bundle: &Bundle) -> Option<String> {
+        let csv = bundle.csv()?;
+        if let Some(min) = csv.pointer("/spec/minKubeVersion").and_then(Value::as_str).filter(|m| !m.trim().is_empty()) {
+            match semver::Version::parse(min.trim().trim_start_matches('v')) {
+                Ok(min) if min > self.kube => return Some(format!("{}: minKubeVersion {min}", bundle.name)),
+                _ => {}
+            }
+        }
+        if let Some(why) = self.refused_crds.get(&bundle.name) {
+            return Some(format!("{}: {why}", bundle.name));
+        }
+        for object in &bundle.objects {
+            let api_version = object["apiVersion"].as_str().unwrap_or_default();
+            let group = api_version.split_once('/').map_or("", |(g, _)| g);
+            let by_kind = object["kind"].as_str().is_some_and(|kind| TAKEN_BY_KIND.contains(&kind));
+            if !self.served.contains(api_version) && !self.crd_groups.contains(group) && !by_kind {
+                return Some(format!("{}: {} {} (not served by this Kubernetes)", bundle.name, api_version, object["kind"].as_str().unwrap_or_default()));
+            }
+        }
+        None
+    }
+
+    /// The CRDs of APIs that bundles' manifests use (a PrometheusRule, a ServiceMonitor), that
+    /// this cluster does not serve and the catalog defines: created before the run, as a
+    /// cluster with that operator (OpenShift's monitoring stack) has them. Each from the
+    /// newest bundle that has it.
+    async fn add_used_apis(&self, cluster: &TestCluster, catalog: &Catalog) -> anyhow::Result<Vec<String>> {
+        let mut used = BTreeSet::new();
+        for bundle in catalog.bundles() {
+            for object in &bundle.objects {
+                let api_version = object["apiVersion"].as_str().unwrap_or_default();
+                let kind = object["kind"].as_str().unwrap_or_default();
+                if !self.served.contains(api_version) && !TAKEN_BY_KIND.contains(&kind) && api_version.contains('/') {
+                    used.insert((api_version.split('/').next().unwrap_or_default().to_owned(), kind.to_owned()));
+                }
+            }
+        }
+        let mut newest: BTreeMap<String, (&Bundle, &Value)> = BTreeMap::new();
+        for bundle in catalog.bundles() {
+            for crd in bundle.objects.iter().filter(|o| o["kind"] == "CustomResourceDefinition" && o["apiVersion"] == "apiextensions.k8s.io/v1") {
+                let (group, kind) = (crd.pointer("/spec/group").and_then(Value::as_str), crd.pointer("/spec/names/kind").and_then(Value::as_str));
+                let (Some(group), Some(kind), Some(name)) = (group, kind, crd.pointer("/metadata/name").and_then(Value::as_str)) else { continue };
+                if used.contains(&(group.to_owned(), kind.to_owned()))
+                    && newest.get(name).is_none_or(|(b, _)| bundle.package == b.package && bundle.cmp_version(b).is_gt())
+                {
+                    newest.insert(name.to_owned(), (bundle, crd));
+                }
+            }
+        }
+        let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(cluster.client());
+        for (name, (_, crd)) in &newest {
+            api.patch(name, &kube::api::PatchParams::apply("olm-conformance").force(), &kube::api::Patch::Apply(crd)).await?;
+        }
+        Ok(newest.into_iter().map(|(name, (bundle, _))| format!("{name} (from {})", bundle.name)).collect())
+    }
 }
 
 fn install_modes(bundle: &Bundle) -> BTreeSet<String> {
@@ -162,20 +232,13 @@ fn missing_dependencies(catalog: &Catalog, bundle: &Bundle) -> Vec<String> {
     missing
 }
 
-fn plan(
-    catalog: &Catalog,
-    package: &Package,
-    kube: &semver::Version,
-    served: &BTreeSet<String>,
-    crd_groups: &BTreeSet<String>,
-    max_steps: usize,
-) -> anyhow::Result<Plan> {
+fn plan(catalog: &Catalog, package: &Package, this: &ThisCluster, max_steps: usize) -> anyhow::Result<Plan> {
     let channel = package.default_channel().with_context(|| format!("{}: no default channel", package.name))?;
     let head = channel.head().with_context(|| format!("{}/{}: no head", package.name, channel.name))?.name.clone();
     let bundles = by_version(catalog, package, channel);
     let mut passed_over = Vec::new();
     for (i, start) in bundles.iter().enumerate() {
-        if let Some(why) = not_installable(start, kube, served, crd_groups) {
+        if let Some(why) = this.cannot_install(start) {
             passed_over.push(why);
             continue;
         }
@@ -242,7 +305,7 @@ async fn take(cluster: &TestCluster, plan: &Plan, source: &(String, String), cat
         ns.cleanup().await?;
         return Ok(Outcome::Unresolvable { message });
     }
-    journey::csv_succeeded(&ns, &plan.head, TIMEOUT).await?;
+    journey::csv_succeeded_on_the_way(&ns, &walk, &plan.head, TIMEOUT).await?;
     journey::at_latest(&ns, "operator", &plan.head, TIMEOUT).await?;
     // The package's own CSVs: dependencies resolved with it are installed beside it.
     let walked: Vec<String> = walk.walked().into_iter().filter(|c| catalog.bundle(&plan.package, c).is_some()).collect();
@@ -394,15 +457,9 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
         .map(|l| format!("{}: {}", l.package, l.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
         .collect();
 
-    let version = cluster.client().apiserver_version().await?;
-    let kube = semver::Version::new(version.major.trim_end_matches('+').parse()?, version.minor.trim_end_matches('+').parse()?, 0);
-    let served = served_group_versions(&cluster).await?;
-    let crd_groups: BTreeSet<String> = catalog
-        .bundles()
-        .flat_map(|b| b.objects.iter())
-        .filter(|o| o["kind"] == "CustomResourceDefinition")
-        .filter_map(|o| o.pointer("/spec/group").and_then(Value::as_str).map(str::to_owned))
-        .collect();
+    let this = ThisCluster::read(&cluster, &catalog).await?;
+    let added = this.add_used_apis(&cluster, &catalog).await?;
+    eprintln!("APIs bundles use, created first: {added:?}");
     // The full walk from the oldest installable bundle is hundreds of upgrades over the subset
     // (ack-* channels are 70 entries long, one `replaces` at a time): a benchmark-sized run.
     // CI starts each package at most MAX_CI_STEPS upgrades (shortest path) below its head.
@@ -415,7 +472,7 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
         if only.as_ref().is_some_and(|only| !only.contains(&package.name)) {
             continue;
         }
-        match plan(&catalog, package, &kube, &served, &crd_groups, max_steps) {
+        match plan(&catalog, package, &this, max_steps) {
             Ok(plan) => plans.push(plan),
             Err(err) => failures.push(format!("{err:#}")),
         }
@@ -496,6 +553,9 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
         if !plan.passed_over.is_empty() {
             let _ = writeln!(notes, "- {}: started above {} older bundle(s) this cluster cannot install: {}", plan.package, plan.passed_over.len(), plan.passed_over.join("; "));
         }
+    }
+    if !added.is_empty() {
+        let _ = writeln!(notes, "- created before the run, as a cluster with those operators has them: {}", added.join(", "));
     }
     for left in &left_out {
         let _ = writeln!(notes, "- left out of the served catalog: {left}");
