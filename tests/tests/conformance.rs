@@ -276,12 +276,10 @@ fn needed_by_others(catalog: &Catalog, plans: &[Plan]) -> BTreeSet<String> {
     let mut needed = BTreeSet::new();
     for plan in plans {
         for bundle in catalog.package(&plan.package).map(Package::bundles).unwrap_or_default() {
-            needed.extend(bundle.required_packages().map(|r| r.package_name.clone()));
-            for gvk in bundle.required_gvks() {
-                needed.extend(catalog.bundles_providing(gvk).map(|b| b.package.clone()));
-            }
+            let providers = bundle.required_gvks().flat_map(|gvk| catalog.bundles_providing(gvk).map(|b| b.package.clone()));
+            let wanted = bundle.required_packages().map(|r| r.package_name.clone()).chain(providers);
+            needed.extend(wanted.filter(|p| *p != plan.package));
         }
-        needed.remove(&plan.package);
     }
     needed
 }
