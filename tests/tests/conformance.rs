@@ -16,6 +16,9 @@
 //! same model the catalog server serves); what the test expects of OLM is what a user sees:
 //! the head's CSV Succeeded, every older CSV replaced and gone (never Failed), the Subscription
 //! AtLatestKnown on the head, or a resolution failure that names the missing dependency.
+//!
+//! Longer than ~600 lines: what this cluster can install (the plan), the run and its report,
+//! and the channel switch, which shares the unpacking, rendering and serving.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -271,6 +274,43 @@ fn plan(catalog: &Catalog, package: &Package, this: &ThisCluster, max_steps: usi
     bail!("{}/{}: no bundle this cluster can install: {}", package.name, channel.name, passed_over.join("; "))
 }
 
+/// Delete the CRDs the catalog's bundles define, and wait until they are gone: each package
+/// starts on a cluster that never ran it, as a fresh cluster (CI's) is. Earlier suites (and
+/// earlier runs) leave newer CRDs of the same packages behind, and installing an older bundle
+/// over a CRD that stores a version it does not know is refused, rightly.
+async fn remove_catalog_crds(cluster: &TestCluster, catalog: &Catalog) -> anyhow::Result<()> {
+    let names: BTreeSet<String> = catalog
+        .bundles()
+        .flat_map(|b| b.objects.iter())
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(cluster.client());
+    let existing: BTreeSet<String> = api.list(&Default::default()).await?.items.into_iter().filter_map(|c| c.metadata.name).collect();
+    let present: Vec<&String> = names.intersection(&existing).collect();
+    for name in &present {
+        match api.delete(name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err).with_context(|| format!("delete CRD {name}")),
+        }
+    }
+    olm_testkit::wait_for("the catalog's CRDs to be gone", TIMEOUT, || {
+        let api = api.clone();
+        let present = present.clone();
+        async move {
+            for name in present {
+                if api.get_opt(name).await.map_err(|e| e.to_string())?.is_some() {
+                    return Ok::<_, String>(None);
+                }
+            }
+            Ok(Some(()))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
 /// The packages some other planned package requires, by name or by an API they provide.
 fn needed_by_others(catalog: &Catalog, plans: &[Plan]) -> BTreeSet<String> {
     let mut needed = BTreeSet::new();
@@ -455,6 +495,7 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
         .map(|l| format!("{}: {}", l.package, l.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
         .collect();
 
+    remove_catalog_crds(&cluster, &catalog).await?;
     let this = ThisCluster::read(&cluster, &catalog).await?;
     let added = this.add_used_apis(&cluster, &catalog).await?;
     eprintln!("APIs bundles use, created first: {added:?}");
@@ -596,6 +637,7 @@ async fn a_channel_switch_follows_the_new_channel_from_the_installed_csv() -> an
         Ok(catalog.channel("microcks", channel).and_then(Channel::head).context("microcks channel head")?.name.clone())
     };
     let (alpha_head, stable_head) = (head("alpha")?, head("stable")?);
+    remove_catalog_crds(&cluster, &catalog).await?;
     let (server, address) = serve(&rendered).await?;
 
     let ns = cluster.namespace("channel-switch").await?;
