@@ -44,6 +44,7 @@ pub struct Metrics {
     pub packages: Family<CatalogLabels, Gauge>,
     pub channels: Family<CatalogLabels, Gauge>,
     pub bundles: Family<CatalogLabels, Gauge>,
+    pub left_out: Family<CatalogLabels, Gauge>,
     pub reload_errors: Family<CatalogLabels, Counter>,
     pub last_reload: Family<CatalogLabels, Gauge<f64, AtomicU64>>,
 }
@@ -71,6 +72,12 @@ impl Metrics {
         registry.register("catalog_channels", "Channels in the served snapshot", channels.clone());
         let bundles = Family::<CatalogLabels, Gauge>::default();
         registry.register("catalog_bundles", "Bundles in the served snapshot", bundles.clone());
+        let left_out = Family::<CatalogLabels, Gauge>::default();
+        registry.register(
+            "catalog_left_out_packages",
+            "Packages left out of the served snapshot for their problems (named in /readyz leftOutPackages)",
+            left_out.clone(),
+        );
         let reload_errors = Family::<CatalogLabels, Counter>::default();
         registry.register("catalog_reload_errors", "Failed catalog loads (the last good snapshot keeps serving)", reload_errors.clone());
         let last_reload = Family::<CatalogLabels, Gauge<f64, AtomicU64>>::default();
@@ -79,7 +86,18 @@ impl Metrics {
             "Unix time of the last successful catalog load",
             last_reload.clone(),
         );
-        Metrics { registry, http_requests, http_duration, grpc_requests, packages, channels, bundles, reload_errors, last_reload }
+        Metrics {
+            registry,
+            http_requests,
+            http_duration,
+            grpc_requests,
+            packages,
+            channels,
+            bundles,
+            left_out,
+            reload_errors,
+            last_reload,
+        }
     }
 
     /// Text exposition format (OpenMetrics).
@@ -102,8 +120,9 @@ impl Metrics {
             .inc();
     }
 
-    pub fn set_snapshot_counts(&self, catalog: &str, packages: usize, channels: usize, bundles: usize) {
+    pub fn set_snapshot_counts(&self, catalog: &str, packages: usize, channels: usize, bundles: usize, left_out: usize) {
         let labels = CatalogLabels { catalog: catalog.to_string() };
+        self.left_out.get_or_create(&labels).set(left_out as i64);
         self.packages.get_or_create(&labels).set(packages as i64);
         self.channels.get_or_create(&labels).set(channels as i64);
         self.bundles.get_or_create(&labels).set(bundles as i64);

@@ -308,9 +308,10 @@ impl ServedCatalog {
         let now = SystemTime::now();
         let changed = self.current.load().as_ref().is_none_or(|old| old.content_hash != snapshot.content_hash);
         let (packages, channels, bundles) = snapshot.catalog.counts();
+        let left_out = snapshot.left_out.len();
         if changed {
             self.current.store(Some(Arc::new(snapshot)));
-            self.metrics.set_snapshot_counts(&self.name, packages, channels, bundles);
+            self.metrics.set_snapshot_counts(&self.name, packages, channels, bundles, left_out);
         }
         self.metrics.record_reload_success(&self.name, now);
         if let Ok(mut status) = self.status.lock() {

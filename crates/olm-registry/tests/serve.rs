@@ -652,11 +652,17 @@ async fn valid_edit_swaps_and_an_invalid_package_is_left_out_alone() {
     let left_out = &ready["catalogs"][0]["leftOutPackages"];
     assert_eq!(left_out[0]["package"], "demo", "{ready}");
     assert!(left_out[0]["problems"][0].as_str().unwrap().contains("demo.v1.1.0-missing"), "{ready}");
+    let (_, _, metrics) = h.get("/metrics", &[]).await;
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(metrics.contains("olm_registry_catalog_left_out_packages{catalog=\"community\"} 1"), "{metrics}");
 
     // Fixing the file brings demo back.
     let text = std::fs::read_to_string(&file).unwrap();
     std::fs::write(&file, text.replace("demo.v1.1.0-missing", "demo.v1.1.0")).unwrap();
     wait_for("the fix to bring demo back", || catalog.snapshot().unwrap().left_out.is_empty()).await;
+    let (_, _, metrics) = h.get("/metrics", &[]).await;
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(metrics.contains("olm_registry_catalog_left_out_packages{catalog=\"community\"} 0"), "{metrics}");
     let (status, _) = h.get_json("/api/v1/catalogs/community/packages/demo").await;
     assert_eq!(status, StatusCode::OK);
 }
