@@ -33,6 +33,7 @@ use kube::api::PostParams;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_catalog::{Bundle, Catalog, Channel, Package, UpgradeEdges as _};
+use olm_controllers::bundle_objects::created_by_kind;
 use olm_e2e::controllers::{self, create_from_yaml};
 use olm_e2e::journey;
 use olm_testkit::{TestCluster, TestNamespace};
@@ -81,21 +82,6 @@ fn packages_dir(scratch: &Path) -> anyhow::Result<PathBuf> {
     tar::Archive::new(decoder).unpack(scratch).with_context(|| format!("unpack {}", archive.display()))?;
     Ok(scratch.join("operators"))
 }
-
-/// Kinds OLM creates as the Kubernetes kind of that name whatever the manifest's apiVersion
-/// (upstream's InstallPlan executor decodes them by kind), and CRDs (v1beta1 ones converted).
-const TAKEN_BY_KIND: &[&str] = &[
-    "CustomResourceDefinition",
-    "ClusterServiceVersion",
-    "Role",
-    "RoleBinding",
-    "ClusterRole",
-    "ClusterRoleBinding",
-    "ServiceAccount",
-    "Service",
-    "ConfigMap",
-    "Secret",
-];
 
 /// What this cluster can install, as far as the plan needs to know.
 struct ThisCluster {
@@ -156,7 +142,7 @@ impl ThisCluster {
         for object in &bundle.objects {
             let api_version = object["apiVersion"].as_str().unwrap_or_default();
             let group = api_version.split_once('/').map_or("", |(g, _)| g);
-            let by_kind = object["kind"].as_str().is_some_and(|kind| TAKEN_BY_KIND.contains(&kind));
+            let by_kind = object["kind"].as_str().is_some_and(created_by_kind);
             if !self.served.contains(api_version) && !self.crd_groups.contains(group) && !by_kind {
                 return Some(format!("{}: {} {} (not served by this Kubernetes)", bundle.name, api_version, object["kind"].as_str().unwrap_or_default()));
             }
@@ -174,7 +160,7 @@ impl ThisCluster {
             for object in &bundle.objects {
                 let api_version = object["apiVersion"].as_str().unwrap_or_default();
                 let kind = object["kind"].as_str().unwrap_or_default();
-                if !self.served.contains(api_version) && !TAKEN_BY_KIND.contains(&kind) && api_version.contains('/') {
+                if !self.served.contains(api_version) && !created_by_kind(kind) && api_version.contains('/') {
                     used.insert((api_version.split('/').next().unwrap_or_default().to_owned(), kind.to_owned()));
                 }
             }

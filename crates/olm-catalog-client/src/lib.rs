@@ -24,11 +24,10 @@ pub use image::{ImageAccess, ImageFetch, PullSecrets, credentials_from_secrets, 
 pub use location::{Location, Source};
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use olm_catalog::{Catalog, PropertyKind};
-use std::sync::Arc;
-
 use olm_resolver::{CatalogKey, IndexedCatalog};
 use serde_json::{Value, json};
 

@@ -77,6 +77,13 @@ const KIND_ONLY: &[(&str, &str, &[&str])] = &[
     ("Secret", "v1", &["data", "stringData", "type", "immutable"]),
 ];
 
+/// Whether OLM creates an object of `kind` in that kind's own API whatever its manifest's
+/// `apiVersion` says: the CSV ([`normalize_csv`]), CRDs (`v1beta1` converted) and the kinds
+/// upstream takes by kind alone.
+pub fn created_by_kind(kind: &str) -> bool {
+    kind == "ClusterServiceVersion" || kind == "CustomResourceDefinition" || KIND_ONLY.iter().any(|(k, ..)| *k == kind)
+}
+
 /// `object` as upstream's typed decoding leaves it: in `api_version`, with its metadata and
 /// `fields` and nothing else.
 fn as_typed(object: Value, api_version: &str, fields: &[&str]) -> Value {

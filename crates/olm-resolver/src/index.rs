@@ -2,6 +2,7 @@
 //! resolution (so a resolution costs what it touches, not the catalog size).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use olm_catalog::graph::ChannelGraph;
 
@@ -234,21 +235,21 @@ pub(crate) fn channel_order(
 /// takes milliseconds per thousand bundles, too much for every reconcile).
 #[derive(Debug, Clone, Default)]
 pub struct Catalogs {
-    pub(crate) catalogs: Vec<std::sync::Arc<IndexedCatalog>>,
+    pub(crate) catalogs: Vec<Arc<IndexedCatalog>>,
 }
 
 impl Catalogs {
     pub fn new(snapshots: impl IntoIterator<Item = CatalogSnapshot>) -> Catalogs {
-        Catalogs { catalogs: snapshots.into_iter().map(|s| std::sync::Arc::new(IndexedCatalog::new(s))).collect() }
+        Catalogs { catalogs: snapshots.into_iter().map(|s| Arc::new(IndexedCatalog::new(s))).collect() }
     }
 
     /// Catalogs indexed already.
-    pub fn from_indexed(catalogs: impl IntoIterator<Item = std::sync::Arc<IndexedCatalog>>) -> Catalogs {
+    pub fn from_indexed(catalogs: impl IntoIterator<Item = Arc<IndexedCatalog>>) -> Catalogs {
         Catalogs { catalogs: catalogs.into_iter().collect() }
     }
 
     pub fn push(&mut self, snapshot: CatalogSnapshot) {
-        self.catalogs.push(std::sync::Arc::new(IndexedCatalog::new(snapshot)));
+        self.catalogs.push(Arc::new(IndexedCatalog::new(snapshot)));
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &IndexedCatalog> {

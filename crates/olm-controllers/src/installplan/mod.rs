@@ -9,6 +9,6 @@ pub mod crd_check;
 pub mod decide;
 pub mod reconcile;
 pub mod scope;
-pub mod storage_migration;
+pub mod crd_upgrade;
 
 pub use reconcile::{InstallPlanState, NAME, run};

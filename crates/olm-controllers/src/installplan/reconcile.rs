@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tracing::instrument;
 
 use super::crd_check;
-use super::storage_migration;
+use super::crd_upgrade;
 use super::decide::{self, Next, Pass, StepError};
 use super::scope::{self, RefusedStep};
 use crate::plan_content::keep_references;
@@ -278,11 +278,11 @@ async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Re
     let mut existing = serde_json::to_value(&existing).unwrap_or(Value::Null);
     if let Err(message) = stored_versions_kept(&existing, &manifest) {
         let refused = |more: String| StepError::new(format!("cannot update CustomResourceDefinition {}: {message}{more}", r.name), false);
-        let Some(target) = storage_migration::migration_target(&existing, &manifest) else {
+        let Some(target) = crd_upgrade::migration_target(&existing, &manifest) else {
             return Err(refused(String::new()));
         };
-        let dropped = storage_migration::dropped_stored_versions(&existing, &manifest);
-        let rewritten = storage_migration::migrate(&ctx.client, &existing, &dropped, &target)
+        let dropped = crd_upgrade::dropped_stored_versions(&existing, &manifest);
+        let rewritten = crd_upgrade::migrate(&ctx.client, &existing, &dropped, &target)
             .await
             .map_err(|err| refused(format!(" (migrating them to {target} failed: {err})")))?;
         tracing::info!(crd = %r.name, dropped = ?dropped, %target, rewritten, "stored objects migrated before a CRD upgrade");
@@ -290,7 +290,7 @@ async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Re
         existing = serde_json::to_value(&migrated).unwrap_or(Value::Null);
     }
     existing_objects_valid(&ctx.client, &existing, &manifest).await?;
-    if let Some(reset) = storage_migration::conversion_reset(&existing, &manifest) {
+    if let Some(reset) = crd_upgrade::conversion_reset(&existing, &manifest) {
         api.patch(&r.name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&reset))
             .await
             .map_err(|err| step_error(step, "", "patch", None, &err))?;

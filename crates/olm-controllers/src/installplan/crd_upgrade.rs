@@ -1,12 +1,14 @@
-//! A CRD upgrade that drops a version still listed in the existing CRD's
-//! `status.storedVersions` would strand the objects stored in it. Upstream refuses such an
-//! upgrade and leaves the migration to the admin (real channels need it: authorino-operator
-//! 0.14.0 drops `v1beta1`, which every cluster that ran 0.0.1 still lists). We migrate as
-//! kube-storage-version-migrator does: every object is written back unchanged, so the API
-//! server stores it in the CRD's current storage version, and then the dropped versions leave
-//! `status.storedVersions`. Only when the new CRD keeps that storage version; otherwise the
-//! upgrade is refused as before. Also here: taking a CRD off a conversion webhook, the other
-//! CRD upgrade a server-side apply cannot do alone.
+//! CRD upgrades that a server-side apply of the new CRD cannot do alone, and upstream refuses
+//! or does by replacing the whole CRD:
+//!
+//! - A version dropped from `spec.versions` but still in `status.storedVersions` would strand
+//!   the objects stored in it. Upstream refuses the upgrade and leaves the migration to the
+//!   admin (real channels need it: authorino-operator 0.14.0 drops `v1beta1`, which every
+//!   cluster that ran 0.0.1 still lists). We migrate as kube-storage-version-migrator does:
+//!   every object is written back unchanged, so the API server stores it in the CRD's current
+//!   storage version, and then the dropped versions leave `status.storedVersions`. Only when
+//!   the new CRD keeps that storage version; otherwise the upgrade is refused as before.
+//! - A conversion webhook the new CRD no longer has is reset first ([`conversion_reset`]).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
