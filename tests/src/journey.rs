@@ -1,6 +1,7 @@
 //! The waits of an operator's journey that suites share: a CSV Succeeded (failing at once with
 //! the CSV's message when it fails), an old CSV replaced and gone (never left Failed), and a
-//! Subscription at its channel head; each shows the objects when it times out.
+//! Subscription at its channel head; each shows the objects when it times out. And the start
+//! of a journey: a cluster without the CRDs of the packages about to be installed.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use kube::Api;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionState};
-use olm_testkit::TestNamespace;
+use olm_testkit::{TestCluster, TestNamespace};
 
 /// What a timed-out wait shows.
 const OBJECTS: &[&str] = &["subscriptions", "installplans", "csvs", "catalogsources", "operatorgroups"];
@@ -165,4 +166,35 @@ pub async fn csv_succeeded_on_the_way(ns: &TestNamespace, walk: &WalkRecorder, n
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Delete the CRDs `names` and wait until they are gone: each suite of real packages starts on
+/// a cluster that never ran them, as a fresh cluster (CI's) is. Earlier suites (and earlier
+/// runs) leave newer CRDs of the same packages behind, and installing an older bundle over a
+/// CRD that stores a version it does not know is refused, rightly.
+pub async fn remove_crds(cluster: &TestCluster, names: &std::collections::BTreeSet<String>, timeout: Duration) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let mut present = Vec::new();
+    for name in names {
+        match api.delete(name, &Default::default()).await {
+            Ok(_) => present.push(name.clone()),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(err) => return Err(err).with_context(|| format!("delete CRD {name}")),
+        }
+    }
+    olm_testkit::wait_for("the CRDs to be gone", timeout, || {
+        let (api, present) = (api.clone(), present.clone());
+        async move {
+            for name in present {
+                if api.get_opt(&name).await.map_err(|e| e.to_string())?.is_some() {
+                    return Ok::<_, String>(None);
+                }
+            }
+            Ok(Some(()))
+        }
+    })
+    .await?;
+    Ok(())
 }

@@ -62,19 +62,27 @@ struct Bundle {
     skips: Vec<String>,
     skip_range: Option<String>,
     install_modes: BTreeSet<String>,
+    /// The names of the CRDs the bundle defines.
+    crds: BTreeSet<String>,
 }
 
 fn read_bundle(package: &str, version: &str) -> anyhow::Result<Bundle> {
     let dir = olm_e2e::repo().join("tests/testdata/community").join(package).join(version);
-    let mut csvs = Vec::new();
+    let (mut csvs, mut crds) = (Vec::new(), BTreeSet::new());
     for file in std::fs::read_dir(dir.join("manifests")).with_context(|| format!("{}", dir.display()))? {
         let path = file?.path();
         let text = std::fs::read_to_string(&path)?;
-        if !text.contains("ClusterServiceVersion") {
+        if !text.contains("ClusterServiceVersion") && !text.contains("CustomResourceDefinition") {
             continue;
         }
         let docs: Vec<Value> = olm_api::yaml::all_from_path(&path).with_context(|| format!("{}", path.display()))?;
-        csvs.extend(docs.into_iter().filter(|d| d["kind"] == "ClusterServiceVersion"));
+        for doc in docs {
+            if doc["kind"] == "CustomResourceDefinition" {
+                crds.extend(doc["metadata"]["name"].as_str().map(str::to_owned));
+            } else if doc["kind"] == "ClusterServiceVersion" {
+                csvs.push(doc);
+            }
+        }
     }
     let [csv] = csvs.as_slice() else { bail!("{}: {} CSVs", dir.display(), csvs.len()) };
     let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
@@ -90,6 +98,7 @@ fn read_bundle(package: &str, version: &str) -> anyhow::Result<Bundle> {
             .filter(|m| m["supported"] == json!(true))
             .filter_map(|m| text(&m["type"]))
             .collect(),
+        crds,
         dir,
     })
 }
@@ -261,6 +270,8 @@ async fn community_operators_install_and_upgrade_from_bundle_images() -> anyhow:
         let read: anyhow::Result<Vec<Bundle>> = package.versions.iter().map(|v| read_bundle(package.name, v)).collect();
         bundles.insert(package.name, read?);
     }
+    let crds: BTreeSet<String> = bundles.values().flatten().flat_map(|b| b.crds.iter().cloned()).collect();
+    journey::remove_crds(&cluster, &crds, TIMEOUT).await?;
     let started = Instant::now();
     let work = tempfile::tempdir()?;
     push_and_write_catalog(&addr, work.path(), &bundles)?;

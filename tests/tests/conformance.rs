@@ -260,10 +260,7 @@ fn plan(catalog: &Catalog, package: &Package, this: &ThisCluster, max_steps: usi
     bail!("{}/{}: no bundle this cluster can install: {}", package.name, channel.name, passed_over.join("; "))
 }
 
-/// Delete the CRDs the catalog's bundles define, and wait until they are gone: each package
-/// starts on a cluster that never ran it, as a fresh cluster (CI's) is. Earlier suites (and
-/// earlier runs) leave newer CRDs of the same packages behind, and installing an older bundle
-/// over a CRD that stores a version it does not know is refused, rightly.
+/// Delete the CRDs the catalog's bundles define ([`journey::remove_crds`]).
 async fn remove_catalog_crds(cluster: &TestCluster, catalog: &Catalog) -> anyhow::Result<()> {
     let names: BTreeSet<String> = catalog
         .bundles()
@@ -271,30 +268,7 @@ async fn remove_catalog_crds(cluster: &TestCluster, catalog: &Catalog) -> anyhow
         .filter(|o| o["kind"] == "CustomResourceDefinition")
         .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str).map(str::to_owned))
         .collect();
-    let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(cluster.client());
-    let existing: BTreeSet<String> = api.list(&Default::default()).await?.items.into_iter().filter_map(|c| c.metadata.name).collect();
-    let present: Vec<&String> = names.intersection(&existing).collect();
-    for name in &present {
-        match api.delete(name, &Default::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(err) => return Err(err).with_context(|| format!("delete CRD {name}")),
-        }
-    }
-    olm_testkit::wait_for("the catalog's CRDs to be gone", TIMEOUT, || {
-        let api = api.clone();
-        let present = present.clone();
-        async move {
-            for name in present {
-                if api.get_opt(name).await.map_err(|e| e.to_string())?.is_some() {
-                    return Ok::<_, String>(None);
-                }
-            }
-            Ok(Some(()))
-        }
-    })
-    .await?;
-    Ok(())
+    journey::remove_crds(cluster, &names, TIMEOUT).await
 }
 
 /// The packages some other planned package requires, by name or by an API they provide.
