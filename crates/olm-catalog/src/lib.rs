@@ -16,12 +16,14 @@
 //! * [`VersionRange`] – blang/semver ranges (`skipRange`, `olm.package.required`).
 
 pub mod canonical;
+pub mod cel;
 pub mod error;
 mod ignore;
 pub mod graph;
 pub mod load;
 pub mod model;
 mod parallel;
+pub mod quote;
 pub mod render;
 pub mod source;
 pub mod version;

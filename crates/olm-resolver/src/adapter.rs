@@ -1,6 +1,8 @@
 //! Conversion from `olm_catalog` catalogs to the resolver's view.
 
+use olm_catalog::cel::CelRule;
 use olm_catalog::model::{Catalog, Constraint, ConstraintKind, DeprecationReference, PackageRequired, PropertyKind};
+use olm_catalog::quote::quoted;
 
 use crate::model::{CatalogKey, CatalogSnapshot, Dependency, Deprecation, Entry, Gvk, Requirement};
 
@@ -24,9 +26,9 @@ fn constraint_requirement(c: &Constraint) -> Result<Requirement, String> {
         ConstraintKind::Gvk(g) => Requirement::Gvk(gvk(g)),
         ConstraintKind::Package(p) => package_requirement(p)?,
         ConstraintKind::Cel { rule } => {
-            let compiled = crate::cel::CelRule::compile(rule)
-                .and_then(|r| crate::cel::check_supported(&r).map(|()| r))
-                .map_err(|e| format!("CEL rule {rule:?}: {e}"))?;
+            let compiled = CelRule::compile(rule)
+                .and_then(|r| r.check_supported().map(|()| r))
+                .map_err(|e| format!("CEL rule {}: {e}", quoted(rule)))?;
             Requirement::Cel(compiled)
         }
         ConstraintKind::All(v) => Requirement::All(list(v)?),

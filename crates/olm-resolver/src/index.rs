@@ -161,7 +161,7 @@ pub fn matches(req: &Requirement, e: &Entry) -> bool {
         Requirement::All(v) => v.iter().all(|r| matches(r, e)),
         Requirement::Any(v) => v.iter().any(|r| matches(r, e)),
         Requirement::Not(v) => !v.iter().any(|r| matches(r, e)),
-        Requirement::Cel(rule) => rule.matches(e),
+        Requirement::Cel(rule) => crate::model::cel_matches(rule, e),
     }
 }
 

@@ -11,7 +11,6 @@
 //! [`adapter`] turns `olm_catalog` catalogs into [`CatalogSnapshot`]s.
 
 pub mod adapter;
-pub mod cel;
 mod explain;
 pub mod file;
 mod index;
@@ -21,7 +20,7 @@ mod problem;
 mod resolve;
 mod search;
 
-pub use cel::CelRule;
+pub use olm_catalog::cel::CelRule;
 pub use explain::category;
 pub use index::{Catalogs, IndexedCatalog, matches};
 pub use model::{

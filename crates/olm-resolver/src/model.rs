@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 
 pub use olm_catalog::graph::UpgradeEdges;
 
-use crate::cel::CelRule;
+use olm_catalog::cel::CelRule;
+use olm_catalog::quote::quoted;
 pub use olm_catalog::version::{Version, VersionRange};
 
 /// A Kubernetes API identified by group, version and kind.
@@ -50,7 +51,7 @@ pub enum Requirement {
     Any(Vec<Requirement>),
     /// None of these holds (constraint `not`).
     Not(Vec<Requirement>),
-    /// A CEL rule (constraint `cel`), in the subset [`crate::cel`] evaluates.
+    /// A CEL rule (constraint `cel`), in the subset [`olm_catalog::cel`] evaluates.
     Cel(CelRule),
 }
 
@@ -60,6 +61,15 @@ impl Requirement {
         match self {
             Requirement::Cel(_) => true,
             Requirement::All(v) | Requirement::Any(v) | Requirement::Not(v) => v.iter().any(Requirement::uses_cel),
+            _ => false,
+        }
+    }
+
+    /// Whether a CEL rule in the requirement ran out of its evaluation budget.
+    pub fn cel_over_budget(&self) -> bool {
+        match self {
+            Requirement::Cel(rule) => rule.exceeded_budget(),
+            Requirement::All(v) | Requirement::Any(v) | Requirement::Not(v) => v.iter().any(Requirement::cel_over_budget),
             _ => false,
         }
     }
@@ -97,7 +107,7 @@ impl fmt::Display for Requirement {
                 list(f, v, "; ")?;
                 f.write_str("]")
             }
-            Requirement::Cel(rule) => write!(f, "an operator matching the CEL rule {:?}", rule.as_str()),
+            Requirement::Cel(rule) => write!(f, "an operator matching the CEL rule {}", quoted(rule.as_str())),
         }
     }
 }
@@ -206,11 +216,9 @@ impl CatalogSnapshot {
     }
 }
 
-impl CelRule {
-    /// Whether an entry satisfies the rule (evaluation errors count as "no").
-    pub fn matches(&self, e: &Entry) -> bool {
-        self.matches_properties(properties_of(e))
-    }
+/// Whether an entry satisfies the rule (evaluation errors count as "no").
+pub fn cel_matches(rule: &CelRule, e: &Entry) -> bool {
+    rule.matches_properties(properties_of(e))
 }
 
 /// The properties a rule sees, rebuilt from the entry.
@@ -275,16 +283,16 @@ mod tests {
             "properties.exists(p, p.type == 'olm.gvk' && p.value == {'group': 'g', 'version': 'v', 'kind': 'k'})",
         )
         .expect("compiles");
-        assert!(gvk.matches(&entry()));
+        assert!(cel_matches(&gvk, &entry()));
         let gvk2 = CelRule::compile(
             "properties.exists(p, p.type == 'olm.gvk' && p.value == {'group': 'g2', 'version': 'v', 'kind': 'k'})",
         )
         .expect("compiles");
-        assert!(!gvk2.matches(&entry()));
+        assert!(!cel_matches(&gvk2, &entry()));
         let pkg = CelRule::compile("properties.exists(p, p.type == 'olm.package' && p.value.packageName == 'another-package' && (semver_compare(p.value.version, '1.0.1') == 0))").expect("compiles");
-        assert!(pkg.matches(&entry()));
+        assert!(cel_matches(&pkg, &entry()));
         let mut older = entry();
         older.version = Some(Version::new(1, 0, 0));
-        assert!(!pkg.matches(&older));
+        assert!(!cel_matches(&pkg, &older));
     }
 }

@@ -433,3 +433,27 @@ fn the_installed_operator_of_a_failed_subscription_keeps_its_api() {
     assert_contains(error_of(&r, "a"), &["no channel nightly"]);
     assert_contains(error_of(&r, "b"), &["installed operator a.v1", "Widget (example.com/v1)"]);
 }
+
+#[test]
+fn a_cel_rule_over_its_budget_fails_its_bundle_with_that_reason_and_nothing_else() {
+    // Within the estimate checked when a catalog is read (64 properties a bundle), over the
+    // evaluation budget against a bundle providing 3,000 APIs: the constraint fails, saying so.
+    let rule = olm_resolver::CelRule::compile("properties.all(p, properties.all(q, size(q) == 2))").expect("rule compiles");
+    let mut big = e("big.v1", "1.0.0", "big", "stable").default();
+    for i in 0..3_000 {
+        big = big.provides("example.com", "v1", &format!("Kind{i}"));
+    }
+    let entries = vec![
+        e("app.v1", "1.0.0", "app", "stable").default().constraint(Requirement::Cel(rule), "needs a big operator"),
+        big,
+        e("other.v1", "1.0.0", "other", "stable").default(),
+    ];
+    let started = std::time::Instant::now();
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, entries)])
+        .sub(sub("app", "stable", community()))
+        .sub(sub("other", "stable", community()))
+        .resolve();
+    eprintln!("resolved in {:?}", started.elapsed());
+    assert_contains(error_of(&r, "app"), &["took more than the budget of 1000000 steps", "simplify the rule"]);
+    assert_eq!(names(&r), ["other.v1"]);
+}

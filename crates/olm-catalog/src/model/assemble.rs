@@ -80,6 +80,8 @@ pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {
     let mut channels: Vec<PendingChannel> = Vec::new();
     let mut bundles: Vec<Bundle> = Vec::new();
     let mut deprecations: Vec<(String, Vec<DeprecationEntry>, Option<Arc<Path>>)> = Vec::new();
+    // (package, bundle) of the olm.bundle blobs that could not be read.
+    let mut refused: HashSet<(Option<String>, Option<String>)> = HashSet::new();
 
     for p in prepared {
         let (meta, item) = match p {
@@ -130,10 +132,11 @@ pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {
             Item::Deprecations(Ok(entries)) => {
                 deprecations.push((meta.package.clone(), entries, meta.source.clone()))
             }
-            Item::Package(Err(e))
-            | Item::Channel(Err(e))
-            | Item::Bundle(Err(e))
-            | Item::Deprecations(Err(e)) => problems.push(e),
+            Item::Bundle(Err(e)) => {
+                refused.insert((e.package.clone(), e.bundle.clone()));
+                problems.push(e);
+            }
+            Item::Package(Err(e)) | Item::Channel(Err(e)) | Item::Deprecations(Err(e)) => problems.push(e),
             Item::Other => {}
         }
         metas.push(meta);
@@ -272,6 +275,9 @@ pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {
     for pkg in packages.values_mut() {
         check_package(pkg, &mut problems);
     }
+    // A refused bundle was said once, with its cause: its channel entries are not said
+    // again as missing.
+    problems.retain(|p| p.code != "MissingBundle" || !refused.contains(&(p.package.clone(), p.bundle.clone())));
 
     let packages: Vec<Package> = packages.into_values().collect();
     let package_index = packages

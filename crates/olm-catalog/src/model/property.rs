@@ -282,9 +282,12 @@ fn parse_constraint(value: &Value, depth: usize) -> Result<Constraint, String> {
             )?)),
             "cel" => {
                 let o = as_object(v)?;
-                kinds.push(ConstraintKind::Cel {
-                    rule: req_str(o, "rule")?,
-                });
+                let rule = req_str(o, "rule")?;
+                // Hostile rules (too long, too deep, too costly) are refused here, so
+                // validate, render and serve name the bundle before anything evaluates them.
+                crate::cel::CelRule::check_limits(&rule)
+                    .map_err(|e| format!("the CEL rule {}: {e}", crate::quote::quoted(&rule)))?;
+                kinds.push(ConstraintKind::Cel { rule });
             }
             k @ ("all" | "any" | "not") => {
                 let o = as_object(v)?;

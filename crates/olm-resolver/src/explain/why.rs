@@ -282,6 +282,13 @@ impl Explainer<'_, '_> {
                     ),
                 )
             }
+            r if r.cel_over_budget() => (
+                format!(
+                    "{who} requires {r}{own}, but evaluating that CEL rule took more than the budget of {} steps, so no operator satisfies it",
+                    olm_catalog::cel::EVAL_BUDGET
+                ),
+                "ask the bundle's author to simplify the rule (nest fewer macros), or use another bundle.".to_string(),
+            ),
             r if r.uses_cel() => (
                 format!(
                     "{who} requires {r}{own}, and no operator installed in namespace {ns} or in the catalogs it can use ({}) satisfies the rule{extra}",
