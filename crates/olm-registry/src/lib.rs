@@ -16,5 +16,5 @@ pub mod server;
 pub mod store;
 
 pub use error::RegistryError;
-pub use server::{GrpcLimits, RunningServer, ServeConfig, shutdown_signal, start};
+pub use server::{GrpcLimits, RunningServer, ServeConfig, start};
 pub use store::{CatalogSet, CatalogSnapshot, ServedCatalog, load_snapshot};

@@ -185,6 +185,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = build_config(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     runtime.block_on(async move {
+        let stop = super::shutdown::on_signal()?;
         let server = olm_registry::start(config).await.context("starting the catalog server")?;
         super::spawn_alloc_report();
         for catalog in server.catalogs.iter() {
@@ -215,7 +216,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         for (name, addr) in &server.grpc_addrs {
             println!("gRPC api.Registry for catalog {name} on {addr}");
         }
-        olm_registry::shutdown_signal().await;
+        stop.await;
         println!("shutting down");
         server.shutdown();
         server.wait().await.context("catalog server")?;

@@ -13,6 +13,7 @@ mod image;
 mod packageserver;
 mod resolve;
 mod run;
+mod shutdown;
 
 /// A Rust reimplementation of the Operator Lifecycle Manager.
 #[derive(Debug, Parser)]

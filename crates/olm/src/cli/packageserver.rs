@@ -112,26 +112,15 @@ pub fn run(args: PackageServerArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        let stop = super::shutdown::on_signal()?;
         let client = super::run::client(args.kubeconfig.as_ref()).await?;
-        olm_packageserver::cluster::run(client, config, shutdown_signal())
+        let stop = async move {
+            stop.await;
+            eprintln!("olm packageserver: shutting down");
+        };
+        olm_packageserver::cluster::run(client, config, stop)
             .await
             .context("package server")?;
         Ok(ExitCode::SUCCESS)
     })
-}
-
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
-    eprintln!("olm packageserver: shutting down");
 }

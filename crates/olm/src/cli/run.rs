@@ -73,6 +73,7 @@ pub(super) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube:
 }
 
 async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Result<ExitCode> {
+    let stop = super::shutdown::on_signal()?;
     let client = client(args.kubeconfig.as_ref()).await?;
     let leader_election = args.leader_elect.then(|| {
         let host = std::env::var("POD_NAME")
@@ -96,7 +97,7 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
     if let Some(addr) = manager.admin_addr() {
         eprintln!("olm: controllers running; admin server on http://{addr} (/metrics, /healthz, /readyz)");
     }
-    wait_for_signal().await?;
+    stop.await;
     eprintln!("olm: shutting down");
     manager.stop(Duration::from_secs(20)).await;
     Ok(ExitCode::SUCCESS)
@@ -122,14 +123,4 @@ fn cache_thread_init() -> Option<fn()> {
 #[cfg(not(feature = "jemalloc"))]
 fn cache_thread_init() -> Option<fn()> {
     None
-}
-
-async fn wait_for_signal() -> anyhow::Result<()> {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
-    tokio::select! {
-        result = tokio::signal::ctrl_c() => result.context("cannot listen for SIGINT")?,
-        _ = terminate.recv() => {}
-    }
-    Ok(())
 }
