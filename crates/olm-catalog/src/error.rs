@@ -78,7 +78,7 @@ impl fmt::Display for Problem {
             ("bundle", &self.bundle),
         ] {
             if let Some(value) = value {
-                write!(f, "{}{kind} {value:?}", if wrote { ", " } else { "" })?;
+                write!(f, "{}{kind} {}", if wrote { ", " } else { "" }, crate::quote::quoted(value))?;
                 wrote = true;
             }
         }

@@ -29,8 +29,9 @@ pub enum RequestError {
     Parse { path: PathBuf, message: String },
     #[error("request file {}: {field}: {message}", path.display())]
     Invalid { path: PathBuf, field: String, message: String },
-    #[error("catalog {name} ({}): {source}", path.display())]
-    Catalog { name: String, path: PathBuf, source: olm_catalog::CatalogError },
+    /// `field` is the request's `catalogs[i].path`, `path` what it names.
+    #[error("{field} (catalog {name}, {}): {source}", path.display())]
+    Catalog { field: String, name: String, path: PathBuf, source: olm_catalog::CatalogError },
 }
 
 impl RequestError {
@@ -165,7 +166,12 @@ pub fn load_request(path: &Path) -> Result<LoadedRequest, RequestError> {
         }
         let cat_path = base.join(&c.path);
         let (snapshot, problems) = crate::adapter::load(&cat_path, key.clone(), c.priority)
-            .map_err(|source| RequestError::Catalog { name: c.name.clone(), path: cat_path.clone(), source })?;
+            .map_err(|source| RequestError::Catalog {
+                field: format!("catalogs[{i}].path"),
+                name: c.name.clone(),
+                path: cat_path.clone(),
+                source,
+            })?;
         for p in problems {
             warnings.push(format!("catalog {} ({}): {p}", c.name, cat_path.display()));
         }

@@ -151,3 +151,26 @@ fn render_of_a_legacy_package_leaves_out_an_unreachable_csv_with_a_warning() {
     assert!(!stdout.contains("etcdoperator.v9.9.9-orphan"), "the orphan is left out");
     assert!(stdout.contains("\"etcdoperator.v0.9.3\""), "the skipped CSV is in its channel");
 }
+
+/// A lone bundle directory that cannot be read is listed like any source problem (exit 1, as
+/// `--help` says), naming the file and what is wrong with it; a missing path is exit 2.
+#[test]
+fn render_of_an_unreadable_bundle_exits_1_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    fs::create_dir_all(bundle.join("manifests")).unwrap();
+    fs::create_dir_all(bundle.join("metadata")).unwrap();
+    fs::write(bundle.join("manifests/csv.yaml"), "- a list, not an object\n").unwrap();
+    fs::write(
+        bundle.join("metadata/annotations.yaml"),
+        "annotations:\n  operators.operatorframework.io.bundle.package.v1: p\n  operators.operatorframework.io.bundle.channels.v1: a\n",
+    )
+    .unwrap();
+    let out = olm().args(["catalog", "render"]).arg(&bundle).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("csv.yaml") && stderr.contains("is a list, not a Kubernetes object"), "{stderr}");
+
+    let out = olm().args(["catalog", "render"]).arg(dir.path().join("missing")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

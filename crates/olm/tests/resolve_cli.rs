@@ -96,3 +96,16 @@ fn a_malformed_catalog_exits_2_naming_the_file() {
     let err = stderr(&o);
     assert!(err.contains("broken") && err.contains("index.yaml"), "{err}");
 }
+
+#[test]
+fn a_missing_catalog_path_names_the_field_and_says_the_cause_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let req = dir.path().join("req.yaml");
+    std::fs::write(&req, "namespace: ops\ncatalogs:\n- {name: c, namespace: olm, path: ./nope}\nsubscriptions:\n- {package: a, catalog: c}\n")
+        .expect("write");
+    let o = olm(&["resolve", "--request", req.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("catalogs[0].path (catalog c") && err.contains("nope"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}

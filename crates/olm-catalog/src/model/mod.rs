@@ -16,6 +16,7 @@ mod blob;
 mod catalog;
 mod isolate;
 mod json;
+pub(crate) use json::json_kind;
 mod meta;
 mod parse;
 mod property;

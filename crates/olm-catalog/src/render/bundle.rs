@@ -46,6 +46,23 @@ pub(super) fn parse_err(path: &Path, message: impl Into<String>) -> CatalogError
     }
 }
 
+/// The Kubernetes objects of one manifest file; a document that is not an object is named
+/// (a bundle whose CSV file holds a list would otherwise be "a bundle without a CSV").
+fn manifest_objects(file: &Path) -> Result<Vec<Value>, CatalogError> {
+    let documents = parse_file(file)?;
+    if let Some((i, doc)) = documents.iter().enumerate().find(|(_, d)| !d.is_object()) {
+        return Err(parse_err(
+            file,
+            format!(
+                "document {} is {}, not a Kubernetes object; each manifest document must be a mapping with apiVersion and kind",
+                i + 1,
+                crate::model::json_kind(doc)
+            ),
+        ));
+    }
+    Ok(documents)
+}
+
 /// Render one bundle directory. `package_override` names the package when the
 /// directory has no annotations (legacy package manifests).
 pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBundle, CatalogError> {
@@ -127,7 +144,7 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
 
     let mut objects = Vec::new();
     for file in files_in(&manifests_dir)? {
-        objects.extend(parse_file(&file)?);
+        objects.extend(manifest_objects(&file)?);
     }
     render_objects(
         dir,
@@ -149,7 +166,7 @@ pub(super) fn render_legacy_version_dir(
 ) -> Result<RenderedBundle, CatalogError> {
     let mut objects = Vec::new();
     for file in files_in(dir)? {
-        objects.extend(parse_file(&file)?);
+        objects.extend(manifest_objects(&file)?);
     }
     render_objects(
         dir,

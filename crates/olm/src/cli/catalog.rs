@@ -187,10 +187,15 @@ fn render(args: RenderArgs) -> anyhow::Result<ExitCode> {
     let mut documents = Vec::new();
     let mut load_problems = Vec::new();
     for src in &args.sources {
-        let (_, mut docs, mut problems) =
-            render_documents(src, &opts).with_context(|| format!("cannot render {}", src.display()))?;
-        documents.append(&mut docs);
-        load_problems.append(&mut problems);
+        match render_documents(src, &opts) {
+            Ok((_, mut docs, mut problems)) => {
+                documents.append(&mut docs);
+                load_problems.append(&mut problems);
+            }
+            // What is in the source keeps it from being read: a problem like the others (exit 1).
+            Err(err) if !err.is_retryable() => load_problems.extend(err.problems()),
+            Err(err) => return Err(err).with_context(|| format!("cannot render {}", src.display())),
+        }
     }
     // Warnings (a CSV no channel reaches, left out) do not stop the render.
     let (warned, load_problems): (Vec<Problem>, Vec<Problem>) = load_problems.into_iter().partition(|p| p.warning);

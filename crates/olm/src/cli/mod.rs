@@ -102,8 +102,36 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", said_once(&err));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes, each said once: a cause whose text the message before it
+/// already holds (many of our errors say their cause) is not repeated.
+fn said_once(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let cause = cause.to_string();
+        if text.is_empty() {
+            text = cause;
+        } else if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_the_message_already_says_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        let err = anyhow::Error::new(io).context("cannot read ./nope: No such file or directory (os error 2)").context("catalogs[0].path (catalog c)");
+        assert_eq!(said_once(&err), "catalogs[0].path (catalog c): cannot read ./nope: No such file or directory (os error 2)");
     }
 }
