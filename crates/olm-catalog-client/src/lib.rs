@@ -225,7 +225,13 @@ impl CatalogContent {
         if catalog.packages().is_empty() && !problems.is_empty() {
             return Err(problems.into_iter().take(5).collect::<Vec<_>>().join("; "));
         }
-        let indexed = Arc::new(IndexedCatalog::new(olm_resolver::adapter::snapshot(&catalog, key.clone(), priority)));
+        let mut snapshot = olm_resolver::adapter::snapshot(&catalog, key.clone(), priority);
+        snapshot.left_out = isolated
+            .left_out
+            .iter()
+            .map(|l| (l.package.clone(), l.problems.iter().take(3).map(ToString::to_string).collect::<Vec<_>>().join("; ")))
+            .collect();
+        let indexed = Arc::new(IndexedCatalog::new(snapshot));
         Ok(CatalogContent {
             key,
             priority,
@@ -370,6 +376,13 @@ mod tests {
         assert_eq!(names, ["good"]);
         assert!(content.problems[0].starts_with("package bad left out: "), "{:?}", content.problems);
         assert!(content.problems[0].contains("missing"), "{:?}", content.problems);
+        // A Subscription to the left-out package is told why, not that it does not exist.
+        let catalogs = olm_resolver::Catalogs::from_indexed(vec![content.indexed.clone()]);
+        let mut request = olm_resolver::Request::new("olm");
+        request.subscriptions.push(olm_resolver::Subscription::new("bad", CatalogKey::new("c", "olm")));
+        let resolution = olm_resolver::resolve(&catalogs, &request);
+        let message = &resolution.errors[0].message;
+        assert!(message.contains("was left out of the catalog for its problems") && message.contains("missing"), "{message}");
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub fn snapshot(catalog: &Catalog, key: CatalogKey, priority: i32) -> CatalogSna
             }
         }
     }
-    CatalogSnapshot { key, priority, entries, deprecations }
+    CatalogSnapshot { key, priority, entries, deprecations, left_out: Default::default() }
 }
 
 /// Load a catalog from disk in any format olm-catalog detects (FBC, package manifests,

@@ -51,6 +51,8 @@ pub struct IndexedCatalog {
     pub priority: i32,
     pub entries: Vec<Entry>,
     pub deprecations: Vec<Deprecation>,
+    /// Packages left out of the catalog for their problems, with why.
+    pub left_out: BTreeMap<String, String>,
     pub(crate) packages: BTreeMap<String, PackageIndex>,
     pub(crate) by_gvk: HashMap<Gvk, Vec<u32>>,
     pub(crate) by_package: HashMap<String, Vec<u32>>,
@@ -60,7 +62,7 @@ pub struct IndexedCatalog {
 
 impl IndexedCatalog {
     pub fn new(snapshot: CatalogSnapshot) -> IndexedCatalog {
-        let CatalogSnapshot { key, priority, entries, deprecations } = snapshot;
+        let CatalogSnapshot { key, priority, entries, deprecations, left_out } = snapshot;
         let mut packages: BTreeMap<String, PackageIndex> = BTreeMap::new();
         let mut by_gvk: HashMap<Gvk, Vec<u32>> = HashMap::new();
         let mut by_package: HashMap<String, Vec<u32>> = HashMap::new();
@@ -98,7 +100,7 @@ impl IndexedCatalog {
                 ch.order = channel_order(&entries, &ch.members, &ch.graph, pkg_name, ch_name);
             }
         }
-        IndexedCatalog { key, priority, entries, deprecations, packages, by_gvk, by_package, by_label, by_name }
+        IndexedCatalog { key, priority, entries, deprecations, left_out, packages, by_gvk, by_package, by_label, by_name }
     }
 
     /// Package names in this catalog, sorted.

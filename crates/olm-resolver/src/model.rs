@@ -4,6 +4,7 @@
 //! [`Entry`] per (bundle, channel) pair with exactly the fields resolution looks at.
 //! [`crate::adapter`] builds it from `olm_catalog` snapshots; tests build it directly.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -208,11 +209,14 @@ pub struct CatalogSnapshot {
     pub priority: i32,
     pub entries: Vec<Entry>,
     pub deprecations: Vec<Deprecation>,
+    /// Packages the catalog has but that were left out of it for their problems, with why:
+    /// a Subscription to one is told that, not that the package does not exist.
+    pub left_out: BTreeMap<String, String>,
 }
 
 impl CatalogSnapshot {
     pub fn new(key: CatalogKey, priority: i32, entries: Vec<Entry>) -> CatalogSnapshot {
-        CatalogSnapshot { key, priority, entries, deprecations: Vec::new() }
+        CatalogSnapshot { key, priority, entries, deprecations: Vec::new(), left_out: BTreeMap::new() }
     }
 }
 

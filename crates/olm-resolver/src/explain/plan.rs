@@ -182,6 +182,17 @@ fn package_not_found(p: &Problem<'_>, sub: &Subscription, cat: &IndexedCatalog) 
             if p.visible.contains(&(i as u32)) { visible_homes.push(text) } else { hidden_homes.push(text) }
         }
     }
+    if let Some(problems) = cat.left_out.get(&sub.package) {
+        let why = format!(
+            "package {} of catalog {} (namespace {}) was left out of the catalog for its problems: {problems}",
+            sub.package, cat.key.name, cat.key.namespace
+        );
+        let suggestion = format!(
+            "the catalog's author must fix the package (CatalogSource {} lists its problems in status.message), or subscribe from another catalog.",
+            cat.key.name
+        );
+        return fail(sub, category::PACKAGE_NOT_FOUND, why, &suggestion);
+    }
     let mut why = format!("package {} is not in catalog {} (namespace {}).", sub.package, cat.key.name, cat.key.namespace);
     let suggestion;
     if let Some(home) = visible_homes.first() {
