@@ -494,6 +494,37 @@ async fn an_upgrade_that_changes_a_deployment_selector_replaces_the_deployment()
     Ok(())
 }
 
+/// An upgrade whose Deployment goes from RollingUpdate to Recreate (koku-metrics-operator's
+/// 3.2.0 does) is applied: the rollingUpdate the API server defaulted is cleared first.
+#[tokio::test]
+async fn an_upgrade_from_rolling_update_to_recreate_applies() -> anyhow::Result<()> {
+    let (cluster, _admin) = setup().await?;
+    let _apis = controllers::ETCD_APIS.read().await;
+    let client = cluster.client();
+    let ns = cluster.namespace("csv-recreate").await?;
+    let name = ns.name().to_owned();
+    install_etcd_092(&ns, &client).await?;
+
+    let new = edit_csv(&load_csv(ETCD, &name)?, |csv| {
+        csv["spec"]["install"]["spec"]["deployments"][0]["spec"]["strategy"] = serde_json::json!({"type": "Recreate"});
+    })?;
+    grant_permissions(&client, &new, &name, false).await?;
+    create_csv(&ns, &new).await?;
+    wait_phase(&ns, "etcdoperator.v0.9.4", "Succeeded", None, TIMEOUT).await?;
+    let dep = deployment_where(&ns, "etcd-operator", "the Deployment with strategy Recreate, Available", |d| {
+        let strategy = d.spec.as_ref().and_then(|s| s.strategy.clone()).unwrap_or_default();
+        if strategy.type_.as_deref() == Some("Recreate") && strategy.rolling_update.is_none() {
+            available(d)
+        } else {
+            Err(format!("strategy {strategy:?}"))
+        }
+    })
+    .await?;
+    assert_eq!(dep.labels().get(keys::OWNER_LABEL).map(String::as_str), Some("etcdoperator.v0.9.4"));
+    ns.cleanup().await?;
+    Ok(())
+}
+
 /// A Deployment the API server refuses (no image) fails the CSV with a message naming it,
 /// without hot-looping.
 #[tokio::test]

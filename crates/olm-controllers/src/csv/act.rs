@@ -191,6 +191,18 @@ async fn apply_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, de
             delete_deployment(ctx, namespace, &name).await?;
             server_side_apply(&api, Some(namespace), deployment, apply).await?
         }
+        // A Deployment going from RollingUpdate to Recreate keeps the rollingUpdate the API
+        // server defaulted (no field manager owns it, so an apply cannot drop it), and the
+        // server refuses it beside Recreate: clear it, as upstream's full update does.
+        Err(err) if is_rolling_update_beside_recreate(&err) => {
+            tracing::info!(deployment = %name, "strategy changes to Recreate: clearing the defaulted rollingUpdate");
+            let clear = json!({"spec": {"strategy": {"type": "Recreate", "rollingUpdate": null}}});
+            let params = PatchParams { field_manager: apply.field_manager.clone(), ..Default::default() };
+            api.patch(&name, &params, &Patch::Merge(&clear))
+                .await
+                .map_err(|err| Error::api(format!("clear spec.strategy.rollingUpdate of Deployment {namespace}/{name}"), err))?;
+            server_side_apply(&api, Some(namespace), deployment, apply).await?
+        }
         Err(err) => return Err(Error::api(format!("apply Deployment {namespace}/{name}"), err)),
     };
     // What was just applied is what the CSV wants, at the generation returned.
@@ -202,6 +214,13 @@ async fn apply_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, de
 /// A 422 because the change touches a field the API server does not let change.
 fn is_immutable_field(err: &kube::Error) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == 422 && status.message.contains("field is immutable"))
+}
+
+/// A 422 because a defaulted `rollingUpdate` stays beside a new `type: Recreate`.
+fn is_rolling_update_beside_recreate(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 422
+        && status.message.contains("rollingUpdate")
+        && status.message.contains("Recreate"))
 }
 
 async fn delete_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, dep_name: &str) -> Result<()> {
