@@ -25,6 +25,7 @@ mod parallel;
 pub mod render;
 pub mod source;
 pub mod version;
+pub mod walk;
 mod text;
 
 pub use error::{CatalogError, Problem};
