@@ -139,6 +139,54 @@ fn saphyr_parts(err: &serde_saphyr::Error) -> (String, Option<(u64, u64)>) {
     (message.to_owned(), position)
 }
 
+/// serde-saphyr faults a quote that is never closed at the first following line not indented
+/// past its key, which names neither the quote nor the cause. When `message` is that fault at
+/// `position`, and no quote closes the scalar, say where it opens instead. Linear: one parse of
+/// the text before the fault (it ends inside the scalar, so the parser names the opening) and
+/// one scan for the closing quote (the catalog loader's `text.rs` does the same).
+fn name_unclosed_quote(text: &str, message: String, position: Option<(u64, u64)>) -> (String, Option<(u64, u64)>) {
+    let Some((line, _)) = position.filter(|_| message.contains("multiline quoted scalar")) else {
+        return (message, position);
+    };
+    let starts: Vec<usize> = std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    let opening = starts.get(line as usize - 1).and_then(|&fault| {
+        let options = serde_saphyr::options! { budget: serde_saphyr::budget! { max_documents: MAX_DOCUMENTS } };
+        let err = serde_saphyr::from_multiple_with_options::<Value>(text[..fault].trim_end(), options).err()?;
+        let loc = err.location().filter(|_| err.to_string().contains("unclosed quote"))?;
+        let line_start = *starts.get((loc.line() as usize).checked_sub(1)?)?;
+        let (offset, quote) = text[line_start..].char_indices().nth((loc.column() as usize).checked_sub(1)?)?;
+        matches!(quote, '\'' | '"').then_some((loc.line(), loc.column(), line_start + offset, quote))
+    });
+    let Some((open_line, open_column, open, quote)) = opening else {
+        return (message, position);
+    };
+    let bytes = text.as_bytes();
+    let mut i = open + 1;
+    let mut end = "the end of the text".to_owned();
+    let mut current_line = open_line;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if quote == '"' => i += 1,
+            b'\'' if quote == '\'' && bytes.get(i + 1) == Some(&b'\'') => i += 1,
+            b'\'' if quote == '\'' => return (message, position),
+            b'"' if quote == '"' => return (message, position),
+            b'\n' => {
+                current_line += 1;
+                let next = &bytes[i + 1..];
+                let marker = next.starts_with(b"---") || next.starts_with(b"...");
+                if marker && matches!(next.get(3), None | Some(b' ' | b'\t' | b'\r' | b'\n')) {
+                    end = format!("the document ends at line {current_line}");
+                    break;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let kind = if quote == '\'' { "single-quoted" } else { "double-quoted" };
+    (format!("the {kind} value opened here is never closed before {end}; add the closing {quote}"), Some((open_line, open_column)))
+}
+
 /// serde-saphyr appends ` at line N, column M` to messages; the position is reported
 /// separately, so drop it from the text.
 fn strip_location_suffix(message: &str) -> &str {
@@ -262,6 +310,7 @@ pub fn from_str<T: DeserializeOwned>(text: &str, origin: &str) -> Result<T, Yaml
     });
     outcome.map_err(|err| {
         let (message, position) = saphyr_parts(&err);
+        let (message, position) = name_unclosed_quote(text, message, position);
         let error = invalid(origin, None, failed_at.as_deref().unwrap_or_default(), message, position);
         // Errors found inside a buffered sub-object carry that object's position; point at
         // the field itself when it can be found.
@@ -294,6 +343,7 @@ pub fn all_from_str<T: DeserializeOwned>(text: &str, origin: &str) -> Result<Vec
     };
     let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, options).map_err(|err| {
         let (message, position) = saphyr_parts(&err);
+        let (message, position) = name_unclosed_quote(text, message, position);
         invalid(origin, None, "", message, position)
     })?;
     documents
@@ -355,6 +405,20 @@ mod tests {
         assert_eq!(locate(text, "spec.modes[1].type"), Some((4, 11)));
         assert_eq!(locate(text, "spec.modes[7].type").map(|p| p.0), Some(3), "falls back to the nearest existing node (the list)");
         assert_eq!(locate("not: [valid", "not"), None);
+    }
+
+    #[test]
+    fn an_unclosed_quote_is_named_where_it_opens() {
+        let mut text = String::from("kind: A\n---\nkind: B\nname: 'abc\n");
+        for i in 0..500 {
+            text.push_str(&format!("---\nkind: C\nname: c{i}\n"));
+        }
+        let err = all_from_str::<Value>(&text, "stream.yaml").unwrap_err();
+        let details = err.invalid().expect("invalid");
+        assert_eq!((details.line, details.column), (Some(4), Some(7)), "{err}");
+        assert!(err.to_string().contains("never closed"), "{err}");
+        let err = from_str::<Value>("a: 1\nb: \"x\nc: 2\n", "one.yaml").unwrap_err();
+        assert!(err.to_string().starts_with("one.yaml:2:4: "), "{err}");
     }
 
     #[test]

@@ -111,6 +111,10 @@ pub enum CatalogError {
     /// The directory is not in a format we recognise.
     #[error("{}: {message}", path.display())]
     UnknownFormat { path: PathBuf, message: String },
+    /// A path the catalog walker does not read: a symlink leaving the catalog, a FIFO,
+    /// socket or device, or a walk limit (see `walk`).
+    #[error("{0}")]
+    Refused(Box<Problem>),
     /// The catalog content breaks one or more rules; every problem is listed.
     #[error("{}", Invalid::render(.0))]
     Invalid(Vec<Problem>),
@@ -140,6 +144,7 @@ impl CatalogError {
             CatalogError::Parse { .. } => "CatalogParseError",
             CatalogError::TooLarge { .. } => "CatalogTooLarge",
             CatalogError::UnknownFormat { .. } => "CatalogUnknownFormat",
+            CatalogError::Refused(_) => "CatalogPathRefused",
             CatalogError::Invalid(_) => "CatalogInvalid",
         }
     }
@@ -154,6 +159,7 @@ impl CatalogError {
     pub fn problems(&self) -> Vec<Problem> {
         match self {
             CatalogError::Invalid(p) => p.clone(),
+            CatalogError::Refused(p) => vec![(**p).clone()],
             CatalogError::Io { path, source } => {
                 vec![Problem::new(format!("cannot read: {source}")).file(Some(path))]
             }

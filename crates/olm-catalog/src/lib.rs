@@ -13,6 +13,7 @@
 //! * [`source::render_documents`] + [`source::render_to_string`] – `olm catalog render`;
 //! * [`Catalog`] – the immutable indexed snapshot (packages → channels/bundles,
 //!   bundles by name, providers of a GVK, raw blobs for catalogd endpoints);
+//! * [`walk::Walker`] – how every loader lists catalog directories (links, FIFOs, limits);
 //! * [`VersionRange`] – blang/semver ranges (`skipRange`, `olm.package.required`).
 
 pub mod canonical;
@@ -27,6 +28,7 @@ pub mod quote;
 pub mod render;
 pub mod source;
 pub mod version;
+pub mod walk;
 mod text;
 
 pub use error::{CatalogError, Problem};

@@ -7,16 +7,12 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::error::{CatalogError, Problem};
-use crate::ignore::IgnoreStack;
 use crate::model::{Catalog, Document};
 use crate::parallel::parallel_map;
+use crate::walk::{WalkLimits, Walker};
 pub use crate::text::{MAX_NESTING_DEPTH, parse_manifest_text};
 
-/// Files larger than this are refused (bounded memory).
-pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
-/// Directory nesting limit (protects against symlink loops).
-pub const MAX_DIR_DEPTH: usize = 32;
-
+pub use crate::walk::{MAX_DIR_DEPTH, MAX_FILE_BYTES};
 
 /// Read a file as UTF-8 text, refusing files over [`MAX_FILE_BYTES`].
 pub fn read_text(path: &Path) -> Result<String, CatalogError> {
@@ -24,6 +20,8 @@ pub fn read_text(path: &Path) -> Result<String, CatalogError> {
         path: path.to_path_buf(),
         source,
     })?;
+    // Checked before opening: opening a FIFO blocks until a writer comes.
+    crate::walk::check_regular(path, &meta)?;
     if meta.len() > MAX_FILE_BYTES {
         return Err(CatalogError::TooLarge {
             path: path.to_path_buf(),
@@ -126,87 +124,24 @@ fn yaml_document_pieces(text: &str) -> Vec<&str> {
     starts.windows(2).filter_map(|w| text.get(w[0]..w[1])).collect()
 }
 
-/// Every regular file below `root` that an FBC loader parses: lexical order,
-/// `.indexignore` rules applied, `.indexignore` files themselves skipped.
+/// Every file below `root` that an FBC loader parses, by the rules of [`crate::walk`]:
+/// lexical order, `.indexignore` rules applied, `.indexignore` files themselves skipped.
+/// A `root` that is a file is that file.
 pub fn fbc_files(root: &Path) -> Result<(Vec<PathBuf>, Vec<Problem>), CatalogError> {
+    fbc_files_within(root, WalkLimits::default())
+}
+
+/// [`fbc_files`] with chosen limits.
+pub fn fbc_files_within(root: &Path, limits: WalkLimits) -> Result<(Vec<PathBuf>, Vec<Problem>), CatalogError> {
     let meta = fs::metadata(root).map_err(|source| CatalogError::Io {
         path: root.to_path_buf(),
         source,
     })?;
     if !meta.is_dir() {
+        crate::walk::check_regular(root, &meta)?;
         return Ok((vec![root.to_path_buf()], Vec::new()));
     }
-    let mut files = Vec::new();
-    let mut problems = Vec::new();
-    let mut ignores = IgnoreStack::default();
-    walk(root, root, 0, &mut ignores, &mut files, &mut problems);
-    Ok((files, problems))
-}
-
-fn walk(
-    root: &Path,
-    dir: &Path,
-    depth: usize,
-    ignores: &mut IgnoreStack,
-    files: &mut Vec<PathBuf>,
-    problems: &mut Vec<Problem>,
-) {
-    if depth > MAX_DIR_DEPTH {
-        problems.push(
-            Problem::new(format!(
-                "directory nesting deeper than {MAX_DIR_DEPTH} levels (symlink loop?)"
-            ))
-            .file(Some(dir)),
-        );
-        return;
-    }
-    let mut entries: Vec<PathBuf> = match fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(e) => {
-            problems.push(Problem::new(format!("cannot read directory: {e}")).file(Some(dir)));
-            return;
-        }
-    };
-    entries.sort();
-    let pushed = match fs::read_to_string(dir.join(".indexignore")) {
-        Ok(text) => {
-            let rel = dir
-                .strip_prefix(root)
-                .unwrap_or(Path::new(""))
-                .to_path_buf();
-            ignores.push(rel, &text);
-            true
-        }
-        Err(_) => false,
-    };
-    for path in entries {
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            problems.push(Problem::new("file name is not UTF-8").file(Some(&path)));
-            continue;
-        };
-        if name == ".indexignore" {
-            continue;
-        }
-        let md = match fs::metadata(&path) {
-            Ok(m) => m,
-            Err(e) => {
-                problems.push(Problem::new(format!("cannot read: {e}")).file(Some(&path)));
-                continue;
-            }
-        };
-        let rel = path.strip_prefix(root).unwrap_or(&path);
-        if ignores.is_ignored(rel, md.is_dir()) {
-            continue;
-        }
-        if md.is_dir() {
-            walk(root, &path, depth + 1, ignores, files, problems);
-        } else if md.is_file() {
-            files.push(path);
-        }
-    }
-    if pushed {
-        ignores.pop();
-    }
+    Ok(Walker::with_limits(root, limits)?.fbc_files())
 }
 
 /// Load the documents of a File-Based Catalog directory (or a single file),

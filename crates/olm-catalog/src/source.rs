@@ -20,6 +20,7 @@ use crate::error::{CatalogError, Problem};
 use crate::load::{load_fbc_documents, parse_manifest_text};
 use crate::model::{Catalog, Document, Meta};
 use crate::render::{self, RenderOptions, find_bundle_dirs, is_bundle_dir};
+use crate::walk::{EntryKind, Walker};
 
 /// The on-disk format of a catalog source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,31 +59,15 @@ fn is_package_manifest_name(p: &Path) -> bool {
 }
 
 fn has_package_manifest_file(dir: &Path) -> bool {
-    fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .any(|e| e.path().is_file() && is_package_manifest_name(&e.path()))
-        })
-        .unwrap_or(false)
+    let listed = Walker::new(dir).and_then(|w| w.list(dir)).unwrap_or_default();
+    listed
+        .iter()
+        .any(|e| matches!(e.kind, EntryKind::File { .. }) && is_package_manifest_name(&e.path))
 }
 
+/// The subdirectories of `dir` (links to directories are not followed, see [`crate::walk`]).
 fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
-    let rd = fs::read_dir(dir).map_err(|source| CatalogError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut out: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_dir()
-                && !p
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with('.'))
-        })
-        .collect();
-    out.sort();
-    Ok(out)
+    Ok(Walker::new(dir)?.visible_subdirs(dir))
 }
 
 /// Detect the format of `path` (see module docs).

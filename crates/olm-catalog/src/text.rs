@@ -53,55 +53,146 @@ pub fn parse_manifest_text(text: &str) -> Result<Vec<Value>, String> {
     Ok(docs)
 }
 
-/// Most repairs of under-indented quoted-scalar continuation lines per file.
-const MAX_INDENT_REPAIRS: usize = 2000;
+/// Most parses spent repairing under-indented quoted scalars in one file: each repair of a
+/// scalar costs two parses, so the total work stays a bounded multiple of the file's size
+/// (about 64 MiB of parsing) however many scalars need it.
+fn repair_parse_budget(len: usize) -> usize {
+    ((64 << 20) / len.max(1)).clamp(8, 2000)
+}
 
 /// Parse multi-document YAML. Go's YAML parser (what opm uses) accepts
 /// continuation lines of multi-line quoted scalars that are not indented past
 /// their key, which YAML 1.2 and our parser reject; real published CRDs contain
 /// them. Such a line's leading whitespace is not part of the value, so we indent
-/// the offending line one more column and parse again (bounded).
+/// the scalar's under-indented lines and parse again (bounded). A quote that is
+/// never closed is an error naming where it opens.
 fn parse_yaml_lenient(text: &str) -> Result<Vec<Value>, String> {
     let mut owned: Option<String> = None;
     let mut duplicates = serde_saphyr::DuplicateKeyPolicy::Error;
-    for _ in 0..=MAX_INDENT_REPAIRS {
+    let mut parses_left = repair_parse_budget(text.len());
+    let mut first_repair: Option<u64> = None;
+    loop {
         let current = owned.as_deref().unwrap_or(text);
-        match serde_saphyr::from_multiple_with_options::<Value>(current, yaml_options(duplicates)) {
+        let e = match serde_saphyr::from_multiple_with_options::<Value>(current, yaml_options(duplicates)) {
             Ok(docs) => return Ok(docs),
-            Err(e) => {
-                let message = e.to_string();
-                let location = e.location();
-                // Go's YAML decoding (opm's, OLM's) takes the last of a repeated key; so do
-                // we, and say so.
-                if message.contains("duplicate mapping key") && matches!(duplicates, serde_saphyr::DuplicateKeyPolicy::Error) {
-                    let key = message
-                        .split("duplicate mapping key: ")
-                        .nth(1)
-                        .and_then(|rest| rest.split(',').next())
-                        .unwrap_or("?");
-                    let at = location.map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
-                    tracing::warn!("YAML key {key:?} is repeated{at}: the last value is used, as Go's YAML decoding does");
-                    duplicates = serde_saphyr::DuplicateKeyPolicy::LastWins;
-                    continue;
-                }
-                let repairable = message.contains("multiline quoted scalar");
-                match (repairable, location) {
-                    (true, Some(loc)) if loc.line() > 0 => {
-                        let line = (loc.line() - 1) as usize;
-                        let mut lines: Vec<&str> = current.split('\n').collect();
-                        let Some(target) = lines.get(line) else {
-                            return Err(yaml_error(&e));
-                        };
-                        let fixed = format!(" {target}");
-                        lines[line] = &fixed;
-                        owned = Some(lines.join("\n"));
-                    }
-                    _ => return Err(yaml_error(&e)),
+            Err(e) => e,
+        };
+        let message = e.to_string();
+        let location = e.location();
+        // Go's YAML decoding (opm's, OLM's) takes the last of a repeated key; so do
+        // we, and say so.
+        if message.contains("duplicate mapping key") && matches!(duplicates, serde_saphyr::DuplicateKeyPolicy::Error) {
+            let key = message
+                .split("duplicate mapping key: ")
+                .nth(1)
+                .and_then(|rest| rest.split(',').next())
+                .unwrap_or("?");
+            let at = location.map(|l| format!(" at line {} column {}", l.line(), l.column())).unwrap_or_default();
+            tracing::warn!("YAML key {key:?} is repeated{at}: the last value is used, as Go's YAML decoding does");
+            duplicates = serde_saphyr::DuplicateKeyPolicy::LastWins;
+            continue;
+        }
+        let line = match location {
+            Some(loc) if message.contains("multiline quoted scalar") && loc.line() > 0 => loc.line(),
+            _ => return Err(yaml_error(&e)),
+        };
+        let first = *first_repair.get_or_insert(line);
+        if parses_left < 2 {
+            return Err(format!(
+                "invalid YAML: too many under-indented lines in multi-line quoted values (the first at line {first}); indent each continuation line past its key"
+            ));
+        }
+        parses_left -= 2;
+        owned = Some(indent_quoted_scalar(current, line, duplicates)?);
+    }
+}
+
+/// `text` with the quoted scalar that continues on (1-based) `line` re-indented: each of its
+/// continuation lines starts past the opening quote's column. Finds the opening quote by
+/// parsing the text before `line` (it ends inside the scalar, so the parser names where
+/// it opens) and the closing one by a scan: two linear passes per scalar. Falls back to
+/// indenting `line` alone by one column when the opening cannot be found.
+fn indent_quoted_scalar(text: &str, line: u64, duplicates: serde_saphyr::DuplicateKeyPolicy) -> Result<String, String> {
+    let starts = line_starts(text);
+    let Some(&fault_start) = starts.get(line as usize - 1) else {
+        return Err(format!("invalid YAML at line {line}: invalid indentation in multiline quoted scalar"));
+    };
+    // Without its trailing line breaks, or the parser would fault on their indentation again.
+    let before = text[..fault_start].trim_end();
+    let opening = serde_saphyr::from_multiple_with_options::<Value>(before, yaml_options(duplicates))
+        .err()
+        .filter(|e| e.to_string().contains("unclosed quote"))
+        .and_then(|e| e.location())
+        .and_then(|loc| {
+            let line_start = *starts.get((loc.line() as usize).checked_sub(1)?)?;
+            let (offset, quote) = text[line_start..].char_indices().nth((loc.column() as usize).checked_sub(1)?)?;
+            matches!(quote, '\'' | '"').then_some((loc.line(), loc.column(), line_start + offset, quote))
+        });
+    let Some((open_line, open_column, open_offset, quote)) = opening else {
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        let fixed = format!(" {}", lines[line as usize - 1]);
+        lines[line as usize - 1] = &fixed;
+        return Ok(lines.join("\n"));
+    };
+    let close = closing_quote(text, open_offset, quote).map_err(|end| {
+        let kind = if quote == '\'' { "single-quoted" } else { "double-quoted" };
+        format!("invalid YAML at line {open_line} column {open_column}: the {kind} value opened here is never closed before {end}; add the closing {quote}")
+    })?;
+    let min_indent = open_column as usize;
+    let mut out = String::with_capacity(text.len() + 1024);
+    let first_continuation = starts.partition_point(|&s| s <= open_offset);
+    let last_continuation = starts.partition_point(|&s| s <= close);
+    out.push_str(&text[..starts.get(first_continuation).copied().unwrap_or(text.len())]);
+    for index in first_continuation..last_continuation {
+        let end = starts.get(index + 1).copied().unwrap_or(text.len());
+        let this = &text[starts[index]..end];
+        let spaces = this.len() - this.trim_start_matches(' ').len();
+        if !this.trim().is_empty() && spaces < min_indent {
+            out.extend(std::iter::repeat_n(' ', min_indent - spaces));
+        }
+        out.push_str(this);
+    }
+    if let Some(&rest) = starts.get(last_continuation) {
+        out.push_str(&text[rest..]);
+    }
+    Ok(out)
+}
+
+/// Byte offsets where lines start.
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).filter(|&i| i <= text.len()).collect()
+}
+
+/// The offset of the quote closing the scalar opened at `open`, or what ends it first: the
+/// end of the text or a document marker (`---` / `...` at the start of a line).
+fn closing_quote(text: &str, open: usize, quote: char) -> Result<usize, String> {
+    let bytes = text.as_bytes();
+    let mut i = open + 1;
+    let mut line = 1 + bytes[..open].iter().filter(|&&b| b == b'\n').count();
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if quote == '"' => i += 1,
+            b'\'' if quote == '\'' => {
+                if bytes.get(i + 1) == Some(&b'\'') {
+                    i += 1;
+                } else {
+                    return Ok(i);
                 }
             }
+            b'"' if quote == '"' => return Ok(i),
+            b'\n' => {
+                line += 1;
+                let next = &bytes[i + 1..];
+                let marker = next.starts_with(b"---") || next.starts_with(b"...");
+                if marker && matches!(next.get(3), None | Some(b' ' | b'\t' | b'\r' | b'\n')) {
+                    return Err(format!("the document ends at line {line}"));
+                }
+            }
+            _ => {}
         }
+        i += 1;
     }
-    Err("invalid YAML: too many under-indented quoted-scalar lines".into())
+    Err("the end of the file".into())
 }
 
 fn yaml_error(e: &serde_saphyr::Error) -> String {
@@ -162,6 +253,27 @@ mod tests {
         );
         assert_eq!(docs[0]["eq"], Value::String("=".into()));
         assert_eq!(docs[1]["schema"], "yy");
+    }
+
+    #[test]
+    fn under_indented_quoted_lines_are_repaired_as_go_reads_them() {
+        let text = "a:\n  b: 'one\ntwo\n    three'\n  c: \"x\ny \\\" z\n\n w\"\nd: 'p\nq'\n";
+        let docs = parse_manifest_text(text).unwrap();
+        assert_eq!(docs[0]["a"]["b"], "one two three");
+        assert_eq!(docs[0]["a"]["c"], "x y \" z\nw");
+        assert_eq!(docs[0]["d"], "p q");
+    }
+
+    #[test]
+    fn an_unclosed_quote_is_named_where_it_opens() {
+        let mut text = String::from("items:\n- schema: olm.bundle\n  name: 'abc\n");
+        for i in 0..2000 {
+            text.push_str(&format!("- schema: olm.bundle\n  name: b{i}\n"));
+        }
+        let err = parse_manifest_text(&text).unwrap_err();
+        assert!(err.contains("line 3 column 9") && err.contains("never closed before the end of the file"), "{err}");
+        let err = parse_manifest_text("---\nname: \"abc\nx: 1\n---\nname: b\n").unwrap_err();
+        assert!(err.contains("line 2 column 7") && err.contains("the document ends at line 4") && err.contains("closing \""), "{err}");
     }
 
     #[test]

@@ -15,55 +15,44 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use olm_catalog::walk::{EntryKind, Walker};
 use tokio::sync::watch;
 
 use crate::store::ServedCatalog;
 
-/// Deepest directory nesting we walk (guards against symlink loops).
-const MAX_DEPTH: usize = 32;
-/// Most directory entries we look at per catalog per poll.
-const MAX_ENTRIES: usize = 500_000;
-
 /// Fingerprint of the files under `dir`: changes when a file is added, removed,
-/// resized or rewritten. Errors are folded in, so "unreadable" is a state too.
+/// resized or rewritten. Errors are folded in, so "unreadable" is a state too. The walk is
+/// the catalog loaders' own ([`olm_catalog::walk`]): directory links are not followed (a
+/// link loop cannot make a poll endless), nothing outside `dir` is looked at, FIFOs are
+/// never opened, and the walk is bounded.
 pub fn fingerprint(dir: &Path) -> u64 {
     let mut hasher = DefaultHasher::new();
-    let mut seen = 0usize;
-    walk(dir, 0, &mut hasher, &mut seen);
-    seen.hash(&mut hasher);
+    match Walker::new(dir) {
+        Ok(walker) => walk(&walker, dir, &mut hasher),
+        Err(e) => e.to_string().hash(&mut hasher),
+    }
     hasher.finish()
 }
 
-fn walk(path: &Path, depth: usize, hasher: &mut DefaultHasher, seen: &mut usize) {
-    if depth > MAX_DEPTH || *seen >= MAX_ENTRIES {
-        return;
-    }
-    *seen += 1;
-    path.hash(hasher);
-    // metadata() follows symlinks, so a swapped `..data` link counts as a change.
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
+fn walk(walker: &Walker, dir: &Path, hasher: &mut DefaultHasher) {
+    let entries = match walker.list(dir) {
+        Ok(entries) => entries,
         Err(e) => {
-            e.kind().hash(hasher);
+            e.to_string().hash(hasher);
             return;
         }
     };
-    if meta.is_dir() {
-        let mut children: Vec<_> = match std::fs::read_dir(path) {
-            Ok(rd) => rd.filter_map(Result::ok).map(|e| e.path()).collect(),
-            Err(e) => {
-                e.kind().hash(hasher);
-                return;
+    for entry in entries {
+        entry.path.hash(hasher);
+        match entry.kind {
+            EntryKind::File { len, modified } => {
+                len.hash(hasher);
+                modified.hash(hasher);
             }
-        };
-        children.sort();
-        for child in children {
-            walk(&child, depth + 1, hasher, seen);
-        }
-    } else {
-        meta.len().hash(hasher);
-        if let Ok(modified) = meta.modified() {
-            modified.hash(hasher);
+            EntryKind::Dir => walk(walker, &entry.path, hasher),
+            // A swapped `..data` link (ConfigMap volumes) changes the target.
+            EntryKind::LinkedDir { target } => target.hash(hasher),
+            EntryKind::Refused(problem) => problem.message.hash(hasher),
         }
     }
 }
@@ -145,5 +134,21 @@ mod tests {
         assert_ne!(second, fingerprint(dir.path()), "new file");
         let missing = fingerprint(&dir.path().join("nope"));
         assert_ne!(missing, first);
+    }
+
+    /// Two loop links made the old walk (which followed links) visit 2^32 paths.
+    #[test]
+    fn link_loops_and_fifos_end_the_walk_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.yaml"), "one").unwrap();
+        let before = fingerprint(dir.path());
+        std::os::unix::fs::symlink(".", dir.path().join("self")).unwrap();
+        std::os::unix::fs::symlink(".", dir.path().join("again")).unwrap();
+        std::os::unix::fs::symlink("/", dir.path().join("root")).unwrap();
+        let status = std::process::Command::new("mkfifo").arg(dir.path().join("pipe.yaml")).status().unwrap();
+        assert!(status.success());
+        let after = fingerprint(dir.path());
+        assert_ne!(before, after);
+        assert_eq!(after, fingerprint(dir.path()), "stable");
     }
 }

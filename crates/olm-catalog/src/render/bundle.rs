@@ -1,7 +1,6 @@
 //! One bundle directory (or legacy version directory) → its `olm.bundle`.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -12,6 +11,7 @@ use crate::error::CatalogError;
 use crate::load::parse_file;
 use crate::model::is_csv_object;
 use crate::version::Version;
+use crate::walk::Walker;
 
 use super::*;
 
@@ -20,23 +20,11 @@ pub fn is_bundle_dir(dir: &Path) -> bool {
     dir.join("manifests").is_dir() && dir.join("metadata").is_dir()
 }
 
+/// The files of one directory of a bundle, legacy version or legacy package, by the rules of
+/// [`crate::walk`], confined to that directory: such a directory is a unit of its own (a
+/// bundle becomes one image), so its files may link only within it.
 pub(super) fn files_in(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
-    let rd = fs::read_dir(dir).map_err(|source| CatalogError::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut files: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && !p
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with('.'))
-        })
-        .collect();
-    files.sort();
-    Ok(files)
+    Walker::new(dir)?.visible_files(dir)
 }
 
 pub(super) fn parse_err(path: &Path, message: impl Into<String>) -> CatalogError {
@@ -68,10 +56,12 @@ fn manifest_objects(file: &Path) -> Result<Vec<Value>, CatalogError> {
 pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBundle, CatalogError> {
     let manifests_dir = dir.join("manifests");
     let metadata_dir = dir.join("metadata");
+    // Confined to the bundle: `manifests` or `metadata` linking out of it is refused.
+    let walker = Walker::new(dir)?;
     let mut annotations: Option<Map<String, Value>> = None;
     let mut dependencies: Option<Vec<Value>> = None;
     let mut extra_properties: Option<Vec<Value>> = None;
-    for file in files_in(&metadata_dir)? {
+    for file in walker.visible_files(&metadata_dir)? {
         let Some(doc) = parse_file(&file)?.into_iter().next() else {
             continue;
         };
@@ -143,7 +133,7 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
     let default_channel = annotation(ANNOTATION_DEFAULT_CHANNEL);
 
     let mut objects = Vec::new();
-    for file in files_in(&manifests_dir)? {
+    for file in walker.visible_files(&manifests_dir)? {
         objects.extend(manifest_objects(&file)?);
     }
     render_objects(

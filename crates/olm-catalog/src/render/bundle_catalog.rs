@@ -1,7 +1,6 @@
 //! A tree of bundle directories → packages, channels and bundles (replaces or semver mode).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -11,12 +10,14 @@ use crate::error::{CatalogError, Problem};
 use crate::load::parse_file;
 use crate::parallel::parallel_map;
 use crate::model::Document;
+use crate::walk::{EntryKind, Walker};
 
 use super::*;
 
-/// Find bundle roots below `root` (not descending into bundles).
+/// Find bundle roots below `root` (not descending into bundles), by the rules of
+/// [`crate::walk`]: links to directories are not followed.
 pub fn find_bundle_dirs(root: &Path) -> Vec<PathBuf> {
-    fn rec(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    fn rec(walker: &Walker, dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
         if is_bundle_dir(dir) {
             out.push(dir.to_path_buf());
             return;
@@ -24,24 +25,14 @@ pub fn find_bundle_dirs(root: &Path) -> Vec<PathBuf> {
         if depth >= MAX_BUNDLE_SEARCH_DEPTH {
             return;
         }
-        let Ok(rd) = fs::read_dir(dir) else { return };
-        let mut subdirs: Vec<PathBuf> = rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_dir())
-            .collect();
-        subdirs.sort();
-        for d in subdirs {
-            if d.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-            {
-                continue;
-            }
-            rec(&d, depth + 1, out);
+        for sub in walker.visible_subdirs(dir) {
+            rec(walker, &sub, depth + 1, out);
         }
     }
     let mut out = Vec::new();
-    rec(root, 0, &mut out);
+    if let Ok(walker) = Walker::new(root) {
+        rec(&walker, root, 0, &mut out);
+    }
     out
 }
 
@@ -56,7 +47,9 @@ fn update_graph_setting(dir: &Path, root: &Path) -> Option<GraphMode> {
     let mut cur = Some(dir);
     while let Some(d) = cur {
         let ci = d.join("ci.yaml");
-        if ci.is_file() {
+        // Only a regular file inside the catalog (never a link out of it, never a FIFO).
+        let listed = Walker::new(root).and_then(|w| w.list(d)).unwrap_or_default();
+        if listed.iter().any(|e| e.name == "ci.yaml" && matches!(e.kind, EntryKind::File { .. })) {
             let doc = parse_file(&ci).ok()?.into_iter().next()?;
             let fbc_mode = doc.pointer("/fbc/enabled").and_then(Value::as_bool) == Some(true);
             let Some(v) = doc

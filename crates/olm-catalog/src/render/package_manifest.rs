@@ -1,7 +1,6 @@
 //! Legacy package-manifest directories → packages, channels and bundles.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,6 +9,7 @@ use serde_json::{Value, json};
 use crate::error::{CatalogError, Problem};
 use crate::load::parse_file;
 use crate::model::{Document, get_ci, is_csv_object};
+use crate::walk::Walker;
 
 use super::*;
 
@@ -117,27 +117,15 @@ pub fn render_package_manifest_dir(
     let mut problems = Vec::new();
     // Version directories: any directory below `dir` holding a CSV file.
     let mut version_dirs = Vec::new();
-    fn rec(d: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-        let Ok(rd) = fs::read_dir(d) else { return };
-        let mut subdirs: Vec<PathBuf> = rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_dir())
-            .collect();
-        subdirs.sort();
-        for s in subdirs {
-            if s.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-            {
-                continue;
-            }
+    fn rec(walker: &Walker, d: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+        for s in walker.visible_subdirs(d) {
             out.push(s.clone());
             if depth < 3 {
-                rec(&s, depth + 1, out);
+                rec(walker, &s, depth + 1, out);
             }
         }
     }
-    rec(dir, 0, &mut version_dirs);
+    rec(&Walker::new(dir)?, dir, 0, &mut version_dirs);
     let mut bundles: Vec<RenderedBundle> = Vec::new();
     for vd in version_dirs {
         let has_csv = files_in(&vd)?
@@ -232,15 +220,7 @@ pub fn render_package_manifests(
     if find_package_manifest(root)?.is_some() {
         return render_package_manifest_dir(root, opts);
     }
-    let rd = fs::read_dir(root).map_err(|source| CatalogError::Io {
-        path: root.to_path_buf(),
-        source,
-    })?;
-    let mut dirs: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
+    let dirs = Walker::new(root)?.visible_subdirs(root);
     let mut documents = Vec::new();
     let mut problems = Vec::new();
     for d in dirs {
