@@ -130,11 +130,18 @@ pub fn load(
 ) -> Result<(CatalogSnapshot, Vec<String>), olm_catalog::CatalogError> {
     let options = olm_catalog::RenderOptions { objects: olm_catalog::ObjectMode::CsvMetadata, image: None };
     let (_format, documents, load_problems) = olm_catalog::load_documents(path, &options)?;
+    // A file that cannot be read refuses the catalog; a warning (a directory link not
+    // followed) is said and takes nothing out.
+    let (load_warnings, load_problems): (Vec<_>, Vec<_>) = load_problems.into_iter().partition(|p| p.warning);
     if !load_problems.is_empty() {
         return Err(olm_catalog::CatalogError::Invalid(load_problems));
     }
     let (catalog, problems) = Catalog::build(documents);
     // A local bundle directory has no image; that matters for installing, not resolving.
-    let warnings = problems.iter().filter(|p| p.code != "MissingImage").map(ToString::to_string).collect();
+    let warnings = load_warnings
+        .iter()
+        .chain(problems.iter().filter(|p| p.code != "MissingImage"))
+        .map(ToString::to_string)
+        .collect();
     Ok((snapshot(&catalog, key, priority), warnings))
 }
