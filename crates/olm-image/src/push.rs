@@ -105,7 +105,8 @@ fn annotations(dir: &Path) -> Result<BTreeMap<String, String>, String> {
 fn build(dirs: &[(std::path::PathBuf, &str)], labels: BTreeMap<String, String>, created_by: &str) -> Result<BuiltImage, ImageError> {
     let mut builder = tar::Builder::new(Vec::new());
     for (source, target) in dirs {
-        append_dir(&mut builder, source, target)?;
+        let walker = olm_catalog::walk::Walker::new(source).map_err(|err| ImageError::local(source.display(), err))?;
+        append_dir(&mut builder, &walker, source, target)?;
     }
     let tar = builder.into_inner().map_err(|err| ImageError::local("layer", err))?;
     let diff_id = sha256(&tar);
@@ -130,8 +131,12 @@ fn build(dirs: &[(std::path::PathBuf, &str)], labels: BTreeMap<String, String>, 
 }
 
 /// Append `source`'s regular files and directories under `target`, sorted, with zero times and
-/// owners so that the layer's digest depends on content only.
-fn append_dir(builder: &mut tar::Builder<Vec<u8>>, source: &Path, target: &str) -> Result<(), ImageError> {
+/// owners so that the layer's digest depends on content only. The directory is listed by
+/// olm-catalog's walker, as every catalog loader lists it: a directory link is not followed
+/// (its target is packed under its own path), and a link leaving the directory or a FIFO
+/// refuses the push, named — nothing outside the directory goes into the image.
+fn append_dir(builder: &mut tar::Builder<Vec<u8>>, walker: &olm_catalog::walk::Walker, source: &Path, target: &str) -> Result<(), ImageError> {
+    use olm_catalog::walk::EntryKind;
     let local = |path: &Path, err: &dyn std::fmt::Display| ImageError::local(path.display(), err);
     let mut header = tar::Header::new_ustar();
     header.set_entry_type(tar::EntryType::Directory);
@@ -141,27 +146,25 @@ fn append_dir(builder: &mut tar::Builder<Vec<u8>>, source: &Path, target: &str) 
     builder
         .append_data(&mut header, format!("{target}/"), std::io::empty())
         .map_err(|err| local(source, &err))?;
-    let mut entries: Vec<_> = std::fs::read_dir(source)
-        .map_err(|err| local(source, &err))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-        let meta = std::fs::metadata(&path).map_err(|err| local(&path, &err))?;
-        if meta.is_dir() {
-            append_dir(builder, &path, &format!("{target}/{name}"))?;
-        } else if meta.is_file() {
-            let data = std::fs::read(&path).map_err(|err| local(&path, &err))?;
-            let mut header = tar::Header::new_ustar();
-            header.set_entry_type(tar::EntryType::Regular);
-            header.set_mode(0o644);
-            header.set_size(data.len() as u64);
-            header.set_mtime(0);
-            builder
-                .append_data(&mut header, format!("{target}/{name}"), data.as_slice())
-                .map_err(|err| local(&path, &err))?;
+    for entry in walker.list(source).map_err(|err| local(source, &err))? {
+        match entry.kind {
+            EntryKind::Dir => append_dir(builder, walker, &entry.path, &format!("{target}/{}", entry.name))?,
+            EntryKind::File { .. } => {
+                let data = std::fs::read(&entry.path).map_err(|err| local(&entry.path, &err))?;
+                let mut header = tar::Header::new_ustar();
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_mode(0o644);
+                header.set_size(data.len() as u64);
+                header.set_mtime(0);
+                builder
+                    .append_data(&mut header, format!("{target}/{}", entry.name), data.as_slice())
+                    .map_err(|err| local(&entry.path, &err))?;
+            }
+            EntryKind::LinkedDir { .. } => {}
+            EntryKind::Refused(problem) => {
+                let fix = problem.fix.as_deref().map(|f| format!(" (fix: {f})")).unwrap_or_default();
+                return Err(ImageError::local(entry.path.display(), format!("{}{fix}", problem.message)));
+            }
         }
     }
     Ok(())
@@ -186,6 +189,13 @@ mod tests {
         let a = build_catalog(dir.path()).unwrap();
         let b = build_catalog(dir.path()).unwrap();
         assert_eq!(a.digest, b.digest);
+        // A link to the directory itself is not followed (no endless layer), so it changes
+        // nothing; a link out of it refuses the push, named.
+        std::os::unix::fs::symlink(".", dir.path().join("self")).unwrap();
+        assert_eq!(build_catalog(dir.path()).unwrap().digest, a.digest);
+        std::os::unix::fs::symlink("/", dir.path().join("root")).unwrap();
+        let err = build_catalog(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("root") && err.contains("outside"), "{err}");
         let empty = tempfile::tempdir().unwrap();
         let err = build_catalog(empty.path()).unwrap_err().to_string();
         assert!(err.contains(&empty.path().display().to_string()), "{err}");
