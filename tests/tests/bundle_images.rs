@@ -336,3 +336,100 @@ async fn a_real_bundle_whose_crd_is_v1beta1_installs() -> anyhow::Result<()> {
     crds.delete("sharedvolumes.aws-efs.managed.openshift.io", &Default::default()).await?;
     Ok(())
 }
+
+/// A TCP proxy to `upstream` that holds every new connection for `delay` before it forwards
+/// it: a slow registry.
+async fn slow_proxy(upstream: String, delay: Duration) -> anyhow::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// The etcd 0.9.0 bundle with a file of its own (so its image has a digest no cache holds),
+/// pushed to `registry`, and a catalog image naming it as `via/…@digest`, pushed to `registry`.
+fn push_fresh_bundle_catalog(registry: &str, via: &str, work: &Path, name: &str) -> anyhow::Result<(String, String)> {
+    let bundle = work.join(name);
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(bundle.join(sub))?;
+        for file in std::fs::read_dir(bundle_dir("0.9.0").join(sub))? {
+            let file = file?.path();
+            std::fs::copy(&file, bundle.join(sub).join(file.file_name().context("file name")?))?;
+        }
+    }
+    std::fs::write(bundle.join("metadata/nonce.yaml"), format!("nonce: {}\n", olm_testkit::random_name(name)))?;
+    let pushed = olm(&["bundle", "push", bundle.to_str().context("path")?, &format!("{registry}/{name}:latest")])?.trim().to_owned();
+    let image = pushed.replacen(registry, via, 1);
+    let rendered: Value = serde_json::from_str(&olm(&[
+        "catalog", "render", bundle.to_str().context("path")?, "--image", &image, "--migrate-level", "bundle-object-to-csv-metadata", "-o", "json",
+    ])?)?;
+    let docs = [
+        json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "singlenamespace-alpha"}),
+        json!({"schema": "olm.channel", "package": "etcd", "name": "singlenamespace-alpha", "entries": [{"name": "etcdoperator.v0.9.0"}]}),
+        rendered,
+    ];
+    let fbc = work.join(format!("{name}-catalog"));
+    std::fs::create_dir_all(&fbc)?;
+    std::fs::write(fbc.join("catalog.json"), docs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"))?;
+    let catalog = format!("{registry}/{name}-catalog:latest");
+    olm(&["catalog", "push", fbc.to_str().context("path")?, &catalog])?;
+    Ok((catalog, image))
+}
+
+/// A bundle image that takes seconds to pull is said on the Subscription (`BundleUnpacking`,
+/// naming the image) until its plan is written, and the condition goes with the install; the
+/// OperatorGroup's bundle-unpack-timeout stops a pull that takes longer, saying so.
+#[tokio::test]
+async fn a_slow_bundle_pull_is_said_until_the_plan_is_written_and_the_unpack_timeout_is_honoured() -> anyhow::Result<()> {
+    let _apis = controllers::ETCD_APIS.read().await;
+    let (cluster, _) = controllers::setup().await?;
+    let registry = olm_testkit::registry(RegistryOptions::new()).await?;
+    let slow = slow_proxy(registry.addr().to_owned(), Duration::from_secs(5)).await?;
+    let work = tempfile::tempdir()?;
+    let (catalog, image) = push_fresh_bundle_catalog(registry.addr(), &slow, work.path(), "slow-etcd")?;
+
+    let ns = cluster.namespace("slow-pull").await?;
+    controllers::create_own_namespace_group(&ns, "etcd").await?;
+    let source = |catalog: &str| {
+        format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: slow\nspec:\n  sourceType: grpc\n  image: {catalog}\n")
+    };
+    create_from_yaml(&ns, &source(&catalog)).await?;
+    create_from_yaml(&ns, &subscription("etcd", "slow", ns.name(), "etcdoperator.v0.9.0")).await?;
+    let message = wait_condition(&ns, "etcd", SubscriptionConditionType::BundleUnpacking).await?;
+    assert!(message.contains("pulling bundle etcdoperator.v0.9.0") && message.contains(&image), "{message}");
+    journey::csv_succeeded(&ns, "etcdoperator.v0.9.0", TIMEOUT).await?;
+    let subs: Api<Subscription> = ns.api();
+    let conditions = subs.get("etcd").await?.status.and_then(|s| s.conditions).unwrap_or_default();
+    assert!(!conditions.iter().any(|c| c.type_ == SubscriptionConditionType::BundleUnpacking), "{conditions:?}");
+
+    // The same, with an OperatorGroup that allows 2 s: the pull is stopped and said so. (Its
+    // own slow proxy: OLM keeps its connections to the first one open.)
+    let slower = slow_proxy(registry.addr().to_owned(), Duration::from_secs(5)).await?;
+    let (catalog, _) = push_fresh_bundle_catalog(registry.addr(), &slower, work.path(), "slower-etcd")?;
+    let ns2 = cluster.namespace("unpack-timeout").await?;
+    create_from_yaml(
+        &ns2,
+        &format!(
+            "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: etcd\n  annotations:\n    operatorframework.io/bundle-unpack-timeout: 2s\nspec:\n  targetNamespaces: [{}]\n",
+            ns2.name()
+        ),
+    )
+    .await?;
+    create_from_yaml(&ns2, &source(&catalog)).await?;
+    create_from_yaml(&ns2, &subscription("etcd", "slow", ns2.name(), "etcdoperator.v0.9.0")).await?;
+    let failed = wait_condition(&ns2, "etcd", SubscriptionConditionType::BundleUnpackFailed).await?;
+    assert!(failed.contains("did not finish within 2s") && failed.contains("bundle-unpack-timeout"), "{failed}");
+    ns.cleanup().await?;
+    ns2.cleanup().await?;
+    Ok(())
+}

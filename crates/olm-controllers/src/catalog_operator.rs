@@ -111,6 +111,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
             locks: subscription::NamespaceLocks::default(),
             metrics: shared.catalog_metrics.clone(),
             write_failures: write_failures.clone(),
+            pulls: Default::default(),
         };
         let ctx = Arc::new(ControllerContext::new((crate::FIELD_MANAGER_PREFIX, name), client, metrics, leadership, state));
         tasks.push(tokio::spawn(subscription::run(ctx, shared.shutdown.signal())));

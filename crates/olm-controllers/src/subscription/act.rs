@@ -15,6 +15,7 @@ use olm_runtime::{ControllerContext, Error, EventNote, Result};
 
 use super::decide::PlanView;
 use super::plan::NewPlan;
+use super::pulls::PullOutcome;
 use crate::plan_content::ContentConfigMap;
 use super::observe::{Facts, plan_view};
 use super::reconcile::SubscriptionControllerState;
@@ -24,6 +25,8 @@ use super::reconcile::SubscriptionControllerState;
 pub enum ContentError {
     /// A bundle image could not be pulled or read.
     Unpack(String),
+    /// A bundle image is still being pulled: what to say meanwhile.
+    Pending(String),
     /// Anything else about the content.
     Other(String),
 }
@@ -39,7 +42,10 @@ pub async fn create_plan(
 ) -> Result<std::result::Result<PlanView, ContentError>> {
     let sub = &facts.sub;
     let namespace = sub.namespace().unwrap_or_default();
+    // Every bundle's read starts now (a plan of several bundles pulls them side by side).
     let mut fetched = Vec::with_capacity(bundles.len());
+    let mut pending = Vec::new();
+    let waiter = (namespace.clone(), sub.name_any());
     for bundle in bundles {
         let Some(content) = facts.contents.get(&bundle.catalog) else {
             return Ok(Err(ContentError::Other(format!(
@@ -47,35 +53,14 @@ pub async fn create_plan(
                 bundle.catalog, bundle.name
             ))));
         };
-        let read = content.bundle(&bundle.package, &bundle.channel, &bundle.name);
-        let read = match facts.unpack.timeout {
-            Some(limit) => match tokio::time::timeout(limit, read).await {
-                Ok(read) => read,
-                Err(_) => {
-                    return Ok(Err(ContentError::Unpack(format!(
-                        "unpacking bundle {} from catalog {} did not finish within {}s, the OperatorGroup's {} annotation: raise it, or check the registry",
-                        bundle.name,
-                        bundle.catalog,
-                        limit.as_secs(),
-                        olm_api::keys::BUNDLE_UNPACK_TIMEOUT_ANNOTATION
-                    ))));
-                }
-            },
-            None => read.await,
-        };
-        match read {
-            Ok(content) => fetched.push(content),
-            Err(err @ olm_catalog_client::ClientError::Image { .. }) => {
-                tracing::warn!(bundle = %bundle.name, error.category = err.category(), "cannot unpack bundle: {err}");
-                return Ok(Err(ContentError::Unpack(err.to_string())));
-            }
-            Err(err) => {
-                return Ok(Err(ContentError::Other(format!(
-                    "cannot read bundle {} from catalog {}: {err}",
-                    bundle.name, bundle.catalog
-                ))));
-            }
+        match ctx.state.pulls.read(content, bundle, waiter.clone(), facts.unpack.timeout).await {
+            PullOutcome::Ready(content) => fetched.push(content),
+            PullOutcome::Failed(err) => return Ok(Err(err)),
+            PullOutcome::Pending(message) => pending.push(message),
         }
+    }
+    if !pending.is_empty() {
+        return Ok(Err(ContentError::Pending(pending.join("; "))));
     }
     let NewPlan { plan, status, content } =
         match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, facts.next_plan_generation, now) {

@@ -107,6 +107,11 @@ pub enum Resolved {
         /// Why, and what to change.
         message: String,
     },
+    /// It resolved, and a bundle image is still being pulled.
+    Unpacking {
+        /// Which bundle and image, and for how long so far.
+        message: String,
+    },
     /// It resolved, but a bundle image could not be pulled or read.
     UnpackFailed {
         /// Which image, which registry, why, and what to do.
@@ -316,12 +321,27 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
                 now,
             );
         }
+        Resolved::Unpacking { message } => {
+            remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed);
+            remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpackFailed);
+            set_condition(
+                &mut conditions,
+                SubscriptionConditionType::BundleUnpacking,
+                ConditionStatus::True,
+                Some(reasons::UNPACKING_IN_PROGRESS),
+                Some(message.clone()),
+                now,
+            );
+        }
         Resolved::WriteFailed { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
         Resolved::UpToDate | Resolved::NewPlan { .. } => remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed),
         Resolved::Skipped => {}
     }
     if matches!(o.resolved, Resolved::UpToDate | Resolved::NewPlan { .. } | Resolved::Failed { .. } | Resolved::WriteFailed { .. }) {
         remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpackFailed);
+    }
+    if !matches!(o.resolved, Resolved::Unpacking { .. } | Resolved::Skipped) {
+        remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpacking);
     }
     match (&o.resolved, &o.behind) {
         (Resolved::UpToDate, Some((reason, message))) => set_condition(

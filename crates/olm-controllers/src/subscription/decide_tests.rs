@@ -292,3 +292,17 @@ fn old_finished_unreferenced_plans_are_collected() {
     assert_eq!(plans_to_collect(&plans, &referenced), ["p3", "p4", "p5"]);
     assert!(plans_to_collect(&plans[..5], &[]).is_empty());
 }
+
+#[test]
+fn a_bundle_being_pulled_is_said_and_the_condition_goes_once_the_plan_is_written() {
+    let s = sub();
+    let message = "pulling bundle etcdoperator.v0.9.4 (catalog olm/community) image r/etcd@sha256:abc, for 3s so far".to_owned();
+    let st = status(&observed(&s, Resolved::Unpacking { message: message.clone() }), Timestamp::UNIX_EPOCH);
+    let c = condition(&st, SubscriptionConditionType::BundleUnpacking).expect("unpacking");
+    assert_eq!((c.status, c.reason.as_deref(), c.message), (ConditionStatus::True, Some("UnpackingInProgress"), Some(message)));
+    let mut s = s;
+    s.status = Some(st);
+    let st = status(&observed(&s, Resolved::UnpackFailed { message: "unauthorized".into() }), Timestamp::UNIX_EPOCH);
+    assert!(condition(&st, SubscriptionConditionType::BundleUnpacking).is_none());
+    assert!(condition(&st, SubscriptionConditionType::BundleUnpackFailed).is_some());
+}

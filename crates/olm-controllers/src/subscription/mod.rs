@@ -7,6 +7,7 @@ pub mod act;
 pub mod decide;
 pub mod observe;
 pub mod plan;
+pub mod pulls;
 pub mod reconcile;
 pub mod resolution;
 

@@ -36,6 +36,8 @@ pub const NAME: &str = "subscription";
 
 /// How soon to try again when fetching bundle content failed.
 const CONTENT_RETRY: Duration = Duration::from_secs(10);
+/// When a Subscription waiting for a bundle pull looks again, should no word of its end come.
+const PENDING_RECHECK: Duration = Duration::from_secs(15);
 
 /// One async lock per namespace, so two reconciles never plan for the same namespace at once.
 #[derive(Clone, Default)]
@@ -71,6 +73,8 @@ pub struct SubscriptionControllerState {
     pub metrics: crate::catalog_metrics::CatalogMetrics,
     /// InstallPlans whose status the InstallPlan controller could not write.
     pub write_failures: PlanWriteFailures,
+    /// Bundle images being pulled for plans.
+    pub pulls: super::pulls::BundlePulls,
 }
 
 #[instrument(skip_all, fields(kind = "Subscription", namespace = %cached.namespace().unwrap_or_default(), name = %cached.name_any()))]
@@ -130,6 +134,8 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
                     Resolved::UnpackFailed { message },
                     Some(facts.unpack.min_retry.map_or(CONTENT_RETRY, |d| d.max(CONTENT_RETRY))),
                 ),
+                // Woken when the pull ends; the requeue is a safety net.
+                Ok(Err(act::ContentError::Pending(message))) => (Resolved::Unpacking { message }, Some(PENDING_RECHECK)),
                 Ok(Err(act::ContentError::Other(message))) => (
                     Resolved::Failed {
                         reason: reasons::ERROR_PREVENTED_RESOLUTION,
@@ -204,6 +210,8 @@ pub fn run(
             .unwrap_or_default();
         futures::stream::iter(owners)
     });
+    // A bundle pull ended: the Subscriptions waiting for it take its outcome.
+    let pulled = state.pulls.subscribe().map(|(namespace, name)| ObjectRef::new(&name).within(&namespace));
     let controller = Controller::for_shared_stream(state.subscriptions.subscribe(), store)
         .with_config(olm_runtime::controller::controller_config())
         .watches_shared_stream(state.plans.subscribe(), move |plan: Arc<InstallPlan>| {
@@ -232,6 +240,7 @@ pub fn run(
         })
         .reconcile_on(catalog_changes)
         .reconcile_on(write_changes)
+        .reconcile_on(pulled)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
     async move {
