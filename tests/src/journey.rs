@@ -124,7 +124,26 @@ impl WalkRecorder {
                     && !copied
                     && let (Some(name), Ok(mut failed)) = (csv.metadata.name, record_failed.lock())
                 {
-                    failed.entry(name).or_insert(format!("{:?}: {}", status.reason, status.message.unwrap_or_default()));
+                    // Which requirements were not met, when that is why.
+                    let unmet: Vec<String> = status
+                        .requirement_status
+                        .iter()
+                        .flat_map(|r| r.iter())
+                        .filter(|r| !matches!(r.status.as_str(), "Present" | "Satisfied"))
+                        .map(|r| {
+                            let dependents: Vec<String> = r
+                                .dependents
+                                .iter()
+                                .flatten()
+                                .filter(|d| d.status.as_str() != "Satisfied")
+                                .map(|d| d.message.clone().unwrap_or_default())
+                                .collect();
+                            format!("{} {} {}: {} {}", r.kind, r.name, r.status.as_str(), r.message, dependents.join("; "))
+                        })
+                        .collect();
+                    let reason = status.reason.as_ref().map(|r| r.as_str().to_owned()).unwrap_or_default();
+                    let unmet = if unmet.is_empty() { String::new() } else { format!(" [{}]", unmet.join(" | ")) };
+                    failed.entry(name).or_insert(format!("{reason}: {}{unmet}", status.message.unwrap_or_default()));
                 }
             }),
         ];

@@ -3,7 +3,8 @@
 //! absent (upstream decodes the CSV into typed structs; the CSV CRD's schema refuses `null`),
 //! manifests without `apiVersion` of kinds whose API is known, and `apiextensions.k8s.io/v1beta1`
 //! CRDs, which Kubernetes ≥ 1.22 no longer serves, converted to `v1` as the API server's own
-//! conversion does, and the kinds upstream takes by kind alone (RBAC, ServiceAccount, Service,
+//! conversion does (and every CRD decoded as the typed v1 CRD, dropping fields v1 does not
+//! have, as upstream's typed decode does), and the kinds upstream takes by kind alone (RBAC, ServiceAccount, Service,
 //! ConfigMap, Secret) created as those kinds whatever their `apiVersion`.
 
 use serde_json::{Map, Value, json};
@@ -50,6 +51,9 @@ pub fn normalize_object(mut object: Value, bundle: &str, index: usize) -> Result
     }
     if kind == "CustomResourceDefinition" && api_version == "apiextensions.k8s.io/v1beta1" {
         object = crd_v1beta1_to_v1(object);
+    }
+    if kind == "CustomResourceDefinition" {
+        object = crd_as_typed(object);
     }
     if let Some((_, typed_api_version, fields)) = KIND_ONLY.iter().find(|(k, ..)| *k == kind)
         && !api_version.trim().is_empty()
@@ -105,6 +109,18 @@ fn drop_nulls(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(drop_nulls),
         _ => {}
+    }
+}
+
+/// A v1 CRD as upstream creates it: decoded into the typed CRD, so fields v1 does not have
+/// (neuvector-operator's v1 CRDs still carry v1beta1's `spec.subresources`) are dropped
+/// instead of failing the apply; a manifest that does not decode is left for the API server
+/// to refuse, naming what is wrong.
+fn crd_as_typed(crd: Value) -> Value {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    match serde_json::from_value::<CustomResourceDefinition>(crd.clone()).and_then(serde_json::to_value) {
+        Ok(typed) => typed,
+        Err(_) => crd,
     }
 }
 
@@ -251,5 +267,31 @@ mod tests {
             }])
         );
         assert_eq!(spec["conversion"], json!({"strategy": "None"}));
+    }
+
+    #[test]
+    fn a_v1_crd_keeps_what_v1_has_and_drops_what_it_does_not() {
+        // neuvector-operator's v1 CRD still carries v1beta1's spec.subresources.
+        let crd = normalize_object(
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "neuvectors.apm.neuvector.com", "creationTimestamp": null},
+                "spec": {
+                    "group": "apm.neuvector.com", "scope": "Namespaced",
+                    "names": {"plural": "neuvectors", "kind": "Neuvector"},
+                    "subresources": {"status": {}},
+                    "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+                        "subresources": {"status": {}}}],
+                },
+            }),
+            "neuvector-operator.v1.3.0",
+            1,
+        )
+        .unwrap();
+        assert!(crd["spec"].get("subresources").is_none(), "{crd}");
+        assert_eq!(crd["spec"]["versions"][0]["subresources"], json!({"status": {}}));
+        assert_eq!(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-preserve-unknown-fields"], json!(true));
+        assert_eq!(crd["metadata"]["name"], json!("neuvectors.apm.neuvector.com"));
     }
 }

@@ -35,6 +35,7 @@ pub(super) struct Observation {
     cluster_roles: BTreeMap<String, ClusterRole>,
     service_accounts: BTreeSet<String>,
     foreign_service_accounts: BTreeMap<String, Vec<String>>,
+    inherited_service_accounts: BTreeMap<String, Vec<String>>,
     kube_version: Option<String>,
     served_kinds: BTreeMap<String, BTreeSet<String>>,
     required_api_services: BTreeMap<String, bool>,
@@ -78,6 +79,7 @@ impl Observation {
                 crds: &self.crds,
                 service_accounts: &self.service_accounts,
                 foreign_service_accounts: &self.foreign_service_accounts,
+                inherited_service_accounts: &self.inherited_service_accounts,
                 kube_version: self.kube_version.as_deref(),
                 served_kinds: &self.served_kinds,
                 required_api_services: &self.required_api_services,
@@ -184,6 +186,15 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
             (!others.is_empty()).then(|| (sa.clone(), others))
         })
         .collect();
+    let replaced = super::requirements::replaced_by(csv, &peer_refs);
+    let inherited_service_accounts: BTreeMap<String, Vec<String>> = declared
+        .iter()
+        .filter_map(|sa| {
+            let account = state.service_accounts.get(Some(&namespace), sa)?;
+            let predecessors = super::requirements::predecessor_owners(account.owner_references(), &own_uid, &replaced);
+            (!predecessors.is_empty()).then(|| (sa.clone(), predecessors))
+        })
+        .collect();
     let kube_version = kube_version(&ctx.client, csv).await;
     let served_kinds = served_kinds(&ctx.client, csv).await?;
     let required_api_services: BTreeMap<String, bool> = csv
@@ -251,6 +262,7 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
         cluster_roles,
         service_accounts,
         foreign_service_accounts,
+        inherited_service_accounts,
         kube_version,
         served_kinds,
         required_api_services,

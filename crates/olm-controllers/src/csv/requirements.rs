@@ -129,6 +129,36 @@ pub fn foreign_owners(
         .collect()
 }
 
+/// The CSVs this CSV replaces that own a ServiceAccount, when they are its only CSV owners:
+/// the account still belongs to the version being replaced. Its InstallPlan hands it over;
+/// until then the account (and the old version's roles bound to it, which go when that
+/// version is deleted) are not this CSV's, and counting them as met would let it replace the
+/// old version and then lose the account with it.
+pub fn predecessor_owners(
+    owner_references: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+    own_uid: &str,
+    replaced: &BTreeSet<String>,
+) -> Vec<String> {
+    let owners: Vec<_> = owner_references.iter().filter(|o| o.kind == "ClusterServiceVersion").collect();
+    if owners.is_empty() || owners.iter().any(|o| o.uid == own_uid) || !owners.iter().all(|o| replaced.contains(&o.name)) {
+        return Vec::new();
+    }
+    owners.into_iter().map(|o| o.name.clone()).collect()
+}
+
+/// The CSVs `csv` replaces, directly or through the CSVs in `peers` (not those replacing it).
+pub fn replaced_by(csv: &ClusterServiceVersion, peers: &[&ClusterServiceVersion]) -> BTreeSet<String> {
+    let mut replaced = BTreeSet::new();
+    let mut cursor = csv.spec.replaces.clone();
+    while let Some(name) = cursor.filter(|n| !n.is_empty()) {
+        if !replaced.insert(name.clone()) {
+            break;
+        }
+        cursor = peers.iter().find(|p| kube::ResourceExt::name_any(**p) == name).and_then(|p| p.spec.replaces.clone());
+    }
+    replaced
+}
+
 /// The ServiceAccounts the CSV's permissions name.
 pub fn declared_service_accounts(csv: &ClusterServiceVersion) -> BTreeSet<String> {
     declared_rules(csv).into_iter().map(|(sa, _, _)| sa).collect()
@@ -144,6 +174,9 @@ pub struct Facts<'a> {
     /// Existing ServiceAccounts other CSVs own (ownerReferences), with those owners: an
     /// operator never runs as another operator's account.
     pub foreign_service_accounts: &'a BTreeMap<String, Vec<String>>,
+    /// Existing ServiceAccounts owned only by versions this CSV replaces, with those owners
+    /// (see [`predecessor_owners`]).
+    pub inherited_service_accounts: &'a BTreeMap<String, Vec<String>>,
     /// The API server's `gitVersion` (e.g. `v1.36.0`); `None` when it could not be read.
     /// Read only for CSVs that set `minKubeVersion`.
     pub kube_version: Option<&'a str>,
@@ -189,6 +222,7 @@ pub fn check(csv: &ClusterServiceVersion, facts: &Facts<'_>, permissions: Option
         crds,
         service_accounts,
         foreign_service_accounts,
+        inherited_service_accounts,
         ..
     } = *facts;
     let mut entries = Vec::new();
@@ -349,6 +383,26 @@ pub fn check(csv: &ClusterServiceVersion, facts: &Facts<'_>, permissions: Option
                 "Service account is owned by another ClusterServiceVersion: {} owned by {}, required by {}",
                 sa,
                 owners.join(", "),
+                kube::ResourceExt::name_any(csv)
+            );
+            entries.push(RequirementStatus {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ServiceAccount".into(),
+                name: sa,
+                status: StatusReason::PresentNotSatisfied,
+                message,
+                uuid: None,
+                dependents: None,
+            });
+            continue;
+        }
+        if let Some(owners) = inherited_service_accounts.get(&sa) {
+            met = false;
+            let message = format!(
+                "Service account {sa} is still owned by {}, which {} replaces; waiting for the InstallPlan of {} to take it over",
+                owners.join(", "),
+                kube::ResourceExt::name_any(csv),
                 kube::ResourceExt::name_any(csv)
             );
             entries.push(RequirementStatus {

@@ -120,6 +120,42 @@ fn only_live_owners_outside_the_replacement_chain_make_an_account_foreign() {
     assert!(foreign_owners(&[], "uid-1", &chain, &peers).is_empty());
 }
 
+/// An upgrade's new CSV does not count the account its predecessor still owns as its own
+/// until its InstallPlan hands it over: otherwise it replaces the old version, whose deletion
+/// takes the account (and its roles) with it (neuvector-operator 1.2.7 → 1.2.8 did).
+#[test]
+fn an_account_still_owned_only_by_the_replaced_version_is_waited_for() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use crate::csv::requirements::{predecessor_owners, replaced_by};
+    let owner = |name: &str, uid: &str| OwnerReference {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "ClusterServiceVersion".into(),
+        name: name.into(),
+        uid: uid.into(),
+        ..Default::default()
+    };
+    let mut old = etcd();
+    old.metadata.name = Some("etcdoperator.v0.9.2".into());
+    old.spec.replaces = Some("etcdoperator.v0.9.0".into());
+    let me = etcd();
+    let replaced = replaced_by(&me, &[&old]);
+    assert_eq!(replaced.iter().map(String::as_str).collect::<Vec<_>>(), ["etcdoperator.v0.9.0", "etcdoperator.v0.9.2"]);
+    assert_eq!(predecessor_owners(&[owner("etcdoperator.v0.9.2", "uid-old")], "uid-1", &replaced), ["etcdoperator.v0.9.2"]);
+    // Handed over (this CSV among the owners), or not owned by a CSV: nothing to wait for.
+    assert!(predecessor_owners(&[owner("etcdoperator.v0.9.2", "uid-old"), owner("etcdoperator.v0.9.4", "uid-1")], "uid-1", &replaced).is_empty());
+    assert!(predecessor_owners(&[], "uid-1", &replaced).is_empty());
+    // The replaced version does not wait for the account its successor took.
+    assert!(predecessor_owners(&[owner("etcdoperator.v0.9.4", "uid-1")], "uid-old", &replaced_by(&old, &[&me])).is_empty());
+
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.inherited_service_accounts = BTreeMap::from([("etcd-operator".to_owned(), vec!["etcdoperator.v0.9.2".to_owned()])]);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let requirements = decision.status.as_ref().and_then(|s| s.requirement_status.clone()).unwrap_or_default();
+    let sa = requirements.iter().find(|r| r.kind == "ServiceAccount").expect("a ServiceAccount entry");
+    assert!(sa.message.contains("still owned by etcdoperator.v0.9.2") && sa.message.contains("InstallPlan"), "{}", sa.message);
+}
+
 #[test]
 fn min_kube_version_native_apis_and_required_apiservices_are_requirements() {
     use crate::csv::requirements::parse_version;
