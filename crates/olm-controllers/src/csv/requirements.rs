@@ -361,56 +361,35 @@ pub fn check(csv: &ClusterServiceVersion, facts: &Facts<'_>, permissions: Option
         });
     }
 
+    let csv_name = kube::ResourceExt::name_any(csv);
     for sa in declared_service_accounts(csv) {
-        if !service_accounts.contains(&sa) {
-            met = false;
-            entries.push(RequirementStatus {
-                group: String::new(),
-                version: "v1".into(),
-                kind: "ServiceAccount".into(),
-                name: sa,
-                status: StatusReason::NotPresent,
-                message: "Service account does not exist".into(),
-                uuid: None,
-                dependents: None,
-            });
-            continue;
-        }
-        if let Some(owners) = foreign_service_accounts.get(&sa) {
-            met = false;
+        // Why the account cannot be used (yet), when it cannot.
+        let unusable = if !service_accounts.contains(&sa) {
+            Some((StatusReason::NotPresent, "Service account does not exist".to_owned()))
+        } else if let Some(owners) = foreign_service_accounts.get(&sa) {
             // Upstream's message, then who owns it and who asked.
             let message = format!(
-                "Service account is owned by another ClusterServiceVersion: {} owned by {}, required by {}",
-                sa,
-                owners.join(", "),
-                kube::ResourceExt::name_any(csv)
+                "Service account is owned by another ClusterServiceVersion: {sa} owned by {}, required by {csv_name}",
+                owners.join(", ")
             );
-            entries.push(RequirementStatus {
-                group: String::new(),
-                version: "v1".into(),
-                kind: "ServiceAccount".into(),
-                name: sa,
-                status: StatusReason::PresentNotSatisfied,
-                message,
-                uuid: None,
-                dependents: None,
-            });
-            continue;
-        }
-        if let Some(owners) = inherited_service_accounts.get(&sa) {
+            Some((StatusReason::PresentNotSatisfied, message))
+        } else {
+            inherited_service_accounts.get(&sa).map(|owners| {
+                let message = format!(
+                    "Service account {sa} is still owned by {}, which {csv_name} replaces; waiting for the InstallPlan of {csv_name} to take it over",
+                    owners.join(", ")
+                );
+                (StatusReason::PresentNotSatisfied, message)
+            })
+        };
+        if let Some((status, message)) = unusable {
             met = false;
-            let message = format!(
-                "Service account {sa} is still owned by {}, which {} replaces; waiting for the InstallPlan of {} to take it over",
-                owners.join(", "),
-                kube::ResourceExt::name_any(csv),
-                kube::ResourceExt::name_any(csv)
-            );
             entries.push(RequirementStatus {
                 group: String::new(),
                 version: "v1".into(),
                 kind: "ServiceAccount".into(),
                 name: sa,
-                status: StatusReason::PresentNotSatisfied,
+                status,
                 message,
                 uuid: None,
                 dependents: None,

@@ -87,17 +87,20 @@ fn a_service_account_owned_by_another_csv_is_not_taken_over() {
     assert_eq!(phase_reason(&installed.decide()), (CsvPhase::Failed, CsvReason::RequirementsNotMet));
 }
 
-#[test]
-fn only_live_owners_outside_the_replacement_chain_make_an_account_foreign() {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-    use crate::csv::requirements::foreign_owners;
-    let owner = |name: &str, uid: &str| OwnerReference {
+/// An ownerReference to the CSV `name` with `uid`.
+fn owner(name: &str, uid: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
         api_version: "operators.coreos.com/v1alpha1".into(),
         kind: "ClusterServiceVersion".into(),
         name: name.into(),
         uid: uid.into(),
         ..Default::default()
-    };
+    }
+}
+
+#[test]
+fn only_live_owners_outside_the_replacement_chain_make_an_account_foreign() {
+    use crate::csv::requirements::foreign_owners;
     let mut other = etcd();
     other.metadata.name = Some("backup-operator.v1.0.0".into());
     other.metadata.uid = Some("uid-backup".into());
@@ -125,15 +128,7 @@ fn only_live_owners_outside_the_replacement_chain_make_an_account_foreign() {
 /// takes the account (and its roles) with it (neuvector-operator 1.2.7 → 1.2.8 did).
 #[test]
 fn an_account_still_owned_only_by_the_replaced_version_is_waited_for() {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use crate::csv::requirements::{predecessor_owners, replaced_by};
-    let owner = |name: &str, uid: &str| OwnerReference {
-        api_version: "operators.coreos.com/v1alpha1".into(),
-        kind: "ClusterServiceVersion".into(),
-        name: name.into(),
-        uid: uid.into(),
-        ..Default::default()
-    };
     let mut old = etcd();
     old.metadata.name = Some("etcdoperator.v0.9.2".into());
     old.spec.replaces = Some("etcdoperator.v0.9.0".into());
