@@ -32,16 +32,21 @@ python3 hostile.py large "$large"
 
 cargo +nightly fuzz build
 
+# No leak detection: semver keeps its heap pointers encoded, so LeakSanitizer reports the
+# versions of catalogs kept for the process as leaks. Unbounded growth still fails on
+# -rss_limit_mb.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+
 status=0
 summary=()
 for target in "${targets[@]}"; do
     corpus="corpus/$target"
     mkdir -p "$corpus" "artifacts/$target"
     cp -r "seeds/$target/." "$corpus/"
-    flags=(-rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "-artifact_prefix=artifacts/$target/")
+    flags=(-rss_limit_mb=2048 -print_final_stats=1 -detect_leaks=0 "-artifact_prefix=artifacts/$target/")
     if [ -d "$large/$target" ]; then
         echo "== $target: large hostile inputs"
-        if ! cargo +nightly fuzz run "$target" "$large/$target"/* -- "${flags[@]}" -runs=1; then
+        if ! cargo +nightly fuzz run "$target" "$large/$target"/* -- "${flags[@]}" -timeout=60 -runs=1; then
             summary+=("$target: FAILED on a large hostile input")
             status=1
             continue
@@ -52,7 +57,7 @@ for target in "${targets[@]}"; do
     # Seeds up to 64 KiB: the real catalog files chosen as seeds fit; larger inputs are the
     # large hostile ones above.
     set +e
-    cargo +nightly fuzz run "$target" "$corpus" -- "${flags[@]}" -max_len=65536 \
+    cargo +nightly fuzz run "$target" "$corpus" -- "${flags[@]}" -timeout=10 -max_len=65536 \
         -max_total_time="$seconds" >"$log" 2>&1
     result=$?
     set -e
