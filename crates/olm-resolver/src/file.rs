@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::index::Catalogs;
-use crate::model::{CatalogKey, Version};
+use crate::model::{CatalogKey, CatalogSnapshot, Version};
 use crate::request::{Installed, Request, Resolution, Subscription};
 
 /// Why a request file (or a catalog it names) cannot be used.
@@ -138,10 +138,25 @@ pub struct LoadedRequest {
     pub warnings: Vec<String>,
 }
 
+/// How [`load_request_text`] loads the catalog a request names: its path (resolved against
+/// the request file's directory), key and priority → the snapshot and its warnings.
+pub type CatalogLoader<'a> =
+    dyn FnMut(&Path, CatalogKey, i32) -> Result<(CatalogSnapshot, Vec<String>), olm_catalog::CatalogError> + 'a;
+
 /// Read a request file and load every catalog it names.
 pub fn load_request(path: &Path) -> Result<LoadedRequest, RequestError> {
     let text = std::fs::read_to_string(path).map_err(|source| RequestError::Read { path: path.to_path_buf(), source })?;
-    let doc: RequestDoc = serde_saphyr::from_str(&text)
+    load_request_text(path, &text, &mut crate::adapter::load)
+}
+
+/// [`load_request`] on the text of the request file at `path`, loading catalogs with
+/// `load_catalog` (the fuzz target gives one that never touches the disk).
+pub fn load_request_text(
+    path: &Path,
+    text: &str,
+    load_catalog: &mut CatalogLoader<'_>,
+) -> Result<LoadedRequest, RequestError> {
+    let doc: RequestDoc = serde_saphyr::from_str(text)
         .map_err(|e| RequestError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
     let invalid = |field: String, message: String| RequestError::Invalid { path: path.to_path_buf(), field, message };
     if doc.namespace.trim().is_empty() {
@@ -165,7 +180,7 @@ pub fn load_request(path: &Path) -> Result<LoadedRequest, RequestError> {
             ));
         }
         let cat_path = base.join(&c.path);
-        let (snapshot, problems) = crate::adapter::load(&cat_path, key.clone(), c.priority)
+        let (snapshot, problems) = load_catalog(&cat_path, key.clone(), c.priority)
             .map_err(|source| RequestError::Catalog {
                 field: format!("catalogs[{i}].path"),
                 name: c.name.clone(),

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Fuzz every target for SECONDS each (default 10), one after another, with one job:
+#   bash fuzz/run.sh 10                 # the short CI run: keeps the targets building
+#   bash fuzz/run.sh 600 cel_rule       # one target, longer
+# Each target's seeds (fuzz/seeds/<target>) are copied into a scratch corpus
+# (fuzz/corpus/<target>, not committed; it keeps what libFuzzer finds between runs), the
+# large hostile inputs of issue #25 (fuzz/hostile.py large) are run once, then the target
+# is fuzzed. Exits non-zero when a target crashes, hangs (-timeout) or runs out of
+# memory (-rss_limit_mb); the input is left in fuzz/artifacts/<target>/.
+set -euo pipefail
+
+seconds="${1:-10}"
+shift || true
+cd "$(dirname "$0")"
+
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+    echo "fuzz: skipped: no nightly toolchain (rustup toolchain install nightly)"
+    exit 0
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
+
+targets=("$@")
+if [ "${#targets[@]}" -eq 0 ]; then
+    mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+
+large="$(mktemp -d)"
+trap 'rm -rf "$large"' EXIT
+python3 hostile.py large "$large"
+
+cargo +nightly fuzz build
+
+# No leak detection: semver keeps its heap pointers encoded, so LeakSanitizer reports the
+# versions of catalogs kept for the process as leaks. Unbounded growth still fails on
+# -rss_limit_mb.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+
+status=0
+summary=()
+for target in "${targets[@]}"; do
+    corpus="corpus/$target"
+    mkdir -p "$corpus" "artifacts/$target"
+    cp -r "seeds/$target/." "$corpus/"
+    flags=(-rss_limit_mb=2048 -print_final_stats=1 -detect_leaks=0 "-artifact_prefix=artifacts/$target/")
+    if [ -d "$large/$target" ]; then
+        echo "== $target: large hostile inputs"
+        if ! cargo +nightly fuzz run "$target" "$large/$target"/* -- "${flags[@]}" -timeout=60 -runs=1; then
+            summary+=("$target: FAILED on a large hostile input")
+            status=1
+            continue
+        fi
+    fi
+    echo "== $target: fuzzing for ${seconds}s"
+    log="$(mktemp)"
+    # Seeds up to 64 KiB: the real catalog files chosen as seeds fit; larger inputs are the
+    # large hostile ones above.
+    set +e
+    cargo +nightly fuzz run "$target" "$corpus" -- "${flags[@]}" -timeout=10 -max_len=65536 \
+        -max_total_time="$seconds" >"$log" 2>&1
+    result=$?
+    set -e
+    grep -E '^(#[0-9]+ *(INITED|DONE)|==[0-9]+== ERROR|SUMMARY|artifact_prefix|Test unit written)' "$log" || true
+    runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo "?")
+    rate=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo "?")
+    if [ "$result" -ne 0 ]; then
+        tail -n 60 "$log"
+        summary+=("$target: FAILED (exit $result) after $runs executions; see fuzz/artifacts/$target/")
+        status=1
+    else
+        summary+=("$target: $runs executions in ${seconds}s ($rate exec/s)")
+    fi
+    rm -f "$log"
+done
+
+echo "== fuzz summary"
+printf '  %s\n' "${summary[@]}"
+exit "$status"
