@@ -27,7 +27,8 @@ if [ "${#targets[@]}" -eq 0 ]; then
 fi
 
 large="$(mktemp -d)"
-trap 'rm -rf "$large"' EXIT
+# libFuzzer leaves a shared-memory directory per process.
+trap 'rm -rf "$large" /dev/shm/olm-fuzz-*' EXIT
 python3 hostile.py large "$large"
 
 cargo +nightly fuzz build
