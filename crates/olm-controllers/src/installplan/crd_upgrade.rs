@@ -70,7 +70,30 @@ pub fn conversion_reset(existing: &Value, desired: &Value) -> Option<Value> {
 
 /// Write every object of the CRD `existing` back unchanged (stored then in `target`), then
 /// drop `dropped` from its `status.storedVersions`. Returns how many objects were rewritten.
-pub async fn migrate(client: &kube::Client, existing: &Value, dropped: &[String], target: &str) -> Result<usize, String> {
+/// Why a migration stopped, and whether the same migration may succeed later without anyone
+/// changing anything (an object changed meanwhile, the API server busy or down).
+#[derive(Debug)]
+pub struct MigrationError {
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl MigrationError {
+    fn of(what: String, err: &kube::Error) -> MigrationError {
+        MigrationError { message: format!("{what}: {}", api_error_message(err)), retryable: transient(err) }
+    }
+}
+
+/// A conflict (the object changed between the list and the write), throttling, a server
+/// error or no answer: worth retrying. Anything else the API server refused stays refused.
+pub fn transient(err: &kube::Error) -> bool {
+    match olm_runtime::error::api_status_code(err) {
+        Some(code) => code == 409 || code == 429 || code >= 500,
+        None => true,
+    }
+}
+
+pub async fn migrate(client: &kube::Client, existing: &Value, dropped: &[String], target: &str) -> Result<usize, MigrationError> {
     let text = |pointer: &str| existing.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_owned();
     let (name, group) = (text("/metadata/name"), text("/spec/group"));
     let resource = ApiResource {
@@ -84,16 +107,18 @@ pub async fn migrate(client: &kube::Client, existing: &Value, dropped: &[String]
     let mut rewritten = 0;
     let mut params = ListParams::default().limit(500);
     loop {
-        let page = all.list(&params).await.map_err(|err| format!("cannot list its {} objects: {}", resource.kind, api_error_message(&err)))?;
+        let page = all.list(&params).await.map_err(|err| MigrationError::of(format!("cannot list its {} objects", resource.kind), &err))?;
         for object in &page.items {
             let api: Api<DynamicObject> = match object.namespace() {
                 Some(ns) => Api::namespaced_with(client.clone(), &ns, &resource),
                 None => Api::all_with(client.clone(), &resource),
             };
-            api.replace(&object.name_any(), &PostParams::default(), object)
-                .await
-                .map_err(|err| format!("cannot rewrite {} {}: {}", resource.kind, object.name_any(), api_error_message(&err)))?;
-            rewritten += 1;
+            match api.replace(&object.name_any(), &PostParams::default(), object).await {
+                Ok(_) => rewritten += 1,
+                // Deleted since the list: nothing left to migrate.
+                Err(err) if olm_runtime::error::api_status_code(&err) == Some(404) => {}
+                Err(err) => return Err(MigrationError::of(format!("cannot rewrite {} {}", resource.kind, object.name_any()), &err)),
+            }
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
@@ -104,7 +129,7 @@ pub async fn migrate(client: &kube::Client, existing: &Value, dropped: &[String]
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({"status": {"storedVersions": stored}})))
         .await
-        .map_err(|err| format!("cannot update its status.storedVersions: {}", api_error_message(&err)))?;
+        .map_err(|err| MigrationError::of("cannot update its status.storedVersions".to_owned(), &err))?;
     Ok(rewritten)
 }
 
@@ -142,5 +167,14 @@ mod tests {
         );
         assert_eq!(conversion_reset(&webhook, &webhook), None);
         assert_eq!(conversion_reset(&none, &none), None);
+    }
+
+    #[test]
+    fn a_conflict_or_a_busy_server_is_retried_and_a_refusal_is_not() {
+        let status = |code: u16| kube::Error::Api(Box::new(kube::core::Status::failure("m", "Reason").with_code(code)));
+        assert!(transient(&status(409)) && transient(&status(429)) && transient(&status(503)));
+        assert!(!transient(&status(422)) && !transient(&status(403)));
+        let err = MigrationError::of("cannot rewrite Widget a".into(), &status(409));
+        assert!(err.retryable && err.message.starts_with("cannot rewrite Widget a: "), "{err:?}");
     }
 }

@@ -282,9 +282,14 @@ async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Re
             return Err(refused(String::new()));
         };
         let dropped = crd_upgrade::dropped_stored_versions(&existing, &manifest);
-        let rewritten = crd_upgrade::migrate(&ctx.client, &existing, &dropped, &target)
-            .await
-            .map_err(|err| refused(format!(" (migrating them to {target} failed: {err})")))?;
+        let rewritten = crd_upgrade::migrate(&ctx.client, &existing, &dropped, &target).await.map_err(|err| {
+            let failed = format!(" (migrating them to {target} failed: {}", err.message);
+            if err.retryable {
+                StepError::new(format!("cannot update CustomResourceDefinition {} yet: {message}{failed}; retrying)", r.name), true)
+            } else {
+                refused(format!("{failed})"))
+            }
+        })?;
         tracing::info!(crd = %r.name, dropped = ?dropped, %target, rewritten, "stored objects migrated before a CRD upgrade");
         let migrated = api.get(&r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?;
         existing = serde_json::to_value(&migrated).unwrap_or(Value::Null);
