@@ -23,7 +23,7 @@ pub use cache::{CatalogCache, CatalogState, ConnectionState};
 pub use image::{ImageAccess, ImageFetch, PullSecrets, credentials_from_secrets, fetch_image, pull_secrets};
 pub use location::{Location, Source};
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -213,24 +213,20 @@ impl CatalogContent {
         // One bad package hurts only itself: it is left out, and said so.
         let isolated = catalog.isolate(problems);
         let catalog = isolated.catalog;
-        let mut problems: Vec<String> = isolated
+        // Why each package was left out (its first problems): said on the CatalogSource, and to
+        // a Subscription to it.
+        let left_out: BTreeMap<String, String> = isolated
             .left_out
             .iter()
-            .map(|l| {
-                let why: Vec<String> = l.problems.iter().take(3).map(ToString::to_string).collect();
-                format!("package {} left out: {}", l.package, why.join("; "))
-            })
+            .map(|l| (l.package.clone(), l.problems.iter().take(3).map(ToString::to_string).collect::<Vec<_>>().join("; ")))
             .collect();
+        let mut problems: Vec<String> = left_out.iter().map(|(package, why)| format!("package {package} left out: {why}")).collect();
         problems.extend(isolated.unattributed.iter().map(ToString::to_string));
         if catalog.packages().is_empty() && !problems.is_empty() {
             return Err(problems.into_iter().take(5).collect::<Vec<_>>().join("; "));
         }
         let mut snapshot = olm_resolver::adapter::snapshot(&catalog, key.clone(), priority);
-        snapshot.left_out = isolated
-            .left_out
-            .iter()
-            .map(|l| (l.package.clone(), l.problems.iter().take(3).map(ToString::to_string).collect::<Vec<_>>().join("; ")))
-            .collect();
+        snapshot.left_out = left_out;
         let indexed = Arc::new(IndexedCatalog::new(snapshot));
         Ok(CatalogContent {
             key,
