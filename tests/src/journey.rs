@@ -8,7 +8,7 @@ use std::time::Duration;
 use kube::Api;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
-use olm_api::v1alpha1::subscription::{Subscription, SubscriptionState};
+use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, SubscriptionState};
 use olm_testkit::{TestCluster, TestNamespace};
 
 /// What a timed-out wait shows.
@@ -64,6 +64,28 @@ pub async fn at_latest(ns: &TestNamespace, sub: &str, csv: &str, timeout: Durati
                 let status = subs.get(sub).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
                 Ok::<_, String>(
                     (status.installed_csv.as_deref() == Some(csv) && status.state == Some(SubscriptionState::AtLatestKnown)).then_some(()),
+                )
+            }
+        })
+        .await?)
+}
+
+/// The message of the Subscription `sub`'s condition `type_` once it is True.
+pub async fn condition_true(ns: &TestNamespace, sub: &str, type_: SubscriptionConditionType, timeout: Duration) -> anyhow::Result<String> {
+    let subs: Api<Subscription> = ns.api();
+    Ok(ns
+        .wait_for(&format!("Subscription {sub} {type_:?}"), timeout, OBJECTS, || {
+            let subs = subs.clone();
+            let type_ = type_.clone();
+            async move {
+                let status = subs.get(sub).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+                Ok::<_, String>(
+                    status
+                        .conditions
+                        .unwrap_or_default()
+                        .into_iter()
+                        .find(|c| c.type_ == type_ && c.status.as_str() == "True")
+                        .map(|c| c.message.unwrap_or_default()),
                 )
             }
         })

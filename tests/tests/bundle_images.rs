@@ -90,23 +90,7 @@ fn write_catalog(dir: &Path, images: &BTreeMap<String, String>, head: &str) -> a
 
 /// The message of the Subscription's condition `type_` once it is True.
 async fn wait_condition(ns: &TestNamespace, sub: &str, type_: SubscriptionConditionType) -> anyhow::Result<String> {
-    let subs: Api<Subscription> = ns.api();
-    Ok(ns.wait_for(&format!("Subscription {sub} {type_:?}"), TIMEOUT, OBJECTS, || {
-        let subs = subs.clone();
-        let type_ = type_.clone();
-        async move {
-            let status = subs.get(sub).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
-            Ok::<_, String>(
-                status
-                    .conditions
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|c| c.type_ == type_ && c.status.as_str() == "True")
-                    .map(|c| c.message.unwrap_or_default()),
-            )
-        }
-    })
-    .await?)
+    journey::condition_true(ns, sub, type_, TIMEOUT).await
 }
 
 fn subscription(name: &str, source: &str, namespace: &str, starting: &str) -> String {

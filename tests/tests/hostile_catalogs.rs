@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use kube::Api;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
+use olm_api::v1alpha1::subscription::SubscriptionConditionType;
 use olm_e2e::controllers::{self, create_from_yaml};
 use olm_e2e::{journey, olm};
 use olm_testkit::RegistryOptions;
@@ -89,23 +89,7 @@ async fn a_hostile_catalog_image_leaves_out_only_its_hostile_packages() -> anyho
     create_from_yaml(&ns, &subscription("cel-depth", "cel-depth", "stable")).await?;
     journey::csv_succeeded(&ns, "etcdoperator.v0.9.4", TIMEOUT).await?;
 
-    let subs: Api<Subscription> = ns.api();
-    let failed = ns
-        .wait_for("Subscription cel-depth ResolutionFailed", TIMEOUT, OBJECTS, || {
-            let subs = subs.clone();
-            async move {
-                let status = subs.get("cel-depth").await.map_err(|e| e.to_string())?.status.unwrap_or_default();
-                Ok::<_, String>(
-                    status
-                        .conditions
-                        .unwrap_or_default()
-                        .into_iter()
-                        .find(|c| c.type_ == SubscriptionConditionType::ResolutionFailed && c.status.as_str() == "True")
-                        .map(|c| c.message.unwrap_or_default()),
-                )
-            }
-        })
-        .await?;
+    let failed = journey::condition_true(&ns, "cel-depth", SubscriptionConditionType::ResolutionFailed, TIMEOUT).await?;
     for needle in ["cel-depth", "left out of the catalog for its problems", "nested more than 100 levels"] {
         assert!(failed.contains(needle), "{needle:?} in {failed}");
     }
