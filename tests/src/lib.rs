@@ -7,6 +7,8 @@
 //!   Subscriptions, InstallPlans and CSVs with their conditions, and its Events, on timeout.
 //! - [`dev_env`]: a throwaway `olm dev` environment for the README flow (`olm dev up` with its
 //!   host processes), on its own state directory and ports.
+//! - [`images`]: bundle and catalog images pushed to a test registry, hostile images built by
+//!   hand, a slow registry.
 //! - [`widget`]: a test operator without Deployments and a ConfigMap catalog for it.
 //! - [`olm_bin`]: the `olm` binary under test.
 //!
@@ -16,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 pub mod controllers;
 pub mod dev_env;
+pub mod images;
 pub mod journey;
 pub mod widget;
 
@@ -43,12 +46,17 @@ pub fn olm_bin() -> PathBuf {
     olm
 }
 
+/// The largest layer the in-process controllers pull (`olm run --image-max-layer-bytes`):
+/// far above any test image, low enough for a test to push one over it in a second.
+pub const E2E_MAX_LAYER_BYTES: u64 = 16 << 20;
+
 /// The image client of in-process controllers: anonymous, loopback registries over plain
-/// HTTP, its cache shared by the test processes (content-addressed, written by rename: safe
-/// to share; bounded like any image cache).
+/// HTTP, layers up to [`E2E_MAX_LAYER_BYTES`], its cache shared by the test processes
+/// (content-addressed, written by rename: safe to share; bounded like any image cache).
 pub fn image_client() -> anyhow::Result<std::sync::Arc<olm_image::ImageClient>> {
     let cache = std::env::temp_dir().join("olm-e2e-image-cache");
-    let client = olm_image::ImageClient::new(&cache, olm_image::RegistryConfig::default(), olm_image::Limits::default())?;
+    let limits = olm_image::Limits { max_layer_bytes: E2E_MAX_LAYER_BYTES, ..olm_image::Limits::default() };
+    let client = olm_image::ImageClient::new(&cache, olm_image::RegistryConfig::default(), limits)?;
     Ok(std::sync::Arc::new(client))
 }
 

@@ -17,7 +17,7 @@ use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::install_plan::InstallPlan;
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
 use olm_e2e::controllers::{self, create_from_yaml};
-use olm_e2e::{journey, olm};
+use olm_e2e::{images, journey, olm};
 use olm_testkit::TestNamespace;
 use olm_testkit::RegistryOptions;
 use serde_json::{Value, json};
@@ -27,7 +27,7 @@ const OBJECTS: &[&str] = &["subscriptions", "installplans", "csvs", "catalogsour
 const VERSIONS: [&str; 3] = ["0.9.0", "0.9.2", "0.9.4"];
 
 fn bundle_dir(version: &str) -> std::path::PathBuf {
-    olm_e2e::repo().join("crates/olm-registry/testdata/bundles/etcd").join(version)
+    images::etcd_bundle_dir(version)
 }
 
 /// Push the etcd bundles of [`VERSIONS`] to `registry`; their digest references by CSV name.
@@ -93,11 +93,6 @@ async fn wait_condition(ns: &TestNamespace, sub: &str, type_: SubscriptionCondit
     journey::condition_true(ns, sub, type_, TIMEOUT).await
 }
 
-fn subscription(name: &str, source: &str, namespace: &str, starting: &str) -> String {
-    format!(
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: {name}\nspec:\n  source: {source}\n  sourceNamespace: {namespace}\n  name: etcd\n  channel: singlenamespace-alpha\n  startingCSV: {starting}\n  installPlanApproval: Automatic\n"
-    )
-}
 
 #[tokio::test]
 async fn etcd_installs_and_upgrades_from_bundle_images_referenced_by_digest() -> anyhow::Result<()> {
@@ -120,7 +115,7 @@ async fn etcd_installs_and_upgrades_from_bundle_images_referenced_by_digest() ->
         ),
     )
     .await?;
-    create_from_yaml(&ns, &subscription("etcd", "etcd-images", ns.name(), "etcdoperator.v0.9.0")).await?;
+    create_from_yaml(&ns, &images::etcd_subscription("etcd", "etcd-images", ns.name(), "etcdoperator.v0.9.0")).await?;
 
     // 0.9.0 → 0.9.2, both from bundle images: the CSV carries the bundle's Deployment.
     let v092 = journey::csv_succeeded(&ns, "etcdoperator.v0.9.2", TIMEOUT).await?;
@@ -192,11 +187,7 @@ async fn image_failures_are_explained_and_hurt_only_themselves() -> anyhow::Resu
     let ns = cluster.namespace("image-failures").await?;
     controllers::create_own_namespace_group(&ns, "etcd").await?;
     for (name, image) in [("missing", &missing_catalog), ("down", &down_catalog), ("guarded", &guarded_catalog)] {
-        create_from_yaml(
-            &ns,
-            &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: {name}\nspec:\n  sourceType: grpc\n  image: {image}\n"),
-        )
-        .await?;
+        create_from_yaml(&ns, &images::catalog_source(name, image)).await?;
     }
 
     // Without credentials the guarded catalog says what to do.
@@ -213,13 +204,13 @@ async fn image_failures_are_explained_and_hurt_only_themselves() -> anyhow::Resu
     assert!(refused.contains(&guarded_catalog) && refused.contains("spec.secrets"), "{refused}");
 
     // The bundle image of the registry that is down: named, with the registry.
-    create_from_yaml(&ns, &subscription("from-down", "down", ns.name(), "etcdoperator.v0.9.0")).await?;
+    create_from_yaml(&ns, &images::etcd_subscription("from-down", "down", ns.name(), "etcdoperator.v0.9.0")).await?;
     let message = wait_condition(&ns, "from-down", SubscriptionConditionType::BundleUnpackFailed).await?;
     assert!(message.contains("cannot reach registry 127.0.0.1:1") && message.contains("etcdoperator.v0.9.0"), "{message}");
     ns.kubectl(&["delete", "subscription", "from-down"]).await?;
 
     // 0.9.0 installs from the missing catalog; the upgrade to 0.9.2 cannot find its image.
-    create_from_yaml(&ns, &subscription("from-missing", "missing", ns.name(), "etcdoperator.v0.9.0")).await?;
+    create_from_yaml(&ns, &images::etcd_subscription("from-missing", "missing", ns.name(), "etcdoperator.v0.9.0")).await?;
     let message = wait_condition(&ns, "from-missing", SubscriptionConditionType::BundleUnpackFailed).await?;
     assert!(message.contains(&format!("image {missing} was not found")), "{message}");
     // The installed operator is untouched by the failing upgrade.
@@ -321,55 +312,6 @@ async fn a_real_bundle_whose_crd_is_v1beta1_installs() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A TCP proxy to `upstream` that holds every new connection for `delay` before it forwards
-/// it: a slow registry.
-async fn slow_proxy(upstream: String, delay: Duration) -> anyhow::Result<String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?.to_string();
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let upstream = upstream.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                if let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    });
-    Ok(addr)
-}
-
-/// The etcd 0.9.0 bundle with a file of its own (so its image has a digest no cache holds),
-/// pushed to `registry`, and a catalog image naming it as `via/…@digest`, pushed to `registry`.
-fn push_fresh_bundle_catalog(registry: &str, via: &str, work: &Path, name: &str) -> anyhow::Result<(String, String)> {
-    let bundle = work.join(name);
-    for sub in ["manifests", "metadata"] {
-        std::fs::create_dir_all(bundle.join(sub))?;
-        for file in std::fs::read_dir(bundle_dir("0.9.0").join(sub))? {
-            let file = file?.path();
-            std::fs::copy(&file, bundle.join(sub).join(file.file_name().context("file name")?))?;
-        }
-    }
-    std::fs::write(bundle.join("metadata/nonce.yaml"), format!("nonce: {}\n", olm_testkit::random_name(name)))?;
-    let pushed = olm(&["bundle", "push", bundle.to_str().context("path")?, &format!("{registry}/{name}:latest")])?.trim().to_owned();
-    let image = pushed.replacen(registry, via, 1);
-    let rendered: Value = serde_json::from_str(&olm(&[
-        "catalog", "render", bundle.to_str().context("path")?, "--image", &image, "--migrate-level", "bundle-object-to-csv-metadata", "-o", "json",
-    ])?)?;
-    let docs = [
-        json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "singlenamespace-alpha"}),
-        json!({"schema": "olm.channel", "package": "etcd", "name": "singlenamespace-alpha", "entries": [{"name": "etcdoperator.v0.9.0"}]}),
-        rendered,
-    ];
-    let fbc = work.join(format!("{name}-catalog"));
-    std::fs::create_dir_all(&fbc)?;
-    std::fs::write(fbc.join("catalog.json"), docs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"))?;
-    let catalog = format!("{registry}/{name}-catalog:latest");
-    olm(&["catalog", "push", fbc.to_str().context("path")?, &catalog])?;
-    Ok((catalog, image))
-}
-
 /// A bundle image that takes seconds to pull is said on the Subscription (`BundleUnpacking`,
 /// naming the image) until its plan is written, and the condition goes with the install; the
 /// OperatorGroup's bundle-unpack-timeout stops a pull that takes longer, saying so.
@@ -378,17 +320,14 @@ async fn a_slow_bundle_pull_is_said_until_the_plan_is_written_and_the_unpack_tim
     let _apis = controllers::ETCD_APIS.read().await;
     let (cluster, _) = controllers::setup().await?;
     let registry = olm_testkit::registry(RegistryOptions::new()).await?;
-    let slow = slow_proxy(registry.addr().to_owned(), Duration::from_secs(5)).await?;
+    let slow = images::slow_proxy(registry.addr().to_owned(), Duration::from_secs(5)).await?;
     let work = tempfile::tempdir()?;
-    let (catalog, image) = push_fresh_bundle_catalog(registry.addr(), &slow, work.path(), "slow-etcd")?;
+    let (catalog, image) = images::push_fresh_bundle_catalog(registry.addr(), &slow, work.path(), "slow-etcd")?;
 
     let ns = cluster.namespace("slow-pull").await?;
     controllers::create_own_namespace_group(&ns, "etcd").await?;
-    let source = |catalog: &str| {
-        format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: slow\nspec:\n  sourceType: grpc\n  image: {catalog}\n")
-    };
-    create_from_yaml(&ns, &source(&catalog)).await?;
-    create_from_yaml(&ns, &subscription("etcd", "slow", ns.name(), "etcdoperator.v0.9.0")).await?;
+    create_from_yaml(&ns, &images::catalog_source("slow", &catalog)).await?;
+    create_from_yaml(&ns, &images::etcd_subscription("etcd", "slow", ns.name(), "etcdoperator.v0.9.0")).await?;
     let message = wait_condition(&ns, "etcd", SubscriptionConditionType::BundleUnpacking).await?;
     assert!(message.contains("pulling bundle etcdoperator.v0.9.0") && message.contains(&image), "{message}");
     journey::csv_succeeded(&ns, "etcdoperator.v0.9.0", TIMEOUT).await?;
@@ -398,8 +337,8 @@ async fn a_slow_bundle_pull_is_said_until_the_plan_is_written_and_the_unpack_tim
 
     // The same, with an OperatorGroup that allows 2 s: the pull is stopped and said so. (Its
     // own slow proxy: OLM keeps its connections to the first one open.)
-    let slower = slow_proxy(registry.addr().to_owned(), Duration::from_secs(5)).await?;
-    let (catalog, _) = push_fresh_bundle_catalog(registry.addr(), &slower, work.path(), "slower-etcd")?;
+    let slower = images::slow_proxy(registry.addr().to_owned(), Duration::from_secs(5)).await?;
+    let (catalog, _) = images::push_fresh_bundle_catalog(registry.addr(), &slower, work.path(), "slower-etcd")?;
     let ns2 = cluster.namespace("unpack-timeout").await?;
     create_from_yaml(
         &ns2,
@@ -409,8 +348,8 @@ async fn a_slow_bundle_pull_is_said_until_the_plan_is_written_and_the_unpack_tim
         ),
     )
     .await?;
-    create_from_yaml(&ns2, &source(&catalog)).await?;
-    create_from_yaml(&ns2, &subscription("etcd", "slow", ns2.name(), "etcdoperator.v0.9.0")).await?;
+    create_from_yaml(&ns2, &images::catalog_source("slow", &catalog)).await?;
+    create_from_yaml(&ns2, &images::etcd_subscription("etcd", "slow", ns2.name(), "etcdoperator.v0.9.0")).await?;
     let failed = wait_condition(&ns2, "etcd", SubscriptionConditionType::BundleUnpackFailed).await?;
     assert!(failed.contains("did not finish within 2s") && failed.contains("bundle-unpack-timeout"), "{failed}");
     ns.cleanup().await?;

@@ -2,12 +2,12 @@
 //! file-based catalog loaded in-process (no registry Pod), polled by digest; a bundle whose
 //! manifests are not in its catalog (the catalog names only its `image`, as every published
 //! catalog does) is pulled when an InstallPlan needs it. Credentials come from the
-//! CatalogSource's pull secrets.
+//! CatalogSource's pull secrets and its namespace's default ServiceAccount.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::{Api, ResourceExt};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_image::{Credentials, ImageClient, ImageError};
@@ -48,22 +48,30 @@ pub struct PullSecrets {
     pub versions: String,
 }
 
-/// Read the pull secrets the CatalogSource names in `spec.secrets` (in its namespace).
+/// Read the pull secrets of a CatalogSource: those its `spec.secrets` names, then the
+/// `imagePullSecrets` of the `default` ServiceAccount of its namespace (upstream's unpack Pods
+/// run as that account, so the kubelet used them), all in its namespace. The first one listed
+/// with credentials for a registry wins.
 pub async fn pull_secrets(client: &kube::Client, catalog: &CatalogSource) -> Result<PullSecrets, (String, kube::Error)> {
     let namespace = catalog.namespace().unwrap_or_default();
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+    let default_account = accounts
+        .get_opt(DEFAULT_SERVICE_ACCOUNT)
+        .await
+        .map_err(|err| (format!("get ServiceAccount {namespace}/{DEFAULT_SERVICE_ACCOUNT}"), err))?;
     let api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let mut found = Vec::new();
     let mut problems = Vec::new();
     let mut versions = Vec::new();
-    for name in catalog.spec.secrets.iter().flatten().filter(|n| !n.trim().is_empty()) {
-        match api.get_opt(name).await {
+    for (name, listed_in) in secret_names(catalog, default_account.as_ref()) {
+        match api.get_opt(&name).await {
             Ok(Some(secret)) => {
                 versions.push(format!("{name}@{}", secret.resource_version().unwrap_or_default()));
                 found.push(secret);
             }
             Ok(None) => {
                 versions.push(format!("{name}@missing"));
-                problems.push(format!("pull secret {namespace}/{name} (spec.secrets) does not exist"));
+                problems.push(format!("pull secret {namespace}/{name} ({listed_in}) does not exist"));
             }
             Err(err) => return Err((format!("get Secret {namespace}/{name}"), err)),
         }
@@ -71,6 +79,25 @@ pub async fn pull_secrets(client: &kube::Client, catalog: &CatalogSource) -> Res
     let (creds, unusable) = credentials_from_secrets(&namespace, &found);
     problems.extend(unusable);
     Ok(PullSecrets { creds, problems, versions: versions.join(",") })
+}
+
+/// The ServiceAccount whose `imagePullSecrets` a catalog's pulls also use.
+pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+
+/// The names of a catalog's pull secrets, in order, each with where it is listed; a name
+/// listed twice is read once.
+fn secret_names(catalog: &CatalogSource, default_account: Option<&ServiceAccount>) -> Vec<(String, String)> {
+    let from_spec = catalog.spec.secrets.iter().flatten().map(|n| (n.trim().to_owned(), "spec.secrets".to_owned()));
+    let from_account = default_account
+        .and_then(|sa| sa.image_pull_secrets.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| (r.name.trim().to_owned(), format!("imagePullSecrets of ServiceAccount {DEFAULT_SERVICE_ACCOUNT}")));
+    let mut seen = std::collections::BTreeSet::new();
+    from_spec
+        .chain(from_account)
+        .filter(|(name, _)| !name.is_empty() && seen.insert(name.clone()))
+        .collect()
 }
 
 /// Credentials from pull secrets (`kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg`),
@@ -136,4 +163,35 @@ pub async fn fetch_image(
 
 fn relative(text: &str, root: &Path) -> String {
     text.replace(&format!("{}/", root.display()), "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_secrets_come_first_then_the_default_service_account_s_each_once() {
+        let catalog: CatalogSource = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "c", "namespace": "ns"},
+            "spec": {"sourceType": "grpc", "image": "r/c:1", "secrets": ["spec-pull", " ", "shared"]}
+        }))
+        .unwrap();
+        let account: ServiceAccount = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "default", "namespace": "ns"},
+            "imagePullSecrets": [{"name": "shared"}, {"name": "account-pull"}]
+        }))
+        .unwrap();
+        let names = secret_names(&catalog, Some(&account));
+        let listed: Vec<(&str, &str)> = names.iter().map(|(n, w)| (n.as_str(), w.as_str())).collect();
+        assert_eq!(
+            listed,
+            [
+                ("spec-pull", "spec.secrets"),
+                ("shared", "spec.secrets"),
+                ("account-pull", "imagePullSecrets of ServiceAccount default"),
+            ]
+        );
+        assert_eq!(secret_names(&catalog, None).len(), 2);
+    }
 }

@@ -39,7 +39,7 @@ pub enum ImageError {
     },
     /// The registry wants credentials, or refused the ones given.
     #[error(
-        "registry {registry} refused access to image {image} ({message}); put a pull secret (kubernetes.io/dockerconfigjson) with credentials for {registry} in the CatalogSource's spec.secrets"
+        "registry {registry} refused access to image {image} ({message}); put a pull secret (kubernetes.io/dockerconfigjson) with credentials for {registry} in the CatalogSource's spec.secrets or in the imagePullSecrets of its namespace's default ServiceAccount"
     )]
     Unauthorized {
         /// The image.
@@ -62,7 +62,9 @@ pub enum ImageError {
         message: String,
     },
     /// Over one of the limits.
-    #[error("image {image} is too large: {what} is {size} bytes, over the limit of {limit} bytes")]
+    #[error(
+        "image {image} is too large: {what} is {size} bytes, over the limit of {limit} bytes; ask its publisher for a smaller image, or, if it is trusted, raise OLM's limits (`olm run --image-max-layer-bytes`)"
+    )]
     TooLarge {
         /// The image.
         image: String,

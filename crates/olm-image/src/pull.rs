@@ -72,6 +72,9 @@ pub struct PulledImage {
 /// Pulls (and pushes) images through one cache.
 pub struct ImageClient {
     config: RegistryConfig,
+    /// Credentials of OLM itself (a node's or cluster's global pull secret): used for a
+    /// registry that the caller's credentials do not name.
+    node_creds: Credentials,
     store: BlobStore,
     limits: Limits,
     clients: Mutex<HashMap<String, Arc<Client>>>,
@@ -93,11 +96,27 @@ impl ImageClient {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Ok(ImageClient {
             config,
+            node_creds: Credentials::anonymous(),
             store: BlobStore::open(cache_dir, limits.cache_bytes)?,
             limits,
             clients: Mutex::default(),
             in_flight: Mutex::default(),
         })
+    }
+
+    /// Use `creds` for every registry that the credentials given with a pull do not name, as
+    /// the kubelet falls back to the node's own credentials after a pod's pull secrets.
+    pub fn with_node_credentials(mut self, creds: Credentials) -> ImageClient {
+        self.node_creds = creds;
+        self
+    }
+
+    /// What to send to `registry`: the caller's credentials for it, else the node's.
+    pub(crate) fn auth_for(&self, creds: &Credentials, registry: &str) -> RegistryAuth {
+        match creds.for_registry(registry) {
+            RegistryAuth::Anonymous => self.node_creds.for_registry(registry),
+            auth => auth,
+        }
     }
 
     /// The limits in force.
@@ -147,7 +166,7 @@ impl ImageClient {
     pub async fn digest_of(&self, image: &str, creds: &Credentials) -> Result<String, ImageError> {
         let reference = parse(image)?;
         let registry = reference.resolve_registry().to_owned();
-        let auth = creds.for_registry(&registry);
+        let auth = self.auth_for(creds, &registry);
         let client = self.client(&registry, &auth);
         let work = async {
             retry(|| async {
@@ -173,7 +192,7 @@ impl ImageClient {
         if let Some(record) = reference.digest().and_then(|d| self.store.record(d)) {
             return Ok(self.pulled(image, record));
         }
-        let auth = creds.for_registry(&registry);
+        let auth = self.auth_for(creds, &registry);
         let record = self
             .timed(image, &registry, retry(|| self.fetch(image, &reference, &registry, &auth)))
             .await?;

@@ -62,7 +62,7 @@ impl ImageClient {
     pub async fn push(&self, built: &BuiltImage, image: &str, creds: &Credentials) -> Result<String, ImageError> {
         let reference = parse(image)?;
         let registry = reference.resolve_registry().to_owned();
-        let auth = creds.for_registry(&registry);
+        let auth = self.auth_for(creds, &registry);
         let client = self.client(&registry, &auth);
         let oci = |err| ImageError::from_oci(image, &registry, err);
         client

@@ -1,10 +1,11 @@
 //! olm-image against a real registry (CNCF distribution, from olm-testkit): bundle and catalog
 //! images pushed and pulled back, the cache that spares the network, credentials, TLS with
-//! a custom CA, and hostile images (a tar entry climbing out, an oversized layer, a SQLite
+//! a custom CA, Docker token auth, zstd layers, and hostile images (a tar entry climbing out, an oversized layer, a SQLite
 //! catalog) refused with errors that name the image.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
 use oci_client::client::{ClientConfig, ClientProtocol, ImageLayer};
 use oci_client::manifest::OciImageManifest;
@@ -27,11 +28,16 @@ fn client(cache: &tempfile::TempDir, config: RegistryConfig, limits: Limits) -> 
 /// Push a one-layer image built by hand (as a hostile or careless publisher would) with
 /// oci-client itself.
 async fn push_raw(registry: &str, repository: &str, layer: Vec<u8>, labels: BTreeMap<String, String>) -> String {
+    push_layer(registry, repository, ImageLayer::oci_v1_gzip(layer, None), labels).await
+}
+
+/// [`push_raw`] with the layer as given (any media type).
+async fn push_layer(registry: &str, repository: &str, layer: ImageLayer, labels: BTreeMap<String, String>) -> String {
     let oci = oci_client::Client::new(ClientConfig { protocol: ClientProtocol::Http, ..Default::default() });
     let reference: oci_client::Reference = format!("{registry}/{repository}:latest").parse().expect("reference");
     let config = serde_json::json!({"architecture": "amd64", "os": "linux", "config": {"Labels": labels}, "rootfs": {"type": "layers", "diff_ids": []}});
     let config = oci_client::client::Config::oci_v1(serde_json::to_vec(&config).expect("json"), None);
-    let layers = [ImageLayer::oci_v1_gzip(layer, None)];
+    let layers = [layer];
     let manifest = OciImageManifest::build(&layers, &config, None);
     oci.push(&reference, &layers, config, &RegistryAuth::Anonymous, Some(manifest)).await.expect("push");
     reference.whole()
@@ -102,10 +108,70 @@ async fn credentials_missing_then_given() {
     assert_eq!(err.category(), "ImageUnauthorized", "{err}");
     assert!(err.to_string().contains(&pushed) && err.to_string().contains("spec.secrets"), "{err}");
     images.bundle(&pushed, &creds).await.expect("pull with credentials");
+    // OLM's own credentials (the node's, `--registry-auth-file`) serve a pull whose catalog
+    // names none for the registry.
+    let node = tempfile::tempdir().expect("tempdir");
+    client(&node, RegistryConfig::default(), Limits::default())
+        .with_node_credentials(creds.clone())
+        .bundle(&pushed, &Credentials::anonymous())
+        .await
+        .expect("pull with the node's credentials");
     let missing = format!("{}/private/etcd:9.9.9", registry.addr());
     let err = images.pull(&missing, &creds).await.unwrap_err();
     assert_eq!(err.category(), "ImageNotFound", "{err}");
     assert!(err.to_string().contains(&missing), "{err}");
+}
+
+#[tokio::test]
+async fn a_registry_with_token_auth_hands_out_a_token_for_the_pull_secret() {
+    let registry = olm_testkit::registry(RegistryOptions::new()).await.expect("registry");
+    let front = olm_testkit::token_auth_front(registry.addr(), "robot", "t0ken-pass").await.expect("token front");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let built = olm_image::build_bundle(&etcd_bundle()).expect("bundle image");
+    images
+        .push(&built, &format!("{}/team/etcd:0.9.4", registry.addr()), &Credentials::anonymous())
+        .await
+        .expect("push behind the front");
+    let through_front = format!("{}/team/etcd@{}", front.addr(), built.digest);
+
+    // Anonymous: challenged, no token, and the error says what to do.
+    let err = images.bundle(&through_front, &Credentials::anonymous()).await.unwrap_err();
+    assert_eq!(err.category(), "ImageUnauthorized", "{err}");
+    assert!(err.to_string().contains(&through_front) && err.to_string().contains("spec.secrets"), "{err}");
+    // Wrong password: the token service refuses it.
+    let wrong = Credentials::anonymous().with(front.addr(), "robot", "nope");
+    let err = images.bundle(&through_front, &wrong).await.unwrap_err();
+    assert_eq!(err.category(), "ImageUnauthorized", "{err}");
+    assert!(front.counts().refused.load(Ordering::SeqCst) >= 1, "the token service was asked: {:?}", front.counts());
+    // The pull secret's credentials buy a token, and the token the content.
+    let right = Credentials::anonymous().with(front.addr(), "robot", "t0ken-pass");
+    let bundle = images.bundle(&through_front, &right).await.expect("pull with a token");
+    assert_eq!(bundle.name, "etcdoperator.v0.9.4");
+    let counts = front.counts();
+    assert!(counts.granted.load(Ordering::SeqCst) >= 1 && counts.forwarded.load(Ordering::SeqCst) >= 3, "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_bundle_image_with_a_zstd_layer_is_read() {
+    let registry = olm_testkit::registry(RegistryOptions::new()).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let mut tar = tar::Builder::new(Vec::new());
+    tar.append_dir_all("manifests", etcd_bundle().join("manifests")).expect("manifests");
+    tar.append_dir_all("metadata", etcd_bundle().join("metadata")).expect("metadata");
+    let tar = tar.into_inner().expect("tar");
+    let zstd = ruzstd::encoding::compress_to_vec(tar.as_slice(), ruzstd::encoding::CompressionLevel::Fastest);
+    assert_eq!(&zstd[..4], &[0x28, 0xb5, 0x2f, 0xfd], "a zstd frame");
+    let layer = ImageLayer::new(zstd, "application/vnd.oci.image.layer.v1.tar+zstd".to_owned(), None);
+    let labels = BTreeMap::from([
+        (olm_image::bundle::MANIFESTS_LABEL.to_owned(), "manifests/".to_owned()),
+        (olm_image::bundle::METADATA_LABEL.to_owned(), "metadata/".to_owned()),
+    ]);
+    let pushed = push_layer(registry.addr(), "etcd-zstd", layer, labels).await;
+    let bundle = images.bundle(&pushed, &Credentials::anonymous()).await.expect("pull a zstd bundle");
+    assert_eq!((bundle.name.as_str(), bundle.package.as_str()), ("etcdoperator.v0.9.4", "etcd"));
+    assert!(bundle.objects.len() >= 2 && bundle.csv_json.contains("\"ClusterServiceVersion\""), "{:?}", bundle.objects.len());
 }
 
 #[tokio::test]

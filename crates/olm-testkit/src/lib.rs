@@ -9,7 +9,8 @@
 //!   on timeout the error carries the objects you name and the namespace's recent events.
 //! - [`TestCluster::kubectl`] runs the kubectl built for this control plane.
 //! - [`registry()`] starts a CNCF distribution OCI registry for one test (no control plane
-//!   needed), optionally with htpasswd auth or TLS.
+//!   needed), optionally with htpasswd auth or TLS; [`token_auth_front`] puts Docker's token
+//!   authentication in front of one.
 //!
 //! Longer than ~600 lines: the test cluster's whole life (start or reuse, kubectl, namespaces, waits with diagnostics) is one small API.
 
@@ -30,10 +31,12 @@ use kube::{Api, Client};
 use olm_dev::{Layout, Progress};
 
 mod registry;
+mod token_auth;
 
 pub use olm_dev::pki::{CertificateAuthority, IssuedCert};
 pub use registry::{Credentials, REALM, RegistryOptions, RegistryServer, TestRegistry, registry};
 pub use olm_dev::{KUBERNETES_VERSION, NODE_NAME};
+pub use token_auth::{TOKEN_SERVICE, TokenAuthCounts, TokenAuthFront, token_auth_front};
 
 /// Label put on every namespace this crate creates, so leftovers are easy to find.
 pub const NAMESPACE_LABEL: &str = "olm.testkit/created-by";

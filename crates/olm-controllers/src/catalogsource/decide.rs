@@ -14,6 +14,11 @@ use olm_catalog_client::{CatalogState, ConnectionState};
 /// ConfigMap watch just for legacy catalogs).
 pub const CONFIGMAP_RECHECK: Duration = Duration::from_secs(5);
 
+/// How often a catalog's pull secrets (its `spec.secrets` and its namespace's default
+/// ServiceAccount's) are read again between content reads: a secret created or fixed after a
+/// pull was refused takes effect within this, without OLM watching every Secret.
+pub const SECRETS_RECHECK: Duration = Duration::from_secs(30);
+
 /// When to read the content: `Some(Duration::ZERO)` means now.
 pub fn next_fetch(state: Option<&CatalogState>, fingerprint: &str, interval: Duration, now: Timestamp) -> Duration {
     let Some(state) = state else {

@@ -242,7 +242,7 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
         .set_ready(&namespace, &key.name, current.as_ref().is_some_and(CatalogState::healthy));
     ctx.status.apply(catalog.as_ref(), &decide::status(&catalog, &inputs, now)).await?;
 
-    let mut requeue = decide::next_fetch(current.as_ref(), &fingerprint, interval, Timestamp::now());
+    let mut requeue = decide::next_fetch(current.as_ref(), &fingerprint, interval, Timestamp::now()).min(decide::SECRETS_RECHECK);
     if inputs.configmap_error.is_some() {
         // Nothing to read until the ConfigMap appears: look again later, not at once.
         requeue = decide::CONFIGMAP_RECHECK;

@@ -16,6 +16,11 @@ pub struct RegistryArgs {
     /// reach each registry (loopback registries are plain HTTP unless named here).
     #[arg(long, env = "OLM_REGISTRY_CONFIG")]
     pub registry_config: Option<PathBuf>,
+    /// A Docker config file (a dockerconfigjson) with OLM's own credentials, used for registries
+    /// that a catalog's pull secrets do not name: what a node's global pull secret is to the
+    /// kubelet.
+    #[arg(long, env = "OLM_REGISTRY_AUTH_FILE")]
+    pub registry_auth_file: Option<PathBuf>,
     /// Where pulled images are cached (content-addressed; least recently used go first).
     #[arg(long, env = "OLM_IMAGE_CACHE_DIR")]
     pub image_cache_dir: Option<PathBuf>,
@@ -44,7 +49,11 @@ impl RegistryArgs {
             max_image_bytes: Limits::default().max_image_bytes.max(self.image_max_layer_bytes),
             ..Limits::default()
         };
-        Ok(ImageClient::new(&cache, config, limits)?)
+        let node_creds = match &self.registry_auth_file {
+            Some(path) => read_auth_file(path)?,
+            None => Credentials::anonymous(),
+        };
+        Ok(ImageClient::new(&cache, config, limits)?.with_node_credentials(node_creds))
     }
 }
 
