@@ -1,6 +1,6 @@
 //! olm-image against a real registry (CNCF distribution, from olm-testkit): bundle and catalog
 //! images pushed and pulled back, the cache that spares the network, credentials, TLS with
-//! a custom CA, Docker token auth, zstd layers, and hostile images (a tar entry climbing out, an oversized layer, a SQLite
+//! a custom CA, Docker token auth, zstd layers, image indexes, and hostile images (a tar entry climbing out, an oversized layer, a SQLite
 //! catalog) refused with errors that name the image.
 
 use std::collections::BTreeMap;
@@ -172,6 +172,43 @@ async fn a_bundle_image_with_a_zstd_layer_is_read() {
     let bundle = images.bundle(&pushed, &Credentials::anonymous()).await.expect("pull a zstd bundle");
     assert_eq!((bundle.name.as_str(), bundle.package.as_str()), ("etcdoperator.v0.9.4", "etcd"));
     assert!(bundle.objects.len() >= 2 && bundle.csv_json.contains("\"ClusterServiceVersion\""), "{:?}", bundle.objects.len());
+}
+
+#[tokio::test]
+async fn an_image_index_resolves_to_its_linux_amd64_manifest() {
+    let registry = olm_testkit::registry(RegistryOptions::new()).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let built = olm_image::build_bundle(&etcd_bundle()).expect("bundle image");
+    let amd64 = images
+        .push(&built, &format!("{}/multi:amd64", registry.addr()), &Credentials::anonymous())
+        .await
+        .expect("push");
+    // Listed first, for another platform: not a bundle at all.
+    let arm64 = push_raw(registry.addr(), "multi", layer_with("etc/hostname", b"arm"), BTreeMap::new()).await;
+    let oci = oci_client::Client::new(ClientConfig { protocol: ClientProtocol::Http, ..Default::default() });
+    let mut entries = Vec::new();
+    for (reference, arch) in [(&arm64, "arm64"), (&amd64, "amd64")] {
+        let reference: oci_client::Reference = reference.parse().expect("reference");
+        let (bytes, digest) = oci
+            .pull_manifest_raw(&reference, &RegistryAuth::Anonymous, &[oci_client::manifest::OCI_IMAGE_MEDIA_TYPE])
+            .await
+            .expect("manifest");
+        entries.push(serde_json::json!({
+            "mediaType": oci_client::manifest::OCI_IMAGE_MEDIA_TYPE, "digest": digest, "size": bytes.len(),
+            "platform": {"architecture": arch, "os": "linux"}
+        }));
+    }
+    let index: oci_client::manifest::OciImageIndex = serde_json::from_value(serde_json::json!({
+        "schemaVersion": 2, "mediaType": oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE, "manifests": entries
+    }))
+    .expect("index");
+    let tag: oci_client::Reference = format!("{}/multi:latest", registry.addr()).parse().expect("reference");
+    oci.push_manifest_list(&tag, &RegistryAuth::Anonymous, index).await.expect("push the index");
+
+    let bundle = images.bundle(&tag.whole(), &Credentials::anonymous()).await.expect("pull through the index");
+    assert_eq!(bundle.name, "etcdoperator.v0.9.4");
+    assert_eq!(bundle.digest, built.digest, "the linux/amd64 manifest was chosen");
 }
 
 #[tokio::test]
