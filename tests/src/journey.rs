@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kube::Api;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
-use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
+use olm_api::v1alpha1::install_plan::{BundleLookup, InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType, SubscriptionState};
 use olm_testkit::{TestCluster, TestNamespace};
 
@@ -90,6 +90,52 @@ pub async fn condition_true(ns: &TestNamespace, sub: &str, type_: SubscriptionCo
             }
         })
         .await?)
+}
+
+/// The InstallPlan the Subscription `sub` refers to, once `pick` finds what is wanted in it.
+async fn referenced_plan<T>(
+    ns: &TestNamespace,
+    sub: &str,
+    what: &str,
+    timeout: Duration,
+    pick: impl Fn(&InstallPlan) -> Option<T> + Copy,
+) -> anyhow::Result<T> {
+    let subs: Api<Subscription> = ns.api();
+    let plans: Api<InstallPlan> = ns.api();
+    Ok(ns
+        .wait_for(&format!("the InstallPlan of Subscription {sub}: {what}"), timeout, OBJECTS, || {
+            let (subs, plans) = (subs.clone(), plans.clone());
+            async move {
+                let status = subs.get(sub).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+                let Some(name) = status.install_plan_ref.and_then(|r| r.name) else {
+                    return Ok::<_, String>(None);
+                };
+                Ok(plans.get_opt(&name).await.map_err(|e| e.to_string())?.as_ref().and_then(pick))
+            }
+        })
+        .await?)
+}
+
+/// The first bundle lookup of the InstallPlan the Subscription `sub` refers to, once it has a
+/// condition (pending or failed) and the plan no steps.
+pub async fn referenced_plan_lookup(ns: &TestNamespace, sub: &str, timeout: Duration) -> anyhow::Result<BundleLookup> {
+    referenced_plan(ns, sub, "a bundle lookup with a condition", timeout, |plan| {
+        let status = plan.status.as_ref()?;
+        if status.plan.is_some() {
+            return None;
+        }
+        status.bundle_lookups.iter().flatten().find(|l| l.conditions.as_ref().is_some_and(|c| !c.is_empty())).cloned()
+    })
+    .await
+}
+
+/// The message of the InstallPlan the Subscription `sub` refers to, once it is Failed.
+pub async fn referenced_plan_failed(ns: &TestNamespace, sub: &str, timeout: Duration) -> anyhow::Result<String> {
+    referenced_plan(ns, sub, "Failed", timeout, |plan| {
+        let status = plan.status.as_ref()?;
+        (status.phase == InstallPlanPhase::Failed).then(|| status.message.clone().unwrap_or_default())
+    })
+    .await
 }
 
 /// Records the path a Subscription walks: the CSVs of every InstallPlan made in a namespace,

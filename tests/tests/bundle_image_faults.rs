@@ -100,6 +100,9 @@ async fn corrupt_hostile_and_oversized_bundle_images_fail_only_their_own_subscri
         message.contains(&corrupt_image) && message.contains(&format!("layer sha256:{layer}")) && message.contains("does not match its digest"),
         "{message}"
     );
+    // The InstallPlan says it too, as upstream's does when its unpack Job fails.
+    let failed_plan = journey::referenced_plan_failed(&corrupt, "etcd", TIMEOUT).await?;
+    assert!(failed_plan.contains(&corrupt_image) && failed_plan.contains("does not match its digest"), "{failed_plan}");
     let message = unpack_failed(&escaping, "etcd").await?;
     assert!(
         message.contains(&escape_image) && message.contains("manifests/../../../escaped") && message.contains("etcdoperator.v0.9.0"),

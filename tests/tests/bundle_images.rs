@@ -330,7 +330,20 @@ async fn a_slow_bundle_pull_is_said_until_the_plan_is_written_and_the_unpack_tim
     create_from_yaml(&ns, &images::etcd_subscription("etcd", "slow", ns.name(), "etcdoperator.v0.9.0")).await?;
     let message = wait_condition(&ns, "etcd", SubscriptionConditionType::BundleUnpacking).await?;
     assert!(message.contains("pulling bundle etcdoperator.v0.9.0") && message.contains(&image), "{message}");
+    // As upstream, the Subscription refers meanwhile to its InstallPlan, whose bundle lookup
+    // is pending on the image and which has no steps yet.
+    let lookup = journey::referenced_plan_lookup(&ns, "etcd", TIMEOUT).await?;
+    assert_eq!(lookup.path, image);
+    let condition = lookup.conditions.unwrap_or_default().into_iter().next().context("a lookup condition")?;
+    assert_eq!((condition.type_.as_str(), condition.status.as_str()), ("BundleLookupPending", "True"), "{condition:?}");
+    assert!(condition.message.as_deref().is_some_and(|m| m.contains(&image)), "{condition:?}");
     journey::csv_succeeded(&ns, "etcdoperator.v0.9.0", TIMEOUT).await?;
+    let plans: Api<InstallPlan> = ns.api();
+    let plan = plans.list(&Default::default()).await?.items;
+    assert_eq!(plan.len(), 1, "the plan that waited is the plan that installed");
+    let status = plan[0].status.clone().context("plan status")?;
+    assert!(status.plan.is_some_and(|steps| !steps.is_empty()));
+    assert!(status.bundle_lookups.unwrap_or_default().iter().all(|l| l.conditions.is_none()), "the lookup is done");
     let subs: Api<Subscription> = ns.api();
     let conditions = subs.get("etcd").await?.status.and_then(|s| s.conditions).unwrap_or_default();
     assert!(!conditions.iter().any(|c| c.type_ == SubscriptionConditionType::BundleUnpacking), "{conditions:?}");
@@ -352,6 +365,8 @@ async fn a_slow_bundle_pull_is_said_until_the_plan_is_written_and_the_unpack_tim
     create_from_yaml(&ns2, &images::etcd_subscription("etcd", "slow", ns2.name(), "etcdoperator.v0.9.0")).await?;
     let failed = wait_condition(&ns2, "etcd", SubscriptionConditionType::BundleUnpackFailed).await?;
     assert!(failed.contains("did not finish within 2s") && failed.contains("bundle-unpack-timeout"), "{failed}");
+    let failed_plan = journey::referenced_plan_failed(&ns2, "etcd", TIMEOUT).await?;
+    assert!(failed_plan.contains("did not finish within 2s"), "{failed_plan}");
     ns.cleanup().await?;
     ns2.cleanup().await?;
     Ok(())

@@ -38,11 +38,14 @@ pub fn next(plan: &InstallPlan) -> Next {
     let Some(status) = plan.status.as_ref() else {
         return Next::Wait;
     };
+    // No steps yet (its bundle images are being pulled, or a pull failed; the Subscription
+    // controller writes them): nothing to execute or approve.
+    if status.plan.is_none() {
+        return Next::Wait;
+    }
     match &status.phase {
         InstallPlanPhase::None | InstallPlanPhase::Planning => {
-            if status.plan.is_none() {
-                Next::Wait
-            } else if plan.spec.approved {
+            if plan.spec.approved {
                 Next::Enter(InstallPlanPhase::Installing)
             } else {
                 Next::Enter(InstallPlanPhase::RequiresApproval)
@@ -292,6 +295,8 @@ mod tests {
     fn phases_follow_approval() {
         assert_eq!(next(&plan(true, None, false)), Next::Wait, "no status yet");
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::None), false)), Next::Wait, "no plan yet");
+        assert_eq!(next(&plan(true, Some(InstallPlanPhase::Installing), false)), Next::Wait, "bundles still being pulled");
+        assert_eq!(next(&plan(true, Some(InstallPlanPhase::RequiresApproval), false)), Next::Wait, "approved while pulling");
         assert_eq!(
             next(&plan(true, Some(InstallPlanPhase::None), true)),
             Next::Enter(InstallPlanPhase::Installing)

@@ -8,13 +8,13 @@ use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
-use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, InstallPlanStatus};
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_resolver::Selected;
 use olm_runtime::{ControllerContext, Error, EventNote, Result};
 
 use super::decide::PlanView;
-use super::plan::NewPlan;
+use super::plan::{LookupState, NewPlan};
 use super::pulls::PullOutcome;
 use crate::plan_content::ContentConfigMap;
 use super::observe::{Facts, plan_view};
@@ -31,41 +31,83 @@ pub enum ContentError {
     Other(String),
 }
 
+/// Why no plan with steps could be made now, and the plan that says so while bundle images
+/// are pulled or after a pull failed (upstream's InstallPlan with pending or failed bundle
+/// lookups), when it could be written.
+#[derive(Debug)]
+pub struct NotReady {
+    /// Why.
+    pub error: ContentError,
+    /// The plan showing the lookups.
+    pub lookup_plan: Option<PlanView>,
+}
+
+impl From<ContentError> for NotReady {
+    fn from(error: ContentError) -> NotReady {
+        NotReady { error, lookup_plan: None }
+    }
+}
+
 /// Read the bundles' manifests (pulling bundle images the catalog names), create the
 /// InstallPlan and write its plan. Errors that come from catalog content are returned as
-/// `Ok(Err(_))`.
+/// `Ok(Err(_))`; while an image is pulled, or after a pull failed, the plan is written without
+/// steps, its bundle lookups saying why.
 pub async fn create_plan(
     ctx: &ControllerContext<SubscriptionControllerState>,
     facts: &Facts,
     bundles: &[&Selected],
     now: Timestamp,
-) -> Result<std::result::Result<PlanView, ContentError>> {
+) -> Result<std::result::Result<PlanView, NotReady>> {
     let sub = &facts.sub;
     let namespace = sub.namespace().unwrap_or_default();
     // Every bundle's read starts now (a plan of several bundles pulls them side by side).
     let mut fetched = Vec::with_capacity(bundles.len());
-    let mut pending = Vec::new();
+    let mut states = Vec::with_capacity(bundles.len());
+    let mut images = Vec::with_capacity(bundles.len());
+    let (mut pending, mut failed) = (Vec::new(), Vec::new());
     let waiter = (namespace.clone(), sub.name_any());
     for bundle in bundles {
         let Some(content) = facts.contents.get(&bundle.catalog) else {
             return Ok(Err(ContentError::Other(format!(
                 "catalog {} of bundle {} is not available",
                 bundle.catalog, bundle.name
-            ))));
+            ))
+            .into()));
         };
+        let image = super::pulls::catalog_image(content, bundle);
         match ctx.state.pulls.read(content, bundle, waiter.clone(), facts.unpack.timeout).await {
-            PullOutcome::Ready(content) => fetched.push(content),
-            PullOutcome::Failed(err) => return Ok(Err(err)),
-            PullOutcome::Pending(message) => pending.push(message),
+            PullOutcome::Ready(content) => {
+                fetched.push(content);
+                states.push(LookupState::Read);
+            }
+            PullOutcome::Failed(ContentError::Unpack(message)) => {
+                states.push(LookupState::Failed(message.clone()));
+                failed.push(message);
+            }
+            PullOutcome::Failed(err) => return Ok(Err(err.into())),
+            PullOutcome::Pending(message) => {
+                states.push(LookupState::Pending(format!("pulling bundle image {image} from catalog {}", bundle.catalog)));
+                pending.push(message);
+            }
         }
+        images.push(image);
     }
-    if !pending.is_empty() {
-        return Ok(Err(ContentError::Pending(pending.join("; "))));
+    if !failed.is_empty() || !pending.is_empty() {
+        let error = if failed.is_empty() {
+            ContentError::Pending(pending.join("; "))
+        } else {
+            ContentError::Unpack(failed.join("; "))
+        };
+        let (plan, status) = super::plan::lookup_plan(sub, bundles, &images, &states, facts.next_plan_generation, now);
+        let lookup_plan = write_lookup_plan(ctx, facts, plan, status).await?;
+        return Ok(Err(NotReady { error, lookup_plan }));
     }
+    // A plan whose lookups were written first may have been approved meanwhile.
+    let approved_already = existing_plan(ctx, &namespace, &super::plan::plan_name(sub, bundles)).is_some_and(|p| p.spec.approved);
     let NewPlan { plan, status, content } =
-        match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, facts.next_plan_generation, now) {
+        match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, facts.next_plan_generation, approved_already, now) {
             Ok(built) => built,
-            Err(message) => return Ok(Err(ContentError::Other(message))),
+            Err(message) => return Ok(Err(ContentError::Other(message).into())),
         };
     let approval = plan.spec.approval;
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -123,6 +165,60 @@ pub async fn create_plan(
     let mut view = plan_view(&created);
     view.phase = status.phase;
     Ok(Ok(view))
+}
+
+fn existing_plan(ctx: &ControllerContext<SubscriptionControllerState>, namespace: &str, name: &str) -> Option<Arc<InstallPlan>> {
+    ctx.state.plans.get(Some(namespace), name)
+}
+
+/// Create the plan that shows its bundle lookups (or find it), and write their state. A plan
+/// that already has its steps is left alone. Returns its view; `None` when the plan could not
+/// be written (said in the log: the Subscription's condition says the same).
+async fn write_lookup_plan(
+    ctx: &ControllerContext<SubscriptionControllerState>,
+    facts: &Facts,
+    plan: InstallPlan,
+    status: InstallPlanStatus,
+) -> Result<Option<PlanView>> {
+    let namespace = plan.namespace().unwrap_or_default();
+    let name = plan.name_any();
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
+    let object = match existing_plan(ctx, &namespace, &name) {
+        Some(existing) => (*existing).clone(),
+        None => match api.create(&PostParams::default(), &plan).await {
+            Ok(created) => created,
+            Err(err) if olm_runtime::error::api_status_code(&err) == Some(409) => api
+                .get(&name)
+                .await
+                .map_err(|err| Error::api(format!("get InstallPlan {namespace}/{name}"), err))?,
+            Err(err) => {
+                tracing::warn!(plan = %name, %err, "cannot create the InstallPlan that shows the bundle lookups");
+                return Ok(None);
+            }
+        },
+    };
+    if object.status.as_ref().is_some_and(|s| s.plan.is_some()) {
+        return Ok(Some(plan_view(&object)));
+    }
+    // Keep a phase the InstallPlan controller moved on (a Manual plan approved meanwhile).
+    let mut status = status;
+    if status.phase != InstallPlanPhase::Failed && object.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Installing) {
+        status.phase = InstallPlanPhase::Installing;
+    }
+    if let Err(err) = ctx.status.apply(&object, &status).await {
+        tracing::warn!(plan = %name, sub = %facts.sub.name_any(), "cannot write the bundle lookups of the InstallPlan: {err}");
+        return Ok(None);
+    }
+    let mut view = plan_view(&object);
+    view.phase = status.phase;
+    view.message = status.message.clone();
+    view.awaits_content = true;
+    view.failed_reason = status
+        .conditions
+        .iter()
+        .flatten()
+        .find_map(|c| c.reason.as_ref().map(|r| r.as_str().to_owned()));
+    Ok(Some(view))
 }
 
 /// Write the ConfigMaps holding the plan's large step content, owned by the plan. Server-side

@@ -55,6 +55,9 @@ pub struct PlanView {
     pub message: Option<String>,
     /// The InstallPlan controller's last write of its status was refused.
     pub write_failed: Option<WriteFailure>,
+    /// It has no steps yet: its bundle lookups are pending, or failed (resolution goes on, so
+    /// the pull is retried and the steps written when it succeeds).
+    pub awaits_content: bool,
 }
 
 /// What the observe step found about the Subscription's current CSV.
@@ -78,7 +81,7 @@ pub enum Gate {
 /// Resolution is needed unless a plan is in flight, failed, or the installed CSV has not
 /// finished installing.
 pub fn gate(plan: Option<&PlanView>, plan_missing: bool, current: Option<&CsvView>, has_plan_ref: bool) -> Gate {
-    if has_plan_ref && !plan_missing {
+    if has_plan_ref && !plan_missing && !plan.is_some_and(|p| p.awaits_content) {
         match plan.map(|p| &p.phase) {
             Some(InstallPlanPhase::Failed) => return Gate::Wait("the InstallPlan failed"),
             Some(InstallPlanPhase::Complete) => {
@@ -111,11 +114,15 @@ pub enum Resolved {
     Unpacking {
         /// Which bundle and image, and for how long so far.
         message: String,
+        /// The plan showing its pending bundle lookups, when written.
+        plan: Option<PlanView>,
     },
     /// It resolved, but a bundle image could not be pulled or read.
     UnpackFailed {
         /// Which image, which registry, why, and what to do.
         message: String,
+        /// The plan showing its failed bundle lookups, when written.
+        plan: Option<PlanView>,
     },
     /// It resolved, but writing the plan (or its content) was refused by the API server.
     WriteFailed {
@@ -310,7 +317,7 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
             Some(message.clone()),
             now,
         ),
-        Resolved::UnpackFailed { message } => {
+        Resolved::UnpackFailed { message, .. } => {
             remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed);
             set_condition(
                 &mut conditions,
@@ -321,7 +328,7 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
                 now,
             );
         }
-        Resolved::Unpacking { message } => {
+        Resolved::Unpacking { message, .. } => {
             remove_condition(&mut conditions, &SubscriptionConditionType::ResolutionFailed);
             remove_condition(&mut conditions, &SubscriptionConditionType::BundleUnpackFailed);
             set_condition(
@@ -357,8 +364,15 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
         }
         _ => {}
     }
-    if let Resolved::NewPlan { plan: new, current_csv } = &o.resolved {
-        st.current_csv = Some(current_csv.clone());
+    let shown = match &o.resolved {
+        Resolved::NewPlan { plan: new, current_csv } => {
+            st.current_csv = Some(current_csv.clone());
+            Some(new)
+        }
+        Resolved::Unpacking { plan: Some(new), .. } | Resolved::UnpackFailed { plan: Some(new), .. } => Some(new),
+        _ => None,
+    };
+    if let Some(new) = shown {
         st.install_plan_ref = Some(ObjectReference {
             api_version: Some("operators.coreos.com/v1alpha1".into()),
             kind: Some("InstallPlan".into()),

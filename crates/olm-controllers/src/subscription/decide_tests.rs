@@ -53,6 +53,7 @@ fn plan(phase: InstallPlanPhase) -> PlanView {
         failed_reason: None,
         message: None,
         write_failed: None,
+        awaits_content: false,
     }
 }
 
@@ -163,7 +164,7 @@ fn resolution_failures_are_set_and_cleared() {
 fn an_unpack_failure_is_its_own_condition_until_a_plan_is_made() {
     let s = sub();
     let message = "bundle etcdoperator.v0.9.2 of package etcd (catalog olm/community): image r/etcd@sha256:00 was not found in registry r".to_owned();
-    let st = status(&observed(&s, Resolved::UnpackFailed { message: message.clone() }), Timestamp::UNIX_EPOCH);
+    let st = status(&observed(&s, Resolved::UnpackFailed { message: message.clone(), plan: None }), Timestamp::UNIX_EPOCH);
     let c = condition(&st, SubscriptionConditionType::BundleUnpackFailed).expect("unpack failed");
     assert_eq!((c.status, c.reason.as_deref(), c.message), (ConditionStatus::True, Some("BundleUnpackFailed"), Some(message)));
     assert!(condition(&st, SubscriptionConditionType::ResolutionFailed).is_none(), "resolution itself succeeded");
@@ -297,12 +298,28 @@ fn old_finished_unreferenced_plans_are_collected() {
 fn a_bundle_being_pulled_is_said_and_the_condition_goes_once_the_plan_is_written() {
     let s = sub();
     let message = "pulling bundle etcdoperator.v0.9.4 (catalog olm/community) image r/etcd@sha256:abc, for 3s so far".to_owned();
-    let st = status(&observed(&s, Resolved::Unpacking { message: message.clone() }), Timestamp::UNIX_EPOCH);
+    let pulling = PlanView { awaits_content: true, ..plan(InstallPlanPhase::Installing) };
+    let st = status(&observed(&s, Resolved::Unpacking { message: message.clone(), plan: Some(pulling.clone()) }), Timestamp::UNIX_EPOCH);
     let c = condition(&st, SubscriptionConditionType::BundleUnpacking).expect("unpacking");
     assert_eq!((c.status, c.reason.as_deref(), c.message), (ConditionStatus::True, Some("UnpackingInProgress"), Some(message)));
+    // As upstream: the Subscription refers to the plan whose lookups are pending.
+    assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-x"));
+    assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
+    // That plan does not hold resolution back: the pull's end makes the plan's steps.
+    assert_eq!(gate(Some(&pulling), false, None, true), Gate::Resolve);
     let mut s = s;
     s.status = Some(st);
-    let st = status(&observed(&s, Resolved::UnpackFailed { message: "unauthorized".into() }), Timestamp::UNIX_EPOCH);
+    let failed = PlanView {
+        awaits_content: true,
+        message: Some("bundle unpacking failed: unauthorized".into()),
+        failed_reason: Some("InstallComponentFailed".into()),
+        ..plan(InstallPlanPhase::Failed)
+    };
+    let st = status(&observed(&s, Resolved::UnpackFailed { message: "unauthorized".into(), plan: Some(failed.clone()) }), Timestamp::UNIX_EPOCH);
     assert!(condition(&st, SubscriptionConditionType::BundleUnpacking).is_none());
     assert!(condition(&st, SubscriptionConditionType::BundleUnpackFailed).is_some());
+    assert_eq!(st.state, Some(SubscriptionState::UpgradeFailed));
+    // A failed pull is retried (a plan that failed installing waits for the user).
+    assert_eq!(gate(Some(&failed), false, None, true), Gate::Resolve);
+    assert_ne!(gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true), Gate::Resolve);
 }

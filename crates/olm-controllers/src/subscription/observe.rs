@@ -206,6 +206,7 @@ pub fn plan_view(plan: &InstallPlan) -> PlanView {
         failed_reason,
         message: status.and_then(|s| s.message.clone()),
         write_failed: None,
+        awaits_content: status.is_some_and(super::plan::awaits_content),
     }
 }
 

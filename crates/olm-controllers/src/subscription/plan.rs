@@ -1,6 +1,7 @@
 //! The InstallPlan a Subscription gets for its resolved bundles, built from their content,
 //! pure: its deterministic name, its steps (every bundle's objects, and a Subscription for each
-//! dependency nobody subscribed to), bundle lookups, approval and initial status.
+//! dependency nobody subscribed to), bundle lookups, approval and initial status; and the same
+//! plan while its bundle images are pulled (lookups pending or failed, no steps).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,8 +10,11 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use olm_api::common::ConditionStatus;
 use olm_api::v1alpha1::install_plan::{
-    Approval, BundleLookup, InstallPlan, InstallPlanPhase, InstallPlanSpec, InstallPlanStatus, Step, StepResource, StepStatus,
+    Approval, BundleLookup, BundleLookupCondition, BundleLookupConditionType, InstallPlan, InstallPlanCondition,
+    InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase, InstallPlanSpec, InstallPlanStatus, Step,
+    StepResource, StepStatus,
 };
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_catalog_client::BundleContent;
@@ -33,13 +37,15 @@ pub struct NewPlan {
 
 /// The plan for `bundles` (this Subscription's first) whose content is `fetched` (same order),
 /// or why a bundle cannot be installed. `subs` are the namespace's Subscriptions; `generation`
-/// is the namespace's next plan generation.
+/// is the namespace's next plan generation; `approved_already` when a user approved the plan
+/// while its bundles were pulled.
 pub fn install_plan(
     sub: &Subscription,
     bundles: &[&Selected],
     fetched: &[BundleContent],
     subs: &[Arc<Subscription>],
     generation: i64,
+    approved_already: bool,
     now: Timestamp,
 ) -> Result<NewPlan, String> {
     let namespace = sub.namespace().unwrap_or_default();
@@ -64,27 +70,143 @@ pub fn install_plan(
             steps.push(dependency_subscription_step(bundle, &namespace));
         }
         catalogs_used.insert(bundle.catalog.name.clone());
-        lookups.push(BundleLookup {
-            path: fetched.bundle_path.clone(),
-            identifier: bundle.name.clone(),
-            replaces: bundle.replaces.clone().unwrap_or_default(),
-            catalog_source_ref: Some(ObjectReference {
-                api_version: Some("operators.coreos.com/v1alpha1".into()),
-                kind: Some("CatalogSource".into()),
-                name: Some(bundle.catalog.name.clone()),
-                namespace: Some(bundle.catalog.namespace.clone()),
-                ..Default::default()
-            }),
-            // Content came straight from the catalog server: nothing pending, nothing failed.
-            conditions: None,
-            properties: Some(fetched.properties_annotation.clone()),
-        });
+        // Content read: nothing pending, nothing failed.
+        lookups.push(lookup(bundle, &fetched.bundle_path, Some(fetched.properties_annotation.clone()), None));
     }
+    let plan = plan_object(sub, bundles, generation);
+    let approved = plan.spec.approved || approved_already;
+    let content = externalize(&plan.name_any(), &namespace, &mut steps)?;
+    let status = InstallPlanStatus {
+        phase: if approved {
+            InstallPlanPhase::Installing
+        } else {
+            InstallPlanPhase::RequiresApproval
+        },
+        catalog_sources: catalogs_used.into_iter().collect(),
+        plan: Some(steps),
+        bundle_lookups: Some(lookups),
+        start_time: approved.then_some(Time(now)),
+        ..Default::default()
+    };
+    Ok(NewPlan { plan, status, content })
+}
+
+/// Where one bundle of a plan stands while the plan cannot have its steps yet.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LookupState {
+    /// Its content was read.
+    Read,
+    /// Its image is being pulled: what is happening.
+    Pending(String),
+    /// Its image could not be pulled or read: why, and what to do.
+    Failed(String),
+}
+
+/// Reason of a `BundleLookupPending` condition while the image is pulled (upstream's unpack
+/// Job says `JobIncomplete`; there is no Job here).
+pub const LOOKUP_PULLING: &str = "BundleImagePulling";
+/// Reason of a `BundleLookupFailed` condition.
+pub const LOOKUP_PULL_FAILED: &str = "BundleImagePullFailed";
+
+/// The plan as upstream shows it while bundles unpack: the object [`install_plan`] will
+/// complete (same name), no steps yet, and each bundle's lookup (its image as `path`) with a
+/// `BundleLookupPending` or `BundleLookupFailed` condition; `Failed`, with the reasons, when a
+/// pull failed. `images` are the bundles' images as their catalogs name them (same order).
+pub fn lookup_plan(
+    sub: &Subscription,
+    bundles: &[&Selected],
+    images: &[String],
+    states: &[LookupState],
+    generation: i64,
+    now: Timestamp,
+) -> (InstallPlan, InstallPlanStatus) {
+    let plan = plan_object(sub, bundles, generation);
+    let condition = |type_: BundleLookupConditionType, reason: &str, message: &str| BundleLookupCondition {
+        type_,
+        status: ConditionStatus::True,
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        last_update_time: None,
+        last_transition_time: Some(Time(now)),
+    };
+    let mut failures = Vec::new();
+    let lookups = bundles
+        .iter()
+        .zip(images)
+        .zip(states)
+        .map(|((bundle, image), state)| {
+            let conditions = match state {
+                LookupState::Read => None,
+                LookupState::Pending(message) => Some(vec![condition(BundleLookupConditionType::BundleLookupPending, LOOKUP_PULLING, message)]),
+                LookupState::Failed(message) => {
+                    failures.push(message.clone());
+                    Some(vec![condition(BundleLookupConditionType::BundleLookupFailed, LOOKUP_PULL_FAILED, message)])
+                }
+            };
+            lookup(bundle, image, None, conditions)
+        })
+        .collect();
+    let catalogs: BTreeSet<String> = bundles.iter().map(|b| b.catalog.name.clone()).collect();
+    let mut status = InstallPlanStatus {
+        phase: if plan.spec.approved {
+            InstallPlanPhase::Installing
+        } else {
+            InstallPlanPhase::RequiresApproval
+        },
+        catalog_sources: catalogs.into_iter().collect(),
+        bundle_lookups: Some(lookups),
+        ..Default::default()
+    };
+    if !failures.is_empty() {
+        let message = format!("bundle unpacking failed: {}", failures.join("; "));
+        status.phase = InstallPlanPhase::Failed;
+        status.conditions = Some(vec![InstallPlanCondition {
+            type_: Some(InstallPlanConditionType::Installed),
+            status: Some(ConditionStatus::False),
+            last_update_time: None,
+            last_transition_time: Some(Time(now)),
+            reason: Some(InstallPlanConditionReason::InstallComponentFailed),
+            message: Some(message.clone()),
+        }]);
+        status.message = Some(message);
+    }
+    (plan, status)
+}
+
+/// Whether `status` is a plan still waiting for (or failed on) its bundles' content: no
+/// steps, and a lookup pending or failed.
+pub fn awaits_content(status: &InstallPlanStatus) -> bool {
+    status.plan.is_none()
+        && status.bundle_lookups.iter().flatten().flat_map(|l| l.conditions.iter().flatten()).any(|c| {
+            c.status == ConditionStatus::True
+                && matches!(c.type_, BundleLookupConditionType::BundleLookupPending | BundleLookupConditionType::BundleLookupFailed)
+        })
+}
+
+fn lookup(bundle: &Selected, path: &str, properties: Option<String>, conditions: Option<Vec<BundleLookupCondition>>) -> BundleLookup {
+    BundleLookup {
+        path: path.to_owned(),
+        identifier: bundle.name.clone(),
+        replaces: bundle.replaces.clone().unwrap_or_default(),
+        catalog_source_ref: Some(ObjectReference {
+            api_version: Some("operators.coreos.com/v1alpha1".into()),
+            kind: Some("CatalogSource".into()),
+            name: Some(bundle.catalog.name.clone()),
+            namespace: Some(bundle.catalog.namespace.clone()),
+            ..Default::default()
+        }),
+        conditions,
+        properties,
+    }
+}
+
+/// The InstallPlan object (without status) for `bundles` of `sub`.
+fn plan_object(sub: &Subscription, bundles: &[&Selected], generation: i64) -> InstallPlan {
+    let namespace = sub.namespace().unwrap_or_default();
     let approval = sub.spec.approval();
     let approved = approval == Approval::Automatic;
     let name = plan_name(sub, bundles);
-    let content = externalize(&name, &namespace, &mut steps)?;
-    let plan = InstallPlan {
+    InstallPlan {
         metadata: ObjectMeta {
             name: Some(name),
             namespace: Some(namespace.clone()),
@@ -107,20 +229,7 @@ pub fn install_plan(
             generation: Some(generation),
         },
         status: None,
-    };
-    let status = InstallPlanStatus {
-        phase: if approved {
-            InstallPlanPhase::Installing
-        } else {
-            InstallPlanPhase::RequiresApproval
-        },
-        catalog_sources: catalogs_used.into_iter().collect(),
-        plan: Some(steps),
-        bundle_lookups: Some(lookups),
-        start_time: approved.then_some(Time(now)),
-        ..Default::default()
-    };
-    Ok(NewPlan { plan, status, content })
+    }
 }
 
 /// The name of the plan that installs `bundles` for `sub`: `install-` and a hash of the
@@ -169,5 +278,66 @@ fn dependency_subscription_step(bundle: &Selected, namespace: &str) -> Step {
         },
         optional: None,
         status: StepStatus::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use olm_resolver::CatalogKey;
+
+    fn selected(name: &str) -> Selected {
+        Selected {
+            name: name.into(),
+            package: "etcd".into(),
+            channel: "alpha".into(),
+            version: None,
+            catalog: CatalogKey::new("images", "ns"),
+            replaces: None,
+            reason: Reason::Install,
+            subscription: Some("etcd".into()),
+        }
+    }
+
+    fn sub(approval: &str) -> Subscription {
+        serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "etcd", "namespace": "ns", "uid": "u-1"},
+            "spec": {"source": "images", "sourceNamespace": "ns", "name": "etcd", "installPlanApproval": approval}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_lookup_plan_names_each_image_and_says_pending_or_failed() {
+        let (a, b) = (selected("etcd.v1"), selected("dep.v2"));
+        let bundles = [&a, &b];
+        let images = ["r/etcd@sha256:1".to_owned(), "r/dep@sha256:2".to_owned()];
+        let now = Timestamp::UNIX_EPOCH;
+
+        let pending = [LookupState::Read, LookupState::Pending("pulling bundle image r/dep@sha256:2".into())];
+        let (plan, status) = lookup_plan(&sub("Automatic"), &bundles, &images, &pending, 3, now);
+        assert_eq!(plan.name_any(), plan_name(&sub("Automatic"), &bundles), "the plan its steps will complete");
+        assert_eq!((status.phase.clone(), status.plan.is_none()), (InstallPlanPhase::Installing, true));
+        let lookups = status.bundle_lookups.clone().unwrap();
+        assert_eq!((lookups[0].path.as_str(), lookups[0].conditions.is_none()), ("r/etcd@sha256:1", true));
+        let condition = &lookups[1].conditions.as_ref().unwrap()[0];
+        assert_eq!(
+            (condition.type_.clone(), condition.status.clone(), condition.reason.as_deref()),
+            (BundleLookupConditionType::BundleLookupPending, ConditionStatus::True, Some(LOOKUP_PULLING))
+        );
+        assert!(awaits_content(&status));
+        let (_, manual) = lookup_plan(&sub("Manual"), &bundles, &images, &pending, 3, now);
+        assert_eq!(manual.phase, InstallPlanPhase::RequiresApproval);
+
+        let failed = [LookupState::Failed("image r/etcd@sha256:1 was not found".into()), LookupState::Read];
+        let (_, status) = lookup_plan(&sub("Automatic"), &bundles, &images, &failed, 3, now);
+        assert_eq!(status.phase, InstallPlanPhase::Failed);
+        assert_eq!(status.message.as_deref(), Some("bundle unpacking failed: image r/etcd@sha256:1 was not found"));
+        let lookups = status.bundle_lookups.clone().unwrap();
+        assert_eq!(lookups[0].conditions.as_ref().unwrap()[0].type_, BundleLookupConditionType::BundleLookupFailed);
+        assert!(awaits_content(&status));
+        let with_steps = InstallPlanStatus { plan: Some(Vec::new()), ..status };
+        assert!(!awaits_content(&with_steps), "a plan with steps is not waiting");
     }
 }

@@ -70,12 +70,7 @@ impl BundlePulls {
                 }
                 None => {
                     let done = Arc::new(Notify::new());
-                    let image = content
-                        .catalog
-                        .package(&bundle.package)
-                        .and_then(|p| p.bundle(&bundle.name))
-                        .map(|b| b.image.clone())
-                        .unwrap_or_default();
+                    let image = catalog_image(content, bundle);
                     let waiting = BTreeSet::from([sub]);
                     pulls.insert(key.clone(), Pull { started: Instant::now(), image, waiting, outcome: None });
                     self.spawn(key.clone(), content.clone(), bundle.clone(), timeout, done.clone());
@@ -138,6 +133,16 @@ impl BundlePulls {
     }
 }
 
+/// The image `content`'s catalog names for `bundle` (empty when it names none).
+pub fn catalog_image(content: &CatalogContent, bundle: &Selected) -> String {
+    content
+        .catalog
+        .package(&bundle.package)
+        .and_then(|p| p.bundle(&bundle.name))
+        .map(|b| b.image.clone())
+        .unwrap_or_default()
+}
+
 fn take(pulls: &mut HashMap<PullKey, Pull>, key: &PullKey) -> PullOutcome {
     match pulls.remove(key).and_then(|p| p.outcome) {
         Some((Ok(content), _)) => PullOutcome::Ready(content),
@@ -149,7 +154,7 @@ fn take(pulls: &mut HashMap<PullKey, Pull>, key: &PullKey) -> PullOutcome {
 fn pending_message(bundle: &Selected, pull: &Pull) -> String {
     let image = if pull.image.is_empty() { String::new() } else { format!(" image {}", pull.image) };
     format!(
-        "pulling bundle {} (catalog {}){image}, for {}s so far; the InstallPlan is written once its manifests are read",
+        "pulling bundle {} (catalog {}){image}, for {}s so far; the InstallPlan gets its steps once its manifests are read",
         bundle.name,
         bundle.catalog,
         pull.started.elapsed().as_secs()

@@ -130,13 +130,15 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
                     act::collect_old_plans(&ctx, &namespace, &facts.subs).await;
                     (Resolved::NewPlan { plan, current_csv }, None)
                 }
-                Ok(Err(act::ContentError::Unpack(message))) => (
-                    Resolved::UnpackFailed { message },
+                Ok(Err(act::NotReady { error: act::ContentError::Unpack(message), lookup_plan })) => (
+                    Resolved::UnpackFailed { message, plan: lookup_plan },
                     Some(facts.unpack.min_retry.map_or(CONTENT_RETRY, |d| d.max(CONTENT_RETRY))),
                 ),
                 // Woken when the pull ends; the requeue is a safety net.
-                Ok(Err(act::ContentError::Pending(message))) => (Resolved::Unpacking { message }, Some(PENDING_RECHECK)),
-                Ok(Err(act::ContentError::Other(message))) => (
+                Ok(Err(act::NotReady { error: act::ContentError::Pending(message), lookup_plan })) => {
+                    (Resolved::Unpacking { message, plan: lookup_plan }, Some(PENDING_RECHECK))
+                }
+                Ok(Err(act::NotReady { error: act::ContentError::Other(message), .. })) => (
                     Resolved::Failed {
                         reason: reasons::ERROR_PREVENTED_RESOLUTION,
                         message,
