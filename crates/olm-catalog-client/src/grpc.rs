@@ -60,11 +60,12 @@ fn call_error(address: &str, call: &str, status: tonic::Status) -> ClientError {
 /// The full listing of the catalog at `address`.
 pub(super) async fn list(address: &str, key: CatalogKey, priority: i32) -> Result<CatalogContent, ClientError> {
     let mut client = connect(address).await?;
-    let mut names = client
+    let answer = client
         .list_packages(pb::ListPackageRequest {})
         .await
-        .map_err(|s| call_error(address, "ListPackages", s))?
-        .into_inner();
+        .map_err(|s| call_error(address, "ListPackages", s))?;
+    let left_out = olm_registry_api::left_out::read(answer.metadata());
+    let mut names = answer.into_inner();
     let mut packages = Vec::new();
     while let Some(name) = names.message().await.map_err(|s| call_error(address, "ListPackages", s))? {
         let package = client
@@ -84,12 +85,13 @@ pub(super) async fn list(address: &str, key: CatalogKey, priority: i32) -> Resul
         bundles.push(bundle);
     }
     let (documents, inline) = documents(&packages, bundles);
-    CatalogContent::from_documents(key, priority, documents, Some(SourceLocation::Grpc(address.to_owned())), inline).map_err(|message| {
-        ClientError::Invalid {
+    let mut content = CatalogContent::from_documents(key, priority, documents, Some(SourceLocation::Grpc(address.to_owned())), inline)
+        .map_err(|message| ClientError::Invalid {
             address: address.to_owned(),
             message,
-        }
-    })
+        })?;
+    content.add_left_out(left_out);
+    Ok(content)
 }
 
 /// One bundle with its CSV and objects.

@@ -220,7 +220,7 @@ impl CatalogContent {
             .iter()
             .map(|l| (l.package.clone(), l.problems.iter().take(3).map(ToString::to_string).collect::<Vec<_>>().join("; ")))
             .collect();
-        let mut problems: Vec<String> = left_out.iter().map(|(package, why)| format!("package {package} left out: {why}")).collect();
+        let mut problems: Vec<String> = left_out.iter().map(|(package, why)| left_out_problem(package, why)).collect();
         problems.extend(isolated.unattributed.iter().map(ToString::to_string));
         if catalog.packages().is_empty() && !problems.is_empty() {
             return Err(problems.into_iter().take(5).collect::<Vec<_>>().join("; "));
@@ -239,6 +239,20 @@ impl CatalogContent {
             images: None,
             image_digest: None,
         })
+    }
+
+    /// Packages the catalog's server left out for their problems (package → why), as it says
+    /// beside its listing: said like those left out here, unless the listing has them.
+    pub fn add_left_out(&mut self, reported: BTreeMap<String, String>) {
+        for (package, why) in reported {
+            if self.catalog.package(&package).is_some() {
+                continue;
+            }
+            self.problems.push(left_out_problem(&package, &why));
+            if let Some(indexed) = Arc::get_mut(&mut self.indexed) {
+                indexed.left_out.insert(package, why);
+            }
+        }
     }
 
     /// Number of packages and bundles.
@@ -334,6 +348,11 @@ fn properties_annotation(bundle: &olm_catalog::Bundle) -> String {
     json!({ "properties": properties }).to_string()
 }
 
+/// A catalog problem: `package` was left out, and why.
+fn left_out_problem(package: &str, why: &str) -> String {
+    format!("package {package} left out: {why}")
+}
+
 /// Read the whole content of a catalog at `location`.
 pub async fn fetch(location: &SourceLocation, key: CatalogKey, priority: i32) -> Result<CatalogContent, ClientError> {
     let work = async {
@@ -367,10 +386,16 @@ mod tests {
         .into_iter()
         .map(|value| olm_catalog::Document { value, source: None })
         .collect();
-        let content = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs, None, HashMap::new()).expect("served");
+        let content = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs.clone(), None, HashMap::new()).expect("served");
         let names: Vec<&str> = content.catalog.packages().iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["good"]);
         assert!(content.problems[0].starts_with("package bad left out: "), "{:?}", content.problems);
+        // What a catalog server says it left out is said the same way.
+        let mut told = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs, None, HashMap::new()).expect("served");
+        told.add_left_out(BTreeMap::from([("server-side".to_owned(), "icon is not base64".to_owned()), ("good".to_owned(), "stale".to_owned())]));
+        assert!(told.problems.contains(&"package server-side left out: icon is not base64".to_owned()), "{:?}", told.problems);
+        assert!(!told.problems.iter().any(|p| p.contains("package good")), "a package in the listing is not left out");
+        assert_eq!(told.indexed.left_out.get("server-side").map(String::as_str), Some("icon is not base64"));
         assert!(content.problems[0].contains("missing"), "{:?}", content.problems);
         // A Subscription to the left-out package is told why, not that it does not exist.
         let catalogs = olm_resolver::Catalogs::from_indexed(vec![content.indexed.clone()]);

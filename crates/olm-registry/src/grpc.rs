@@ -142,7 +142,15 @@ impl pb::registry_server::Registry for RegistryService {
     async fn list_packages(&self, _: Request<pb::ListPackageRequest>) -> Result<Response<Self::ListPackagesStream>, Status> {
         let result = self.snapshot().map(|snap| {
             let names = snap.catalog.packages().iter().map(|p| pb::PackageName { name: p.name.clone() }).collect();
-            Response::new(stream_of(names))
+            let mut response = Response::new(stream_of(names));
+            // Which packages are not in the listing, and why (opm's clients ignore it).
+            let left_out = snap
+                .left_out
+                .iter()
+                .map(|l| (l.package.clone(), l.problems.iter().take(3).map(ToString::to_string).collect()))
+                .collect();
+            olm_registry_api::left_out::insert(response.metadata_mut(), &left_out);
+            response
         });
         self.done("ListPackages", result)
     }

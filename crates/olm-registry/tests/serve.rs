@@ -644,8 +644,11 @@ async fn valid_edit_swaps_and_an_invalid_package_is_left_out_alone() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, etcd) = h.get_json("/api/v1/catalogs/community/packages/etcd").await;
     assert_eq!(status, StatusCode::OK, "{etcd}");
-    let packages = client.list_packages(pb::ListPackageRequest {}).await.unwrap().into_inner();
-    let names: Vec<String> = collect(packages).await.into_iter().map(|p| p.name).collect();
+    let answer = client.list_packages(pb::ListPackageRequest {}).await.unwrap();
+    // gRPC clients are told which package is missing and why, beside the listing.
+    let told = olm_registry_api::left_out::read(answer.metadata());
+    assert!(told.get("demo").is_some_and(|why| why.contains("demo.v1.1.0-missing")), "{told:?}");
+    let names: Vec<String> = collect(answer.into_inner()).await.into_iter().map(|p| p.name).collect();
     assert!(names.contains(&"etcd".to_owned()) && !names.contains(&"demo".to_owned()), "{names:?}");
     let (status, ready) = h.get_json("/readyz").await;
     assert_eq!(status, StatusCode::OK);
