@@ -254,7 +254,18 @@ fn installing(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> Cs
             let since = previous.last_transition_time.as_ref().map(|t| t.0).unwrap_or(now);
             let timeout = SignedDuration::try_from(INSTALL_TIMEOUT).unwrap_or(SignedDuration::from_secs(300));
             if since + timeout < now {
-                transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, "install timeout", now)
+                transition(
+                    previous,
+                    CsvPhase::Failed,
+                    CsvReason::InstallCheckFailed,
+                    format!(
+                        "install timeout: after {}s still {}; `kubectl describe pods -n {}` tells why (a node selector no node matches, an image that cannot be pulled, a failing readiness probe)",
+                        INSTALL_TIMEOUT.as_secs(),
+                        problem.message(),
+                        observed.csv.metadata.namespace.as_deref().unwrap_or_default()
+                    ),
+                    now,
+                )
             } else {
                 transition(
                     previous,

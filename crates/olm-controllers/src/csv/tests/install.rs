@@ -101,7 +101,12 @@ fn installing_waits_for_an_unavailable_deployment_then_times_out() {
     if let Some(status) = world.csv.status.as_mut() {
         status.last_transition_time = Some(Time(long_ago));
     }
-    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Failed, CsvReason::InstallCheckFailed));
+    let failed = world.decide();
+    assert_eq!(phase_reason(&failed), (CsvPhase::Failed, CsvReason::InstallCheckFailed));
+    // The timeout says what was still missing and where to look.
+    let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(message.starts_with("install timeout: after 300s still waiting for deployment etcd-operator"), "{message}");
+    assert!(message.contains("kubectl describe pods -n "), "{message}");
 }
 
 #[test]
