@@ -41,6 +41,8 @@ use serde_json::{Value, json};
 
 /// How long one wait of one package may take (many packages install at once on 2 cores).
 const TIMEOUT: Duration = Duration::from_secs(420);
+/// How much more a walk may take per upgrade on its way.
+const PER_STEP: Duration = Duration::from_secs(10);
 /// How many packages install at once.
 const CONCURRENT: usize = 8;
 /// Without `OLM_CONFORMANCE_FULL`, each walk starts at most this many upgrades below the head.
@@ -61,6 +63,16 @@ struct Plan {
     /// Packages or APIs the walk needs that no bundle of the catalog provides: resolution must
     /// fail naming one of them.
     missing: Vec<String>,
+    /// Upgrades on the shortest path from `start` to `head`.
+    steps: usize,
+}
+
+impl Plan {
+    /// How long its walk may take: [`TIMEOUT`], and [`PER_STEP`] for each upgrade (a full walk
+    /// of a long channel is that many installs, one after the other).
+    fn timeout(&self) -> Duration {
+        TIMEOUT + PER_STEP * u32::try_from(self.steps).unwrap_or(u32::MAX)
+    }
 }
 
 /// What happened to one package.
@@ -93,6 +105,8 @@ struct ThisCluster {
     /// Bundles with a `v1beta1` CRD the API server refuses even as OLM converts it to `v1`
     /// (a schema that is not structural, as `v1` requires), and what it said.
     refused_crds: BTreeMap<String, String>,
+    /// The labels of each node.
+    node_labels: Vec<BTreeMap<String, String>>,
 }
 
 impl ThisCluster {
@@ -122,7 +136,9 @@ impl ThisCluster {
                 refused_crds.insert(bundle.name.clone(), format!("CRD {name} refused: {}", status.message.chars().take(160).collect::<String>()));
             }
         }
-        Ok(ThisCluster { kube, served, crd_groups, refused_crds })
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(cluster.client());
+        let node_labels = nodes.list(&Default::default()).await?.items.into_iter().map(|n| n.metadata.labels.unwrap_or_default()).collect();
+        Ok(ThisCluster { kube, served, crd_groups, refused_crds, node_labels })
     }
 
     /// Why this cluster cannot install `bundle`, if it cannot: a `minKubeVersion` above the
@@ -138,6 +154,21 @@ impl ThisCluster {
         }
         if let Some(why) = self.refused_crds.get(&bundle.name) {
             return Some(format!("{}: {why}", bundle.name));
+        }
+        // A Deployment whose pods only fit nodes this cluster lacks (OpenShift's
+        // `node-role.kubernetes.io/master`) never becomes available, with any OLM.
+        let deployments = csv.pointer("/spec/install/spec/deployments").and_then(Value::as_array).into_iter().flatten();
+        for deployment in deployments {
+            let selector = deployment.pointer("/spec/template/spec/nodeSelector").and_then(Value::as_object);
+            let wanted: Vec<(&String, &str)> = selector.into_iter().flatten().map(|(k, v)| (k, v.as_str().unwrap_or_default())).collect();
+            let fits = |labels: &BTreeMap<String, String>| wanted.iter().all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v));
+            if !wanted.is_empty() && !self.node_labels.iter().any(fits) {
+                return Some(format!(
+                    "{}: Deployment {} selects nodes labelled {wanted:?}, and no node of this cluster is",
+                    bundle.name,
+                    deployment["name"].as_str().unwrap_or_default()
+                ));
+            }
         }
         for object in &bundle.objects {
             let api_version = object["apiVersion"].as_str().unwrap_or_default();
@@ -227,6 +258,7 @@ fn plan(catalog: &Catalog, package: &Package, this: &ThisCluster, max_steps: usi
     let bundles = by_version(catalog, package, channel);
     let mut passed_over = Vec::new();
     for (i, start) in bundles.iter().enumerate() {
+        let mut steps = 0;
         if let Some(why) = this.cannot_install(start) {
             passed_over.push(why);
             continue;
@@ -238,7 +270,14 @@ fn plan(catalog: &Catalog, package: &Package, this: &ThisCluster, max_steps: usi
                     continue;
                 }
                 Some(path) if path.len() > max_steps => continue,
-                Some(_) => {}
+                Some(path) => {
+                    steps = path.len();
+                    let walk = std::iter::once(*start).chain(path.iter().filter_map(|(entry, _)| catalog.bundle(&package.name, &entry.name)));
+                    if let Some(why) = drops_a_stored_version(walk) {
+                        passed_over.push(format!("{}: {why}", start.name));
+                        continue;
+                    }
+                }
             }
         }
         let walk = &bundles[i..];
@@ -255,9 +294,40 @@ fn plan(catalog: &Catalog, package: &Package, this: &ThisCluster, max_steps: usi
             head,
             passed_over,
             missing: missing.into_iter().collect(),
+            steps,
         });
     }
     bail!("{}/{}: no bundle this cluster can install: {}", package.name, channel.name, passed_over.join("; "))
+}
+
+/// Why walking `walk` (oldest first) would fail, if it would: a bundle whose CRD no longer
+/// lists a version that an earlier bundle's CRD stored. Every object written while that version
+/// was the storage version is kept in it (`status.storedVersions`), so OLM, like upstream
+/// ("risk of data loss"), refuses the CRD: real data broken beyond what upstream accepts.
+fn drops_a_stored_version<'a>(walk: impl Iterator<Item = &'a Bundle>) -> Option<String> {
+    // (CRD, version) → the bundle whose CRD first stored it.
+    let mut stored: BTreeMap<(String, String), String> = BTreeMap::new();
+    for bundle in walk {
+        for crd in bundle.objects.iter().filter(|o| o["kind"] == "CustomResourceDefinition") {
+            let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+            let single = crd.pointer("/spec/version").and_then(Value::as_str);
+            let mut listed: BTreeSet<&str> = versions.iter().filter_map(|v| v["name"].as_str()).collect();
+            listed.extend(single);
+            let dropped = stored.iter().find(|((crd_name, version), _)| crd_name == name && !listed.contains(version.as_str()));
+            if let Some(((_, version), by)) = dropped {
+                return Some(format!(
+                    "the walk would reach {}, whose CRD {name} drops version {version} that {by} stored (refused as upstream refuses it: risk of data loss)",
+                    bundle.name
+                ));
+            }
+            let storage = versions.iter().find(|v| v["storage"] == json!(true)).and_then(|v| v["name"].as_str()).or(single);
+            if let Some(storage) = storage {
+                stored.entry((name.to_owned(), storage.to_owned())).or_insert_with(|| bundle.name.clone());
+            }
+        }
+    }
+    None
 }
 
 /// Delete the CRDs the catalog's bundles define ([`journey::remove_crds`]).
@@ -299,11 +369,11 @@ async fn take(cluster: &TestCluster, plan: &Plan, source: &(String, String), cat
     )
     .await?;
     if !plan.missing.is_empty() {
-        let message = resolution_failure(&ns, &plan.missing).await?;
+        let message = resolution_failure(&ns, &plan.missing, plan.timeout()).await?;
         ns.cleanup().await?;
         return Ok(Outcome::Unresolvable { message });
     }
-    journey::csv_succeeded_on_the_way(&ns, &walk, &plan.head, TIMEOUT).await?;
+    journey::csv_succeeded_on_the_way(&ns, &walk, &plan.head, plan.timeout()).await?;
     journey::at_latest(&ns, "operator", &plan.head, TIMEOUT).await?;
     // The package's own CSVs: dependencies resolved with it are installed beside it.
     let walked: Vec<String> = walk.walked().into_iter().filter(|c| catalog.bundle(&plan.package, c).is_some()).collect();
@@ -335,10 +405,10 @@ async fn take(cluster: &TestCluster, plan: &Plan, source: &(String, String), cat
 }
 
 /// Wait until a condition of the Subscription names one of `missing`.
-async fn resolution_failure(ns: &TestNamespace, missing: &[String]) -> anyhow::Result<String> {
+async fn resolution_failure(ns: &TestNamespace, missing: &[String], timeout: Duration) -> anyhow::Result<String> {
     let subs: Api<Subscription> = ns.api();
     Ok(ns
-        .wait_for(&format!("a Subscription condition naming one of {missing:?}"), TIMEOUT, &["subscriptions", "installplans", "csvs"], || {
+        .wait_for(&format!("a Subscription condition naming one of {missing:?}"), timeout, &["subscriptions", "installplans", "csvs"], || {
             let subs = subs.clone();
             async move {
                 let sub = subs.get("operator").await.map_err(|e| e.to_string())?;

@@ -181,6 +181,28 @@ spec:
     let image = shell.ok(&["get", "catalogsource", "community", "-n", "olm", "-o", "jsonpath={.spec.image}"]);
     assert_eq!(image, format!("{}/olm/community-catalog:latest", shell.registry));
 
+    // The README's upgrade: with startingCSV 0.9.0, OLM installs 0.9.0 and walks the channel to
+    // 0.9.4, every bundle pulled from its image.
+    let upgrade_ns = format!("quickstart-upgrade-{}", std::process::id());
+    let _upgrade_guard = NamespaceGuard(&shell, upgrade_ns.clone());
+    shell.ok(&["create", "namespace", &upgrade_ns]);
+    let upgrade = subscription.replace(&ns, &upgrade_ns).replace("  sourceNamespace:", "  startingCSV: etcdoperator.v0.9.0\n  sourceNamespace:");
+    assert!(upgrade.contains("startingCSV: etcdoperator.v0.9.0"), "{upgrade}");
+    let applied = shell.kubectl(&["apply", "-f", "-"], Some(&upgrade));
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let csvs = shell.ok(&["get", "csv", "-n", &upgrade_ns, "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase}{\"\\n\"}{end}"]);
+        if csvs.trim() == "etcdoperator.v0.9.4=Succeeded" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "etcd did not walk 0.9.0 → 0.9.4 in 180s; CSVs: {csvs:?}");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let installed = shell.ok(&["get", "subscription", "etcd", "-n", &upgrade_ns, "-o", "jsonpath={.status.installedCSV} {.status.state}"]);
+    assert_eq!(installed.trim(), "etcdoperator.v0.9.4 AtLatestKnown");
+    drop(_upgrade_guard);
+
     // Stopping the package server must not break kubectl for anything else.
     let pid_file = env.state_dir().join("pids/olm-packageserver.pid");
     let pid = std::fs::read_to_string(&pid_file).expect("olm dev up records the package server pid");
