@@ -154,7 +154,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     let installed = adopted.clone().or_else(|| current.as_ref().map(|c| c.name.clone()));
     let deprecations = resolution::deprecations(contents.get(&decide::target(&sub)), &sub, installed.as_deref());
     let behind = match (&resolved, &installed) {
-        (Resolved::UpToDate, Some(installed)) => resolution::behind_head(contents.get(&decide::target(&sub)), &sub, installed),
+        (Resolved::UpToDate, Some(installed)) => resolution::behind_head(contents.get(&decide::target(&sub)), contents.values(), &sub, installed),
         _ => None,
     };
     let observed = Observed { sub: &sub, catalogs, plan, plan_missing, current, adopted, resolved, deprecations, behind };

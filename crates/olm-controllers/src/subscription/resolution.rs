@@ -231,7 +231,13 @@ fn catalog_unavailable(target: &CatalogKey, views: &[CatalogView]) -> String {
 /// Why the installed CSV is not the head of the Subscription's channel, when it is not and
 /// resolution found nothing to do: (reason, message naming the head and what to do).
 /// Upstream says `AtLatestKnown` and nothing else.
-pub fn behind_head(content: Option<&Arc<CatalogContent>>, sub: &Subscription, installed: &str) -> Option<(&'static str, String)> {
+/// `visible` are the catalogs the Subscription's namespace can use.
+pub fn behind_head<'a>(
+    content: Option<&Arc<CatalogContent>>,
+    visible: impl IntoIterator<Item = &'a Arc<CatalogContent>>,
+    sub: &Subscription,
+    installed: &str,
+) -> Option<(&'static str, String)> {
     let package = content?.catalog.package(&sub.spec.name)?;
     let channel_name = sub.spec.channel.clone().filter(|c| !c.is_empty()).unwrap_or_else(|| package.default_channel.clone());
     let channel = package.channel(&channel_name)?;
@@ -258,6 +264,17 @@ pub fn behind_head(content: Option<&Arc<CatalogContent>>, sub: &Subscription, in
         )),
         Some(path) => {
             let next = path.first().map(|(e, _)| e.name.clone()).unwrap_or_else(|| head.clone());
+            let visible: Vec<&Arc<CatalogContent>> = visible.into_iter().collect();
+            let unmet = package.bundle(&next).map(|b| unmet_needs(b, &visible)).unwrap_or_default();
+            if !unmet.is_empty() {
+                return Some((
+                    "UpgradeDependencyMissing",
+                    format!(
+                        "{head}, the head of channel {channel_name}, is reachable from {installed}, but the next bundle, {next}, requires {}, which no catalog this namespace can use has; add a catalog that has it (or install it in this namespace), and the upgrade goes on",
+                        unmet.join(" and ")
+                    ),
+                ));
+            }
             Some((
                 "UpgradeNotChosen",
                 format!(
@@ -266,6 +283,27 @@ pub fn behind_head(content: Option<&Arc<CatalogContent>>, sub: &Subscription, in
             ))
         }
     }
+}
+
+/// What `bundle` requires (packages in a range, APIs) that no bundle of `catalogs` provides.
+fn unmet_needs(bundle: &olm_catalog::Bundle, catalogs: &[&Arc<CatalogContent>]) -> Vec<String> {
+    let mut unmet = Vec::new();
+    for required in bundle.required_packages() {
+        let found = catalogs.iter().any(|c| {
+            c.catalog.package(&required.package_name).is_some_and(|p| {
+                p.bundles().iter().any(|b| required.range.as_ref().is_none_or(|r| r.contains(&b.version)))
+            })
+        });
+        if !found {
+            unmet.push(format!("package {} {}", required.package_name, required.version_range));
+        }
+    }
+    for gvk in bundle.required_gvks() {
+        if !catalogs.iter().any(|c| c.catalog.bundles_providing(gvk).next().is_some()) {
+            unmet.push(format!("the API {} ({}/{})", gvk.kind, gvk.group, gvk.version));
+        }
+    }
+    unmet
 }
 
 pub fn deprecations(content: Option<&Arc<CatalogContent>>, sub: &Subscription, installed: Option<&str>) -> Deprecations {
@@ -372,12 +410,38 @@ mod tests {
             CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"),
         );
         let s = sub("etcd", "etcd", Some("etcd.v1"));
-        assert_eq!(behind_head(Some(&content), &s, "etcd.v3"), None, "at the head");
-        let (reason, message) = behind_head(Some(&content), &s, "etcd.v1").expect("behind");
+        assert_eq!(behind_head(Some(&content), [&content], &s, "etcd.v3"), None, "at the head");
+        let (reason, message) = behind_head(Some(&content), [&content], &s, "etcd.v1").expect("behind");
         assert_eq!(reason, "InstalledNotInChannel");
         assert!(message.contains("etcd.v1 is not in channel stable, whose head is etcd.v3") && message.contains("startingCSV: etcd.v3"), "{message}");
-        let (reason, message) = behind_head(Some(&content), &s, "etcd.v2").expect("behind");
+        let (reason, message) = behind_head(Some(&content), [&content], &s, "etcd.v2").expect("behind");
         assert_eq!(reason, "UpgradeNotChosen");
         assert!(message.contains("next: etcd.v3"), "{message}");
+
+        // The next bundle needs a package no catalog has: named.
+        let mut v3 = bundle("etcd.v3", "3.0.0");
+        v3["properties"].as_array_mut().unwrap().extend([
+            json!({"type": "olm.package.required", "value": {"packageName": "cert-manager", "versionRange": ">=1.14.0"}}),
+            json!({"type": "olm.gvk.required", "value": {"group": "argoproj.io", "kind": "Application", "version": "v1alpha1"}}),
+        ]);
+        let docs: Vec<olm_catalog::Document> = [
+            json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "etcd", "name": "stable",
+                   "entries": [{"name": "etcd.v2"}, {"name": "etcd.v3", "replaces": "etcd.v2"}]}),
+            bundle("etcd.v2", "2.0.0"),
+            v3,
+        ]
+        .into_iter()
+        .map(|value| olm_catalog::Document { value, source: None })
+        .collect();
+        let needy = Arc::new(
+            CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"),
+        );
+        let (reason, message) = behind_head(Some(&needy), [&needy], &s, "etcd.v2").expect("behind");
+        assert_eq!(reason, "UpgradeDependencyMissing");
+        assert!(
+            message.contains("the next bundle, etcd.v3, requires package cert-manager >=1.14.0 and the API Application (argoproj.io/v1alpha1)"),
+            "{message}"
+        );
     }
 }
