@@ -159,14 +159,14 @@ impl ThisCluster {
         // `node-role.kubernetes.io/master`) never becomes available, with any OLM.
         let deployments = csv.pointer("/spec/install/spec/deployments").and_then(Value::as_array).into_iter().flatten();
         for deployment in deployments {
-            let selector = deployment.pointer("/spec/template/spec/nodeSelector").and_then(Value::as_object);
-            let wanted: Vec<(&String, &str)> = selector.into_iter().flatten().map(|(k, v)| (k, v.as_str().unwrap_or_default())).collect();
-            let fits = |labels: &BTreeMap<String, String>| wanted.iter().all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v));
-            if !wanted.is_empty() && !self.node_labels.iter().any(fits) {
+            let pod = deployment.pointer("/spec/template/spec").cloned().unwrap_or_default();
+            if !self.node_labels.iter().any(|labels| fits_node(&pod, labels)) {
                 return Some(format!(
-                    "{}: Deployment {} selects nodes labelled {wanted:?}, and no node of this cluster is",
+                    "{}: Deployment {} selects nodes (nodeSelector {}, required nodeAffinity {}) that this cluster does not have",
                     bundle.name,
-                    deployment["name"].as_str().unwrap_or_default()
+                    deployment["name"].as_str().unwrap_or_default(),
+                    pod["nodeSelector"],
+                    pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution").unwrap_or(&Value::Null)
                 ));
             }
         }
@@ -214,6 +214,33 @@ impl ThisCluster {
         }
         Ok(newest.into_iter().map(|(name, (bundle, _))| format!("{name} (from {})", bundle.name)).collect())
     }
+}
+
+/// Whether a pod of `pod` (a PodSpec) may go to a node with `labels`: its `nodeSelector`, and
+/// its required node affinity (terms ORed, expressions ANDed; In, NotIn, Exists, DoesNotExist).
+fn fits_node(pod: &Value, labels: &BTreeMap<String, String>) -> bool {
+    let selector = pod["nodeSelector"].as_object().into_iter().flatten();
+    if !selector.into_iter().all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str()) {
+        return false;
+    }
+    let terms = pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms").and_then(Value::as_array);
+    let Some(terms) = terms.filter(|t| !t.is_empty()) else {
+        return true;
+    };
+    terms.iter().any(|term| {
+        term["matchExpressions"].as_array().into_iter().flatten().all(|expression| {
+            let value = expression["key"].as_str().and_then(|k| labels.get(k));
+            let listed = |v: &String| expression["values"].as_array().into_iter().flatten().any(|x| x.as_str() == Some(v.as_str()));
+            match expression["operator"].as_str().unwrap_or_default() {
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                "In" => value.is_some_and(listed),
+                "NotIn" => !value.is_some_and(listed),
+                // Gt/Lt: not used by these bundles; assume it fits.
+                _ => true,
+            }
+        })
+    })
 }
 
 fn install_modes(bundle: &Bundle) -> BTreeSet<String> {
