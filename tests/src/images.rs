@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use kube::Api;
+use olm_api::v1alpha1::catalog_source::CatalogSource;
+use olm_testkit::TestNamespace;
 use serde_json::{Value, json};
 
 use crate::olm;
@@ -141,4 +144,33 @@ pub async fn push_raw_bundle(registry: &str, repository: &str, layer: Vec<u8>) -
     oci.push(&reference, &layers, config, &anonymous, Some(manifest)).await?;
     let digest = oci.fetch_manifest_digest(&reference, &anonymous).await?;
     Ok(format!("{registry}/{repository}@{digest}"))
+}
+
+/// The CatalogSource `name`'s status message once it says a registry refused access.
+pub async fn catalog_refused(ns: &TestNamespace, name: &str, timeout: Duration) -> anyhow::Result<String> {
+    let catalogs: Api<CatalogSource> = ns.api();
+    Ok(ns
+        .wait_for(&format!("CatalogSource {name} refused access"), timeout, &["catalogsources"], || {
+            let catalogs = catalogs.clone();
+            async move {
+                let status = catalogs.get(name).await.map_err(|e| e.to_string())?.status;
+                Ok::<_, String>(status.and_then(|s| s.message).filter(|m| m.contains("refused access")))
+            }
+        })
+        .await?)
+}
+
+/// `kubectl create secret docker-registry NAME` in `ns` for `registry`.
+pub async fn create_pull_secret(ns: &TestNamespace, name: &str, registry: &str, username: &str, password: &str) -> anyhow::Result<()> {
+    ns.kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        name,
+        &format!("--docker-server={registry}"),
+        &format!("--docker-username={username}"),
+        &format!("--docker-password={password}"),
+    ])
+    .await?;
+    Ok(())
 }

@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::subscription::SubscriptionConditionType;
 use olm_e2e::controllers::{self, create_from_yaml};
 use olm_e2e::widget::{widget_catalog, widget_crd, widget_csv};
@@ -140,29 +139,11 @@ async fn the_default_service_account_s_pull_secrets_are_used_for_catalog_and_bun
     let fbc = images::push_etcd_catalog_naming(guarded.addr(), work.path(), "guarded-etcd", &bundle, &image, &["--auth-file", auth])?;
 
     let ns = subscribe(&cluster, "account-pull-secrets", &fbc).await?;
-    let catalogs: Api<CatalogSource> = ns.api();
-    let refused = ns
-        .wait_for("CatalogSource refused without credentials", TIMEOUT, OBJECTS, || {
-            let catalogs = catalogs.clone();
-            async move {
-                let status = catalogs.get("bad").await.map_err(|e| e.to_string())?.status;
-                Ok::<_, String>(status.and_then(|s| s.message).filter(|m| m.contains("refused access")))
-            }
-        })
-        .await?;
+    let refused = images::catalog_refused(&ns, "bad", TIMEOUT).await?;
     assert!(refused.contains("imagePullSecrets of its namespace's default ServiceAccount"), "{refused}");
 
     // The admin gives the namespace's default ServiceAccount a pull secret, as for any Pod.
-    ns.kubectl(&[
-        "create",
-        "secret",
-        "docker-registry",
-        "registry-pull",
-        &format!("--docker-server={}", guarded.addr()),
-        "--docker-username=olm",
-        "--docker-password=s3cret",
-    ])
-    .await?;
+    images::create_pull_secret(&ns, "registry-pull", guarded.addr(), "olm", "s3cret").await?;
     let accounts: Api<ServiceAccount> = ns.api();
     ns.wait_for("the default ServiceAccount", TIMEOUT, OBJECTS, || {
         let accounts = accounts.clone();

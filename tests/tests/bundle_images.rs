@@ -191,16 +191,7 @@ async fn image_failures_are_explained_and_hurt_only_themselves() -> anyhow::Resu
     }
 
     // Without credentials the guarded catalog says what to do.
-    let catalogs: Api<CatalogSource> = ns.api();
-    let refused = ns
-        .wait_for("CatalogSource guarded refused", TIMEOUT, OBJECTS, || {
-            let catalogs = catalogs.clone();
-            async move {
-                let status = catalogs.get("guarded").await.map_err(|e| e.to_string())?.status;
-                Ok::<_, String>(status.and_then(|s| s.message).filter(|m| m.contains("refused access")))
-            }
-        })
-        .await?;
+    let refused = images::catalog_refused(&ns, "guarded", TIMEOUT).await?;
     assert!(refused.contains(&guarded_catalog) && refused.contains("spec.secrets"), "{refused}");
 
     // The bundle image of the registry that is down: named, with the registry.
@@ -217,16 +208,8 @@ async fn image_failures_are_explained_and_hurt_only_themselves() -> anyhow::Resu
     journey::csv_succeeded(&ns, "etcdoperator.v0.9.0", TIMEOUT).await?;
 
     // With the pull secret, the guarded catalog is read.
-    ns.kubectl(&[
-        "create",
-        "secret",
-        "docker-registry",
-        "guarded-pull",
-        &format!("--docker-server={}", guarded.addr()),
-        "--docker-username=olm",
-        "--docker-password=s3cret",
-    ])
-    .await?;
+    images::create_pull_secret(&ns, "guarded-pull", guarded.addr(), "olm", "s3cret").await?;
+    let catalogs: Api<CatalogSource> = ns.api();
     catalogs
         .patch("guarded", &PatchParams::default(), &Patch::Merge(json!({"spec": {"secrets": ["guarded-pull"]}})))
         .await?;
