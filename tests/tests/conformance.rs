@@ -291,16 +291,15 @@ fn plan(catalog: &Catalog, package: &Package, this: &ThisCluster, max_steps: usi
             continue;
         }
         if start.name != head {
-            match channel.path_to_head(&start.name, Some(&start.version)) {
-                None => {
-                    passed_over.push(format!("{}: no upgrade path to {head}", start.name));
+            match olm_walk(catalog, package, channel, start) {
+                Err(why) => {
+                    passed_over.push(format!("{}: {why}", start.name));
                     continue;
                 }
-                Some(path) if path.len() > max_steps => continue,
-                Some(path) => {
-                    steps = path.len();
-                    let walk = std::iter::once(*start).chain(path.iter().filter_map(|(entry, _)| catalog.bundle(&package.name, &entry.name)));
-                    if let Some(why) = drops_a_stored_version(walk) {
+                Ok(walk) if walk.len() - 1 > max_steps => continue,
+                Ok(walk) => {
+                    steps = walk.len() - 1;
+                    if let Some(why) = drops_a_stored_version(walk.into_iter()) {
                         passed_over.push(format!("{}: {why}", start.name));
                         continue;
                     }
@@ -325,6 +324,41 @@ fn plan(catalog: &Catalog, package: &Package, this: &ThisCluster, max_steps: usi
         });
     }
     bail!("{}/{}: no bundle this cluster can install: {}", package.name, channel.name, passed_over.join("; "))
+}
+
+/// The walk OLM takes from `start` to the channel's head, as upstream takes it: from each
+/// bundle to the newest entry that replaces it, skips it or covers it with its skipRange,
+/// never to an entry another entry of the channel skips (a publisher's way of withdrawing a
+/// bundle). Or where it stops, and why.
+fn olm_walk<'a>(catalog: &'a Catalog, package: &Package, channel: &Channel, start: &'a Bundle) -> Result<Vec<&'a Bundle>, String> {
+    let head = channel.head().map(|h| h.name.clone()).unwrap_or_default();
+    let skipped: BTreeSet<&str> = channel.entries().iter().flat_map(|e| e.skips.iter().map(String::as_str)).collect();
+    let mut walk = vec![start];
+    while let Some(current) = walk.last().copied().filter(|b| b.name != head) {
+        let successors = channel.successors(&current.name, Some(&current.version));
+        let next = successors
+            .iter()
+            .filter(|e| !skipped.contains(e.name.as_str()))
+            .filter_map(|e| catalog.bundle(&package.name, &e.name))
+            .max_by(|a, b| a.cmp_version(b));
+        match next {
+            Some(next) if walk.len() <= channel.entries().len() => walk.push(next),
+            Some(_) => return Err(format!("the upgrades from {} loop", start.name)),
+            None => {
+                let names: Vec<&str> = successors.iter().map(|e| e.name.as_str()).collect();
+                return Err(if names.is_empty() {
+                    format!("OLM stops at {}: no bundle of the channel upgrades from it, so {head} is out of reach", current.name)
+                } else {
+                    format!(
+                        "OLM stops at {}: the bundles that upgrade from it ({}) are all skipped by other entries, and OLM, like upstream, never upgrades to a skipped bundle",
+                        current.name,
+                        names.join(", ")
+                    )
+                });
+            }
+        }
+    }
+    Ok(walk)
 }
 
 /// Why walking `walk` (oldest first) would fail, if it would: a bundle whose CRD no longer

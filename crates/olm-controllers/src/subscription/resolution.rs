@@ -264,6 +264,19 @@ pub fn behind_head<'a>(
         )),
         Some(path) => {
             let next = path.first().map(|(e, _)| e.name.clone()).unwrap_or_else(|| head.clone());
+            // Upstream never upgrades to a bundle another entry skips (its publisher withdrew it).
+            let skipped: Vec<&str> = channel.entries().iter().flat_map(|e| e.skips.iter().map(String::as_str)).collect();
+            let successors = channel.successors(installed, version);
+            if !successors.is_empty() && successors.iter().all(|e| skipped.contains(&e.name.as_str())) {
+                let names: Vec<&str> = successors.iter().map(|e| e.name.as_str()).collect();
+                return Some((
+                    "UpgradeSkipped",
+                    format!(
+                        "{head}, the head of channel {channel_name}, is not reached from {installed}: the bundles that upgrade from it ({}) are skipped by other entries of the channel (their publisher withdrew them), and OLM does not upgrade to a skipped bundle; {reinstall}",
+                        names.join(", ")
+                    ),
+                ));
+            }
             let visible: Vec<&Arc<CatalogContent>> = visible.into_iter().collect();
             let unmet = package.bundle(&next).map(|b| unmet_needs(b, &visible)).unwrap_or_default();
             if !unmet.is_empty() {
@@ -437,6 +450,26 @@ mod tests {
         let needy = Arc::new(
             CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"),
         );
+        // The only upgrade from etcd.v1 is skipped by the head, which does not upgrade from v1.
+        let docs: Vec<olm_catalog::Document> = [
+            json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "etcd", "name": "stable", "entries": [
+                {"name": "etcd.v1"}, {"name": "etcd.v2", "replaces": "etcd.v1"},
+                {"name": "etcd.v3", "replaces": "etcd.v2", "skips": ["etcd.v2"]}]}),
+            bundle("etcd.v1", "1.0.0"),
+            bundle("etcd.v2", "2.0.0"),
+            bundle("etcd.v3", "3.0.0"),
+        ]
+        .into_iter()
+        .map(|value| olm_catalog::Document { value, source: None })
+        .collect();
+        let withdrawn = Arc::new(
+            CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"),
+        );
+        let (reason, message) = behind_head(Some(&withdrawn), [&withdrawn], &s, "etcd.v1").expect("behind");
+        assert_eq!(reason, "UpgradeSkipped");
+        assert!(message.contains("(etcd.v2) are skipped by other entries") && message.contains("startingCSV: etcd.v3"), "{message}");
+
         let (reason, message) = behind_head(Some(&needy), [&needy], &s, "etcd.v2").expect("behind");
         assert_eq!(reason, "UpgradeDependencyMissing");
         assert!(
