@@ -681,7 +681,10 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
         let graph = update_graph(&packages, &plan.package);
         let _ = writeln!(table, "| {} | {graph} | {} | {} | {span} | {outcome} | {walked} | {:.1} |", plan.package, plan.channel, plan.mode, seconds.as_secs_f64());
         if !plan.passed_over.is_empty() {
-            let _ = writeln!(notes, "- {}: started above {} older bundle(s) this cluster cannot install: {}", plan.package, plan.passed_over.len(), plan.passed_over.join("; "));
+            let shown = plan.passed_over.iter().take(3).cloned().collect::<Vec<_>>().join("; ");
+            let more = plan.passed_over.len().saturating_sub(3);
+            let more = if more > 0 { format!("; and {more} more") } else { String::new() };
+            let _ = writeln!(notes, "- {}: started above {} older bundle(s) this cluster cannot install or OLM cannot walk from: {shown}{more}", plan.package, plan.passed_over.len());
         }
     }
     if !added.is_empty() {
