@@ -561,7 +561,13 @@ impl TestNamespace {
     }
 
     /// Deletes the namespace and waits (up to 60 s) until it is gone.
-    pub async fn cleanup(mut self) -> Result<()> {
+    pub async fn cleanup(self) -> Result<()> {
+        self.cleanup_within(Duration::from_secs(60)).await
+    }
+
+    /// Deletes the namespace and waits up to `timeout` until it is gone (kube-controller-manager
+    /// deletes a namespace's objects kind by kind: with many CRDs on a busy machine, minutes).
+    pub async fn cleanup_within(mut self, timeout: Duration) -> Result<()> {
         self.deleted = true;
         let api: Api<Namespace> = Api::all(self.cluster.client());
         match api.delete(&self.name, &DeleteParams::default()).await {
@@ -577,7 +583,7 @@ impl TestNamespace {
         let name = self.name.clone();
         wait_for(
             &format!("namespace {name} to be deleted"),
-            Duration::from_secs(60),
+            timeout,
             || {
                 let api = api.clone();
                 let name = name.clone();
