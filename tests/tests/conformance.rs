@@ -635,7 +635,14 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
     let (first, then): (Vec<&Plan>, Vec<&Plan>) = plans.iter().partition(|p| needed.contains(&p.package));
     let begin = Instant::now();
     let mut results = Vec::new();
-    for phase in [first, then] {
+    for (i, phase) in [first, then].into_iter().enumerate() {
+        if i > 0 {
+            // The packages others need walked to their heads, leaving their newest CRDs (and
+            // stored versions) behind; a dependent installs its own, maybe older, copy of them,
+            // as on a cluster that never ran them (an older CRD must not drop a stored version).
+            remove_catalog_crds(&cluster, &catalog).await?;
+            this.add_used_apis(&cluster, &catalog).await?;
+        }
         let done: Vec<(&Plan, Duration, anyhow::Result<Outcome>)> = futures::stream::iter(phase)
             .map(|plan| {
                 let (cluster, catalog_ref, catalog) = (&cluster, &catalog_ref, &catalog);
