@@ -469,6 +469,8 @@ pub(crate) fn stop_node(
     }
     if let Some(ip) = ip {
         teardown::remove_network(&NodeNetwork::new(layout, ip), &mut removed);
+        teardown::remove_kubelet_chains(&mut removed);
+        teardown::remove_container_log_links(&paths, &mut removed);
     }
     let doomed = if purge {
         vec![paths.root.clone()]

@@ -172,6 +172,96 @@ fn shell_words(line: &str) -> Vec<String> {
     words
 }
 
+/// Removes the KUBE-* chains kubelet itself writes (KUBE-FIREWALL, which drops non-local
+/// traffic to 127.0.0.0/8, and the canaries) from every table of iptables and ip6tables, with
+/// the rules of built-in chains that jump to them. Runs after `kube-proxy --cleanup`, so what is
+/// left is kubelet's; skipped while any other kubelet runs on the host (they would be its).
+pub(crate) fn remove_kubelet_chains(removed: &mut Removed) {
+    if another_kubelet_runs() {
+        removed.push("kubelet iptables chains NOT removed: another kubelet runs here".into());
+        return;
+    }
+    let mut count = 0;
+    for (save, tool) in [("iptables-save", "iptables"), ("ip6tables-save", "ip6tables")] {
+        let Ok(out) = Command::new(save).output() else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        for (table, rules, chains) in kube_chains(&text) {
+            for rule in rules {
+                let mut args = vec!["-t".to_string(), table.clone(), "-D".to_string()];
+                args.extend(rule);
+                let _ = Command::new(tool).args(&args).output();
+            }
+            for chain in chains {
+                let _ = Command::new(tool).args(["-t", &table, "-F", &chain]).output();
+                let _ = Command::new(tool).args(["-t", &table, "-X", &chain]).output();
+                count += 1;
+            }
+        }
+    }
+    if count > 0 {
+        removed.push(format!("{count} kubelet iptables chain(s)"));
+    }
+}
+
+fn another_kubelet_runs() -> bool {
+    std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|entry| {
+        std::fs::read_to_string(entry.path().join("comm")).is_ok_and(|c| c.trim() == "kubelet")
+    })
+}
+
+/// Per table of an `iptables-save`: the rules of built-in chains jumping to a KUBE-* chain
+/// (argument vectors without the `-A`), and the KUBE-* chains.
+fn kube_chains(save: &str) -> Vec<(String, Vec<Vec<String>>, Vec<String>)> {
+    let mut tables = Vec::new();
+    for line in save.lines() {
+        if let Some(table) = line.strip_prefix('*') {
+            tables.push((table.to_string(), Vec::new(), Vec::new()));
+            continue;
+        }
+        let Some((_, rules, chains)) = tables.last_mut() else {
+            continue;
+        };
+        if let Some(chain) = line.strip_prefix(':').and_then(|l| l.split(' ').next())
+            && chain.starts_with("KUBE-")
+        {
+            chains.push(chain.to_string());
+        } else if let Some(rest) = line.strip_prefix("-A ") {
+            let words = shell_words(rest);
+            let from_builtin = words.first().is_some_and(|c| !c.starts_with("KUBE-"));
+            let to_kube = words
+                .iter()
+                .skip_while(|w| *w != "-j")
+                .nth(1)
+                .is_some_and(|t| t.starts_with("KUBE-"));
+            if from_builtin && to_kube {
+                rules.push(words);
+            }
+        }
+    }
+    tables.retain(|(_, rules, chains)| !rules.is_empty() || !chains.is_empty());
+    tables
+}
+
+/// Removes kubelet's symlinks in /var/log/containers (a fixed path) that point into this
+/// node's pod log directory.
+pub(crate) fn remove_container_log_links(paths: &NodePaths, removed: &mut Removed) {
+    let ours = paths.pod_logs_dir();
+    let mut count = 0;
+    for entry in std::fs::read_dir("/var/log/containers").into_iter().flatten().flatten() {
+        let link = entry.path();
+        if std::fs::read_link(&link).is_ok_and(|target| target.starts_with(&ours))
+            && std::fs::remove_file(&link).is_ok()
+        {
+            count += 1;
+        }
+    }
+    if count > 0 {
+        removed.push(format!("{count} link(s) in /var/log/containers"));
+    }
+}
+
 /// Kills containerd shims still serving this node's containerd (its socket is in their
 /// command line) after a sandbox could not be removed through the CRI; their containers' init
 /// processes die with the pod cgroups' tasks below.
@@ -258,6 +348,20 @@ mod tests {
                 "/tmp/s/node/containerd/state/with space".to_string()
             ]
         );
+    }
+
+    #[test]
+    fn kubelet_chains_and_their_jumps_are_found() {
+        let save = "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-FIREWALL - [0:0]\n:KUBE-KUBELET-CANARY - [0:0]\n\
+                    -A INPUT -j KUBE-FIREWALL\n-A INPUT -j ACCEPT\n\
+                    -A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -j DROP\nCOMMIT\n\
+                    *nat\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n";
+        let tables = kube_chains(save);
+        assert_eq!(tables.len(), 1);
+        let (table, rules, chains) = &tables[0];
+        assert_eq!(table, "filter");
+        assert_eq!(rules, &vec![vec!["INPUT".to_string(), "-j".into(), "KUBE-FIREWALL".into()]]);
+        assert_eq!(chains, &vec!["KUBE-FIREWALL".to_string(), "KUBE-KUBELET-CANARY".into()]);
     }
 
     #[test]
