@@ -111,6 +111,8 @@ fn build_and_push_server(work: &Path, registry: &str) -> String {
     builder.append_data(&mut header, "server", content.as_slice()).expect("tar the server");
     let layer = builder.into_inner().expect("tar");
 
+    // reqwest (under oci-client) is built without a crypto provider: use ring's, as kube does.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
@@ -272,6 +274,15 @@ fn a_real_pod_runs_on_the_real_node() {
     assert!(!mounts.contains(&state), "no mount under {state} is left:\n{mounts}");
     let shims = Command::new("pgrep").args(["-f", &format!("containerd-shim.*{state}")]).output().expect("pgrep runs");
     assert!(String::from_utf8_lossy(&shims.stdout).trim().is_empty(), "no containerd shim of the environment is left");
+    let nat = Command::new("iptables-save").args(["-t", "nat"]).output().expect("iptables-save runs");
+    let cni_network = format!("name: \\\"olm-dev-{}\\\"", env.base);
+    assert!(!String::from_utf8_lossy(&nat.stdout).contains(&cni_network), "no NAT rule of CNI network olm-dev-{} is left", env.base);
+    let kubelet_elsewhere = Command::new("pgrep").args(["-x", "kubelet"]).output().is_ok_and(|o| o.status.success());
+    if !kubelet_elsewhere {
+        let filter = Command::new("iptables-save").output().expect("iptables-save runs");
+        let rules = String::from_utf8_lossy(&filter.stdout);
+        assert!(!rules.contains("KUBE-"), "kubelet's and kube-proxy's chains are gone:\n{rules}");
+    }
     eprintln!("real node test: {:?} in all", total.elapsed());
 }
 

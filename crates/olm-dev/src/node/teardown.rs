@@ -205,9 +205,19 @@ pub(crate) fn remove_kubelet_chains(removed: &mut Removed) {
     }
 }
 
+/// Whether a live process named kubelet exists (ours, just stopped, may linger as a zombie
+/// until its parent reaps it: that one does not count).
 fn another_kubelet_runs() -> bool {
     std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|entry| {
-        std::fs::read_to_string(entry.path().join("comm")).is_ok_and(|c| c.trim() == "kubelet")
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let name = head.split_once('(').map(|(_, n)| n).unwrap_or_default();
+        let state = rest.trim_start().chars().next();
+        name == "kubelet" && !matches!(state, Some('Z') | Some('X'))
     })
 }
 
