@@ -573,10 +573,10 @@ pub fn down(layout: &Layout, progress: &Progress, purge: bool) -> Result<DownRep
     let _lock = lock_state(layout, progress)?;
     // The node first: its kubelet would otherwise keep reporting to a dying API server, and
     // its pods' sandboxes are removed through containerd, which must still run.
-    let (node_stopped, node_removed) = node::stop_node(layout, progress, purge)?;
+    let node_report = node::stop_node(layout, progress, purge)?;
     let mut report = stop_all(layout, progress)?;
-    report.node_stopped = node_stopped;
-    report.node_removed = node_removed;
+    report.node_stopped = node_report.stopped;
+    report.node_removed = node_report.removed;
     if purge {
         for dir in [layout.etcd_data_dir(), layout.pki_dir(), layout.logs_dir()] {
             if dir.exists() {

@@ -250,7 +250,10 @@ mod tests {
             "sandbox_image = \"olm-dev.invalid/pause:v1\"",
             "address = \"/tmp/x/state/node/containerd/containerd.sock\"",
         ] {
-            assert!(containerd.contains(needed), "{needed} missing:\n{containerd}");
+            assert!(
+                containerd.contains(needed),
+                "{needed} missing:\n{containerd}"
+            );
         }
     }
 
@@ -270,7 +273,10 @@ mod tests {
     #[test]
     fn plain_http_registry_host() {
         let text = registry_hosts_toml("127.0.0.1:28500");
-        assert!(text.contains("server = \"http://127.0.0.1:28500\""), "{text}");
+        assert!(
+            text.contains("server = \"http://127.0.0.1:28500\""),
+            "{text}"
+        );
         assert!(text.contains("[host.\"http://127.0.0.1:28500\"]"), "{text}");
     }
 }

@@ -107,7 +107,9 @@ fn ip_output(args: &[&str]) -> Result<String> {
     let mut cmd = Command::new("ip");
     cmd.args(args);
     let command = describe(&cmd);
-    let out = cmd.output().map_err(|source| DevError::Spawn { command, source })?;
+    let out = cmd
+        .output()
+        .map_err(|source| DevError::Spawn { command, source })?;
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 

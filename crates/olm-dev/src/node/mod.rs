@@ -70,8 +70,7 @@ impl NodeProcess {
         }
     }
 
-    fn args(self, layout: &Layout, paths: &NodePaths, net: &NodeNetwork) -> Vec<String> {
-        let _ = layout;
+    fn args(self, paths: &NodePaths, net: &NodeNetwork) -> Vec<String> {
         match self {
             NodeProcess::Containerd => {
                 vec![format!("--config={}", paths.containerd_config().display())]
@@ -287,7 +286,7 @@ fn start_processes(
             continue;
         }
         let mut cmd = std::process::Command::new(process.binary(layout));
-        cmd.args(process.args(layout, paths, net))
+        cmd.args(process.args(paths, net))
             .current_dir(&paths.root)
             .env_remove("KUBECONFIG");
         let log = layout.log_file(process.name());
@@ -433,11 +432,7 @@ pub(crate) fn node_status(layout: &Layout, api_healthy: bool) -> Option<RealNode
 /// kube-proxy and its iptables chains, containerd, then mounts, the bridge and leftover rules.
 /// With `purge` the whole node directory goes (images included); without it containerd's
 /// images stay for the next start. Returns the stopped processes and what was removed.
-pub(crate) fn stop_node(
-    layout: &Layout,
-    progress: &Progress,
-    purge: bool,
-) -> Result<(Vec<(&'static str, u32)>, Vec<String>)> {
+pub(crate) fn stop_node(layout: &Layout, progress: &Progress, purge: bool) -> Result<NodeDownReport> {
     let paths = NodePaths::new(layout);
     let mut stopped = Vec::new();
     let mut removed = Vec::new();
@@ -496,5 +491,14 @@ pub(crate) fn stop_node(
     for line in &removed {
         progress.say(format!("removed {line}"));
     }
-    Ok((stopped, removed))
+    Ok(NodeDownReport { stopped, removed })
+}
+
+/// What [`stop_node`] did.
+#[derive(Debug, Default)]
+pub(crate) struct NodeDownReport {
+    /// Processes stopped, by name, with their pids.
+    pub(crate) stopped: Vec<(&'static str, u32)>,
+    /// What was removed from the host, in words.
+    pub(crate) removed: Vec<String>,
 }

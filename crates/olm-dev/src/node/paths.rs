@@ -139,7 +139,10 @@ mod tests {
         layout.set_port_base(31500).unwrap();
         let net = NodeNetwork::new(&layout, Ipv4Addr::new(192, 0, 2, 2));
         assert_eq!(net.bridge, "olm31500");
-        assert!(net.bridge.len() <= 15, "Linux interface names are at most 15 bytes");
+        assert!(
+            net.bridge.len() <= 15,
+            "Linux interface names are at most 15 bytes"
+        );
         assert_eq!(net.pod_subnet, "10.88.66.0/24");
         assert_eq!(net.kubelet_port, 31750);
         let other = {

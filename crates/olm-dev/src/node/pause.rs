@@ -43,7 +43,10 @@ pub(crate) fn ensure_pause_archive(
     create_dir_all(&work)?;
     let binary = work.join("pause");
     let log = layout.cache_dir.join("logs").join("build-pause.log");
-    progress.say(format!("building the pause image from {}", source.display()));
+    progress.say(format!(
+        "building the pause image from {}",
+        source.display()
+    ));
     let mut gcc = Command::new("gcc");
     gcc.args(["-Os", "-static", "-Wall", "-Werror"])
         .arg(format!("-DVERSION={KUBERNETES_VERSION}-olm-dev"))
@@ -166,10 +169,16 @@ mod tests {
         assert!(names.contains(&"oci-layout".to_string()));
         let index: serde_json::Value = serde_json::from_str(&index).unwrap();
         let annotations = &index["manifests"][0]["annotations"];
-        assert_eq!(annotations["io.containerd.image.name"], "example.invalid/x:v1");
+        assert_eq!(
+            annotations["io.containerd.image.name"],
+            "example.invalid/x:v1"
+        );
         let digest = index["manifests"][0]["digest"].as_str().unwrap();
         assert!(names.contains(&format!("blobs/sha256/{}", &digest[7..])));
         // Same input, same bytes: the digest of a rebuilt image does not change.
-        assert_eq!(bytes, oci_archive("example.invalid/x:v1", "x", b"\x7fELF", &["/x"]).unwrap());
+        assert_eq!(
+            bytes,
+            oci_archive("example.invalid/x:v1", "x", b"\x7fELF", &["/x"]).unwrap()
+        );
     }
 }

@@ -47,9 +47,14 @@ pub(crate) fn remove_pod_sandboxes(layout: &Layout, paths: &NodePaths, removed: 
     }
 }
 
-/// `kube-proxy --cleanup`: deletes the KUBE-* chains and rules it programmed.
+/// `kube-proxy --cleanup`: deletes the KUBE-* chains and rules it programmed. Their names are
+/// global, so it is skipped while another kube-proxy (another environment's node) runs.
 pub(crate) fn cleanup_kube_proxy(layout: &Layout, removed: &mut Removed) {
     if !layout.kube_proxy().is_file() {
+        return;
+    }
+    if another_process_runs("kube-proxy") {
+        removed.push("kube-proxy iptables chains NOT removed: another kube-proxy runs here".into());
         return;
     }
     let out = Command::new(layout.kube_proxy()).arg("--cleanup").output();
@@ -109,8 +114,12 @@ pub(crate) fn remove_network(net: &NodeNetwork, removed: &mut Removed) {
         let _ = Command::new("iptables").args(&args).output();
     }
     for chain in &chains {
-        let _ = Command::new("iptables").args(["-t", "nat", "-F", chain]).output();
-        let _ = Command::new("iptables").args(["-t", "nat", "-X", chain]).output();
+        let _ = Command::new("iptables")
+            .args(["-t", "nat", "-F", chain])
+            .output();
+        let _ = Command::new("iptables")
+            .args(["-t", "nat", "-X", chain])
+            .output();
     }
     if !chains.is_empty() {
         removed.push(format!("{} CNI iptables chain(s)", chains.len()));
@@ -177,12 +186,15 @@ fn shell_words(line: &str) -> Vec<String> {
 /// the rules of built-in chains that jump to them. Runs after `kube-proxy --cleanup`, so what is
 /// left is kubelet's; skipped while any other kubelet runs on the host (they would be its).
 pub(crate) fn remove_kubelet_chains(removed: &mut Removed) {
-    if another_kubelet_runs() {
+    if another_process_runs("kubelet") {
         removed.push("kubelet iptables chains NOT removed: another kubelet runs here".into());
         return;
     }
     let mut count = 0;
-    for (save, tool) in [("iptables-save", "iptables"), ("ip6tables-save", "ip6tables")] {
+    for (save, tool) in [
+        ("iptables-save", "iptables"),
+        ("ip6tables-save", "ip6tables"),
+    ] {
         let Ok(out) = Command::new(save).output() else {
             continue;
         };
@@ -194,8 +206,12 @@ pub(crate) fn remove_kubelet_chains(removed: &mut Removed) {
                 let _ = Command::new(tool).args(&args).output();
             }
             for chain in chains {
-                let _ = Command::new(tool).args(["-t", &table, "-F", &chain]).output();
-                let _ = Command::new(tool).args(["-t", &table, "-X", &chain]).output();
+                let _ = Command::new(tool)
+                    .args(["-t", &table, "-F", &chain])
+                    .output();
+                let _ = Command::new(tool)
+                    .args(["-t", &table, "-X", &chain])
+                    .output();
                 count += 1;
             }
         }
@@ -205,20 +221,24 @@ pub(crate) fn remove_kubelet_chains(removed: &mut Removed) {
     }
 }
 
-/// Whether a live process named kubelet exists (ours, just stopped, may linger as a zombie
+/// Whether a live process named `comm` exists (ours, just stopped, may linger as a zombie
 /// until its parent reaps it: that one does not count).
-fn another_kubelet_runs() -> bool {
-    std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let name = head.split_once('(').map(|(_, n)| n).unwrap_or_default();
-        let state = rest.trim_start().chars().next();
-        name == "kubelet" && !matches!(state, Some('Z') | Some('X'))
-    })
+fn another_process_runs(comm: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                return false;
+            };
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                return false;
+            };
+            let name = head.split_once('(').map(|(_, n)| n).unwrap_or_default();
+            let state = rest.trim_start().chars().next();
+            name == comm && !matches!(state, Some('Z') | Some('X'))
+        })
 }
 
 /// Per table of an `iptables-save`: the rules of built-in chains jumping to a KUBE-* chain
@@ -259,7 +279,11 @@ fn kube_chains(save: &str) -> Vec<(String, Vec<Vec<String>>, Vec<String>)> {
 pub(crate) fn remove_container_log_links(paths: &NodePaths, removed: &mut Removed) {
     let ours = paths.pod_logs_dir();
     let mut count = 0;
-    for entry in std::fs::read_dir("/var/log/containers").into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir("/var/log/containers")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let link = entry.path();
         if std::fs::read_link(&link).is_ok_and(|target| target.starts_with(&ours))
             && std::fs::remove_file(&link).is_ok()
@@ -290,7 +314,9 @@ pub(crate) fn kill_leftover_shims(paths: &NodePaths, removed: &mut Removed) {
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
         let is_shim = args.first().is_some_and(|a| a.contains("containerd-shim"));
-        let ours = args.windows(2).any(|w| w[0] == "-address" && w[1] == socket);
+        let ours = args
+            .windows(2)
+            .any(|w| w[0] == "-address" && w[1] == socket);
         if is_shim
             && ours
             && let Some(target) = rustix::process::Pid::from_raw(pid)
@@ -309,7 +335,11 @@ pub(crate) fn kill_leftover_shims(paths: &NodePaths, removed: &mut Removed) {
 pub(crate) fn remove_kubepods_cgroups(removed: &mut Removed) {
     let mut left = 0;
     let mut gone = 0;
-    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let top = hierarchy.path().join("kubepods");
         if !top.is_dir() {
             continue;
@@ -329,7 +359,9 @@ pub(crate) fn remove_kubepods_cgroups(removed: &mut Removed) {
         removed.push(format!("{gone} kubepods cgroup(s)"));
     }
     if left > 0 {
-        removed.push(format!("{left} kubepods cgroup(s) NOT removed (still in use)"));
+        removed.push(format!(
+            "{left} kubepods cgroup(s) NOT removed (still in use)"
+        ));
     }
 }
 
@@ -370,8 +402,18 @@ mod tests {
         assert_eq!(tables.len(), 1);
         let (table, rules, chains) = &tables[0];
         assert_eq!(table, "filter");
-        assert_eq!(rules, &vec![vec!["INPUT".to_string(), "-j".into(), "KUBE-FIREWALL".into()]]);
-        assert_eq!(chains, &vec!["KUBE-FIREWALL".to_string(), "KUBE-KUBELET-CANARY".into()]);
+        assert_eq!(
+            rules,
+            &vec![vec![
+                "INPUT".to_string(),
+                "-j".into(),
+                "KUBE-FIREWALL".into()
+            ]]
+        );
+        assert_eq!(
+            chains,
+            &vec!["KUBE-FIREWALL".to_string(), "KUBE-KUBELET-CANARY".into()]
+        );
     }
 
     #[test]
@@ -388,6 +430,10 @@ COMMIT
         assert_eq!(chains, vec!["CNI-abc".to_string()]);
         assert_eq!(rules.len(), 2);
         assert_eq!(rules[0][0], "POSTROUTING");
-        assert!(rules[0].contains(&"name: \"olm-dev-31500\" id: \"123\"".to_string()), "{:?}", rules[0]);
+        assert!(
+            rules[0].contains(&"name: \"olm-dev-31500\" id: \"123\"".to_string()),
+            "{:?}",
+            rules[0]
+        );
     }
 }
