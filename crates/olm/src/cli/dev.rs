@@ -15,6 +15,9 @@ Environment:
                       etcd +379/+380, API server +443, controller-manager +257, scheduler +259,
                       kwok +247; `olm dev up` adds catalog gRPC +550, catalog HTTP +580,
                       controllers admin +581, package server +543, OCI registry +500.
+                      With --real-node: kubelet +250 (on the node IP), kubelet healthz +248,
+                      kube-proxy healthz +256 and metrics +249; bridge olm<base>.
+  OLM_DEV_NODE_IP     the real node's IP (default: the default route's interface address)
                       The test suite uses its own environment (olm-dev-test, base 29000).";
 
 #[derive(Debug, Args)]
