@@ -194,7 +194,7 @@ fn write_files(layout: &Layout, paths: &NodePaths, net: &NodeNetwork) -> Result<
             &paths.pki_file(&format!("{user}.key")),
             user,
         );
-        write_private(&kubeconfig, &text)?;
+        write_if_changed(&kubeconfig, &text)?;
     }
     let registry_port = layout.host_ports.registry;
     for host in [
@@ -203,7 +203,7 @@ fn write_files(layout: &Layout, paths: &NodePaths, net: &NodeNetwork) -> Result<
     ] {
         let dir = paths.certs_d().join(&host);
         create_dir_all(&dir)?;
-        write_private(&dir.join("hosts.toml"), &config::registry_hosts_toml(&host))?;
+        write_if_changed(&dir.join("hosts.toml"), &config::registry_hosts_toml(&host))?;
     }
     let files = [
         (
@@ -218,9 +218,18 @@ fn write_files(layout: &Layout, paths: &NodePaths, net: &NodeNetwork) -> Result<
         (paths.kube_proxy_config(), config::kube_proxy_config(paths, net)),
     ];
     for (path, text) in files {
-        write_private(&path, &text)?;
+        write_if_changed(&path, &text)?;
     }
     Ok(())
+}
+
+/// Writes `text` unless the file already holds it: kube-proxy exits when its configuration
+/// file changes, even to the same bytes, so an idempotent `up` must leave it untouched.
+fn write_if_changed(path: &std::path::Path, text: &str) -> Result<()> {
+    if std::fs::read_to_string(path).is_ok_and(|current| current == text) {
+        return Ok(());
+    }
+    write_private(path, text)
 }
 
 /// Starts containerd, kubelet and kube-proxy (those not already running) once the control
@@ -279,11 +288,18 @@ fn start_processes(
 ) -> Result<()> {
     for process in NodeProcess::ALL {
         let t = Instant::now();
-        if let Some(pid) = running_pid(layout, process)
-            && process.probe(paths, net).0
-        {
-            progress.say(format!("{} already running (pid {pid})", process.name()));
-            continue;
+        if let Some(pid) = running_pid(layout, process) {
+            let (healthy, detail) = process.probe(paths, net);
+            if healthy {
+                progress.say(format!("{} already running (pid {pid})", process.name()));
+                continue;
+            }
+            // Never leave a second copy running beside one whose pid file we overwrite.
+            progress.say(format!(
+                "{} (pid {pid}) runs but is not healthy ({detail}); restarting it",
+                process.name()
+            ));
+            stop_pid(process.name(), pid, &process.binary(layout))?;
         }
         let mut cmd = std::process::Command::new(process.binary(layout));
         cmd.args(process.args(paths, net))
