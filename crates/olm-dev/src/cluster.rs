@@ -63,45 +63,14 @@ impl ClusterStatus {
             "COMPONENT", "PID", "PORT", "STATE", "HEALTH"
         );
         for c in &self.components {
-            let state = match c.state {
-                ProcessState::NotStarted => "stopped",
-                ProcessState::Running => "running",
-                ProcessState::Gone => "gone",
-            };
-            let health = if c.healthy {
-                format!("healthy ({})", c.detail)
-            } else {
-                format!("not healthy: {}", c.detail)
-            };
-            out.push_str(&format!(
-                "{:<24} {:>8} {:>6}  {:<8} {}\n",
-                c.component.name(),
-                c.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
-                c.port,
-                state,
-                health
-            ));
+            let pid = c.pid.map(|p| p.to_string());
+            let port = c.port.to_string();
+            out.push_str(&status_row(c.component.name(), pid, &port, &c.state, c.healthy, &c.detail));
         }
         if let Some(real) = &self.real_node {
             for p in &real.processes {
-                let state = match p.state {
-                    ProcessState::NotStarted => "stopped",
-                    ProcessState::Running => "running",
-                    ProcessState::Gone => "gone",
-                };
-                let health = if p.healthy {
-                    format!("healthy ({})", p.detail)
-                } else {
-                    format!("not healthy: {}", p.detail)
-                };
-                out.push_str(&format!(
-                    "{:<24} {:>8} {:>6}  {:<8} {}\n",
-                    p.process.name(),
-                    p.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
-                    "-",
-                    state,
-                    health
-                ));
+                let pid = p.pid.map(|p| p.to_string());
+                out.push_str(&status_row(p.process.name(), pid, "-", &p.state, p.healthy, &p.detail));
             }
         }
         out.push_str(&format!("node {NODE_NAME}: {}\n", self.node_detail));
@@ -119,6 +88,29 @@ impl ClusterStatus {
         ));
         out
     }
+}
+
+/// One process's line in [`ClusterStatus::render`]'s table.
+fn status_row(
+    name: &str,
+    pid: Option<String>,
+    port: &str,
+    state: &ProcessState,
+    healthy: bool,
+    detail: &str,
+) -> String {
+    let state = match state {
+        ProcessState::NotStarted => "stopped",
+        ProcessState::Running => "running",
+        ProcessState::Gone => "gone",
+    };
+    let health = if healthy {
+        format!("healthy ({detail})")
+    } else {
+        format!("not healthy: {detail}")
+    };
+    let pid = pid.unwrap_or_else(|| "-".into());
+    format!("{name:<24} {pid:>8} {port:>6}  {state:<8} {health}\n")
 }
 
 /// Result of [`up`].

@@ -4,12 +4,11 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use super::go::go_command;
-use super::recipes::build_kubernetes_commands;
+use super::recipes::{build_kubernetes_commands, go_install};
 use super::{Component, check_version};
 use crate::error::Result;
 use crate::layout::{CRICTL_VERSION, KUBERNETES_VERSION, Layout, create_dir_all};
-use crate::run::{Progress, format_duration, run_step_with_retry};
+use crate::run::{Progress, format_duration};
 
 /// The node's Kubernetes commands, as Go package paths.
 const NODE_COMMANDS: [&str; 2] = [
@@ -79,21 +78,8 @@ impl Component for Crictl {
         // cri-tools' go.mod has no replace directives, so `go install pkg@version` works; the
         // version is stamped as its Makefile does (without it `--version` says `unknown`).
         let ldflags = format!("-s -w -X {CRICTL_MODULE}/pkg/version.Version={CRICTL_VERSION}");
-        let neutral = layout.cache_dir.join("src");
-        create_dir_all(&neutral)?;
-        let make_install = || {
-            let mut cmd = go_command(layout, &neutral);
-            cmd.env("GOBIN", &bin).args([
-                "install",
-                "-v",
-                "-trimpath",
-                "-ldflags",
-                &ldflags,
-                &format!("{CRICTL_MODULE}/cmd/crictl@{CRICTL_VERSION}"),
-            ]);
-            cmd
-        };
-        run_step_with_retry("go install crictl", &make_install, &log, progress, false)?;
+        let package = format!("{CRICTL_MODULE}/cmd/crictl@{CRICTL_VERSION}");
+        go_install(layout, progress, &log, &bin, &ldflags, &package)?;
         progress.say(format!(
             "  [1/1] done in {}",
             format_duration(step.elapsed())

@@ -343,21 +343,8 @@ impl Component for Kwok {
             "  [1/2] go install sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"
         ));
         // kwok's go.mod has no replace directives, so a plain `go install pkg@version` works.
-        let neutral = layout.cache_dir.join("src");
-        create_dir_all(&neutral)?;
-        let make_install = || {
-            let mut cmd = go_command(layout, &neutral);
-            cmd.env("GOBIN", &bin).args([
-                "install",
-                "-v",
-                "-trimpath",
-                "-ldflags",
-                "-s -w",
-                &format!("sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"),
-            ]);
-            cmd
-        };
-        run_step_with_retry("go install kwok", &make_install, &log, progress, false)?;
+        let package = format!("sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}");
+        go_install(layout, progress, &log, &bin, "-s -w", &package)?;
         progress.say(format!(
             "  [1/2] done in {}",
             format_duration(step.elapsed())
@@ -428,25 +415,42 @@ impl Component for Registry {
         let ldflags = format!(
             "-s -w -X {REGISTRY_MODULE}/version.version={REGISTRY_VERSION} -X {REGISTRY_MODULE}/version.mainpkg={REGISTRY_MODULE}"
         );
-        let neutral = layout.cache_dir.join("src");
-        create_dir_all(&neutral)?;
-        let make_install = || {
-            let mut cmd = go_command(layout, &neutral);
-            cmd.env("GOBIN", &bin).args([
-                "install",
-                "-v",
-                "-trimpath",
-                "-ldflags",
-                &ldflags,
-                &format!("{REGISTRY_MODULE}/cmd/registry@{REGISTRY_VERSION}"),
-            ]);
-            cmd
-        };
-        run_step_with_retry("go install registry", &make_install, &log, progress, false)?;
+        let package = format!("{REGISTRY_MODULE}/cmd/registry@{REGISTRY_VERSION}");
+        go_install(layout, progress, &log, &bin, &ldflags, &package)?;
         progress.say(format!(
             "  [1/1] done in {}",
             format_duration(step.elapsed())
         ));
         Ok(())
     }
+}
+
+/// `go install -ldflags <ldflags> <package@version>` into `bin`, from the cache's neutral `src/`
+/// directory: for commands whose module has no replace directives.
+pub(super) fn go_install(
+    layout: &Layout,
+    progress: &Progress,
+    log: &Path,
+    bin: &Path,
+    ldflags: &str,
+    package_at_version: &str,
+) -> Result<()> {
+    let neutral = layout.cache_dir.join("src");
+    create_dir_all(&neutral)?;
+    let make_install = || {
+        let mut cmd = go_command(layout, &neutral);
+        cmd.env("GOBIN", bin).args([
+            "install",
+            "-v",
+            "-trimpath",
+            "-ldflags",
+            ldflags,
+            package_at_version,
+        ]);
+        cmd
+    };
+    let name = package_at_version.rsplit('/').next().unwrap_or(package_at_version);
+    let name = name.split('@').next().unwrap_or(name);
+    run_step_with_retry(&format!("go install {name}"), &make_install, log, progress, false)?;
+    Ok(())
 }
