@@ -1061,7 +1061,8 @@ pub const PODS_PER_NODE: usize = 110;
 
 /// olm-dev's control plane has one kwok node, and a node takes at most PODS_PER_NODE pods: the
 /// scale run's operator Deployments (one per namespace, plus the AllNamespaces one) need more.
-/// kwok runs with --manage-all-nodes, so extra Node objects become Ready fake nodes.
+/// kwok manages every node annotated kwok.x-k8s.io/node=fake, so these extra Node objects become
+/// Ready fake nodes.
 fn add_nodes(layout: &olm_dev::Layout, pods: usize) -> anyhow::Result<usize> {
     let extra = pods.div_ceil(PODS_PER_NODE);
     for i in 0..extra {

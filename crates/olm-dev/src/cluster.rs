@@ -10,6 +10,7 @@ use crate::component::Component;
 use crate::error::{DevError, Result};
 use crate::kubeconfig::write_kubeconfig;
 use crate::layout::{Layout, NODE_NAME, create_dir_all};
+use crate::node::{self, RealNodeStatus};
 use crate::pki;
 use crate::probe;
 use crate::process::{
@@ -37,10 +38,17 @@ pub struct ClusterStatus {
     pub node_detail: String,
     pub kubeconfig: PathBuf,
     pub apiserver_url: String,
+    /// The real node (`--real-node`), when the environment has one.
+    pub real_node: Option<RealNodeStatus>,
 }
 
 impl ClusterStatus {
+    /// The control plane, the fake node and (when there is one) the real node are healthy.
     pub fn all_healthy(&self) -> bool {
+        self.control_plane_healthy() && self.real_node.as_ref().is_none_or(|n| n.healthy())
+    }
+    /// The control plane and the fake node are healthy.
+    pub fn control_plane_healthy(&self) -> bool {
         self.components.iter().all(|c| c.healthy) && self.node_ready == Some(true)
     }
     pub fn any_running(&self) -> bool {
@@ -55,26 +63,24 @@ impl ClusterStatus {
             "COMPONENT", "PID", "PORT", "STATE", "HEALTH"
         );
         for c in &self.components {
-            let state = match c.state {
-                ProcessState::NotStarted => "stopped",
-                ProcessState::Running => "running",
-                ProcessState::Gone => "gone",
-            };
-            let health = if c.healthy {
-                format!("healthy ({})", c.detail)
-            } else {
-                format!("not healthy: {}", c.detail)
-            };
-            out.push_str(&format!(
-                "{:<24} {:>8} {:>6}  {:<8} {}\n",
-                c.component.name(),
-                c.pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
-                c.port,
-                state,
-                health
-            ));
+            let pid = c.pid.map(|p| p.to_string());
+            let port = c.port.to_string();
+            out.push_str(&status_row(c.component.name(), pid, &port, &c.state, c.healthy, &c.detail));
+        }
+        if let Some(real) = &self.real_node {
+            for p in &real.processes {
+                let pid = p.pid.map(|p| p.to_string());
+                out.push_str(&status_row(p.process.name(), pid, "-", &p.state, p.healthy, &p.detail));
+            }
         }
         out.push_str(&format!("node {NODE_NAME}: {}\n", self.node_detail));
+        if let Some(real) = &self.real_node {
+            out.push_str(&format!(
+                "node {} (real): {}\n",
+                node::REAL_NODE_NAME,
+                real.detail
+            ));
+        }
         out.push_str(&format!(
             "API server: {}\nkubeconfig: {}\n",
             self.apiserver_url,
@@ -82,6 +88,29 @@ impl ClusterStatus {
         ));
         out
     }
+}
+
+/// One process's line in [`ClusterStatus::render`]'s table.
+fn status_row(
+    name: &str,
+    pid: Option<String>,
+    port: &str,
+    state: &ProcessState,
+    healthy: bool,
+    detail: &str,
+) -> String {
+    let state = match state {
+        ProcessState::NotStarted => "stopped",
+        ProcessState::Running => "running",
+        ProcessState::Gone => "gone",
+    };
+    let health = if healthy {
+        format!("healthy ({detail})")
+    } else {
+        format!("not healthy: {detail}")
+    };
+    let pid = pid.unwrap_or_else(|| "-".into());
+    format!("{name:<24} {pid:>8} {port:>6}  {state:<8} {health}\n")
 }
 
 /// Result of [`up`].
@@ -103,7 +132,19 @@ pub struct DownReport {
     pub stopped: Vec<(Component, u32)>,
     /// Pid files removed without signalling because the process was gone or was not ours.
     pub stale: Vec<(Component, u32)>,
+    /// Real-node processes that were stopped, by name, with their pids.
+    pub node_stopped: Vec<(&'static str, u32)>,
+    /// What the real node left on the host and was removed (sandboxes, bridge, chains, mounts).
+    pub node_removed: Vec<String>,
     pub purged: bool,
+}
+
+/// How [`up_with`] brings the cluster up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpOptions {
+    /// Add one real kubelet node (containerd, kubelet, kube-proxy; needs root). An environment
+    /// that has one keeps it on later `up`s until `down`.
+    pub real_node: bool,
 }
 
 /// What runs now, without changing anything.
@@ -155,6 +196,7 @@ pub fn status(layout: &Layout) -> Result<ClusterStatus> {
         node_detail,
         kubeconfig: layout.kubeconfig(),
         apiserver_url: layout.apiserver_url(),
+        real_node: node::node_status(layout, api_healthy),
     })
 }
 
@@ -287,13 +329,23 @@ fn wait_until(
 /// Ready: API server ready, the fake node Ready without taints, the `default` ServiceAccount.
 /// Idempotent: a healthy cluster is left alone; a partial one is stopped and started cleanly.
 pub fn up(layout: &Layout, progress: &Progress) -> Result<UpReport> {
+    up_with(layout, progress, UpOptions::default())
+}
+
+/// [`up`], with a real node when `options` ask for one (or the environment already has one).
+pub fn up_with(layout: &Layout, progress: &Progress, options: UpOptions) -> Result<UpReport> {
     let begin = Instant::now();
     let _lock = lock_state(layout, progress)?;
+    // Before any build: a missing package or missing root must fail fast.
+    let node_ip_changed = options.real_node && node::prepare(layout, progress)?;
     builder::ensure_built(layout, progress)?;
 
     let current = status(layout)?;
-    if current.all_healthy() && layout.kubeconfig().is_file() {
+    if current.control_plane_healthy() && layout.kubeconfig().is_file() && !node_ip_changed {
         progress.say("control plane is already running and healthy");
+        if node::real_node_ip(layout).is_some() {
+            node::start_node(layout, progress)?;
+        }
         return Ok(UpReport {
             already_running: true,
             elapsed: begin.elapsed(),
@@ -301,7 +353,10 @@ pub fn up(layout: &Layout, progress: &Progress) -> Result<UpReport> {
             kubeconfig: layout.kubeconfig(),
         });
     }
-    if current.any_running() {
+    if current.any_running() && node_ip_changed {
+        progress.say("restarting the control plane so the API server serves the real node");
+        stop_all(layout, progress)?;
+    } else if current.any_running() {
         let unhealthy: Vec<String> = current
             .components
             .iter()
@@ -334,6 +389,9 @@ pub fn up(layout: &Layout, progress: &Progress) -> Result<UpReport> {
         Ok(()) => {
             // The processes keep running after we return; their handles are dropped unwaited.
             drop(started);
+            if node::real_node_ip(layout).is_some() {
+                node::start_node(layout, progress)?;
+            }
             let start_elapsed = start_begin.elapsed();
             progress.say(format!(
                 "control plane ready in {} (kubeconfig: {})",
@@ -505,7 +563,12 @@ pub fn down(layout: &Layout, progress: &Progress, purge: bool) -> Result<DownRep
         return Ok(DownReport::default());
     }
     let _lock = lock_state(layout, progress)?;
+    // The node first: its kubelet would otherwise keep reporting to a dying API server, and
+    // its pods' sandboxes are removed through containerd, which must still run.
+    let node_report = node::stop_node(layout, progress, purge)?;
     let mut report = stop_all(layout, progress)?;
+    report.node_stopped = node_report.stopped;
+    report.node_removed = node_report.removed;
     if purge {
         for dir in [layout.etcd_data_dir(), layout.pki_dir(), layout.logs_dir()] {
             if dir.exists() {

@@ -107,7 +107,7 @@ impl Component {
                 "--auto-compaction-retention=1".into(),
                 "--quota-backend-bytes=4294967296".into(),
             ],
-            Component::ApiServer => vec![
+            Component::ApiServer => crate::node::apiserver_args(layout, vec![
                 format!("--etcd-servers=http://127.0.0.1:{}", p.etcd_client),
                 "--bind-address=127.0.0.1".into(),
                 format!("--secure-port={}", p.apiserver),
@@ -136,7 +136,7 @@ impl Component {
                 format!("--proxy-client-cert-file={}", pki("front-proxy-client.crt")),
                 format!("--proxy-client-key-file={}", pki("front-proxy-client.key")),
                 "--profiling=false".into(),
-            ],
+            ]),
             Component::ControllerManager => vec![
                 format!("--kubeconfig={kubeconfig}"),
                 format!("--authentication-kubeconfig={kubeconfig}"),
@@ -170,7 +170,8 @@ impl Component {
             Component::Kwok => vec![
                 format!("--kubeconfig={kubeconfig}"),
                 format!("--config={}", layout.kwok_stages().display()),
-                "--manage-all-nodes=true".into(),
+                // Only the fake node: a real node (`--real-node`) belongs to its kubelet.
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
                 // TEST-NET-1 address: clearly fake, never routed.
                 "--node-ip=192.0.2.1".into(),
                 format!("--cidr={POD_CIDR}"),

@@ -120,6 +120,10 @@ pub enum DevError {
     #[error("cannot set up the registry in {}: {reason}", dir.display())]
     RegistrySetup { dir: PathBuf, reason: String },
 
+    /// Something that only root can do was asked of a non-root user.
+    #[error("{what} needs root: run as root (e.g. with sudo) or drop --real-node")]
+    NeedsRoot { what: String },
+
     /// A process we started could not be stopped.
     #[error("cannot stop {component} (pid {pid}): {reason}")]
     StopFailed {
@@ -149,6 +153,7 @@ impl DevError {
             DevError::BadPidFile { .. } => "BadPidFile",
             DevError::RegistrySetup { .. } => "RegistrySetupFailed",
             DevError::StopFailed { .. } => "StopFailed",
+            DevError::NeedsRoot { .. } => "NeedsRoot",
         }
     }
 
@@ -173,7 +178,8 @@ impl DevError {
             | DevError::ComponentExited { .. }
             | DevError::Pki { .. }
             | DevError::BadPidFile { .. }
-            | DevError::RegistrySetup { .. } => false,
+            | DevError::RegistrySetup { .. }
+            | DevError::NeedsRoot { .. } => false,
         }
     }
 

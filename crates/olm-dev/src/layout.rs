@@ -13,6 +13,10 @@ pub const KWOK_VERSION: &str = "v0.8.0";
 /// CNCF distribution release whose OCI registry (`github.com/distribution/distribution/v3/cmd/registry`) we build.
 pub const REGISTRY_VERSION: &str = "v3.0.0";
 
+/// cri-tools release whose `crictl` (`sigs.k8s.io/cri-tools/cmd/crictl`) stops a real node's pods
+/// through the CRI when it is taken down.
+pub const CRICTL_VERSION: &str = "v1.36.0";
+
 /// Name of the fake node that kwok animates.
 pub const NODE_NAME: &str = "kwok-node-0";
 
@@ -250,6 +254,19 @@ impl Layout {
     }
     pub fn kube_scheduler(&self) -> PathBuf {
         self.k8s_bin_dir().join("kube-scheduler")
+    }
+    /// kubelet and kube-proxy (the real node's, `--real-node`), same Kubernetes version.
+    pub fn k8s_node_bin_dir(&self) -> PathBuf {
+        self.bin_dir(&format!("k8s-node-{KUBERNETES_VERSION}"))
+    }
+    pub fn kubelet(&self) -> PathBuf {
+        self.k8s_node_bin_dir().join("kubelet")
+    }
+    pub fn kube_proxy(&self) -> PathBuf {
+        self.k8s_node_bin_dir().join("kube-proxy")
+    }
+    pub fn crictl(&self) -> PathBuf {
+        self.bin_dir(&format!("crictl-{CRICTL_VERSION}")).join("crictl")
     }
     pub fn etcd(&self) -> PathBuf {
         self.bin_dir(&format!("etcd-{ETCD_VERSION}")).join("etcd")

@@ -13,19 +13,25 @@ mod component;
 mod error;
 mod kubeconfig;
 mod layout;
+mod node;
 pub mod pki;
 mod probe;
 mod process;
 pub mod registry;
 mod run;
 
-pub use builder::{ensure_built, ensure_registry_built, is_built};
-pub use cluster::{ClusterStatus, ComponentStatus, DownReport, UpReport, down, kubectl, status, up};
+pub use builder::{ensure_built, ensure_node_built, ensure_registry_built, is_built};
+pub use cluster::{
+    ClusterStatus, ComponentStatus, DownReport, UpOptions, UpReport, down, kubectl, status, up, up_with,
+};
 pub use component::Component;
 pub use error::{DevError, Result};
 pub use kubeconfig::env_lines;
+pub use node::{
+    NodeProcess, NodeProcessStatus, REAL_NODE_LABEL, REAL_NODE_NAME, REAL_NODE_TAINT_KEY, RealNodeStatus,
+};
 pub use layout::{
-    DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
+    CRICTL_VERSION, DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
     POD_CIDR, Ports, REGISTRY_VERSION, SERVICE_CIDR, parse_port_base,
 };
 pub use process::{ProcessState, process_runs};

@@ -48,6 +48,18 @@ impl CertificateAuthority {
             .map_err(dev_error)
     }
 
+    /// The cluster CA of `layout` (`pki/ca.crt`, `pki/ca.key`), to issue more certificates
+    /// that the API server and kubelets trust.
+    pub fn cluster_ca(layout: &Layout) -> Result<Self> {
+        let read = |name: &str| {
+            let path = layout.pki_file(name);
+            std::fs::read_to_string(&path).map_err(|e| DevError::io("read", &path, e))
+        };
+        olm_pki::CertificateAuthority::from_pem(&read("ca.crt")?, &read("ca.key")?)
+            .map(CertificateAuthority)
+            .map_err(dev_error)
+    }
+
     pub fn cert_pem(&self) -> &str {
         self.0.cert_pem()
     }

@@ -226,6 +226,19 @@ impl CertificateAuthority {
         })
     }
 
+    /// A CA written earlier (e.g. by [`CertificateAuthority::new`] into files), from its PEM
+    /// certificate and PEM private key, so that certificates issued later chain to the same root.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self> {
+        let key = KeyPair::from_pem(key_pem).map_err(|e| pki_error("CA key", e))?;
+        let issuer =
+            Issuer::from_ca_cert_pem(cert_pem, key).map_err(|e| pki_error("CA certificate", e))?;
+        Ok(CertificateAuthority {
+            issuer,
+            cert_pem: cert_pem.to_string(),
+            key_pem: key_pem.to_string(),
+        })
+    }
+
     /// The CA certificate (what clients trust: a `caBundle`, `ca.crt`).
     pub fn cert_pem(&self) -> &str {
         &self.cert_pem

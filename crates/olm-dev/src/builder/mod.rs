@@ -10,6 +10,7 @@
 //! and the distribution registry's).
 
 mod go;
+mod node_recipes;
 mod recipes;
 
 use std::fs::File;
@@ -20,6 +21,7 @@ use std::time::Instant;
 use crate::error::{DevError, Result};
 use crate::layout::{Layout, create_dir_all};
 use crate::run::{Progress, describe, format_duration};
+use node_recipes::{Crictl, KubernetesNode};
 use recipes::{Etcd, Kubernetes, Kwok, Registry};
 
 /// Name of the stamp file written into a component's bin directory after its binaries' versions
@@ -32,6 +34,12 @@ const ALL: [&dyn Component; 4] = [&Kubernetes, &Etcd, &Kwok, &Registry];
 /// Builds whatever is missing; a second call finds every stamp and builds nothing.
 pub fn ensure_built(layout: &Layout, progress: &Progress) -> Result<()> {
     ensure(layout, progress, &ALL)
+}
+
+/// Builds the real node's binaries (kubelet, kube-proxy, crictl) if they are missing; only
+/// `--real-node` needs them, so `olm dev cluster build` alone does not build them.
+pub fn ensure_node_built(layout: &Layout, progress: &Progress) -> Result<()> {
+    ensure(layout, progress, &[&KubernetesNode, &Crictl])
 }
 
 /// Builds only the distribution registry if it is missing (what a test that needs a registry but

@@ -1,7 +1,7 @@
 //! How each component is built and checked: Kubernetes' commands, etcd, kwok and its stages,
 //! and the distribution registry.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::go::{
@@ -72,116 +72,135 @@ impl Component for Kubernetes {
         Ok(lines.join("\n"))
     }
     fn build(&self, layout: &Layout, progress: &Progress) -> Result<()> {
-        let dir_name = self.dir_name();
-        let log = layout.build_log(&dir_name);
-        let staging =
-            staging_version(KUBERNETES_VERSION).ok_or_else(|| DevError::UnexpectedOutput {
-                command: "olm-dev version table".into(),
-                reason: format!("{KUBERNETES_VERSION} is not of the form v1.<minor>.<patch>"),
-            })?;
-
-        let step = Instant::now();
-        progress.say(format!(
-            "  [1/4] download k8s.io/kubernetes@{KUBERNETES_VERSION}"
-        ));
-        let module = download_module(
+        build_kubernetes_commands(
             layout,
             progress,
-            &log,
-            &format!("k8s.io/kubernetes@{KUBERNETES_VERSION}"),
-        )?;
-        let go_mod_path = module.go_mod.as_deref().map(PathBuf::from).ok_or_else(|| {
-            DevError::UnexpectedOutput {
-                command: format!("go mod download -json k8s.io/kubernetes@{KUBERNETES_VERSION}"),
-                reason: "no GoMod field".into(),
-            }
-        })?;
-        let facts = parse_go_mod(&read_text(&go_mod_path)?);
-        if facts.staging_modules.is_empty() {
-            return Err(DevError::UnexpectedOutput {
-                command: format!("read {}", go_mod_path.display()),
-                reason: "k8s.io/kubernetes go.mod lists no ./staging/src replacements".into(),
-            });
-        }
-        let build_date = module
-            .info
-            .as_deref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .and_then(|t| serde_json::from_str::<ModuleInfo>(&t).ok())
-            .and_then(|i| i.time);
-        let commit = module.origin.and_then(|o| o.hash);
-        progress.say(format!(
-            "  [1/4] done in {}: {} staging modules replaced with {staging}",
-            format_duration(step.elapsed()),
-            facts.staging_modules.len()
-        ));
-
-        let src = layout.src_dir(&dir_name);
-        create_dir_all(&src)?;
-        write_text(
-            &src.join("go.mod"),
-            &kubernetes_consumer_go_mod(&facts, KUBERNETES_VERSION, &staging),
-        )?;
-
-        let step = Instant::now();
-        progress.say("  [2/4] resolve dependencies (go get)");
-        let make_get = || {
-            let mut cmd = go_command(layout, &src);
-            cmd.arg("get");
-            cmd.args(
-                K8S_COMMANDS
-                    .iter()
-                    .map(|c| format!("{c}@{KUBERNETES_VERSION}")),
-            );
-            cmd
-        };
-        run_step_with_retry(
-            "go get kubernetes commands",
-            &make_get,
-            &log,
-            progress,
-            false,
-        )?;
-        progress.say(format!(
-            "  [2/4] done in {}",
-            format_duration(step.elapsed())
-        ));
-
-        let step = Instant::now();
-        progress.say("  [3/4] compile kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (cold: 20-40 min on 2 cores)");
-        let bin = layout.k8s_bin_dir();
-        create_dir_all(&bin)?;
-        let ldflags =
-            kubernetes_ldflags(KUBERNETES_VERSION, commit.as_deref(), build_date.as_deref());
-        let out_dir = format!("{}/", bin.display());
-        let make_build = || {
-            let mut cmd = go_command(layout, &src);
-            cmd.args([
-                "build",
-                "-v",
-                "-trimpath",
-                "-ldflags",
-                &ldflags,
-                "-o",
-                &out_dir,
-            ]);
-            cmd.args(K8S_COMMANDS);
-            cmd
-        };
-        run_step_with_retry(
-            "go build kubernetes commands",
-            &make_build,
-            &log,
-            progress,
-            false,
-        )?;
-        progress.say(format!(
-            "  [3/4] done in {}",
-            format_duration(step.elapsed())
-        ));
-        progress.say("  [4/4] check versions");
-        Ok(())
+            &self.dir_name(),
+            &K8S_COMMANDS,
+            &layout.k8s_bin_dir(),
+            "kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (cold: 20-40 min on 2 cores)",
+        )
     }
+}
+
+/// Builds Kubernetes `commands` (Go package paths) into `bin`: downloads k8s.io/kubernetes,
+/// writes the consumer module `src/<dir_name>` replacing every staging module with its published
+/// release, resolves and compiles. `what` names the commands and the expected time in progress.
+pub(super) fn build_kubernetes_commands(
+    layout: &Layout,
+    progress: &Progress,
+    dir_name: &str,
+    commands: &[&str],
+    bin: &Path,
+    what: &str,
+) -> Result<()> {
+    let log = layout.build_log(dir_name);
+    let staging =
+        staging_version(KUBERNETES_VERSION).ok_or_else(|| DevError::UnexpectedOutput {
+            command: "olm-dev version table".into(),
+            reason: format!("{KUBERNETES_VERSION} is not of the form v1.<minor>.<patch>"),
+        })?;
+
+    let step = Instant::now();
+    progress.say(format!(
+        "  [1/4] download k8s.io/kubernetes@{KUBERNETES_VERSION}"
+    ));
+    let module = download_module(
+        layout,
+        progress,
+        &log,
+        &format!("k8s.io/kubernetes@{KUBERNETES_VERSION}"),
+    )?;
+    let go_mod_path = module.go_mod.as_deref().map(PathBuf::from).ok_or_else(|| {
+        DevError::UnexpectedOutput {
+            command: format!("go mod download -json k8s.io/kubernetes@{KUBERNETES_VERSION}"),
+            reason: "no GoMod field".into(),
+        }
+    })?;
+    let facts = parse_go_mod(&read_text(&go_mod_path)?);
+    if facts.staging_modules.is_empty() {
+        return Err(DevError::UnexpectedOutput {
+            command: format!("read {}", go_mod_path.display()),
+            reason: "k8s.io/kubernetes go.mod lists no ./staging/src replacements".into(),
+        });
+    }
+    let build_date = module
+        .info
+        .as_deref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| serde_json::from_str::<ModuleInfo>(&t).ok())
+        .and_then(|i| i.time);
+    let commit = module.origin.and_then(|o| o.hash);
+    progress.say(format!(
+        "  [1/4] done in {}: {} staging modules replaced with {staging}",
+        format_duration(step.elapsed()),
+        facts.staging_modules.len()
+    ));
+
+    let src = layout.src_dir(dir_name);
+    create_dir_all(&src)?;
+    write_text(
+        &src.join("go.mod"),
+        &kubernetes_consumer_go_mod(&facts, KUBERNETES_VERSION, &staging),
+    )?;
+
+    let step = Instant::now();
+    progress.say("  [2/4] resolve dependencies (go get)");
+    let make_get = || {
+        let mut cmd = go_command(layout, &src);
+        cmd.arg("get");
+        cmd.args(
+            commands
+                .iter()
+                .map(|c| format!("{c}@{KUBERNETES_VERSION}")),
+        );
+        cmd
+    };
+    run_step_with_retry(
+        "go get kubernetes commands",
+        &make_get,
+        &log,
+        progress,
+        false,
+    )?;
+    progress.say(format!(
+        "  [2/4] done in {}",
+        format_duration(step.elapsed())
+    ));
+
+    let step = Instant::now();
+    progress.say(format!("  [3/4] compile {what}"));
+    create_dir_all(bin)?;
+    let ldflags =
+        kubernetes_ldflags(KUBERNETES_VERSION, commit.as_deref(), build_date.as_deref());
+    let out_dir = format!("{}/", bin.display());
+    let make_build = || {
+        let mut cmd = go_command(layout, &src);
+        cmd.args([
+            "build",
+            "-v",
+            "-trimpath",
+            "-ldflags",
+            &ldflags,
+            "-o",
+            &out_dir,
+        ]);
+        cmd.args(commands);
+        cmd
+    };
+    run_step_with_retry(
+        "go build kubernetes commands",
+        &make_build,
+        &log,
+        progress,
+        false,
+    )?;
+    progress.say(format!(
+        "  [3/4] done in {}",
+        format_duration(step.elapsed())
+    ));
+    progress.say("  [4/4] check versions");
+    Ok(())
 }
 
 pub(super) struct Etcd;
@@ -324,21 +343,8 @@ impl Component for Kwok {
             "  [1/2] go install sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"
         ));
         // kwok's go.mod has no replace directives, so a plain `go install pkg@version` works.
-        let neutral = layout.cache_dir.join("src");
-        create_dir_all(&neutral)?;
-        let make_install = || {
-            let mut cmd = go_command(layout, &neutral);
-            cmd.env("GOBIN", &bin).args([
-                "install",
-                "-v",
-                "-trimpath",
-                "-ldflags",
-                "-s -w",
-                &format!("sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"),
-            ]);
-            cmd
-        };
-        run_step_with_retry("go install kwok", &make_install, &log, progress, false)?;
+        let package = format!("sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}");
+        go_install(layout, progress, &log, &bin, "-s -w", &package)?;
         progress.say(format!(
             "  [1/2] done in {}",
             format_duration(step.elapsed())
@@ -409,25 +415,42 @@ impl Component for Registry {
         let ldflags = format!(
             "-s -w -X {REGISTRY_MODULE}/version.version={REGISTRY_VERSION} -X {REGISTRY_MODULE}/version.mainpkg={REGISTRY_MODULE}"
         );
-        let neutral = layout.cache_dir.join("src");
-        create_dir_all(&neutral)?;
-        let make_install = || {
-            let mut cmd = go_command(layout, &neutral);
-            cmd.env("GOBIN", &bin).args([
-                "install",
-                "-v",
-                "-trimpath",
-                "-ldflags",
-                &ldflags,
-                &format!("{REGISTRY_MODULE}/cmd/registry@{REGISTRY_VERSION}"),
-            ]);
-            cmd
-        };
-        run_step_with_retry("go install registry", &make_install, &log, progress, false)?;
+        let package = format!("{REGISTRY_MODULE}/cmd/registry@{REGISTRY_VERSION}");
+        go_install(layout, progress, &log, &bin, &ldflags, &package)?;
         progress.say(format!(
             "  [1/1] done in {}",
             format_duration(step.elapsed())
         ));
         Ok(())
     }
+}
+
+/// `go install -ldflags <ldflags> <package@version>` into `bin`, from the cache's neutral `src/`
+/// directory: for commands whose module has no replace directives.
+pub(super) fn go_install(
+    layout: &Layout,
+    progress: &Progress,
+    log: &Path,
+    bin: &Path,
+    ldflags: &str,
+    package_at_version: &str,
+) -> Result<()> {
+    let neutral = layout.cache_dir.join("src");
+    create_dir_all(&neutral)?;
+    let make_install = || {
+        let mut cmd = go_command(layout, &neutral);
+        cmd.env("GOBIN", bin).args([
+            "install",
+            "-v",
+            "-trimpath",
+            "-ldflags",
+            ldflags,
+            package_at_version,
+        ]);
+        cmd
+    };
+    let name = package_at_version.rsplit('/').next().unwrap_or(package_at_version);
+    let name = name.split('@').next().unwrap_or(name);
+    run_step_with_retry(&format!("go install {name}"), &make_install, log, progress, false)?;
+    Ok(())
 }

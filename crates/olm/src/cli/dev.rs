@@ -15,6 +15,9 @@ Environment:
                       etcd +379/+380, API server +443, controller-manager +257, scheduler +259,
                       kwok +247; `olm dev up` adds catalog gRPC +550, catalog HTTP +580,
                       controllers admin +581, package server +543, OCI registry +500.
+                      With --real-node: kubelet +250 (on the node IP), kubelet healthz +248,
+                      kube-proxy healthz +256 and metrics +249; bridge olm<base>.
+  OLM_DEV_NODE_IP     the real node's IP (default: the default route's interface address)
                       The test suite uses its own environment (olm-dev-test, base 29000).";
 
 #[derive(Debug, Args)]
@@ -36,6 +39,10 @@ enum DevCommand {
         /// (default: ./catalogs/community, else the source tree's).
         #[arg(long, value_name = "DIR")]
         catalog: Option<std::path::PathBuf>,
+        /// Also run one real kubelet node (containerd, kubelet, kube-proxy; needs root) next to
+        /// the kwok node; see `olm dev cluster up --help`.
+        #[arg(long)]
+        real_node: bool,
     },
     /// Stop everything `olm dev up` started: the OLM host processes, the registry, then the
     /// control plane (the APIService is removed first so namespace deletion never hangs).
@@ -70,7 +77,18 @@ enum ClusterCommand {
     Build,
     /// Build the binaries if needed (once), then start the control plane and wait until it is
     /// ready. Does nothing if it already runs and is healthy.
-    Up,
+    Up {
+        /// Also run one real kubelet node, olm-dev-real-node, that runs real containers:
+        /// containerd, runc and the CNI plugins (Debian packages, installed when missing),
+        /// kubelet and kube-proxy (built like the control plane). Needs root. The node is tainted
+        /// olm.dev/real-node=true:NoSchedule and labelled olm.dev/node=real: a pod runs there
+        /// only with a toleration for the taint (and the node selector to run nowhere else);
+        /// everything else stays on the kwok node. Pods pull from OLM_DEV_REGISTRY over plain
+        /// HTTP. The node stays on later `up`s until `down`, which removes its bridge, iptables
+        /// chains and mounts.
+        #[arg(long)]
+        real_node: bool,
+    },
     /// Stop the processes `up` started (by recorded pid).
     Down {
         /// Also delete etcd data, certificates, logs and the kubeconfig.
@@ -86,7 +104,7 @@ enum ClusterCommand {
 pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let command = match args.command {
         DevCommand::Cluster(command) => command,
-        DevCommand::Up { catalog } => return super::dev_up::up(catalog.as_deref()),
+        DevCommand::Up { catalog, real_node } => return super::dev_up::up(catalog.as_deref(), real_node),
         DevCommand::Down { purge } => return super::dev_up::down(purge),
         DevCommand::Status => return super::dev_up::status(),
         DevCommand::Env => return super::dev_up::env(),
@@ -113,9 +131,10 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        ClusterCommand::Up => {
+        ClusterCommand::Up { real_node } => {
             let progress = Progress::new();
-            let report = olm_dev::up(&layout, &progress).context("olm dev cluster up")?;
+            let options = olm_dev::UpOptions { real_node };
+            let report = olm_dev::up_with(&layout, &progress, options).context("olm dev cluster up")?;
             if report.already_running {
                 println!(
                     "control plane already running (checked in {})",
@@ -143,6 +162,13 @@ pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
                     .map(|(c, pid)| format!("{} (pid {pid})", c.name()))
                     .collect();
                 println!("stopped {}", names.join(", "));
+            }
+            if !report.node_stopped.is_empty() {
+                let names: Vec<String> = report.node_stopped.iter().map(|(name, pid)| format!("{name} (pid {pid})")).collect();
+                println!("stopped the real node: {}", names.join(", "));
+            }
+            for what in &report.node_removed {
+                println!("removed {what}");
             }
             for (component, pid) in &report.stale {
                 println!(

@@ -332,12 +332,12 @@ fn ensure_running(layout: &Layout, process: HostProcess, args: &[String], progre
 }
 
 /// `olm dev up`.
-pub fn up(catalog: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub fn up(catalog: Option<&Path>, real_node: bool) -> anyhow::Result<ExitCode> {
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
     let progress = Progress::new();
     let catalog = catalog_dir(catalog)?;
     progress.say("starting the local control plane (the first run builds Kubernetes from source: several minutes)");
-    let report = olm_dev::up(&layout, &progress).context("starting the local control plane")?;
+    let report = olm_dev::up_with(&layout, &progress, olm_dev::UpOptions { real_node }).context("starting the local control plane")?;
     if !report.already_running {
         progress.say(format!("control plane ready in {}", format_duration(report.start_elapsed)));
     }
@@ -437,6 +437,13 @@ pub fn down(purge: bool) -> anyhow::Result<ExitCode> {
     if !report.stopped.is_empty() {
         let names: Vec<String> = report.stopped.iter().map(|(c, pid)| format!("{} (pid {pid})", c.name())).collect();
         println!("stopped {}", names.join(", "));
+    }
+    if !report.node_stopped.is_empty() {
+        let names: Vec<String> = report.node_stopped.iter().map(|(name, pid)| format!("{name} (pid {pid})")).collect();
+        println!("stopped the real node: {}", names.join(", "));
+    }
+    for what in &report.node_removed {
+        println!("removed {what}");
     }
     if purge {
         let dir = olm_dir(&layout);

@@ -1,0 +1,295 @@
+//! `olm dev up --real-node` (#19): one real kubelet node next to the kwok node, running real
+//! containers. On a throwaway environment (temporary state directory, a free port base from
+//! 31800, or `OLM_TEST_PORT_BASE`):
+//!
+//! - a tiny HTTP server (C, `gcc -static`) is built here, wrapped as a one-layer image and
+//!   pushed to the environment's registry (OLM_DEV_REGISTRY, plain HTTP);
+//! - a Deployment that tolerates the real node's taint and selects it runs that image: its pod
+//!   is Running and Ready (an HTTP readiness probe) on olm-dev-real-node, and `kubectl logs`
+//!   reaches the kubelet; a pod without the toleration goes to the kwok node;
+//! - `olm dev status` lists containerd, kubelet and kube-proxy and the real node;
+//! - `olm dev down --purge` leaves no containerd, kubelet or kube-proxy process, no bridge and
+//!   no mount behind.
+//!
+//! Needs root (containerd, kubelet, a bridge, iptables): skipped with a message otherwise.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use olm_e2e::dev_env::{DevEnvironment, process_alive};
+
+const SERVER_C: &str = r#"
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+static void bye(int sig) { (void)sig; _exit(0); }
+
+int main(void) {
+    /* PID 1 of a container ignores SIGTERM unless it handles it. */
+    signal(SIGTERM, bye);
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(8080);
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 16)) { perror("listen"); return 1; }
+    printf("hello-real listening on :8080\n");
+    fflush(stdout);
+    for (;;) {
+        int c = accept(s, 0, 0);
+        if (c < 0) continue;
+        char buf[1024];
+        (void)read(c, buf, sizeof buf);
+        const char *r = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from a real node\n";
+        (void)write(c, r, strlen(r));
+        close(c);
+    }
+}
+"#;
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// kubectl of the environment's cache against its kubeconfig.
+fn kubectl(env: &DevEnvironment, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write as _;
+    let cluster_env = env.olm(&["dev", "cluster", "env"]);
+    let lines = String::from_utf8_lossy(&cluster_env.stdout).into_owned();
+    let value = |name: &str| {
+        lines
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .unwrap_or_else(|| panic!("olm dev cluster env sets {name}:\n{lines}"))
+            .trim_matches('\'')
+            .to_owned()
+    };
+    let kubeconfig = value("KUBECONFIG");
+    let bin = value("PATH").split(':').next().unwrap_or_default().trim_matches('\'').to_owned();
+    let mut child = Command::new(Path::new(&bin).join("kubectl"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    if let Some(input) = stdin {
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("kubectl finishes")
+}
+
+fn kubectl_ok(env: &DevEnvironment, args: &[&str], stdin: Option<&str>) -> String {
+    let out = kubectl(env, args, stdin);
+    assert!(out.status.success(), "kubectl {}: {}", args.join(" "), text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Compiles the server and pushes it as a one-layer image; returns `registry/repo@digest`.
+fn build_and_push_server(work: &Path, registry: &str) -> String {
+    let source = work.join("server.c");
+    let binary = work.join("server");
+    std::fs::write(&source, SERVER_C).expect("write server.c");
+    let gcc = Command::new("gcc").args(["-Os", "-static", "-o"]).arg(&binary).arg(&source).output().expect("gcc runs");
+    assert!(gcc.status.success(), "gcc -static server.c: {}", text(&gcc));
+    let content = std::fs::read(&binary).expect("read the server binary");
+
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_ustar();
+    header.set_size(content.len() as u64);
+    header.set_mode(0o755);
+    header.set_entry_type(tar::EntryType::Regular);
+    builder.append_data(&mut header, "server", content.as_slice()).expect("tar the server");
+    let layer = builder.into_inner().expect("tar");
+
+    // reqwest (under oci-client) is built without a crypto provider: use ring's, as kube does.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+        let oci = oci_client::Client::new(ClientConfig { protocol: ClientProtocol::Http, ..Default::default() });
+        let reference: oci_client::Reference = format!("{registry}/e2e/hello-real:v1").parse().expect("reference");
+        // An uncompressed layer: its digest is also its diff_id, which containerd checks on unpack.
+        let layers = [ImageLayer::oci_v1(layer, None)];
+        let diff_id = layers[0].sha256_digest();
+        let config = serde_json::json!({
+            "architecture": "amd64", "os": "linux",
+            "config": {"Entrypoint": ["/server"], "ExposedPorts": {"8080/tcp": {}}},
+            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        });
+        let config = Config::oci_v1(serde_json::to_vec(&config).expect("config"), None);
+        let manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, None);
+        let anonymous = oci_client::secrets::RegistryAuth::Anonymous;
+        oci.push(&reference, &layers, config, &anonymous, Some(manifest)).await.expect("push the server image");
+        let digest = oci.fetch_manifest_digest(&reference, &anonymous).await.expect("digest");
+        format!("{registry}/e2e/hello-real@{digest}")
+    })
+}
+
+fn deployment(image: &str) -> String {
+    format!(
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: hello-real
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {{app: hello-real}}
+  template:
+    metadata:
+      labels: {{app: hello-real}}
+    spec:
+      nodeSelector:
+        {label}: {value}
+      tolerations:
+      - key: {taint}
+        operator: Exists
+        effect: NoSchedule
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: hello
+        image: {image}
+        ports:
+        - containerPort: 8080
+        readinessProbe:
+          httpGet: {{path: /, port: 8080}}
+          periodSeconds: 1
+        resources:
+          limits: {{cpu: 100m, memory: 16Mi}}
+"#,
+        label = "olm.dev/node",
+        value = "real",
+        taint = "olm.dev/real-node",
+    )
+}
+
+const STAYS_ON_KWOK: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: no-toleration
+  namespace: default
+spec:
+  containers:
+  - name: c
+    image: example.invalid/cannot-exist:v1
+"#;
+
+/// Polls `check` until it returns `Some`, or panics with the last observation.
+fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let begin = Instant::now();
+    loop {
+        match check() {
+            Ok(value) => return value,
+            Err(last) if begin.elapsed() > timeout => panic!("timed out after {timeout:?} waiting for {what}: {last}"),
+            Err(_) => std::thread::sleep(Duration::from_secs(1)),
+        }
+    }
+}
+
+#[test]
+fn a_real_pod_runs_on_the_real_node() {
+    if !running_as_root() {
+        eprintln!("SKIPPED real_node: `olm dev up --real-node` needs root (containerd, kubelet, a bridge, iptables); run the suite as root");
+        return;
+    }
+    let first_base = std::env::var("OLM_TEST_PORT_BASE").ok().and_then(|b| b.parse().ok()).unwrap_or(31800);
+    let mut env = DevEnvironment::new(first_base);
+    let total = Instant::now();
+    let up = env.olm(&["dev", "up", "--real-node"]);
+    assert!(up.status.success(), "olm dev up --real-node failed:\n{}", text(&up));
+    eprintln!("olm dev up --real-node: {:?}", total.elapsed());
+
+    let status = env.olm(&["dev", "status"]);
+    let status_text = text(&status);
+    for needed in ["containerd", "kubelet", "kube-proxy", "node olm-dev-real-node (real): Ready"] {
+        assert!(status_text.contains(needed), "olm dev status shows {needed}:\n{status_text}");
+    }
+    let nodes = kubectl_ok(&env, &["get", "nodes", "-o", "wide"], None);
+    eprintln!("{nodes}");
+    assert!(nodes.lines().any(|l| l.starts_with("olm-dev-real-node") && l.contains(" Ready ") && l.contains("containerd://")), "{nodes}");
+
+    let registry = format!("127.0.0.1:{}", env.base + 500);
+    let work = tempfile::tempdir().expect("work directory");
+    let image = build_and_push_server(work.path(), &registry);
+    kubectl_ok(&env, &["apply", "-f", "-"], Some(&deployment(&image)));
+    kubectl_ok(&env, &["apply", "-f", "-"], Some(STAYS_ON_KWOK));
+
+    let started = Instant::now();
+    let pod = wait_for("the hello-real pod to be Running and Ready", Duration::from_secs(180), || {
+        let out = kubectl(
+            &env,
+            &["get", "pods", "-n", "default", "-l", "app=hello-real", "-o",
+              "jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.spec.nodeName} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}"],
+            None,
+        );
+        let listing = text(&out);
+        listing
+            .lines()
+            .find(|l| l.ends_with(" Running olm-dev-real-node True"))
+            .map(|l| l.split(' ').next().unwrap_or_default().to_owned())
+            .ok_or(listing)
+    });
+    eprintln!("pod {pod} Running and Ready on the real node {:?} after the Deployment was applied", started.elapsed());
+    let wide = kubectl_ok(&env, &["get", "pod", "-n", "default", &pod, "-o", "wide"], None);
+    eprintln!("{wide}");
+    assert!(wide.contains("olm-dev-real-node") && wide.contains("10.88."), "{wide}");
+    let logs = kubectl_ok(&env, &["logs", "-n", "default", &pod], None);
+    assert!(logs.contains("hello-real listening on :8080"), "kubectl logs reaches the kubelet: {logs}");
+
+    let kwok_node = wait_for("the pod without toleration to be scheduled", Duration::from_secs(60), || {
+        let node = kubectl_ok(&env, &["get", "pod", "-n", "default", "no-toleration", "-o", "jsonpath={.spec.nodeName}"], None);
+        if node.is_empty() { Err("not scheduled yet".to_owned()) } else { Ok(node) }
+    });
+    assert_eq!(kwok_node, "kwok-node-0", "a pod that does not opt in stays on the kwok node");
+
+    let pids = env.recorded_pids();
+    let node_pids: Vec<(String, u32)> = pids
+        .into_iter()
+        .filter(|(name, _)| ["containerd.pid", "kubelet.pid", "kube-proxy.pid"].contains(&name.as_str()))
+        .collect();
+    assert_eq!(node_pids.len(), 3, "containerd, kubelet and kube-proxy are recorded: {node_pids:?}");
+    let bridge = format!("olm{}", env.base);
+    let state_dir = env.state_dir().to_path_buf();
+
+    let down = env.down();
+    assert!(down.status.success(), "olm dev down --purge: {}", text(&down));
+    for (name, pid) in &node_pids {
+        assert!(!process_alive(*pid), "{name} (pid {pid}) still runs after olm dev down --purge");
+    }
+    let link = Command::new("ip").args(["link", "show", &bridge]).output().expect("ip runs");
+    assert!(!link.status.success(), "bridge {bridge} is gone: {}", text(&link));
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let state = state_dir.display().to_string();
+    assert!(!mounts.contains(&state), "no mount under {state} is left:\n{mounts}");
+    let shims = Command::new("pgrep").args(["-f", &format!("containerd-shim.*{state}")]).output().expect("pgrep runs");
+    assert!(String::from_utf8_lossy(&shims.stdout).trim().is_empty(), "no containerd shim of the environment is left");
+    let nat = Command::new("iptables-save").args(["-t", "nat"]).output().expect("iptables-save runs");
+    let cni_network = format!("name: \\\"olm-dev-{}\\\"", env.base);
+    assert!(!String::from_utf8_lossy(&nat.stdout).contains(&cni_network), "no NAT rule of CNI network olm-dev-{} is left", env.base);
+    let kubelet_elsewhere = Command::new("pgrep").args(["-x", "kubelet"]).output().is_ok_and(|o| o.status.success());
+    if !kubelet_elsewhere {
+        let filter = Command::new("iptables-save").output().expect("iptables-save runs");
+        let rules = String::from_utf8_lossy(&filter.stdout);
+        assert!(!rules.contains("KUBE-"), "kubelet's and kube-proxy's chains are gone:\n{rules}");
+    }
+    eprintln!("real node test: {:?} in all", total.elapsed());
+}
+
+fn running_as_root() -> bool {
+    // Without a libc binding in this crate: /proc/self/status's effective uid.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .unwrap_or(false)
+}
