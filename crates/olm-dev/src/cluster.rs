@@ -2,12 +2,12 @@
 //! components in order, the fake node) and taking it down.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::builder;
 use crate::component::Component;
 use crate::error::{DevError, Result};
+pub use crate::kubeconfig::kubectl;
 use crate::kubeconfig::write_kubeconfig;
 use crate::layout::{Layout, NODE_NAME, create_dir_all};
 use crate::node::{self, RealNodeStatus};
@@ -17,7 +17,7 @@ use crate::process::{
     ProcessState, Started, check_ports, lock_state, probe_component, process_runs, read_pid, start,
     stop_pid, wait_healthy,
 };
-use crate::run::{Progress, describe, format_duration, tail_file};
+use crate::run::{Progress, format_duration, tail_file};
 
 #[derive(Debug, Clone)]
 pub struct ComponentStatus {
@@ -198,46 +198,6 @@ pub fn status(layout: &Layout) -> Result<ClusterStatus> {
         apiserver_url: layout.apiserver_url(),
         real_node: node::node_status(layout, api_healthy),
     })
-}
-
-/// Runs the built kubectl against the local cluster; returns stdout, or stderr as the error.
-pub fn kubectl(
-    layout: &Layout,
-    args: &[&str],
-    stdin: Option<&str>,
-) -> std::result::Result<String, String> {
-    use std::io::Write;
-    let mut cmd = Command::new(layout.kubectl());
-    cmd.arg(format!("--kubeconfig={}", layout.kubeconfig().display()))
-        .arg("--request-timeout=15s")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    let command = describe(&cmd);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run `{command}`: {e}"))?;
-    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        pipe.write_all(input.as_bytes())
-            .map_err(|e| format!("cannot write to `{command}`: {e}"))?;
-    }
-    let output = child
-        .wait_with_output()
-        .map_err(|e| format!("`{command}` failed: {e}"))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(format!(
-            "`{command}` exited with {}: {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
 }
 
 struct NodeState {

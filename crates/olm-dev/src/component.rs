@@ -107,7 +107,7 @@ impl Component {
                 "--auto-compaction-retention=1".into(),
                 "--quota-backend-bytes=4294967296".into(),
             ],
-            Component::ApiServer => crate::node::apiserver_args(layout, vec![
+            Component::ApiServer => crate::node::apiserver::apiserver_args(layout, vec![
                 format!("--etcd-servers=http://127.0.0.1:{}", p.etcd_client),
                 "--bind-address=127.0.0.1".into(),
                 format!("--secure-port={}", p.apiserver),

@@ -1,11 +1,13 @@
 //! Pointing clients at the local cluster: the admin kubeconfig and the shell environment.
 
+use std::process::{Command, Stdio};
+
 use base64::Engine as _;
 
 use crate::error::{DevError, Result};
 use crate::layout::{Layout, write_private};
 use crate::pki;
-use crate::run::shell_quote;
+use crate::run::{describe, shell_quote};
 
 /// The admin kubeconfig, with the certificates embedded so the file works when copied.
 fn kubeconfig_yaml(layout: &Layout) -> Result<String> {
@@ -55,6 +57,46 @@ pub fn env_lines(layout: &Layout) -> String {
         shell_quote(&layout.kubeconfig().display().to_string()),
         shell_quote(&layout.k8s_bin_dir().display().to_string()),
     )
+}
+
+/// Runs the built kubectl against the local cluster; returns stdout, or stderr as the error.
+pub fn kubectl(
+    layout: &Layout,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> std::result::Result<String, String> {
+    use std::io::Write;
+    let mut cmd = Command::new(layout.kubectl());
+    cmd.arg(format!("--kubeconfig={}", layout.kubeconfig().display()))
+        .arg("--request-timeout=15s")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    let command = describe(&cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(input.as_bytes())
+            .map_err(|e| format!("cannot write to `{command}`: {e}"))?;
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("`{command}` failed: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`{command}` exited with {}: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
 }
 
 #[cfg(test)]

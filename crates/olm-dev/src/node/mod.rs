@@ -10,6 +10,7 @@
 //! taint and the node selector; everything else (operators whose images cannot exist here) stays
 //! on kwok. See docs/real-node.md.
 
+pub(crate) mod apiserver;
 mod config;
 mod host;
 mod pause;
@@ -20,7 +21,7 @@ use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::cluster::kubectl;
+use crate::kubeconfig::kubectl;
 use crate::error::{DevError, Result};
 use crate::layout::{Layout, create_dir_all, write_private};
 use crate::pki::CertificateAuthority;
@@ -29,6 +30,8 @@ use crate::process::{
 };
 use crate::run::{Progress, format_duration};
 use paths::{NodeNetwork, NodePaths};
+
+pub(crate) use apiserver::real_node_ip;
 
 /// The real node's name.
 pub const REAL_NODE_NAME: &str = "olm-dev-real-node";
@@ -101,42 +104,6 @@ impl NodeProcess {
             NodeProcess::KubeProxy => http(net.kube_proxy_healthz_port),
         }
     }
-}
-
-/// Whether this environment has a real node, and its IP (what the API server advertises).
-pub(crate) fn real_node_ip(layout: &Layout) -> Option<Ipv4Addr> {
-    std::fs::read_to_string(NodePaths::new(layout).node_ip_file())
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// The API server's arguments, changed for an environment with a real node: it listens on
-/// every address and advertises the node IP (pods reach it through the `kubernetes` Service,
-/// whose endpoint the lease reconciler then keeps), reaches kubelets on their InternalIP with
-/// the admin client certificate, and honours namespace-level node selectors and default
-/// tolerations (how a namespace's pods are sent to the real node without changing them).
-pub(crate) fn apiserver_args(layout: &Layout, mut args: Vec<String>) -> Vec<String> {
-    let Some(ip) = real_node_ip(layout) else {
-        return args;
-    };
-    args.retain(|a| a != "--endpoint-reconciler-type=none");
-    for arg in &mut args {
-        if arg == "--bind-address=127.0.0.1" {
-            *arg = "--bind-address=0.0.0.0".into();
-        } else if arg == "--advertise-address=127.0.0.1" {
-            *arg = format!("--advertise-address={ip}");
-        }
-    }
-    let pki = |f: &str| layout.pki_file(f).display().to_string();
-    args.extend([
-        "--kubelet-preferred-address-types=InternalIP".into(),
-        format!("--kubelet-client-certificate={}", pki("admin.crt")),
-        format!("--kubelet-client-key={}", pki("admin.key")),
-        "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction".into(),
-    ]);
-    args
 }
 
 /// Everything a real node needs before the control plane starts: root, the Debian packages,
