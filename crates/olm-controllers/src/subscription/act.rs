@@ -209,16 +209,10 @@ async fn write_lookup_plan(
         tracing::warn!(plan = %name, sub = %facts.sub.name_any(), "cannot write the bundle lookups of the InstallPlan: {err}");
         return Ok(None);
     }
-    let mut view = plan_view(&object);
-    view.phase = status.phase;
-    view.message = status.message.clone();
-    view.awaits_content = true;
-    view.failed_reason = status
-        .conditions
-        .iter()
-        .flatten()
-        .find_map(|c| c.reason.as_ref().map(|r| r.as_str().to_owned()));
-    Ok(Some(view))
+    // The view of the plan as just written.
+    let mut written = object;
+    written.status = Some(status);
+    Ok(Some(plan_view(&written)))
 }
 
 /// Write the ConfigMaps holding the plan's large step content, owned by the plan. Server-side

@@ -401,13 +401,19 @@ mod tests {
         assert!(message.contains("ns/nope") && message.contains("olm/community"), "{message}");
     }
 
+    /// The catalog `olm/community` of these FBC documents.
+    fn community<const N: usize>(docs: [serde_json::Value; N]) -> Arc<CatalogContent> {
+        let docs = docs.into_iter().map(|value| olm_catalog::Document { value, source: None }).collect();
+        Arc::new(CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"))
+    }
+
     #[test]
     fn a_subscription_below_its_channel_head_is_told_why() {
         let bundle = |name: &str, version: &str| {
             json!({"schema": "olm.bundle", "name": name, "package": "etcd", "image": format!("r/{name}"),
                    "properties": [{"type": "olm.package", "value": {"packageName": "etcd", "version": version}}]})
         };
-        let docs: Vec<olm_catalog::Document> = [
+        let content = community([
             json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "stable"}),
             json!({"schema": "olm.channel", "package": "etcd", "name": "stable",
                    "entries": [{"name": "etcd.v2"}, {"name": "etcd.v3", "replaces": "etcd.v2"}]}),
@@ -415,13 +421,7 @@ mod tests {
             bundle("etcd.v1", "1.0.0"),
             bundle("etcd.v2", "2.0.0"),
             bundle("etcd.v3", "3.0.0"),
-        ]
-        .into_iter()
-        .map(|value| olm_catalog::Document { value, source: None })
-        .collect();
-        let content = Arc::new(
-            CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"),
-        );
+        ]);
         let s = sub("etcd", "etcd", Some("etcd.v1"));
         assert_eq!(behind_head(Some(&content), [&content], &s, "etcd.v3"), None, "at the head");
         let (reason, message) = behind_head(Some(&content), [&content], &s, "etcd.v1").expect("behind");
@@ -437,21 +437,15 @@ mod tests {
             json!({"type": "olm.package.required", "value": {"packageName": "cert-manager", "versionRange": ">=1.14.0"}}),
             json!({"type": "olm.gvk.required", "value": {"group": "argoproj.io", "kind": "Application", "version": "v1alpha1"}}),
         ]);
-        let docs: Vec<olm_catalog::Document> = [
+        let needy = community([
             json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "stable"}),
             json!({"schema": "olm.channel", "package": "etcd", "name": "stable",
                    "entries": [{"name": "etcd.v2"}, {"name": "etcd.v3", "replaces": "etcd.v2"}]}),
             bundle("etcd.v2", "2.0.0"),
             v3,
-        ]
-        .into_iter()
-        .map(|value| olm_catalog::Document { value, source: None })
-        .collect();
-        let needy = Arc::new(
-            CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"),
-        );
+        ]);
         // The only upgrade from etcd.v1 is skipped by the head, which does not upgrade from v1.
-        let docs: Vec<olm_catalog::Document> = [
+        let withdrawn = community([
             json!({"schema": "olm.package", "name": "etcd", "defaultChannel": "stable"}),
             json!({"schema": "olm.channel", "package": "etcd", "name": "stable", "entries": [
                 {"name": "etcd.v1"}, {"name": "etcd.v2", "replaces": "etcd.v1"},
@@ -459,13 +453,7 @@ mod tests {
             bundle("etcd.v1", "1.0.0"),
             bundle("etcd.v2", "2.0.0"),
             bundle("etcd.v3", "3.0.0"),
-        ]
-        .into_iter()
-        .map(|value| olm_catalog::Document { value, source: None })
-        .collect();
-        let withdrawn = Arc::new(
-            CatalogContent::from_documents(CatalogKey::new("community", "olm"), 0, docs, None, Default::default()).expect("content"),
-        );
+        ]);
         let (reason, message) = behind_head(Some(&withdrawn), [&withdrawn], &s, "etcd.v1").expect("behind");
         assert_eq!(reason, "UpgradeSkipped");
         assert!(message.contains("(etcd.v2) are skipped by other entries") && message.contains("startingCSV: etcd.v3"), "{message}");
