@@ -3,11 +3,20 @@
 #   docker build -t ghcr.io/olm-rs/olm:latest .
 # One image runs every component (see manifests/): `olm run`, `olm packageserver`,
 # `olm catalog serve --catalog community=/catalogs/community`.
+#
+# Where the public base images cannot be pulled, substitute equivalents with build arguments
+# (`olm dev image build` does this with images it makes from Debian packages and the local
+# Rust toolchain; see docs/real-node.md):
+#   buildah bud --build-arg BUILD_IMAGE=... --build-arg RUNTIME_IMAGE=... .
+# BUILD_IMAGE needs cargo/rustc (>= rust-version), a C compiler and make, CARGO_HOME=/usr/local/cargo;
+# RUNTIME_IMAGE needs glibc, libgcc_s and CA certificates.
+ARG BUILD_IMAGE=docker.io/library/rust:1-bookworm
+ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
 # --- build ---------------------------------------------------------------------------------
 # rust-version in Cargo.toml is 1.89 (edition 2024); protobuf descriptors are compiled in Rust
 # (protox), so no protoc is needed.
-FROM docker.io/library/rust:1-bookworm AS build
+FROM ${BUILD_IMAGE} AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates ./crates
@@ -24,7 +33,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 # --- runtime -------------------------------------------------------------------------------
 # distroless/cc: glibc + libgcc + CA certificates, no shell, user 65532 "nonroot".
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM ${RUNTIME_IMAGE}
 COPY --from=build /out/olm /usr/local/bin/olm
 COPY catalogs /catalogs
 USER 65532:65532

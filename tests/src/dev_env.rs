@@ -4,7 +4,7 @@
 //! always stopped and purged (`olm dev down --purge`) by its guard.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// Port offsets `olm dev` uses from its base (see `olm dev --help`).
 const OFFSETS: [u16; 11] = [379, 380, 443, 257, 259, 247, 550, 580, 581, 543, 500];
@@ -88,4 +88,43 @@ impl Drop for DevEnvironment {
             }
         }
     }
+}
+
+/// kubectl of the environment's cache against its kubeconfig.
+pub fn kubectl(env: &DevEnvironment, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write as _;
+    let cluster_env = env.olm(&["dev", "cluster", "env"]);
+    let lines = String::from_utf8_lossy(&cluster_env.stdout).into_owned();
+    let value = |name: &str| {
+        lines
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .unwrap_or_else(|| panic!("olm dev cluster env sets {name}:\n{lines}"))
+            .trim_matches('\'')
+            .to_owned()
+    };
+    let kubeconfig = value("KUBECONFIG");
+    let bin = value("PATH").split(':').next().unwrap_or_default().trim_matches('\'').to_owned();
+    let mut child = Command::new(Path::new(&bin).join("kubectl"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    if let Some(input) = stdin {
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("kubectl finishes")
+}
+
+/// Whether this process runs as root (the real node and the image builder need it).
+pub fn running_as_root() -> bool {
+    // Without a libc binding in this crate: /proc/self/status's effective uid.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .unwrap_or(false)
 }

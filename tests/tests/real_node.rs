@@ -7,7 +7,9 @@
 //! - a Deployment that tolerates the real node's taint and selects it runs that image: its pod
 //!   is Running and Ready (an HTTP readiness probe) on olm-dev-real-node, and `kubectl logs`
 //!   reaches the kubelet; a pod without the toleration goes to the kwok node;
-//! - `olm dev status` lists containerd, kubelet and kube-proxy and the real node;
+//! - a small operator (the same server) is installed from a bundle image through a Subscription
+//!   whose `config` sends it to the real node: its pod runs there and its CSV Succeeds;
+//! - `olm dev status` lists containerd, kubelet, kube-proxy and CoreDNS and the real node;
 //! - `olm dev down --purge` leaves no containerd, kubelet or kube-proxy process, no bridge and
 //!   no mount behind.
 //!
@@ -17,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use olm_e2e::dev_env::{DevEnvironment, process_alive};
+use olm_e2e::dev_env::{DevEnvironment, kubectl, process_alive, running_as_root};
 
 const SERVER_C: &str = r#"
 #include <signal.h>
@@ -56,36 +58,6 @@ int main(void) {
 
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// kubectl of the environment's cache against its kubeconfig.
-fn kubectl(env: &DevEnvironment, args: &[&str], stdin: Option<&str>) -> Output {
-    use std::io::Write as _;
-    let cluster_env = env.olm(&["dev", "cluster", "env"]);
-    let lines = String::from_utf8_lossy(&cluster_env.stdout).into_owned();
-    let value = |name: &str| {
-        lines
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
-            .unwrap_or_else(|| panic!("olm dev cluster env sets {name}:\n{lines}"))
-            .trim_matches('\'')
-            .to_owned()
-    };
-    let kubeconfig = value("KUBECONFIG");
-    let bin = value("PATH").split(':').next().unwrap_or_default().trim_matches('\'').to_owned();
-    let mut child = Command::new(Path::new(&bin).join("kubectl"))
-        .args(args)
-        .env("KUBECONFIG", kubeconfig)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write");
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("kubectl finishes")
 }
 
 fn kubectl_ok(env: &DevEnvironment, args: &[&str], stdin: Option<&str>) -> String {
@@ -174,6 +146,119 @@ spec:
     )
 }
 
+/// The hello server as an operator: a bundle (CSV with one Deployment running `image`) pushed as
+/// an image, and a catalog image naming it by digest; returns the catalog image.
+fn push_hello_operator_catalog(work: &Path, registry: &str, image: &str) -> String {
+    let bundle = work.join("hello-bundle");
+    std::fs::create_dir_all(bundle.join("manifests")).expect("bundle dir");
+    std::fs::create_dir_all(bundle.join("metadata")).expect("bundle dir");
+    let csv = format!(
+        r#"apiVersion: operators.coreos.com/v1alpha1
+kind: ClusterServiceVersion
+metadata:
+  name: hello-real.v0.1.0
+spec:
+  displayName: Hello Real
+  version: 0.1.0
+  installModes:
+  - {{type: OwnNamespace, supported: true}}
+  - {{type: SingleNamespace, supported: true}}
+  - {{type: MultiNamespace, supported: false}}
+  - {{type: AllNamespaces, supported: false}}
+  install:
+    strategy: deployment
+    spec:
+      deployments:
+      - name: hello-operator
+        spec:
+          replicas: 1
+          selector:
+            matchLabels: {{app: hello-operator}}
+          template:
+            metadata:
+              labels: {{app: hello-operator}}
+            spec:
+              terminationGracePeriodSeconds: 2
+              containers:
+              - name: hello
+                image: {image}
+                ports:
+                - containerPort: 8080
+                readinessProbe:
+                  httpGet: {{path: /, port: 8080}}
+                  periodSeconds: 1
+                resources:
+                  limits: {{cpu: 100m, memory: 16Mi}}
+"#
+    );
+    std::fs::write(bundle.join("manifests/hello.clusterserviceversion.yaml"), csv).expect("write CSV");
+    std::fs::write(
+        bundle.join("metadata/annotations.yaml"),
+        "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n  operators.operatorframework.io.bundle.manifests.v1: manifests/\n  operators.operatorframework.io.bundle.metadata.v1: metadata/\n  operators.operatorframework.io.bundle.package.v1: hello-real\n  operators.operatorframework.io.bundle.channels.v1: stable\n  operators.operatorframework.io.bundle.channel.default.v1: stable\n",
+    )
+    .expect("write annotations");
+    let bundle_path = bundle.to_str().expect("path");
+    let bundle_image = olm_e2e::olm(&["bundle", "push", bundle_path, &format!("{registry}/e2e/hello-real-bundle:v0.1.0")]).expect("olm bundle push");
+    let rendered = olm_e2e::olm(&["catalog", "render", bundle_path, "--image", bundle_image.trim(), "--migrate-level", "bundle-object-to-csv-metadata", "-o", "json"])
+        .expect("olm catalog render");
+    let fbc = work.join("hello-catalog");
+    std::fs::create_dir_all(&fbc).expect("catalog dir");
+    let package = r#"{"schema":"olm.package","name":"hello-real","defaultChannel":"stable"}"#;
+    let channel = r#"{"schema":"olm.channel","package":"hello-real","name":"stable","entries":[{"name":"hello-real.v0.1.0"}]}"#;
+    std::fs::write(fbc.join("catalog.json"), format!("{package}\n{channel}\n{}", rendered.trim())).expect("write catalog");
+    let catalog = format!("{registry}/e2e/hello-real-catalog:v1");
+    olm_e2e::olm(&["catalog", "push", fbc.to_str().expect("path"), &catalog]).expect("olm catalog push");
+    catalog
+}
+
+/// Namespace, OperatorGroup, CatalogSource and a Subscription whose config sends the operator's
+/// pods to the real node.
+fn hello_subscription(ns: &str, catalog: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: {ns}
+---
+apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata:
+  name: {ns}
+  namespace: {ns}
+spec:
+  targetNamespaces:
+  - {ns}
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata:
+  name: hello
+  namespace: {ns}
+spec:
+  sourceType: grpc
+  image: {catalog}
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: Subscription
+metadata:
+  name: hello-real
+  namespace: {ns}
+spec:
+  name: hello-real
+  channel: stable
+  source: hello
+  sourceNamespace: {ns}
+  config:
+    nodeSelector:
+      olm.dev/node: real
+    tolerations:
+    - key: olm.dev/real-node
+      operator: Exists
+      effect: NoSchedule
+"#
+    )
+}
+
 const STAYS_ON_KWOK: &str = r#"apiVersion: v1
 kind: Pod
 metadata:
@@ -212,7 +297,7 @@ fn a_real_pod_runs_on_the_real_node() {
 
     let status = env.olm(&["dev", "status"]);
     let status_text = text(&status);
-    for needed in ["containerd", "kubelet", "kube-proxy", "node olm-dev-real-node (real): Ready"] {
+    for needed in ["containerd", "kubelet", "kube-proxy", "coredns", "node olm-dev-real-node (real): Ready"] {
         assert!(status_text.contains(needed), "olm dev status shows {needed}:\n{status_text}");
     }
     let nodes = kubectl_ok(&env, &["get", "nodes", "-o", "wide"], None);
@@ -247,6 +332,28 @@ fn a_real_pod_runs_on_the_real_node() {
     let logs = kubectl_ok(&env, &["logs", "-n", "default", &pod], None);
     assert!(logs.contains("hello-real listening on :8080"), "kubectl logs reaches the kubelet: {logs}");
 
+    // A small operator (the same server) from a bundle image, through a Subscription whose
+    // config sends it to the real node: its pod really runs, and the CSV Succeeds on its
+    // readiness.
+    let operator_ns = "hello-operator";
+    let catalog = push_hello_operator_catalog(work.path(), &registry, &image);
+    kubectl_ok(&env, &["apply", "-f", "-"], Some(&hello_subscription(operator_ns, &catalog)));
+    let started = Instant::now();
+    wait_for("CSV hello-real.v0.1.0 Succeeded", Duration::from_secs(180), || {
+        let phase = kubectl_ok(&env, &["get", "csv", "hello-real.v0.1.0", "-n", operator_ns, "--ignore-not-found", "-o", "jsonpath={.status.phase}"], None);
+        if phase == "Succeeded" { Ok(()) } else { Err(format!("phase {phase:?}")) }
+    });
+    eprintln!("operator hello-real.v0.1.0 Succeeded {:?} after its Subscription", started.elapsed());
+    let operator_pods = kubectl_ok(
+        &env,
+        &["get", "pods", "-n", operator_ns, "-l", "app=hello-operator", "-o",
+          "jsonpath={range .items[*]}{.spec.nodeName} {.status.phase} {.status.conditions[?(@.type==\"Ready\")].status} {.spec.containers[0].image}{\"\\n\"}{end}"],
+        None,
+    );
+    assert_eq!(operator_pods.trim(), format!("olm-dev-real-node Running True {image}"), "the operator's pod runs for real");
+    let lookups = kubectl_ok(&env, &["get", "installplans", "-n", operator_ns, "-o", "jsonpath={.items[*].status.bundleLookups[*].path}"], None);
+    assert!(lookups.contains(&format!("{registry}/e2e/hello-real-bundle@sha256:")), "installed from its bundle image: {lookups}");
+
     let kwok_node = wait_for("the pod without toleration to be scheduled", Duration::from_secs(60), || {
         let node = kubectl_ok(&env, &["get", "pod", "-n", "default", "no-toleration", "-o", "jsonpath={.spec.nodeName}"], None);
         if node.is_empty() { Err("not scheduled yet".to_owned()) } else { Ok(node) }
@@ -256,9 +363,9 @@ fn a_real_pod_runs_on_the_real_node() {
     let pids = env.recorded_pids();
     let node_pids: Vec<(String, u32)> = pids
         .into_iter()
-        .filter(|(name, _)| ["containerd.pid", "kubelet.pid", "kube-proxy.pid"].contains(&name.as_str()))
+        .filter(|(name, _)| ["containerd.pid", "kubelet.pid", "kube-proxy.pid", "coredns.pid"].contains(&name.as_str()))
         .collect();
-    assert_eq!(node_pids.len(), 3, "containerd, kubelet and kube-proxy are recorded: {node_pids:?}");
+    assert_eq!(node_pids.len(), 4, "containerd, kubelet, kube-proxy and CoreDNS are recorded: {node_pids:?}");
     let bridge = format!("olm{}", env.base);
     let state_dir = env.state_dir().to_path_buf();
 
@@ -284,12 +391,4 @@ fn a_real_pod_runs_on_the_real_node() {
         assert!(!rules.contains("KUBE-"), "kubelet's and kube-proxy's chains are gone:\n{rules}");
     }
     eprintln!("real node test: {:?} in all", total.elapsed());
-}
-
-fn running_as_root() -> bool {
-    // Without a libc binding in this crate: /proc/self/status's effective uid.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
 }

@@ -121,7 +121,7 @@ pub enum DevError {
     RegistrySetup { dir: PathBuf, reason: String },
 
     /// Something that only root can do was asked of a non-root user.
-    #[error("{what} needs root: run as root (e.g. with sudo) or drop --real-node")]
+    #[error("{what} needs root: run as root (e.g. with sudo)")]
     NeedsRoot { what: String },
 
     /// A process we started could not be stopped.

@@ -17,6 +17,10 @@ pub const REGISTRY_VERSION: &str = "v3.0.0";
 /// through the CRI when it is taken down.
 pub const CRICTL_VERSION: &str = "v1.36.0";
 
+/// CoreDNS release (`github.com/coredns/coredns`): the real node's cluster DNS, so that pods
+/// resolve `<service>.<namespace>.svc` (a CatalogSource's address, for one).
+pub const COREDNS_VERSION: &str = "v1.15.0";
+
 /// Name of the fake node that kwok animates.
 pub const NODE_NAME: &str = "kwok-node-0";
 
@@ -267,6 +271,9 @@ impl Layout {
     }
     pub fn crictl(&self) -> PathBuf {
         self.bin_dir(&format!("crictl-{CRICTL_VERSION}")).join("crictl")
+    }
+    pub fn coredns(&self) -> PathBuf {
+        self.bin_dir(&format!("coredns-{COREDNS_VERSION}")).join("coredns")
     }
     pub fn etcd(&self) -> PathBuf {
         self.bin_dir(&format!("etcd-{ETCD_VERSION}")).join("etcd")

@@ -10,7 +10,9 @@
 mod builder;
 mod cluster;
 mod component;
+mod debian;
 mod error;
+mod image_build;
 mod kubeconfig;
 mod layout;
 mod node;
@@ -26,12 +28,13 @@ pub use cluster::{
 };
 pub use component::Component;
 pub use error::{DevError, Result};
+pub use image_build::{BuiltOlmImage, OLM_IMAGE_REPOSITORY, OLM_IMAGE_TAG, build_olm_image};
 pub use kubeconfig::env_lines;
 pub use node::{
     NodeProcess, NodeProcessStatus, REAL_NODE_LABEL, REAL_NODE_NAME, REAL_NODE_TAINT_KEY, RealNodeStatus,
 };
 pub use layout::{
-    CRICTL_VERSION, DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
+    COREDNS_VERSION, CRICTL_VERSION, DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
     POD_CIDR, Ports, REGISTRY_VERSION, SERVICE_CIDR, parse_port_base,
 };
 pub use process::{ProcessState, process_runs};

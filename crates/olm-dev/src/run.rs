@@ -119,6 +119,15 @@ pub fn tail_file(path: &Path, max_lines: usize) -> String {
     lines[from..].join("\n")
 }
 
+/// Fails unless we are root, naming `what` needs it.
+pub(crate) fn require_root(what: &str) -> Result<()> {
+    if rustix::process::geteuid().is_root() {
+        Ok(())
+    } else {
+        Err(DevError::NeedsRoot { what: what.to_owned() })
+    }
+}
+
 /// What the output readers share with the heartbeat loop.
 #[derive(Default)]
 struct OutputState {

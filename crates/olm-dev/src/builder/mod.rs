@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::error::{DevError, Result};
 use crate::layout::{Layout, create_dir_all};
 use crate::run::{Progress, describe, format_duration};
-use node_recipes::{Crictl, KubernetesNode};
+use node_recipes::{CoreDns, Crictl, KubernetesNode};
 use recipes::{Etcd, Kubernetes, Kwok, Registry};
 
 /// Name of the stamp file written into a component's bin directory after its binaries' versions
@@ -36,10 +36,10 @@ pub fn ensure_built(layout: &Layout, progress: &Progress) -> Result<()> {
     ensure(layout, progress, &ALL)
 }
 
-/// Builds the real node's binaries (kubelet, kube-proxy, crictl) if they are missing; only
-/// `--real-node` needs them, so `olm dev cluster build` alone does not build them.
+/// Builds the real node's binaries (kubelet, kube-proxy, crictl, CoreDNS) if they are missing;
+/// only `--real-node` needs them, so `olm dev cluster build` alone does not build them.
 pub fn ensure_node_built(layout: &Layout, progress: &Progress) -> Result<()> {
-    ensure(layout, progress, &[&KubernetesNode, &Crictl])
+    ensure(layout, progress, &[&KubernetesNode, &Crictl, &CoreDns])
 }
 
 /// Builds only the distribution registry if it is missing (what a test that needs a registry but

@@ -1,5 +1,6 @@
 //! How the real node's binaries are built (`--real-node`): kubelet and kube-proxy from the same
-//! Kubernetes consumer module recipe as the control plane, and crictl from cri-tools.
+//! Kubernetes consumer module recipe as the control plane, crictl from cri-tools, and CoreDNS
+//! (the node's cluster DNS).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -7,7 +8,7 @@ use std::time::Instant;
 use super::recipes::{build_kubernetes_commands, go_install};
 use super::{Component, check_version};
 use crate::error::Result;
-use crate::layout::{CRICTL_VERSION, KUBERNETES_VERSION, Layout, create_dir_all};
+use crate::layout::{COREDNS_VERSION, CRICTL_VERSION, KUBERNETES_VERSION, Layout, create_dir_all};
 use crate::run::{Progress, format_duration};
 
 /// The node's Kubernetes commands, as Go package paths.
@@ -84,6 +85,38 @@ impl Component for Crictl {
             "  [1/1] done in {}",
             format_duration(step.elapsed())
         ));
+        Ok(())
+    }
+}
+
+/// CoreDNS's module; its main package is the module root.
+const COREDNS_MODULE: &str = "github.com/coredns/coredns";
+
+pub(super) struct CoreDns;
+
+impl Component for CoreDns {
+    fn dir_name(&self) -> String {
+        format!("coredns-{COREDNS_VERSION}")
+    }
+    fn title(&self) -> String {
+        format!("CoreDNS {COREDNS_VERSION}")
+    }
+    fn outputs(&self, layout: &Layout) -> Vec<PathBuf> {
+        vec![layout.coredns()]
+    }
+    fn verify(&self, layout: &Layout) -> Result<String> {
+        check_version(&layout.coredns(), &["-version"], COREDNS_VERSION.trim_start_matches('v'))
+    }
+    fn build(&self, layout: &Layout, progress: &Progress) -> Result<()> {
+        let log = layout.build_log(&self.dir_name());
+        let bin = layout.coredns();
+        let bin = bin.parent().unwrap_or(&layout.cache_dir).to_path_buf();
+        create_dir_all(&bin)?;
+        let step = Instant::now();
+        progress.say(format!("  [1/1] go install {COREDNS_MODULE}@{COREDNS_VERSION} (cold: about 3 min)"));
+        let package = format!("{COREDNS_MODULE}@{COREDNS_VERSION}");
+        go_install(layout, progress, &log, &bin, "-s -w", &package)?;
+        progress.say(format!("  [1/1] done in {}", format_duration(step.elapsed())));
         Ok(())
     }
 }

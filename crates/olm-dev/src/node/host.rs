@@ -2,12 +2,11 @@
 //! packages, installed when missing), and a non-loopback address for the node.
 
 use std::net::Ipv4Addr;
-use std::path::Path;
 use std::process::Command;
 
 use crate::error::{DevError, Result};
 use crate::layout::Layout;
-use crate::run::{Progress, describe, run_step};
+use crate::run::{Progress, describe};
 
 /// The Debian packages a real node runs on, and a file each one installs.
 const PACKAGES: [(&str, &str); 4] = [
@@ -25,54 +24,12 @@ pub(crate) const CTR: &str = "/usr/bin/ctr";
 
 /// Fails unless we are root: containerd, kubelet, bridges, iptables and mounts all need it.
 pub(crate) fn require_root() -> Result<()> {
-    if rustix::process::geteuid().is_root() {
-        Ok(())
-    } else {
-        Err(DevError::NeedsRoot {
-            what: "--real-node (containerd, kubelet, a bridge, iptables rules and mounts)".into(),
-        })
-    }
+    crate::run::require_root("--real-node (containerd, kubelet, a bridge, iptables rules and mounts; without the flag nothing needs root)")
 }
 
 /// Installs the missing ones of containerd, runc and the CNI plugins with apt-get.
 pub(crate) fn ensure_packages(layout: &Layout, progress: &Progress) -> Result<()> {
-    let missing: Vec<&str> = PACKAGES
-        .iter()
-        .filter(|(_, file)| !Path::new(file).exists())
-        .map(|(package, _)| *package)
-        .collect();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let log = layout.cache_dir.join("logs").join("apt-get-real-node.log");
-    progress.say(format!(
-        "installing {} with apt-get (log: {})",
-        missing.join(", "),
-        log.display()
-    ));
-    let install = || {
-        let mut cmd = Command::new("apt-get");
-        cmd.env("DEBIAN_FRONTEND", "noninteractive")
-            .args(["install", "-y", "--no-install-recommends"])
-            .args(&missing);
-        cmd
-    };
-    if run_step("apt-get install", &mut install(), &log, progress, false).is_err() {
-        // A fresh machine may have no package lists yet.
-        let mut update = Command::new("apt-get");
-        update.arg("update");
-        run_step("apt-get update", &mut update, &log, progress, false)?;
-        run_step("apt-get install", &mut install(), &log, progress, false)?;
-    }
-    for (package, file) in PACKAGES {
-        if !Path::new(file).exists() {
-            return Err(DevError::UnexpectedOutput {
-                command: describe(&install()),
-                reason: format!("package {package} did not install {file}"),
-            });
-        }
-    }
-    Ok(())
+    crate::debian::ensure_packages(layout, progress, "real-node", &PACKAGES)
 }
 
 /// The node's IP: `OLM_DEV_NODE_IP`, else the IPv4 address of the interface of the default

@@ -46,14 +46,16 @@ pub enum NodeProcess {
     Containerd,
     Kubelet,
     KubeProxy,
+    CoreDns,
 }
 
 impl NodeProcess {
     /// In start order; stopped in reverse (kubelet first, see [`stop_node`]).
-    pub const ALL: [NodeProcess; 3] = [
+    pub const ALL: [NodeProcess; 4] = [
         NodeProcess::Containerd,
         NodeProcess::Kubelet,
         NodeProcess::KubeProxy,
+        NodeProcess::CoreDns,
     ];
 
     /// Name of its pid and log files.
@@ -62,6 +64,7 @@ impl NodeProcess {
             NodeProcess::Containerd => "containerd",
             NodeProcess::Kubelet => "kubelet",
             NodeProcess::KubeProxy => "kube-proxy",
+            NodeProcess::CoreDns => "coredns",
         }
     }
 
@@ -70,6 +73,7 @@ impl NodeProcess {
             NodeProcess::Containerd => PathBuf::from(host::CONTAINERD),
             NodeProcess::Kubelet => layout.kubelet(),
             NodeProcess::KubeProxy => layout.kube_proxy(),
+            NodeProcess::CoreDns => layout.coredns(),
         }
     }
 
@@ -82,14 +86,16 @@ impl NodeProcess {
             NodeProcess::KubeProxy => {
                 vec![format!("--config={}", paths.kube_proxy_config().display())]
             }
+            NodeProcess::CoreDns => vec![format!("-conf={}", paths.corefile().display())],
         }
     }
 
-    /// One health check: containerd accepts on its socket, the others answer /healthz.
+    /// One health check: containerd accepts on its socket, the others answer /healthz
+    /// (CoreDNS: /health).
     fn probe(self, paths: &NodePaths, net: &NodeNetwork) -> (bool, String) {
-        let http = |port: u16| match crate::probe::get(port, "/healthz", None) {
-            Ok((200, _)) => (true, format!("GET /healthz 200 on 127.0.0.1:{port}")),
-            Ok((code, body)) => (false, format!("GET /healthz {code}: {body}")),
+        let http = |port: u16, path: &str| match crate::probe::get(port, path, None) {
+            Ok((200, _)) => (true, format!("GET {path} 200 on 127.0.0.1:{port}")),
+            Ok((code, body)) => (false, format!("GET {path} {code}: {body}")),
             Err(e) => (false, e),
         };
         match self {
@@ -100,8 +106,9 @@ impl NodeProcess {
                     Err(e) => (false, format!("connect {}: {e}", socket.display())),
                 }
             }
-            NodeProcess::Kubelet => http(net.kubelet_healthz_port),
-            NodeProcess::KubeProxy => http(net.kube_proxy_healthz_port),
+            NodeProcess::Kubelet => http(net.kubelet_healthz_port, "/healthz"),
+            NodeProcess::KubeProxy => http(net.kube_proxy_healthz_port, "/healthz"),
+            NodeProcess::CoreDns => http(net.dns_health_port, "/health"),
         }
     }
 }
@@ -183,6 +190,7 @@ fn write_files(layout: &Layout, paths: &NodePaths, net: &NodeNetwork) -> Result<
         ),
         (paths.kubelet_config(), config::kubelet_config(paths, net)),
         (paths.kube_proxy_config(), config::kube_proxy_config(paths, net)),
+        (paths.corefile(), config::corefile(net, &layout.kubeconfig())),
     ];
     for (path, text) in files {
         write_if_changed(&path, &text)?;
@@ -432,6 +440,7 @@ pub(crate) fn stop_node(layout: &Layout, progress: &Progress, purge: bool) -> Re
         Ok(())
     };
     stop(NodeProcess::Kubelet, &mut stopped)?;
+    stop(NodeProcess::CoreDns, &mut stopped)?;
     if running_pid(layout, NodeProcess::Containerd).is_some() {
         teardown::remove_pod_sandboxes(layout, &paths, &mut removed);
     }

@@ -81,6 +81,10 @@ impl NodePaths {
     pub(crate) fn kube_proxy_kubeconfig(&self) -> PathBuf {
         self.root.join("kube-proxy.kubeconfig")
     }
+    /// CoreDNS's configuration.
+    pub(crate) fn corefile(&self) -> PathBuf {
+        self.root.join("Corefile")
+    }
     pub(crate) fn pki_file(&self, name: &str) -> PathBuf {
         self.root.join("pki").join(name)
     }
@@ -108,6 +112,8 @@ pub(crate) struct NodeNetwork {
     pub(crate) kube_proxy_healthz_port: u16,
     /// kube-proxy's /metrics on 127.0.0.1: base+249.
     pub(crate) kube_proxy_metrics_port: u16,
+    /// CoreDNS's /health on 127.0.0.1: base+251 (it answers DNS on the node IP, port 53).
+    pub(crate) dns_health_port: u16,
 }
 
 impl NodeNetwork {
@@ -123,6 +129,7 @@ impl NodeNetwork {
             kubelet_healthz_port: base + 248,
             kube_proxy_healthz_port: base + 256,
             kube_proxy_metrics_port: base + 249,
+            dns_health_port: base + 251,
         }
     }
 }

@@ -37,12 +37,22 @@ enum DevCommand {
     Up {
         /// The File-Based Catalog to serve as CatalogSource olm/community
         /// (default: ./catalogs/community, else the source tree's).
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", conflicts_with = "in_cluster")]
         catalog: Option<std::path::PathBuf>,
         /// Also run one real kubelet node (containerd, kubelet, kube-proxy; needs root) next to
         /// the kwok node; see `olm dev cluster up --help`.
         #[arg(long)]
         real_node: bool,
+        /// Run OLM as cluster admins do, as pods (implies --real-node; needs root): build the
+        /// repository's Dockerfile with buildah (`olm dev image build`), push it to the registry,
+        /// and apply manifests/ (CRDs, RBAC, the Deployments, APIService, CatalogSource,
+        /// OLMConfig) with only the image changed; waits until every OLM pod is Ready.
+        #[arg(long)]
+        in_cluster: bool,
+        /// With --in-cluster: the repository (Dockerfile, manifests/); default: the current
+        /// directory, else the source tree this binary was built from.
+        #[arg(long, value_name = "DIR", requires = "in_cluster")]
+        source: Option<std::path::PathBuf>,
     },
     /// Stop everything `olm dev up` started: the OLM host processes, the registry, then the
     /// control plane (the APIService is removed first so namespace deletion never hangs).
@@ -57,6 +67,9 @@ enum DevCommand {
     /// Print shell lines for `eval "$(olm dev env)"`: those of `olm dev cluster env` plus
     /// OLM_DEV_REGISTRY (the registry's 127.0.0.1:PORT).
     Env,
+    /// OLM's container image.
+    #[command(subcommand)]
+    Image(ImageCommand),
     /// A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
     /// kube-scheduler, kwok with one fake node) on loopback, built from Go modules.
     ///
@@ -67,6 +80,22 @@ enum DevCommand {
     /// scheduler base+259, kwok base+247.
     #[command(subcommand, after_long_help = ENVIRONMENT_HELP)]
     Cluster(ClusterCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ImageCommand {
+    /// Build the repository's Dockerfile with buildah (Debian's, installed when missing; needs
+    /// root) and push it to the dev registry; prints the image by digest. Public base images
+    /// cannot be pulled here, so BUILD_IMAGE and RUNTIME_IMAGE are made locally: a Debian
+    /// bookworm rootfs (debootstrap) with this machine's Rust toolchain, and a distroless-like
+    /// image of libc6, libgcc-s1 and CA certificates. buildah's storage and the build's cargo
+    /// caches stay in the olm-dev cache, so a second build only recompiles what changed.
+    Build {
+        /// The repository (Dockerfile); default: the current directory, else the source tree
+        /// this binary was built from.
+        #[arg(long, value_name = "DIR")]
+        source: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,7 +133,9 @@ enum ClusterCommand {
 pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let command = match args.command {
         DevCommand::Cluster(command) => command,
-        DevCommand::Up { catalog, real_node } => return super::dev_up::up(catalog.as_deref(), real_node),
+        DevCommand::Up { in_cluster: true, source, .. } => return super::dev_in_cluster::up(source.as_deref()),
+        DevCommand::Up { catalog, real_node, .. } => return super::dev_up::up(catalog.as_deref(), real_node),
+        DevCommand::Image(ImageCommand::Build { source }) => return super::dev_in_cluster::image_build(source.as_deref()),
         DevCommand::Down { purge } => return super::dev_up::down(purge),
         DevCommand::Status => return super::dev_up::status(),
         DevCommand::Env => return super::dev_up::env(),

@@ -204,7 +204,7 @@ fn push_bundled_catalog(layout: &Layout, catalog: &Path, catalog_image: &str, bu
         .with_context(|| format!("pushing the catalog {} to the local registry", catalog.display()))
 }
 
-fn kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+pub(super) fn kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
     olm_dev::kubectl(layout, args, stdin).map_err(|e| anyhow::anyhow!("kubectl {}: {e}", args.join(" ")))
 }
 
@@ -265,7 +265,7 @@ fn process_args(layout: &Layout, process: HostProcess, catalog: &Path, cert: &Pa
     }
 }
 
-fn wait_until(what: &str, timeout: Duration, progress: &Progress, mut check: impl FnMut() -> Result<bool, String>) -> anyhow::Result<()> {
+pub(super) fn wait_until(what: &str, timeout: Duration, progress: &Progress, mut check: impl FnMut() -> Result<bool, String>) -> anyhow::Result<()> {
     let start = Instant::now();
     let mut last_error = String::new();
     let mut delay = Duration::from_millis(200);
@@ -334,6 +334,9 @@ fn ensure_running(layout: &Layout, process: HostProcess, args: &[String], progre
 /// `olm dev up`.
 pub fn up(catalog: Option<&Path>, real_node: bool) -> anyhow::Result<ExitCode> {
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
+    if let Some(image) = super::dev_in_cluster::in_cluster_image(&layout) {
+        bail!("OLM runs as pods here (`olm dev up --in-cluster`, image {image}); run `olm dev down` first to run it as host processes");
+    }
     let progress = Progress::new();
     let catalog = catalog_dir(catalog)?;
     progress.say("starting the local control plane (the first run builds Kubernetes from source: several minutes)");
@@ -391,7 +394,7 @@ pub fn up(catalog: Option<&Path>, real_node: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn stop_process(layout: &Layout, process: HostProcess) -> anyhow::Result<Option<u32>> {
+pub(super) fn stop_process(layout: &Layout, process: HostProcess) -> anyhow::Result<Option<u32>> {
     let pid_path = layout.pid_file(process.name());
     let Some(pid) = running_pid(layout, process) else {
         let _ = std::fs::remove_file(&pid_path);
@@ -445,6 +448,7 @@ pub fn down(purge: bool) -> anyhow::Result<ExitCode> {
     for what in &report.node_removed {
         println!("removed {what}");
     }
+    super::dev_in_cluster::forget_in_cluster(&layout);
     if purge {
         let dir = olm_dir(&layout);
         if dir.exists() {
@@ -464,7 +468,16 @@ pub fn status() -> anyhow::Result<ExitCode> {
     let registry = olm_dev::registry::dev_registry_status(&layout).context("olm dev status")?;
     print!("{}", registry.render());
     let mut healthy = cluster.all_healthy() && registry.healthy;
-    for process in HostProcess::ALL {
+    let in_cluster = super::dev_in_cluster::in_cluster_image(&layout);
+    if let Some(image) = &in_cluster {
+        println!("OLM runs as pods from {image}");
+        let (lines, ready) = super::dev_in_cluster::deployments_status(&layout);
+        for line in lines {
+            println!("{line}");
+        }
+        healthy &= ready;
+    }
+    for process in HostProcess::ALL.into_iter().filter(|_| in_cluster.is_none()) {
         match running_pid(&layout, process) {
             Some(pid) => println!("{:<24} running  pid {pid:<8} log {}", process.name(), layout.log_file(process.name()).display()),
             None => {

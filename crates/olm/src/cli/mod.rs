@@ -8,6 +8,7 @@ mod catalog;
 mod catalog_serve;
 mod crds;
 mod dev;
+mod dev_in_cluster;
 mod dev_up;
 mod image;
 mod packageserver;
