@@ -143,7 +143,7 @@ fn manifest_bindings() -> Vec<String> {
 }
 
 /// The pod holding the controllers' Lease (its identity is `<pod name>-<pid>`).
-fn leader(cluster: &Cluster) -> String {
+fn leader(cluster: &Cluster<'_>) -> String {
     let holder = cluster.ok(&["get", "lease", "olm-operator-lock", "-n", OLM_NS, "-o", "jsonpath={.spec.holderIdentity}"]);
     holder.rsplit_once('-').map(|(pod, _)| pod.to_owned()).unwrap_or(holder)
 }
@@ -236,10 +236,13 @@ fn olm_runs_as_pods_from_its_own_image() {
     cluster.apply(&subscription(failover, "Automatic", None));
     cluster.ok(&["delete", "pod", &first_leader, "-n", OLM_NS, "--wait=false"]);
     let deleted = Instant::now();
+    // A pod deleted gracefully releases the Lease (empty holder); the other replica then takes it.
     let second_leader = cluster.wait("another replica to hold the Lease", Duration::from_secs(90), || {
         let now = leader(&cluster);
-        if now != first_leader { Ok(now) } else { Err(format!("still {now}")) }
+        if !now.is_empty() && now != first_leader { Ok(now) } else { Err(format!("holder {now:?}")) }
     });
+    let replicas = cluster.ok(&["get", "pods", "-n", OLM_NS, "-l", "app.kubernetes.io/name=olm-operator", "-o", "name"]);
+    assert!(replicas.lines().any(|p| p == format!("pod/{second_leader}")), "the new leader is a pod of olm-operator: {second_leader} in {replicas}");
     eprintln!("leader {first_leader} deleted; {second_leader} took over after {:?}", deleted.elapsed());
     cluster.wait_csv(failover, "etcdoperator.v0.9.4", Duration::from_secs(180));
     let plans = cluster.ok(&["get", "installplans", "-n", failover, "-o", "name"]);
