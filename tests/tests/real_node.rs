@@ -16,7 +16,7 @@
 //! Needs root (containerd, kubelet, a bridge, iptables): skipped with a message otherwise.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use olm_e2e::dev_env::{DevEnvironment, kubectl, process_alive, running_as_root};

@@ -126,9 +126,15 @@ where
     let key = object_key(obj.as_ref());
     let delay = ctx.backoff.on_failure(key.clone(), obj.meta().generation, err);
     ctx.metrics.observe_failure(ctx.name, err.category());
-    if let Some(regarding) = err.refused_write() {
-        let note = write_failed_event(err);
-        let (events, regarding) = (ctx.events.clone(), regarding.clone());
+    let report = match err.refused_write() {
+        Some(regarding) => Some((regarding.clone(), write_failed_event(err))),
+        // Without a write to blame, OLM's own missing permission is still the user's to fix:
+        // reported on the object being reconciled.
+        None if err.category() == "ApiForbidden" => Some((obj.object_ref(&()), forbidden_event(err))),
+        None => None,
+    };
+    if let Some((regarding, note)) = report {
+        let events = ctx.events.clone();
         // Events are best effort and must not hold up the controller: sent in the background.
         tokio::spawn(async move { events.publish(&regarding, &note).await });
     }
@@ -161,10 +167,41 @@ pub fn write_failed_event(err: &Error) -> EventNote {
     )
 }
 
+/// The Warning Event for a request of OLM's the API server forbade (a read or a deletion; a
+/// refused write has [`write_failed_event`]). Stable from one retry to the next.
+pub fn forbidden_event(err: &Error) -> EventNote {
+    EventNote::warning(
+        err.category(),
+        "Reconcile",
+        format!("{err}. OLM's ServiceAccount lacks this permission: grant it in OLM's ClusterRole (manifests/01-rbac-controllers.yaml); OLM retries with backoff."),
+    )
+}
+
 /// Convert an optional requeue into a controller `Action`.
 pub fn action_for(requeue_after: Option<Duration>) -> Action {
     match requeue_after {
         Some(after) => Action::requeue(after),
         None => Action::await_change(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forbidden_request_names_the_permission_and_where_to_grant_it() {
+        let err = Error::api(
+            "delete the ClusterRoles of ClusterServiceVersion ns/x",
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure("clusterroles.rbac.authorization.k8s.io is forbidden: cannot deletecollection", "Forbidden").with_code(403),
+            )),
+        );
+        assert!(err.refused_write().is_none(), "a deletion by label is not a write of one object");
+        let note = forbidden_event(&err);
+        assert_eq!(note.reason, "ApiForbidden");
+        assert!(note.message.contains("cannot deletecollection"), "{}", note.message);
+        assert!(note.message.contains("manifests/01-rbac-controllers.yaml"), "{}", note.message);
+        assert!(!note.message.contains("Status {"), "no debug dump: {}", note.message);
     }
 }

@@ -16,8 +16,12 @@ Environment:
                       kwok +247; `olm dev up` adds catalog gRPC +550, catalog HTTP +580,
                       controllers admin +581, package server +543, OCI registry +500.
                       With --real-node: kubelet +250 (on the node IP), kubelet healthz +248,
-                      kube-proxy healthz +256 and metrics +249; bridge olm<base>.
+                      kube-proxy healthz +256 and metrics +249, CoreDNS health +251 (DNS on
+                      the node IP, port 53); bridge olm<base>.
   OLM_DEV_NODE_IP     the real node's IP (default: the default route's interface address)
+  OLM_DEV_IMAGE_OPT_LEVEL  cargo opt-level of `olm dev image build` (default 3, as users build;
+                      CI uses 0: a cold build in half the time)
+  OLM_DEV_DEBIAN_MIRROR    debootstrap's mirror (default http://deb.debian.org/debian)
                       The test suite uses its own environment (olm-dev-test, base 29000).";
 
 #[derive(Debug, Args)]
