@@ -354,3 +354,45 @@ async fn a_slow_bundle_pull_is_said_until_the_plan_is_written_and_the_unpack_tim
     ns2.cleanup().await?;
     Ok(())
 }
+
+/// A catalog server (gRPC `address`, as `opm serve` or a registry Pod would be) whose catalog
+/// names the bundle by image with only `olm.csv.metadata`: GetBundle answers with a CSV
+/// synthesized from that metadata, and the CRDs are only in the image. The bundle is pulled and
+/// installed whole — CRDs first — as upstream's unpack would. (Before, the synthesized CSV was
+/// taken for the bundle: no CRD was created and the CSV waited for them for ever.)
+#[tokio::test]
+async fn an_image_only_bundle_from_a_catalog_server_is_pulled_whole() -> anyhow::Result<()> {
+    let _apis = controllers::ETCD_APIS.read().await;
+    let (cluster, _) = controllers::setup().await?;
+    let registry = olm_testkit::registry(RegistryOptions::new()).await?;
+    let images = push_bundles(registry.addr(), &[])?;
+    let work = tempfile::tempdir()?;
+    write_catalog(&work.path().join("catalog"), &images, "0.9.4")?;
+    let mut config = olm_registry::ServeConfig::new(vec![("images".into(), work.path().join("catalog"))]);
+    config.grpc_addrs = vec![("images".into(), "127.0.0.1:0".parse()?)];
+    config.reload_interval = None;
+    let server = olm_registry::start(config).await?;
+    let address = server.grpc_addrs.get("images").map(ToString::to_string).context("gRPC address")?;
+
+    let ns = cluster.namespace("bundle-from-server").await?;
+    controllers::create_own_namespace_group(&ns, "etcd").await?;
+    create_from_yaml(
+        &ns,
+        &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: served\nspec:\n  sourceType: grpc\n  address: {address}\n"),
+    )
+    .await?;
+    create_from_yaml(&ns, &images::etcd_subscription("etcd", "served", ns.name(), "etcdoperator.v0.9.4")).await?;
+    journey::csv_succeeded(&ns, "etcdoperator.v0.9.4", TIMEOUT).await?;
+    let plans: Api<InstallPlan> = ns.api();
+    let plan = plans.list(&Default::default()).await?.items.into_iter().next().context("an InstallPlan")?;
+    let status = plan.status.context("plan status")?;
+    let kinds: Vec<String> = status.plan.iter().flatten().map(|step| format!("{}/{}", step.resource.kind, step.resource.name)).collect();
+    for crd in ["etcdclusters", "etcdbackups", "etcdrestores"] {
+        let wanted = format!("CustomResourceDefinition/{crd}.etcd.database.coreos.com");
+        assert!(kinds.contains(&wanted), "the plan creates {wanted}: {kinds:?}");
+    }
+    let paths: Vec<String> = status.bundle_lookups.unwrap_or_default().into_iter().map(|l| l.path).collect();
+    assert_eq!(paths, vec![images["etcdoperator.v0.9.4"].clone()], "pulled from its image");
+    ns.cleanup().await?;
+    Ok(())
+}

@@ -285,7 +285,7 @@ impl CatalogContent {
                 _ => None,
             };
             match fetched {
-                Some(fetched) if !fetched.object.is_empty() || self.images.is_none() || model.image.is_empty() => {
+                Some(fetched) if carries_manifests(&fetched) || self.images.is_none() || model.image.is_empty() => {
                     (fetched.csv_json, fetched.object)
                 }
                 _ => match self.images.as_ref().filter(|_| !model.image.is_empty()) {
@@ -309,6 +309,15 @@ impl CatalogContent {
             properties_annotation,
         })
     }
+}
+
+/// Whether a GetBundle answer carries the bundle's manifests rather than only its CSV. For a
+/// bundle named by image with only `olm.csv.metadata` in the catalog, catalog servers (opm and
+/// ours) answer with a CSV synthesized from that metadata as the one object: the CRDs and
+/// everything else are in the image. Upstream unpacks the image whenever a bundle has one; we
+/// use the server's answer when it holds more than the CSV, and pull otherwise.
+fn carries_manifests(fetched: &olm_registry_api::pb::Bundle) -> bool {
+    fetched.object.len() > 1
 }
 
 impl CatalogContent {
