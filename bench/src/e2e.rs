@@ -22,7 +22,7 @@ use crate::catalogs::{E2E_CHANNEL, E2E_PACKAGE, GlobalPackage};
 use crate::serve::{free_port, memory_mib};
 use crate::tools::Tools;
 
-const GLOBAL_NAMESPACE: &str = "olm";
+pub(crate) const GLOBAL_NAMESPACE: &str = "olm";
 /// Label on every namespace the scale run creates, so that cleanup finds them all.
 const SCALE_LABEL: &str = "olm-bench-scale";
 
@@ -266,8 +266,8 @@ pub struct E2e {
     pub options: E2eOptions,
 }
 
-struct Proc {
-    label: String,
+pub(crate) struct Proc {
+    pub(crate) label: String,
     controller: bool,
     child: Child,
 }
@@ -282,7 +282,8 @@ impl Proc {
             .with_context(|| format!("starting {label}"))?;
         Ok(Proc { label: label.to_string(), controller, child })
     }
-    fn memory(&self) -> (f64, f64) {
+    /// (RSS, peak RSS) in MiB.
+    pub(crate) fn memory(&self) -> (f64, f64) {
         memory_mib(self.child.id()).unwrap_or((f64::NAN, f64::NAN))
     }
     fn alive(&mut self) -> bool {
@@ -306,9 +307,9 @@ impl Drop for Proc {
 }
 
 /// A side's running processes and where they listen.
-struct Started {
-    procs: Vec<Proc>,
-    grpc_addr: String,
+pub(crate) struct Started {
+    pub(crate) procs: Vec<Proc>,
+    pub(crate) grpc_addr: String,
     /// `olm run`'s admin address (ours only), for /metrics snapshots.
     admin_addr: Option<String>,
 }
@@ -332,7 +333,7 @@ fn layout(work: &Path) -> anyhow::Result<olm_dev::Layout> {
     Ok(layout)
 }
 
-fn kubectl(layout: &olm_dev::Layout, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+pub(crate) fn kubectl(layout: &olm_dev::Layout, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
     olm_dev::kubectl(layout, args, stdin).map_err(|e| anyhow::anyhow!("kubectl {}: {e}", args.join(" ")))
 }
 
@@ -342,7 +343,7 @@ fn kubectl_command(layout: &olm_dev::Layout) -> Command {
     cmd
 }
 
-fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
+pub(crate) fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> anyhow::Result<bool>) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         if check()? {
@@ -355,7 +356,7 @@ fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> anyhow::Re
     }
 }
 
-fn catalog_source(name: &str, grpc_addr: &str) -> String {
+pub(crate) fn catalog_source(name: &str, grpc_addr: &str) -> String {
     format!(
         r#"apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
@@ -458,7 +459,7 @@ fn watch_args(kind: &str, namespace: Option<&str>, jsonpath: &str) -> Vec<String
 /// stops when the CSV's Succeeded event arrives: both ends go through the same watch path. The
 /// same watches give the install's timeline: first time each Subscription state, InstallPlan
 /// phase, CSV phase and Deployment availability was seen, until 2 s after Succeeded.
-fn time_install(
+pub(crate) fn time_install(
     layout: &olm_dev::Layout,
     namespace: &str,
     source: &str,
@@ -543,13 +544,13 @@ fn time_install(
     })
 }
 
-struct Install {
-    install: Duration,
-    apply_to_added: Duration,
-    timeline: Vec<(String, Duration)>,
+pub(crate) struct Install {
+    pub(crate) install: Duration,
+    pub(crate) apply_to_added: Duration,
+    pub(crate) timeline: Vec<(String, Duration)>,
 }
 
-fn wait_catalog_ready(layout: &olm_dev::Layout, name: &str) -> anyhow::Result<()> {
+pub(crate) fn wait_catalog_ready(layout: &olm_dev::Layout, name: &str) -> anyhow::Result<()> {
     wait_for("the CatalogSource to be READY", Duration::from_secs(120), || {
         let state = kubectl(
             layout,
@@ -583,7 +584,7 @@ fn delete_crds(layout: &olm_dev::Layout, global_group: &str) {
 /// e.g. upstream's csv-cleanup), then stop them, then drop whatever finalizers are left so the
 /// CRDs can go. Bounded: namespaces still terminating after `namespace_timeout` are left to the
 /// namespace controller (the next side uses other names).
-fn cleanup(layout: &olm_dev::Layout, namespaces: &Selection, procs: Vec<Proc>, global_group: &str, namespace_timeout: Duration) {
+pub(crate) fn cleanup(layout: &olm_dev::Layout, namespaces: &Selection, procs: Vec<Proc>, global_group: &str, namespace_timeout: Duration) {
     let (delete, get): (Vec<&str>, Vec<&str>) = match namespaces {
         Selection::Names(names) => {
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -627,12 +628,12 @@ fn cleanup(layout: &olm_dev::Layout, namespaces: &Selection, procs: Vec<Proc>, g
     delete_crds(layout, global_group);
 }
 
-enum Selection {
+pub(crate) enum Selection {
     Names(Vec<String>),
     Label(String),
 }
 
-fn install_crds(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path) -> anyhow::Result<()> {
+pub(crate) fn install_crds(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path) -> anyhow::Result<()> {
     match imp {
         Impl::Upstream => apply_dir(layout, &upstream_module_dir(tools)?.join("deploy/chart/crds")),
         Impl::Ours => {
@@ -648,6 +649,20 @@ fn install_crds(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path)
 
 /// Start the side's catalog server and controllers; logs go to `work/e2e-<side>-<phase>-*`.
 fn start(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalog_dir: &Path, phase: &str) -> anyhow::Result<Started> {
+    start_with(imp, tools, layout, work, catalog_dir, phase, &[])
+}
+
+/// [`start`] with `extra` arguments for the side's controller that reads bundles (upstream's
+/// catalog operator, our `olm run`).
+pub(crate) fn start_with(
+    imp: Impl,
+    tools: &Tools,
+    layout: &olm_dev::Layout,
+    work: &Path,
+    catalog_dir: &Path,
+    phase: &str,
+    extra: &[String],
+) -> anyhow::Result<Started> {
     let grpc_port = free_port()?;
     let kubeconfig = layout.kubeconfig();
     let log = |name: &str| work.join(format!("e2e-{}-{phase}-{name}.log", imp.tag()));
@@ -686,7 +701,8 @@ fn start(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalo
                     Command::new(bin.join("catalog"))
                         .env("KUBECONFIG", &kubeconfig)
                         .arg(format!("--kubeconfig={}", kubeconfig.display()))
-                        .args(["--namespace", GLOBAL_NAMESPACE, "--writeStatusName", ""]),
+                        .args(["--namespace", GLOBAL_NAMESPACE, "--writeStatusName", ""])
+                        .args(extra),
                     &log("catalog"),
                 )?,
             ];
@@ -709,7 +725,8 @@ fn start(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path, catalo
                     Command::new(&tools.olm)
                         .args(["run", "--namespace", GLOBAL_NAMESPACE, "--metrics-addr", &admin])
                         .arg("--kubeconfig")
-                        .arg(&kubeconfig),
+                        .arg(&kubeconfig)
+                        .args(extra),
                     &log("run"),
                 )?,
             ];

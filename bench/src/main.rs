@@ -9,7 +9,8 @@
 //! default 200, 10 with `--quick`, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES),
 //! `--scale-timeout SECS` (longest wait for the scale run to settle, per side; default 6 s per
 //! namespace, at least 300 s). `OLM_BENCH_SIDES=ours` (or `upstream`) runs one side of the
-//! end-to-end part only, for working on it; published figures need both.
+//! end-to-end part only, for working on it; published figures need both. `--unpack ROUNDS` runs
+//! only the bundle-unpack comparison on a real node (root; unpack.rs) and prints its section.
 
 mod catalogs;
 mod compare;
@@ -19,6 +20,7 @@ mod report_e2e;
 mod resolve;
 mod serve;
 mod tools;
+mod unpack;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,9 +39,11 @@ pub struct Options {
     /// Only the end-to-end part (parts 1 and 2 skipped).
     pub e2e_only: bool,
     pub e2e_options: e2e::E2eOptions,
+    /// Rounds of the unpack comparison; when set, nothing else runs.
+    pub unpack_rounds: Option<usize>,
 }
 
-const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS]";
+const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] | --unpack ROUNDS";
 
 fn number(flag: &str, value: Option<String>) -> anyhow::Result<u64> {
     let v = value.with_context(|| format!("{flag} needs a number"))?;
@@ -57,6 +61,7 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
         Err(_) => None,
     };
     let mut scale_timeout = None;
+    let mut unpack_rounds = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -67,6 +72,7 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
             "--e2e-only" => e2e_only = true,
             "--scale-namespaces" => scale_namespaces = Some(number(&a, args.next())?),
             "--scale-timeout" => scale_timeout = Some(Duration::from_secs(number(&a, args.next())?)),
+            "--unpack" => unpack_rounds = Some(usize::try_from(number(&a, args.next())?).context("--unpack: too many rounds")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -91,7 +97,7 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
         create_concurrency: 4,
         single_runs: if quick { 1 } else { 5 },
     };
-    Ok(Options { out, fbc, quick, e2e, e2e_only, e2e_options })
+    Ok(Options { out, fbc, quick, e2e, e2e_only, e2e_options, unpack_rounds })
 }
 
 /// One server's figures on one catalog.
@@ -212,6 +218,16 @@ fn main() -> anyhow::Result<()> {
     let olm_copy = work.join("olm");
     std::fs::copy(&tools.olm, &olm_copy).with_context(|| format!("copying {}", tools.olm.display()))?;
     tools.olm = olm_copy;
+
+    if let Some(rounds) = opts.unpack_rounds {
+        let report = unpack::run(&tools, &workspace, &work, rounds)?;
+        let text = unpack::markdown(&report);
+        let file = work.join("unpack.md");
+        std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
+        println!("{text}");
+        eprintln!("wrote {} in {:.0} s", file.display(), started.elapsed().as_secs_f64());
+        return Ok(());
+    }
 
     let mut notes = Vec::new();
     let base = if opts.fbc.is_dir() {

@@ -20,7 +20,7 @@ pub struct Tools {
     /// operator-lifecycle-manager version the driver is built against (from its go.mod).
     pub olm_upstream_version: String,
     pub go_version: String,
-    /// Directory with upstream's `olm` and `catalog` binaries.
+    /// Directory with upstream's `olm`, `catalog` and `cpb` binaries.
     pub upstream_operators: PathBuf,
 }
 
@@ -116,10 +116,11 @@ fn build_resolver_driver(cache: &Path, workspace: &Path) -> anyhow::Result<(Path
 }
 
 /// Build upstream's `olm` and `catalog` operators (cmd/olm, cmd/catalog of the OLM module, the
-/// version the resolver driver uses) once, through a consumer module for the same reason as opm.
+/// version the resolver driver uses) and `cpb` (util/cpb, the copy tool its bundle unpack Jobs
+/// run) once, through a consumer module for the same reason as opm.
 fn build_upstream_operators(cache: &Path, version: &str) -> anyhow::Result<PathBuf> {
     let bin_dir = cache.join(format!("bin/olm-{version}"));
-    if bin_dir.join(".ok").exists() && bin_dir.join("olm").exists() && bin_dir.join("catalog").exists() {
+    if bin_dir.join(".ok").exists() && ["olm", "catalog", "cpb"].iter().all(|b| bin_dir.join(b).exists()) {
         return Ok(bin_dir);
     }
     eprintln!("building upstream olm and catalog operators {version} (first run only)");
@@ -146,6 +147,7 @@ fn build_upstream_operators(cache: &Path, version: &str) -> anyhow::Result<PathB
             .args([
                 "github.com/operator-framework/operator-lifecycle-manager/cmd/olm",
                 "github.com/operator-framework/operator-lifecycle-manager/cmd/catalog",
+                "github.com/operator-framework/operator-lifecycle-manager/util/cpb",
             ]),
         "building upstream olm and catalog",
     )?;

@@ -128,3 +128,11 @@ pub fn running_as_root() -> bool {
         .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
         .unwrap_or(false)
 }
+
+/// A Namespace `ns` and an OperatorGroup of the same name targeting it (OwnNamespace), as YAML
+/// to put before a Subscription.
+pub fn own_namespace_yaml(ns: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\napiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: {ns}\n  namespace: {ns}\nspec:\n  targetNamespaces:\n  - {ns}\n"
+    )
+}

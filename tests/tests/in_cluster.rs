@@ -81,20 +81,7 @@ impl Cluster<'_> {
 fn subscription(ns: &str, approval: &str, starting_csv: Option<&str>) -> String {
     let starting = starting_csv.map(|c| format!("  startingCSV: {c}\n")).unwrap_or_default();
     format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata:
-  name: {ns}
----
-apiVersion: operators.coreos.com/v1
-kind: OperatorGroup
-metadata:
-  name: {ns}
-  namespace: {ns}
-spec:
-  targetNamespaces:
-  - {ns}
----
+        r#"{namespace}---
 apiVersion: operators.coreos.com/v1alpha1
 kind: Subscription
 metadata:
@@ -106,7 +93,8 @@ spec:
   source: community
   sourceNamespace: olm
   installPlanApproval: {approval}
-{starting}"#
+{starting}"#,
+        namespace = olm_e2e::dev_env::own_namespace_yaml(ns)
     )
 }
 

@@ -215,20 +215,7 @@ spec:
 /// pods to the real node.
 fn hello_subscription(ns: &str, catalog: &str) -> String {
     format!(
-        r#"apiVersion: v1
-kind: Namespace
-metadata:
-  name: {ns}
----
-apiVersion: operators.coreos.com/v1
-kind: OperatorGroup
-metadata:
-  name: {ns}
-  namespace: {ns}
-spec:
-  targetNamespaces:
-  - {ns}
----
+        r#"{namespace}---
 apiVersion: operators.coreos.com/v1alpha1
 kind: CatalogSource
 metadata:
@@ -255,7 +242,8 @@ spec:
     - key: olm.dev/real-node
       operator: Exists
       effect: NoSchedule
-"#
+"#,
+        namespace = olm_e2e::dev_env::own_namespace_yaml(ns)
     )
 }
 

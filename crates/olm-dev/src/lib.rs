@@ -28,7 +28,7 @@ pub use cluster::{
 };
 pub use component::Component;
 pub use error::{DevError, Result};
-pub use image_build::{BuiltOlmImage, OLM_IMAGE_REPOSITORY, OLM_IMAGE_TAG, build_olm_image};
+pub use image_build::{BuiltOlmImage, OLM_IMAGE_REPOSITORY, OLM_IMAGE_TAG, SmallBase, SmallFile, build_olm_image, build_small_image};
 pub use kubeconfig::env_lines;
 pub use node::{
     NodeProcess, NodeProcessStatus, REAL_NODE_LABEL, REAL_NODE_NAME, REAL_NODE_TAINT_KEY, RealNodeStatus,

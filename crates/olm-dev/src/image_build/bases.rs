@@ -44,12 +44,32 @@ pub(super) struct Bases {
     pub(super) runtime: String,
 }
 
+fn runtime_name() -> String {
+    format!("localhost/olm-dev/distroless-cc:nonroot-{DEBIAN_SUITE}-{RECIPE}")
+}
+
+/// The runtime base alone (for small images of dynamically linked binaries), made if missing.
+pub(super) fn ensure_runtime_base(buildah: &Buildah, layout: &Layout, progress: &Progress) -> Result<String> {
+    let name = runtime_name();
+    if !buildah.has_image(&name) {
+        let rootfs = ensure_rootfs(layout, progress)?;
+        make_runtime(buildah, progress, &name, &rootfs)?;
+    }
+    Ok(name)
+}
+
+fn make_runtime(buildah: &Buildah, progress: &Progress, name: &str, rootfs: &Path) -> Result<()> {
+    progress.say(format!("making base image {name} (libc6, libgcc-s1, CA certificates, user nonroot)"));
+    let env = ["PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"];
+    make_image(buildah, progress, name, &env, Some("65532:65532"), |mnt| runtime_files(rootfs, mnt))
+}
+
 /// Makes the base images that are missing.
 pub(super) fn ensure_bases(buildah: &Buildah, layout: &Layout, progress: &Progress, source: &Path) -> Result<Bases> {
     let (sysroot, rust_version) = host_toolchain(source)?;
     let bases = Bases {
         build: format!("localhost/olm-dev/rust-build:{rust_version}-{DEBIAN_SUITE}-{RECIPE}"),
-        runtime: format!("localhost/olm-dev/distroless-cc:nonroot-{DEBIAN_SUITE}-{RECIPE}"),
+        runtime: runtime_name(),
     };
     let need_build = !buildah.has_image(&bases.build);
     let need_runtime = !buildah.has_image(&bases.runtime);
@@ -79,9 +99,7 @@ pub(super) fn ensure_bases(buildah: &Buildah, layout: &Layout, progress: &Progre
         })?;
     }
     if need_runtime {
-        progress.say(format!("making base image {} (libc6, libgcc-s1, CA certificates, user nonroot)", bases.runtime));
-        let env = ["PATH=/usr/local/bin:/usr/bin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"];
-        make_image(buildah, progress, &bases.runtime, &env, Some("65532:65532"), |mnt| runtime_files(&rootfs, mnt))?;
+        make_runtime(buildah, progress, &bases.runtime, &rootfs)?;
     }
     Ok(bases)
 }

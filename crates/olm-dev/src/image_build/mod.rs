@@ -9,6 +9,9 @@
 //! target directory) under the cache directory, so a second build recompiles only what changed.
 
 mod bases;
+mod small;
+
+pub use small::{SmallBase, SmallFile, build_small_image};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -156,20 +159,8 @@ pub fn build_olm_image(layout: &Layout, progress: &Progress, source: &Path, regi
     let build_elapsed = started.elapsed();
 
     let started = Instant::now();
-    let digest_file = buildah.tmp.join("olm-image.digest");
-    let destination = format!("docker://{registry}/{OLM_IMAGE_REPOSITORY}:{OLM_IMAGE_TAG}");
-    let digest_arg = format!("--digestfile={}", digest_file.display());
-    buildah.run("buildah push", &["push", "--tls-verify=false", &digest_arg, LOCAL_NAME, &destination], progress)?;
-    let digest = std::fs::read_to_string(&digest_file).map_err(|e| DevError::io("read", &digest_file, e))?;
-    let digest = digest.trim();
-    if !digest.starts_with("sha256:") {
-        return Err(DevError::UnexpectedOutput {
-            command: "buildah push".into(),
-            reason: format!("the digest file {} holds {digest:?}, not a sha256 digest", digest_file.display()),
-        });
-    }
+    let reference = push(&buildah, progress, LOCAL_NAME, &format!("{registry}/{OLM_IMAGE_REPOSITORY}:{OLM_IMAGE_TAG}"))?;
     let push_elapsed = started.elapsed();
-    let reference = format!("{registry}/{OLM_IMAGE_REPOSITORY}@{digest}");
     progress.say(format!(
         "image {reference} (bases {}, build {}, push {})",
         format_duration(bases_elapsed),
@@ -177,4 +168,44 @@ pub fn build_olm_image(layout: &Layout, progress: &Progress, source: &Path, regi
         format_duration(push_elapsed)
     ));
     Ok(BuiltOlmImage { reference, bases_elapsed, build_elapsed, push_elapsed })
+}
+
+/// Pushes the local image `local` to `destination` (`host:port/repo:tag`, plain HTTP allowed);
+/// returns `host:port/repo@sha256:…`.
+fn push(buildah: &Buildah, progress: &Progress, local: &str, destination: &str) -> Result<String> {
+    create_dir_all(&buildah.tmp)?;
+    let digest_file = buildah.tmp.join(format!("push-{}.digest", std::process::id()));
+    let digest_arg = format!("--digestfile={}", digest_file.display());
+    let target = format!("docker://{destination}");
+    buildah.run("buildah push", &["push", "--tls-verify=false", &digest_arg, local, &target], progress)?;
+    let digest = std::fs::read_to_string(&digest_file).map_err(|e| DevError::io("read", &digest_file, e))?;
+    let _ = std::fs::remove_file(&digest_file);
+    let digest = digest.trim();
+    if !digest.starts_with("sha256:") {
+        return Err(DevError::UnexpectedOutput {
+            command: "buildah push".into(),
+            reason: format!("the digest file {} holds {digest:?}, not a sha256 digest", digest_file.display()),
+        });
+    }
+    Ok(format!("{}@{digest}", repository_of(destination)))
+}
+
+/// `host:port/repo:tag` → `host:port/repo`; a bare `host:port/repo` has no tag to drop.
+fn repository_of(image: &str) -> &str {
+    match image.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
+        _ => image,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tag_is_dropped_but_not_the_port() {
+        assert_eq!(repository_of("127.0.0.1:28500/olm/olm:dev"), "127.0.0.1:28500/olm/olm");
+        assert_eq!(repository_of("127.0.0.1:28500/olm/olm"), "127.0.0.1:28500/olm/olm");
+        assert_eq!(repository_of("registry.example/x:v1"), "registry.example/x");
+    }
 }
