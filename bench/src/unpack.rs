@@ -64,19 +64,10 @@ fn olm(tools: &Tools, args: &[&str]) -> anyhow::Result<String> {
 
 /// busybox-static's `/bin/busybox`, which answers as `cp` (upstream's util init container runs
 /// `/bin/cp -Rv /bin/cpb /util/cpb`).
-fn busybox() -> anyhow::Result<PathBuf> {
-    let path = PathBuf::from("/bin/busybox");
-    if !path.exists() {
-        let status = Command::new("apt-get")
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .args(["install", "-y", "--no-install-recommends", "busybox-static"])
-            .status()
-            .context("apt-get install busybox-static")?;
-        if !status.success() || !path.exists() {
-            bail!("apt-get install busybox-static did not install {}", path.display());
-        }
-    }
-    Ok(path)
+fn busybox(layout: &olm_dev::Layout, progress: &olm_dev::Progress) -> anyhow::Result<PathBuf> {
+    const BUSYBOX: &str = "/bin/busybox";
+    olm_dev::ensure_debian_packages(layout, progress, "unpack-bench", &[("busybox-static", BUSYBOX)])?;
+    Ok(PathBuf::from(BUSYBOX))
 }
 
 /// The catalog both sides serve: etcd 0.9.4 named by its image only (`olm.csv.metadata`, no
@@ -121,7 +112,7 @@ fn run_on(
         progress,
         olm_dev::SmallBase::Scratch,
         &[
-            olm_dev::SmallFile { source: busybox()?, dest: "/bin/cp".into() },
+            olm_dev::SmallFile { source: busybox(layout, progress)?, dest: "/bin/cp".into() },
             olm_dev::SmallFile { source: tools.upstream_operators.join("cpb"), dest: "/bin/cpb".into() },
         ],
         &format!("{registry}/bench/olm-util:{}", tools.olm_upstream_version),
@@ -192,16 +183,10 @@ fn round_of(
     e2e::kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
     // The unpack Job's pods (in the catalog's namespace) run on the real node; the operator's
     // own Deployment (its image cannot exist here) stays on kwok.
-    let (label, value) = olm_dev::REAL_NODE_LABEL;
-    let tolerations = format!(
-        "scheduler.alpha.kubernetes.io/defaultTolerations=[{{\"key\":\"{}\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}}]",
-        olm_dev::REAL_NODE_TAINT_KEY
-    );
-    e2e::kubectl(
-        layout,
-        &["annotate", "--overwrite", "namespace", GLOBAL_NAMESPACE, &format!("scheduler.alpha.kubernetes.io/node-selector={label}={value}"), &tolerations],
-        None,
-    )?;
+    let mut annotate = vec!["annotate", "--overwrite", "namespace", GLOBAL_NAMESPACE];
+    let annotations = olm_dev::real_node_namespace_annotations();
+    annotate.extend(annotations.iter().map(String::as_str));
+    e2e::kubectl(layout, &annotate, None)?;
     make_cold(layout, bundle_image);
     let ns = format!("unpack-{}-{round}", if imp == Impl::Upstream { "upstream" } else { "ours" });
     let mut started = e2e::start_with(imp, tools, layout, work, catalog_dir, &format!("unpack-{round}"), extra)?;

@@ -10,7 +10,7 @@ use crate::run::{Progress, describe, run_step};
 
 /// Installs the packages of `packages` (package, a file it installs) whose file is missing;
 /// apt-get's output goes to `apt-get-<log_name>.log` in the cache's logs.
-pub(crate) fn ensure_packages(layout: &Layout, progress: &Progress, log_name: &str, packages: &[(&str, &str)]) -> Result<()> {
+pub fn ensure_packages(layout: &Layout, progress: &Progress, log_name: &str, packages: &[(&str, &str)]) -> Result<()> {
     let missing: Vec<&str> = packages
         .iter()
         .filter(|(_, file)| !Path::new(file).exists())

@@ -27,11 +27,13 @@ pub use cluster::{
     ClusterStatus, ComponentStatus, DownReport, UpOptions, UpReport, down, kubectl, status, up, up_with,
 };
 pub use component::Component;
+pub use debian::ensure_packages as ensure_debian_packages;
 pub use error::{DevError, Result};
 pub use image_build::{BuiltOlmImage, OLM_IMAGE_REPOSITORY, OLM_IMAGE_TAG, SmallBase, SmallFile, build_olm_image, build_small_image};
 pub use kubeconfig::env_lines;
 pub use node::{
     NodeProcess, NodeProcessStatus, REAL_NODE_LABEL, REAL_NODE_NAME, REAL_NODE_TAINT_KEY, RealNodeStatus,
+    real_node_namespace_annotations,
 };
 pub use layout::{
     COREDNS_VERSION, CRICTL_VERSION, DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,

@@ -40,6 +40,19 @@ pub const REAL_NODE_TAINT_KEY: &str = "olm.dev/real-node";
 /// Label of the real node; a pod selects it to run nowhere else.
 pub const REAL_NODE_LABEL: (&str, &str) = ("olm.dev/node", "real");
 
+/// `key=value` namespace annotations that send every pod of a namespace to the real node
+/// (honoured by the API server's PodNodeSelector and PodTolerationRestriction plugins), for
+/// `kubectl annotate namespace NS …`.
+pub fn real_node_namespace_annotations() -> [String; 2] {
+    let (label, value) = REAL_NODE_LABEL;
+    [
+        format!("scheduler.alpha.kubernetes.io/node-selector={label}={value}"),
+        format!(
+            "scheduler.alpha.kubernetes.io/defaultTolerations=[{{\"key\":\"{REAL_NODE_TAINT_KEY}\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}}]"
+        ),
+    ]
+}
+
 /// One process of the real node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeProcess {

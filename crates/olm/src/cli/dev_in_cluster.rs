@@ -88,18 +88,6 @@ fn rendered_manifests(source: &Path, image: &str) -> anyhow::Result<Vec<(String,
     Ok(out)
 }
 
-/// The namespace annotations that send every pod of `olm` to the real node.
-fn real_node_annotations() -> [String; 2] {
-    let (label, value) = olm_dev::REAL_NODE_LABEL;
-    [
-        format!("scheduler.alpha.kubernetes.io/node-selector={label}={value}"),
-        format!(
-            "scheduler.alpha.kubernetes.io/defaultTolerations=[{{\"key\":\"{}\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}}]",
-            olm_dev::REAL_NODE_TAINT_KEY
-        ),
-    ]
-}
-
 /// `olm dev up --in-cluster`.
 pub fn up(source: Option<&Path>) -> anyhow::Result<ExitCode> {
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
@@ -143,7 +131,7 @@ pub fn up(source: Option<&Path>) -> anyhow::Result<ExitCode> {
         kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(text)).with_context(|| format!("applying manifests/{name}"))?;
         if index == 0 {
             // Before any Deployment exists, so no pod is ever scheduled to kwok.
-            let annotations = real_node_annotations();
+            let annotations = olm_dev::real_node_namespace_annotations();
             let mut args = vec!["annotate", "--overwrite", "namespace", OLM_NAMESPACE];
             args.extend(annotations.iter().map(String::as_str));
             kubectl(&layout, &args, None)?;
@@ -232,7 +220,7 @@ mod tests {
 
     #[test]
     fn the_olm_namespace_is_sent_to_the_real_node() {
-        let [selector, tolerations] = real_node_annotations();
+        let [selector, tolerations] = olm_dev::real_node_namespace_annotations();
         assert_eq!(selector, "scheduler.alpha.kubernetes.io/node-selector=olm.dev/node=real");
         let json = tolerations.strip_prefix("scheduler.alpha.kubernetes.io/defaultTolerations=").unwrap();
         let parsed: serde_json::Value = serde_json::from_str(json).unwrap();
