@@ -423,12 +423,17 @@ pub async fn wait_phase(ns: &TestNamespace, name: &str, phase: &str, reason: Opt
 /// The etcd fixture catalog (rendered from the community-operators bundles) served as
 /// "community" on loopback gRPC, and over loopback HTTP too when `with_http`.
 pub async fn etcd_catalog_server(with_http: bool) -> anyhow::Result<olm_registry::RunningServer> {
-    let dir = crate::repo().join("crates/olm-registry/testdata/catalog/etcd");
-    let mut config = olm_registry::ServeConfig::new(vec![("community".into(), dir)]);
+    catalog_server("community", crate::repo().join("crates/olm-registry/testdata/catalog/etcd"), with_http).await
+}
+
+/// The File-Based Catalog `dir` served as `name` on loopback gRPC (and HTTP when `with_http`),
+/// without reloads: what a CatalogSource's `address` points at.
+pub async fn catalog_server(name: &str, dir: std::path::PathBuf, with_http: bool) -> anyhow::Result<olm_registry::RunningServer> {
+    let mut config = olm_registry::ServeConfig::new(vec![(name.into(), dir)]);
     if with_http {
         config.http_addr = Some("127.0.0.1:0".parse()?);
     }
-    config.grpc_addrs = vec![("community".into(), "127.0.0.1:0".parse()?)];
+    config.grpc_addrs = vec![(name.into(), "127.0.0.1:0".parse()?)];
     config.reload_interval = None;
     Ok(olm_registry::start(config).await?)
 }

@@ -368,10 +368,7 @@ async fn an_image_only_bundle_from_a_catalog_server_is_pulled_whole() -> anyhow:
     let images = push_bundles(registry.addr(), &[])?;
     let work = tempfile::tempdir()?;
     write_catalog(&work.path().join("catalog"), &images, "0.9.4")?;
-    let mut config = olm_registry::ServeConfig::new(vec![("images".into(), work.path().join("catalog"))]);
-    config.grpc_addrs = vec![("images".into(), "127.0.0.1:0".parse()?)];
-    config.reload_interval = None;
-    let server = olm_registry::start(config).await?;
+    let server = controllers::catalog_server("images", work.path().join("catalog"), false).await?;
     let address = server.grpc_addrs.get("images").map(ToString::to_string).context("gRPC address")?;
 
     let ns = cluster.namespace("bundle-from-server").await?;
