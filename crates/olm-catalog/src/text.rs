@@ -55,9 +55,12 @@ pub fn parse_manifest_text(text: &str) -> Result<Vec<Value>, String> {
 
 /// Most parses spent repairing under-indented quoted scalars in one file: each repair of a
 /// scalar costs two parses, so the total work stays a bounded multiple of the file's size
-/// (about 64 MiB of parsing) however many scalars need it.
+/// however many scalars need it: 128 times the file, at least 4 MiB and at most 64 MiB of
+/// parsing (a 1 MiB CRD gets 32 repairs). A flat 64 MiB let a 22 KB file found by fuzzing
+/// cost 3,000 times its size (a second of CPU per file for a hostile catalog).
 fn repair_parse_budget(len: usize) -> usize {
-    ((64 << 20) / len.max(1)).clamp(8, 2000)
+    let len = len.max(1);
+    (len.saturating_mul(128).clamp(4 << 20, 64 << 20) / len).clamp(8, 2000)
 }
 
 /// Parse multi-document YAML. Go's YAML parser (what opm uses) accepts
@@ -301,5 +304,22 @@ mod tests {
         // alias bomb
         let bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n";
         let _ = parse_manifest_text(bomb); // must return (error or bounded value), never hang
+    }
+
+    #[test]
+    fn repairs_parse_at_most_128_times_the_file_or_4_mib() {
+        for len in [1, 100, 1_000, 22_121, 100_000, 1 << 20, 10 << 20, 100 << 20] {
+            let work = repair_parse_budget(len) * len;
+            assert!(work <= (len * 128).clamp(4 << 20, 64 << 20).max(8 * len), "{len} bytes: {work} bytes of parsing");
+        }
+        // A 1 MiB CRD still gets its repairs.
+        assert!(repair_parse_budget(1 << 20) / 2 >= 32);
+    }
+
+    #[test]
+    fn a_file_found_by_fuzzing_that_needs_a_repair_on_every_line_ends_in_an_error() {
+        let text = String::from_utf8_lossy(include_bytes!("../testdata/fuzz-found/fbc-repair-on-every-line.yaml"));
+        let err = parse_manifest_text(&text).unwrap_err();
+        assert!(err.contains("too many under-indented lines"), "{err}");
     }
 }
