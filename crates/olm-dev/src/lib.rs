@@ -12,6 +12,7 @@ mod cluster;
 mod component;
 mod debian;
 mod error;
+mod fault;
 mod image_build;
 mod kubeconfig;
 mod layout;
@@ -29,6 +30,7 @@ pub use cluster::{
 pub use component::Component;
 pub use debian::ensure_packages as ensure_debian_packages;
 pub use error::{DevError, Result};
+pub use fault::{kill_component, restart_component};
 pub use image_build::{BuiltOlmImage, OLM_IMAGE_REPOSITORY, OLM_IMAGE_TAG, SmallBase, SmallFile, build_olm_image, build_small_image};
 pub use kubeconfig::env_lines;
 pub use node::{

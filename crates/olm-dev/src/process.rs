@@ -286,42 +286,25 @@ pub(crate) fn stop_pid(name: &'static str, pid: u32, binary: &Path) -> Result<bo
     if !process_runs(pid, binary) {
         return Ok(false);
     }
-    let raw = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw);
-    let Some(target) = raw else {
-        return Err(DevError::StopFailed {
-            component: name,
-            pid,
-            reason: "not a valid process id".into(),
-        });
-    };
-    let send = |signal| {
-        rustix::process::kill_process(target, signal).map_err(|e| DevError::StopFailed {
-            component: name,
-            pid,
-            reason: e.to_string(),
-        })
-    };
-    send(rustix::process::Signal::TERM)?;
-    // Wait for the exit itself, not for `process_runs` to turn false: while a process exits,
-    // its /proc/<pid>/exe link is gone before its sockets are closed, and a port that still
-    // accepts connections after a stop makes the next start fail.
-    let gone_within = |limit: Duration| {
-        let begin = Instant::now();
-        while begin.elapsed() < limit {
-            if has_exited(pid) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        has_exited(pid)
-    };
-    if gone_within(Duration::from_secs(10)) {
+    send_signal(name, pid, rustix::process::Signal::TERM)?;
+    if gone_within(pid, Duration::from_secs(10)) {
         return Ok(true);
     }
-    send(rustix::process::Signal::KILL)?;
-    if gone_within(Duration::from_secs(5)) {
+    kill_and_wait(name, pid)
+}
+
+/// KILL at once (a crash, for the fault tests), only when `pid` still runs `binary`; returns
+/// when it has exited and its ports are closed.
+pub(crate) fn kill_pid(name: &'static str, pid: u32, binary: &Path) -> Result<bool> {
+    if !process_runs(pid, binary) {
+        return Ok(false);
+    }
+    kill_and_wait(name, pid)
+}
+
+fn kill_and_wait(name: &'static str, pid: u32) -> Result<bool> {
+    send_signal(name, pid, rustix::process::Signal::KILL)?;
+    if gone_within(pid, Duration::from_secs(5)) {
         Ok(true)
     } else {
         Err(DevError::StopFailed {
@@ -330,6 +313,36 @@ pub(crate) fn stop_pid(name: &'static str, pid: u32, binary: &Path) -> Result<bo
             reason: "still running 5 s after SIGKILL".into(),
         })
     }
+}
+
+fn send_signal(name: &'static str, pid: u32, signal: rustix::process::Signal) -> Result<()> {
+    let target = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| DevError::StopFailed {
+            component: name,
+            pid,
+            reason: "not a valid process id".into(),
+        })?;
+    rustix::process::kill_process(target, signal).map_err(|e| DevError::StopFailed {
+        component: name,
+        pid,
+        reason: e.to_string(),
+    })
+}
+
+/// Waits for the exit itself, not for `process_runs` to turn false: while a process exits,
+/// its /proc/<pid>/exe link is gone before its sockets are closed, and a port that still
+/// accepts connections after a stop makes the next start fail.
+fn gone_within(pid: u32, limit: Duration) -> bool {
+    let begin = Instant::now();
+    while begin.elapsed() < limit {
+        if has_exited(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    has_exited(pid)
 }
 
 #[cfg(test)]
