@@ -37,6 +37,11 @@ async fn connect(address: &str) -> Result<RegistryClient<Channel>, ClientError> 
         .max_encoding_message_size(MAX_MESSAGE_BYTES))
 }
 
+/// A connection to the server (TCP and the HTTP/2 handshake), dropped at once.
+pub(super) async fn probe(address: &str) -> Result<(), ClientError> {
+    connect(address).await.map(drop)
+}
+
 fn call_error(address: &str, call: &str, status: tonic::Status) -> ClientError {
     use tonic::Code;
     let retryable = matches!(

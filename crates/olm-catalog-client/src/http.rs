@@ -13,6 +13,33 @@ use super::{CatalogContent, ClientError, SourceLocation};
 /// A catalog bigger than this is refused.
 const MAX_BODY_BYTES: usize = 512 * 1024 * 1024;
 
+/// `HEAD <url>/api/v1/all`: the server answers for this catalog, without sending it.
+pub(super) async fn probe(url: &str) -> Result<(), ClientError> {
+    let uri: hyper::Uri = format!("{url}/api/v1/all").parse().map_err(|err| ClientError::Invalid {
+        address: url.to_owned(),
+        message: format!("spec.address is not a valid URL: {err}"),
+    })?;
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let request = hyper::Request::head(uri).body(Empty::new()).map_err(|err| ClientError::Invalid {
+        address: url.to_owned(),
+        message: err.to_string(),
+    })?;
+    let response = client.request(request).await.map_err(|err| ClientError::Connect {
+        address: url.to_owned(),
+        message: err.to_string(),
+    })?;
+    if response.status().is_success() {
+        Ok(())
+    } else {
+        Err(ClientError::Call {
+            address: url.to_owned(),
+            call: "HEAD /api/v1/all".into(),
+            message: format!("HTTP {}", response.status()),
+            retryable: true,
+        })
+    }
+}
+
 pub(super) async fn list(url: &str, key: CatalogKey, priority: i32) -> Result<CatalogContent, ClientError> {
     let all = format!("{url}/api/v1/all");
     if all.starts_with("https://") {

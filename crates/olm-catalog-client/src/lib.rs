@@ -379,6 +379,24 @@ pub async fn fetch(location: &SourceLocation, key: CatalogKey, priority: i32) ->
     }
 }
 
+/// Whether the catalog server at `location` still answers (a connection, not a read): the
+/// cheap check between two reads, so a server that died is noticed within seconds.
+pub async fn probe(location: &SourceLocation) -> Result<(), ClientError> {
+    let work = async {
+        match location {
+            SourceLocation::Grpc(address) => grpc::probe(address).await,
+            SourceLocation::Http(url) => http::probe(url).await,
+        }
+    };
+    match tokio::time::timeout(2 * CONNECT_TIMEOUT, work).await {
+        Ok(result) => result,
+        Err(_) => Err(ClientError::Timeout {
+            address: location.address().to_owned(),
+            timeout: 2 * CONNECT_TIMEOUT,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,11 @@ pub const CONFIGMAP_RECHECK: Duration = Duration::from_secs(5);
 /// pull was refused takes effect within this, without OLM watching every Secret.
 pub const SECRETS_RECHECK: Duration = Duration::from_secs(30);
 
+/// How often a catalog server named by `spec.address` is checked for an answer between two
+/// reads of its content (a connection, nothing read): upstream watches its gRPC connection's
+/// state for the same reason.
+pub const LIVENESS_RECHECK: Duration = Duration::from_secs(10);
+
 /// When to read the content: `Some(Duration::ZERO)` means now.
 pub fn next_fetch(state: Option<&CatalogState>, fingerprint: &str, interval: Duration, now: Timestamp) -> Duration {
     let Some(state) = state else {

@@ -181,60 +181,21 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
             }
             Err((message, category)) => {
                 tracing::warn!(catalog = %key, error.category = category, "cannot read catalog: {message}");
-                let failures = previous.as_ref().filter(|p| !p.healthy()).map_or(0, |p| p.failures) + 1;
-                CatalogState {
-                    connection: ConnectionState::TransientFailure,
-                    // Keep the last good content when only the connection failed; a changed
-                    // source makes the old content meaningless.
-                    content: previous
-                        .as_ref()
-                        .filter(|p| p.fingerprint == fingerprint)
-                        .and_then(|p| p.content.clone()),
-                    last_error: Some(message),
-                    last_error_category: Some(category),
-                    last_connect: previous.as_ref().and_then(|p| p.last_connect),
-                    last_attempt: Some(finished),
-                    failures,
-                    fingerprint: fingerprint.clone(),
-                }
+                failed_state(previous.as_ref(), &fingerprint, message, category, finished)
             }
         };
-        let became_ready = next.healthy() && !previous.as_ref().is_some_and(CatalogState::healthy);
-        let became_unhealthy = !next.healthy() && previous.as_ref().is_none_or(CatalogState::healthy);
-        let reference = catalog.object_ref(&());
-        if became_ready {
-            ctx.events
-                .publish(
-                    &reference,
-                    &EventNote::normal(
-                        "CatalogSourceReady",
-                        "Connect",
-                        format!(
-                            "catalog content read from {}",
-                            inputs.address.clone().unwrap_or_else(|| "its ConfigMap".into())
-                        ),
-                    ),
-                )
-                .await;
-        } else if became_unhealthy {
-            ctx.events
-                .publish(
-                    &reference,
-                    &EventNote::warning(
-                        next.last_error_category.unwrap_or("CatalogUnreachable"),
-                        "Connect",
-                        next.last_error.clone().unwrap_or_default(),
-                    ),
-                )
-                .await;
-        }
-        // A poll that found the same image changes nothing the Subscriptions read.
-        if unchanged && !became_ready {
-            state.content.set_quietly(key.clone(), next.clone());
-        } else {
-            state.content.set(key.clone(), next.clone());
-        }
+        record(&ctx, &key, &catalog, &inputs, previous.as_ref(), &next, unchanged).await;
         current = Some(next);
+    } else if let (Location::Remote(remote), Some(ready)) = (&location, previous.as_ref().filter(|p| p.healthy() && p.fingerprint == fingerprint)) {
+        // Between two reads (15 min apart by default), a connection says whether the server
+        // still answers: a server that died is said within LIVENESS_RECHECK, and its
+        // Subscriptions learn it, instead of at the next read.
+        if let Err(err) = olm_catalog_client::probe(remote).await {
+            tracing::warn!(catalog = %key, error.category = err.category(), "catalog server stopped answering: {err}");
+            let next = failed_state(Some(ready), &fingerprint, err.to_string(), err.category(), Timestamp::now());
+            record(&ctx, &key, &catalog, &inputs, previous.as_ref(), &next, false).await;
+            current = Some(next);
+        }
     }
     inputs.state = current.clone();
     observe_counts(&ctx);
@@ -243,6 +204,9 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     ctx.status.apply(catalog.as_ref(), &decide::status(&catalog, &inputs, now)).await?;
 
     let mut requeue = decide::next_fetch(current.as_ref(), &fingerprint, interval, Timestamp::now()).min(decide::SECRETS_RECHECK);
+    if matches!(location, Location::Remote(_)) {
+        requeue = requeue.min(decide::LIVENESS_RECHECK);
+    }
     if inputs.configmap_error.is_some() {
         // Nothing to read until the ConfigMap appears: look again later, not at once.
         requeue = decide::CONFIGMAP_RECHECK;
@@ -250,6 +214,58 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
         requeue = requeue.min(decide::CONFIGMAP_RECHECK);
     }
     Ok(Action::requeue(requeue.max(Duration::from_millis(200))))
+}
+
+/// The state after a failed read or probe: the last good content kept when only the
+/// connection failed (a changed source makes the old content meaningless).
+fn failed_state(previous: Option<&CatalogState>, fingerprint: &str, message: String, category: &'static str, at: Timestamp) -> CatalogState {
+    let failures = previous.filter(|p| !p.healthy()).map_or(0, |p| p.failures) + 1;
+    CatalogState {
+        connection: ConnectionState::TransientFailure,
+        content: previous.filter(|p| p.fingerprint == fingerprint).and_then(|p| p.content.clone()),
+        last_error: Some(message),
+        last_error_category: Some(category),
+        last_connect: previous.and_then(|p| p.last_connect),
+        last_attempt: Some(at),
+        failures,
+        fingerprint: fingerprint.to_owned(),
+    }
+}
+
+/// Puts `next` in the content cache (waking the Subscriptions that read it, unless a poll
+/// found the same content) with an Event when the catalog became ready or unhealthy.
+async fn record(
+    ctx: &ControllerContext<CatalogSourceState>,
+    key: &CatalogKey,
+    catalog: &CatalogSource,
+    inputs: &StatusInputs,
+    previous: Option<&CatalogState>,
+    next: &CatalogState,
+    unchanged: bool,
+) {
+    // What the status already says counts too: a restarted process reads every catalog
+    // again, and a catalog READY before the restart has not become ready.
+    let said = catalog.status.as_ref().and_then(|s| s.connection_state.as_ref()).map(|c| c.last_observed_state.as_str());
+    let became_ready = next.healthy() && !previous.is_some_and(CatalogState::healthy) && said != Some(ConnectionState::Ready.as_str());
+    let became_unhealthy = !next.healthy()
+        && previous.is_none_or(CatalogState::healthy)
+        && !(previous.is_none() && said == Some(next.connection.as_str()));
+    let reference = catalog.object_ref(&());
+    if became_ready {
+        let from = inputs.address.clone().unwrap_or_else(|| "its ConfigMap".into());
+        let note = EventNote::normal("CatalogSourceReady", "Connect", format!("catalog content read from {from}"));
+        ctx.events.publish(&reference, &note).await;
+    } else if became_unhealthy {
+        let reason = next.last_error_category.unwrap_or("CatalogUnreachable");
+        let note = EventNote::warning(reason, "Connect", next.last_error.clone().unwrap_or_default());
+        ctx.events.publish(&reference, &note).await;
+    }
+    // A poll that found the same image changes nothing the Subscriptions read.
+    if unchanged && !became_ready {
+        ctx.state.content.set_quietly(key.clone(), next.clone());
+    } else {
+        ctx.state.content.set(key.clone(), next.clone());
+    }
 }
 
 /// What a read gave.
