@@ -77,6 +77,17 @@ impl UnpackSettings {
 /// Two reads go to the API server rather than the caches, on purpose: the Subscription (the
 /// cache may not yet show the plan this controller just referenced, and planning twice would
 /// create a second plan) and a referenced plan the cache does not have yet (our own create).
+/// Whether a catalog visible from `namespace` has a valid source but no read yet.
+fn catalogs_unread(state: &SubscriptionControllerState, namespace: &str) -> bool {
+    state.catalogs.list().iter().any(|catalog| {
+        let catalog_namespace = catalog.namespace().unwrap_or_default();
+        (catalog_namespace == namespace || catalog_namespace == state.global_namespace)
+            && catalog.meta().deletion_timestamp.is_none()
+            && olm_catalog_client::location::source(catalog).is_ok()
+            && state.content.get(&CatalogKey::new(catalog.name_any(), catalog_namespace)).is_none()
+    })
+}
+
 pub async fn observe(
     ctx: &ControllerContext<SubscriptionControllerState>,
     cached: &Subscription,
@@ -84,6 +95,13 @@ pub async fn observe(
     let state = &ctx.state;
     let namespace = cached.namespace().unwrap_or_default();
     let name = cached.name_any();
+    // Until every catalog the namespace sees has been read once by this process (at start,
+    // or when a catalog is created), resolving would say "unhealthy" or "not found" only to
+    // take it back a moment later: a status rewritten twice per Subscription, for every
+    // Subscription, after each restart. The read's end wakes the Subscriptions again.
+    if catalogs_unread(state, &namespace) {
+        return Ok(None);
+    }
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
     let Some(sub) = api
         .get_opt(&name)
