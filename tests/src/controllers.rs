@@ -81,12 +81,19 @@ static MANAGER: tokio::sync::OnceCell<std::net::SocketAddr> = tokio::sync::OnceC
 /// Make sure the control plane runs, the CRDs exist and the controllers run. Returns the cluster
 /// and the admin server address of the in-process manager.
 pub async fn setup() -> anyhow::Result<(TestCluster, std::net::SocketAddr)> {
-    init_logging();
-    let cluster = olm_testkit::cluster().await?;
-    install_crds(&cluster.client()).await?;
+    let cluster = cluster_with_crds().await?;
     let kubeconfig = cluster.kubeconfig();
     let addr = *MANAGER.get_or_try_init(|| start_manager(kubeconfig)).await?;
     Ok((cluster, addr))
+}
+
+/// The control plane with the CRDs installed, without the shared manager: for suites that run
+/// controllers of their own (`faults::ScopedManager`).
+pub async fn cluster_with_crds() -> anyhow::Result<TestCluster> {
+    init_logging();
+    let cluster = olm_testkit::cluster().await?;
+    install_crds(&cluster.client()).await?;
+    Ok(cluster)
 }
 
 async fn start_manager(kubeconfig: PathBuf) -> anyhow::Result<std::net::SocketAddr> {

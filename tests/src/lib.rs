@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 pub mod controllers;
 pub mod dev_env;
+pub mod faults;
 pub mod images;
 pub mod journey;
 pub mod widget;
