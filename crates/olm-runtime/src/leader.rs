@@ -172,7 +172,18 @@ pub fn start(
         let mut shutdown = std::pin::pin!(shutdown);
         let mut last_renewed: Option<tokio::time::Instant> = None;
         loop {
-            match try_acquire_or_renew(&api, &config).await {
+            // Each round is bounded: a request that hangs (an API server whose etcd is gone
+            // accepts and stalls) must not keep a leader leading past its renew deadline
+            // while another replica takes the expired lease.
+            let limit = match last_renewed.filter(|_| tx.borrow().leading) {
+                Some(at) => config.renew_deadline.saturating_sub(at.elapsed()).max(Duration::from_millis(100)),
+                None => config.renew_deadline,
+            };
+            let round = match tokio::time::timeout(limit, try_acquire_or_renew(&api, &config)).await {
+                Ok(result) => result.map_err(|err| err.to_string()),
+                Err(_) => Err(format!("no answer within {:.1}s", limit.as_secs_f64())),
+            };
+            match round {
                 Ok(true) => {
                     last_renewed = Some(tokio::time::Instant::now());
                     if !tx.borrow().leading {
@@ -188,7 +199,7 @@ pub fn start(
                     set_leading(&tx, false);
                 }
                 Err(err) => {
-                    let expired = last_renewed.is_none_or(|at| at.elapsed() > config.renew_deadline);
+                    let expired = last_renewed.is_none_or(|at| at.elapsed() >= config.renew_deadline);
                     tracing::warn!(lease = %config.name, %err, "cannot read or write the leader lease");
                     if expired && tx.borrow().leading {
                         tracing::warn!(lease = %config.name, "renew deadline passed: giving up leadership");
@@ -323,5 +334,46 @@ mod tests {
         set_leading(&tx, true);
         let next = tokio::time::timeout(Duration::from_secs(1), gained.next()).await;
         assert_eq!(next.ok().flatten(), Some(()));
+    }
+
+    /// A fake API server that creates the Lease, then accepts every later request and never
+    /// answers (an API server whose etcd is gone).
+    fn answers_then_hangs() -> Client {
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let n = served.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                let (status, body) = match (n, request.method().as_str()) {
+                    (0, "GET") => (404, r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#.to_owned()),
+                    (1, "POST") => {
+                        let lease = serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                            "metadata": {"name": "l", "namespace": "olm", "resourceVersion": "1"},
+                            "spec": {"holderIdentity": "me", "leaseDurationSeconds": 3}});
+                        (201, lease.to_string())
+                    }
+                    _ => std::future::pending().await,
+                };
+                http::Response::builder().status(status).header("content-type", "application/json").body(kube::client::Body::from(body.into_bytes()))
+            }
+        });
+        Client::new(service, "olm")
+    }
+
+    #[tokio::test]
+    async fn a_leader_whose_renewal_hangs_gives_up_at_its_renew_deadline() {
+        let config = LeaderElectionConfig {
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(1),
+            retry_period: Duration::from_millis(200),
+            ..LeaderElectionConfig::new("olm", "l", "me")
+        };
+        let (leadership, task) = start(answers_then_hangs(), config, std::future::pending());
+        tokio::time::timeout(Duration::from_secs(5), leadership.wait_until_leader()).await.expect("leads after creating the lease");
+        let became = tokio::time::Instant::now();
+        while leadership.is_leader() {
+            assert!(became.elapsed() < Duration::from_secs(3), "still leading 3 s after its last renewal, past the lease another replica takes");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        task.abort();
     }
 }
