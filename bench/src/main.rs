@@ -11,8 +11,14 @@
 //! namespace, at least 300 s). `OLM_BENCH_SIDES=ours` (or `upstream`) runs one side of the
 //! end-to-end part only, for working on it; published figures need both. `--unpack ROUNDS` runs
 //! only the bundle-unpack comparison on a real node (root; unpack.rs) and prints its section.
+//! `--chaos [--seed N] [--kills N] [--namespaces N]` runs only the chaos run (chaos.rs) and
+//! writes RELIABILITY.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm.
 
 mod catalogs;
+mod chaos;
+mod chaos_catalog;
+mod chaos_check;
+mod chaos_report;
 mod compare;
 mod e2e;
 mod report;
@@ -43,7 +49,7 @@ pub struct Options {
     pub unpack_rounds: Option<usize>,
 }
 
-const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] | --unpack ROUNDS";
+const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N]";
 
 fn number(flag: &str, value: Option<String>) -> anyhow::Result<u64> {
     let v = value.with_context(|| format!("{flag} needs a number"))?;
@@ -205,6 +211,10 @@ async fn bench_catalog(
 
 fn main() -> anyhow::Result<()> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("bench/ sits in the workspace")?.to_path_buf();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--chaos") {
+        return chaos_report::main(&workspace, &args);
+    }
     let opts = options(&workspace)?;
     let started = Instant::now();
     let mut tools = tools::prepare(&workspace)?;

@@ -158,7 +158,10 @@ fn build_upstream_operators(cache: &Path, version: &str) -> anyhow::Result<PathB
 /// Our `olm` binary in release mode. bench/run.sh builds it before starting this program;
 /// building it from here is not possible under `cargo run`, which holds cargo's build lock
 /// for as long as the program runs.
-fn find_olm(workspace: &Path) -> anyhow::Result<PathBuf> {
+pub(crate) fn find_olm(workspace: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("OLM_BENCH_OLM") {
+        return Ok(PathBuf::from(path));
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), PathBuf::from);
     let bin = target.join("release/olm");
     if !bin.exists() {
