@@ -14,7 +14,6 @@ use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec};
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
-use olm_controllers::manager::{Manager, ManagerConfig};
 use olm_testkit::{TestCluster, TestNamespace};
 
 /// Field manager of the test setup's server-side applies.
@@ -74,7 +73,7 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
 /// installs them for all namespaces holds it for writing, so they never overlap.
 pub static ETCD_APIS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// The controllers run once per test binary, on their own runtime thread, so every test (each
+/// The controllers run once per test binary, on their own runtime thread (a `ScopedManager` never stopped), so every test (each
 /// on its own tokio runtime) talks to the same long-lived manager. Holds its admin address.
 static MANAGER: tokio::sync::OnceCell<std::net::SocketAddr> = tokio::sync::OnceCell::const_new();
 
@@ -97,54 +96,11 @@ pub async fn cluster_with_crds() -> anyhow::Result<TestCluster> {
 }
 
 async fn start_manager(kubeconfig: PathBuf) -> anyhow::Result<std::net::SocketAddr> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-            Ok(runtime) => runtime,
-            Err(err) => {
-                let _ = tx.send(Err(anyhow::anyhow!("runtime: {err}")));
-                return;
-            }
-        };
-        runtime.block_on(async move {
-            let started = async {
-                let config = kube::Config::from_custom_kubeconfig(
-                    kube::config::Kubeconfig::read_from(&kubeconfig)?,
-                    &kube::config::KubeConfigOptions::default(),
-                )
-                .await?;
-                let client = Client::try_from(config)?;
-                let manager = Manager::start(
-                    client,
-                    ManagerConfig {
-                        cache_thread_init: None,
-                        images: crate::image_client()?,
-                        controllers: Vec::new(),
-                        admin_addr: Some("127.0.0.1:0".parse()?),
-                        leader_election: None,
-                    },
-                )
-                .await?;
-                anyhow::Ok(manager)
-            }
-            .await;
-            match started {
-                Ok(manager) => {
-                    let _ = tx.send(manager.admin_addr().context("admin server address"));
-                    // Run for the rest of the test process.
-                    std::future::pending::<()>().await;
-                    drop(manager);
-                }
-                Err(err) => {
-                    let _ = tx.send(Err(err));
-                }
-            }
-        });
-    });
-    tokio::task::spawn_blocking(move || rx.recv())
-        .await
-        .context("manager start task")?
-        .context("manager thread ended")?
+    let manager = crate::faults::ScopedManager::start_with(kubeconfig, None, true).await?;
+    let addr = manager.admin_addr.context("admin server address")?;
+    // Runs for the rest of the test process: never stopped.
+    std::mem::forget(manager);
+    Ok(addr)
 }
 
 fn init_logging() {

@@ -260,10 +260,17 @@ where
 pub struct ScopedManager {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The admin server (`/metrics`), when asked for.
+    pub admin_addr: Option<std::net::SocketAddr>,
 }
 
 impl ScopedManager {
     pub async fn start(kubeconfig: std::path::PathBuf, faults: Option<Faults>) -> anyhow::Result<ScopedManager> {
+        Self::start_with(kubeconfig, faults, false).await
+    }
+
+    /// [`ScopedManager::start`], with the admin server on a loopback port when `admin`.
+    pub async fn start_with(kubeconfig: std::path::PathBuf, faults: Option<Faults>, admin: bool) -> anyhow::Result<ScopedManager> {
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -291,7 +298,7 @@ impl ScopedManager {
                         cache_thread_init: None,
                         images: crate::image_client()?,
                         controllers: Vec::new(),
-                        admin_addr: None,
+                        admin_addr: if admin { Some("127.0.0.1:0".parse()?) } else { None },
                         leader_election: None,
                     };
                     anyhow::Ok(Manager::start(client, config).await?)
@@ -299,7 +306,7 @@ impl ScopedManager {
                 .await;
                 match started {
                     Ok(manager) => {
-                        let _ = started_tx.send(Ok(()));
+                        let _ = started_tx.send(Ok(manager.admin_addr()));
                         let _ = stop_rx.await;
                         drop(manager);
                     }
@@ -310,8 +317,8 @@ impl ScopedManager {
             });
             runtime.shutdown_timeout(Duration::from_secs(5));
         });
-        started_rx.await.context("the manager thread ended before it started")??;
-        Ok(ScopedManager { stop: Some(stop_tx), thread: Some(thread) })
+        let admin_addr = started_rx.await.context("the manager thread ended before it started")??;
+        Ok(ScopedManager { stop: Some(stop_tx), thread: Some(thread), admin_addr })
     }
 }
 
