@@ -2,8 +2,6 @@
 //! `meta.k8s.io` Table), the icon subresource, and health. No Kubernetes client here: identity
 //! comes from the connection layer ([`Identity`] request extension) and decisions from an
 //! [`Authorizer`].
-//!
-//! Longer than ~600 lines: one aggregated API's request handling (discovery, list/get, Table, selectors, icons) shares its parsing and error helpers.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -105,9 +103,9 @@ pub fn router(store: Arc<Store>, authorizer: Arc<dyn Authorizer>, authentication
         .route(&format!("{gv}/namespaces/{{namespace}}/{PLURAL}"), get(list_namespaced))
         .route(&format!("{gv}/namespaces/{{namespace}}/{PLURAL}/{{name}}"), get(get_one))
         .route(&format!("{gv}/namespaces/{{namespace}}/{PLURAL}/{{name}}/icon"), get(get_icon))
-        .route("/openapi/v2", get(openapi_v2))
-        .route("/openapi/v3", get(openapi_v3_index))
-        .route(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), get(openapi_v3))
+        .route("/openapi/v2", get(|| async { json_response(StatusCode::OK, &crate::openapi::v2(), &[]) }))
+        .route("/openapi/v3", get(|| async { json_response(StatusCode::OK, &crate::openapi::v3_index(), &[]) }))
+        .route(&format!("/openapi/v3/apis/{GROUP}/{VERSION}"), get(|| async { json_response(StatusCode::OK, &crate::openapi::v3(), &[]) }))
         .fallback(not_found)
         .with_state(state)
 }
@@ -535,149 +533,6 @@ async fn get_icon(
         response.headers_mut().insert(header::ETAG, v);
     }
     response
-}
-
-/// The schema of a PackageManifest (status fields typed, the CSV description open).
-fn manifest_schema(ref_prefix: &str) -> Value {
-    let string = json!({"type": "string"});
-    let link = json!({"type": "object", "properties": {"name": string, "url": string}});
-    let deprecation = json!({"type": "object", "properties": {"message": string}, "required": ["message"]});
-    json!({
-        "description": "PackageManifest holds information about a package, which is a reference to one (or more) channels under a single package.",
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
-            "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
-            "metadata": {"$ref": format!("{ref_prefix}io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")},
-            "spec": {"type": "object", "description": "Always empty."},
-            "status": {
-                "type": "object",
-                "description": "PackageManifestStatus represents the current status of the PackageManifest.",
-                "properties": {
-                    "catalogSource": {"type": "string", "description": "Name of the CatalogSource this package belongs to."},
-                    "catalogSourceDisplayName": string,
-                    "catalogSourcePublisher": string,
-                    "catalogSourceNamespace": {"type": "string", "description": "Namespace of the CatalogSource this package belongs to."},
-                    "provider": link,
-                    "packageName": {"type": "string", "description": "Name of the package."},
-                    "defaultChannel": {"type": "string", "description": "The channel a Subscription without spec.channel follows."},
-                    "deprecation": deprecation,
-                    "channels": {"type": "array", "items": {
-                        "type": "object",
-                        "properties": {
-                            "name": string,
-                            "currentCSV": {"type": "string", "description": "Name of the ClusterServiceVersion at the head of the channel."},
-                            "currentCSVDesc": {"type": "object", "description": "Metadata of the head ClusterServiceVersion.", "x-kubernetes-preserve-unknown-fields": true},
-                            "deprecation": deprecation,
-                            "entries": {"type": "array", "items": {"type": "object", "properties": {"name": string, "version": string, "deprecation": deprecation}}},
-                        },
-                        "required": ["name", "currentCSV"],
-                    }},
-                },
-                "required": ["catalogSource", "catalogSourceDisplayName", "catalogSourcePublisher", "catalogSourceNamespace", "provider", "packageName", "channels", "defaultChannel"],
-            },
-        },
-        "x-kubernetes-group-version-kind": [{"group": GROUP, "version": VERSION, "kind": "PackageManifest"}],
-    })
-}
-
-fn list_schema(ref_prefix: &str) -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"$ref": format!("{ref_prefix}io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")},
-            "items": {"type": "array", "items": {"$ref": format!("{ref_prefix}com.github.operator-framework.operator-lifecycle-manager.pkg.package-server.apis.operators.v1.PackageManifest")}},
-        },
-        "required": ["items"],
-        "x-kubernetes-group-version-kind": [{"group": GROUP, "version": VERSION, "kind": "PackageManifestList"}],
-    })
-}
-
-const MANIFEST_DEF: &str = "com.github.operator-framework.operator-lifecycle-manager.pkg.package-server.apis.operators.v1.PackageManifest";
-const LIST_DEF: &str = "com.github.operator-framework.operator-lifecycle-manager.pkg.package-server.apis.operators.v1.PackageManifestList";
-
-fn operation(id: &str, description: &str, response_ref: &str, list: bool) -> Value {
-    let mut parameters = vec![];
-    if list {
-        parameters.push(json!({"name": "labelSelector", "in": "query", "type": "string", "uniqueItems": true}));
-        parameters.push(json!({"name": "fieldSelector", "in": "query", "type": "string", "uniqueItems": true}));
-    }
-    json!({
-        "get": {
-            "description": description,
-            "operationId": id,
-            "produces": ["application/json"],
-            "schemes": ["https"],
-            "parameters": parameters,
-            "responses": {"200": {"description": "OK", "schema": {"$ref": response_ref}}, "401": {"description": "Unauthorized"}},
-            "x-kubernetes-action": if list { "list" } else { "get" },
-            "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": "PackageManifest"},
-        }
-    })
-}
-
-async fn openapi_v2() -> Response {
-    let gv = format!("/apis/{GROUP}/{VERSION}");
-    let item_ref = format!("#/definitions/{MANIFEST_DEF}");
-    let list_ref = format!("#/definitions/{LIST_DEF}");
-    let body = json!({
-        "swagger": "2.0",
-        "info": {"title": "OLM packageserver", "version": VERSION},
-        "paths": {
-            format!("{gv}/{PLURAL}"): operation("listOperatorsCoreosComV1PackageManifestForAllNamespaces", "list PackageManifests in every namespace", &list_ref, true),
-            format!("{gv}/namespaces/{{namespace}}/{PLURAL}"): operation("listOperatorsCoreosComV1NamespacedPackageManifest", "list PackageManifests", &list_ref, true),
-            format!("{gv}/namespaces/{{namespace}}/{PLURAL}/{{name}}"): operation("readOperatorsCoreosComV1NamespacedPackageManifest", "read the specified PackageManifest", &item_ref, false),
-        },
-        "definitions": {
-            MANIFEST_DEF: manifest_schema("#/definitions/"),
-            LIST_DEF: list_schema("#/definitions/"),
-            "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"type": "object", "description": "Standard object metadata.", "x-kubernetes-preserve-unknown-fields": true},
-            "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta": {"type": "object", "description": "Standard list metadata.", "x-kubernetes-preserve-unknown-fields": true},
-        },
-    });
-    json_response(StatusCode::OK, &body, &[])
-}
-
-async fn openapi_v3_index() -> Response {
-    let body = json!({"paths": {format!("apis/{GROUP}/{VERSION}"): {"serverRelativeURL": format!("/openapi/v3/apis/{GROUP}/{VERSION}")}}});
-    json_response(StatusCode::OK, &body, &[])
-}
-
-async fn openapi_v3() -> Response {
-    let gv = format!("/apis/{GROUP}/{VERSION}");
-    let prefix = "#/components/schemas/";
-    let get_op = |id: &str, schema: &str, list: bool| {
-        let mut parameters = vec![];
-        if list {
-            parameters.push(json!({"name": "labelSelector", "in": "query", "schema": {"type": "string"}}));
-            parameters.push(json!({"name": "fieldSelector", "in": "query", "schema": {"type": "string"}}));
-        }
-        json!({"get": {
-            "operationId": id,
-            "parameters": parameters,
-            "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": format!("{prefix}{schema}")}}}}},
-            "x-kubernetes-action": if list { "list" } else { "get" },
-            "x-kubernetes-group-version-kind": {"group": GROUP, "version": VERSION, "kind": "PackageManifest"},
-        }})
-    };
-    let body = json!({
-        "openapi": "3.0.0",
-        "info": {"title": "OLM packageserver", "version": VERSION},
-        "paths": {
-            format!("{gv}/{PLURAL}"): get_op("listOperatorsCoreosComV1PackageManifestForAllNamespaces", LIST_DEF, true),
-            format!("{gv}/namespaces/{{namespace}}/{PLURAL}"): get_op("listOperatorsCoreosComV1NamespacedPackageManifest", LIST_DEF, true),
-            format!("{gv}/namespaces/{{namespace}}/{PLURAL}/{{name}}"): get_op("readOperatorsCoreosComV1NamespacedPackageManifest", MANIFEST_DEF, false),
-        },
-        "components": {"schemas": {
-            MANIFEST_DEF: manifest_schema(prefix),
-            LIST_DEF: list_schema(prefix),
-            "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-            "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-        }},
-    });
-    json_response(StatusCode::OK, &body, &[])
 }
 
 #[cfg(test)]

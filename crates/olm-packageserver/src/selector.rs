@@ -1,7 +1,34 @@
 //! The `labelSelector` and `fieldSelector` query parameters, in the apimachinery string syntax:
 //! `a=b`, `a==b`, `a!=b`, `a in (x,y)`, `a notin (x)`, `a`, `!a`, joined by commas.
+//!
+//! [`LABEL_SELECTOR_PATTERN`] and [`FIELD_SELECTOR_PATTERN`] state the same grammar as regular
+//! expressions for the OpenAPI document; the parsers accept exactly what they match (the
+//! schema fuzzing of fuzz/http/run.sh checks both ways).
 
 use std::collections::BTreeMap;
+
+/// Whitespace between tokens, as apimachinery's selector lexer has it: not Unicode's.
+fn is_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\r' | '\n')
+}
+
+fn trim(text: &str) -> &str {
+    text.trim_matches(is_space)
+}
+
+/// What [`parse_label_selector`] accepts.
+pub const LABEL_SELECTOR_PATTERN: &str = concat!(
+    r"^[ \t\r\n]*$|^",
+    r"[ \t\r\n]*(![ \t\r\n]*[A-Za-z0-9._/-]{1,317}|[A-Za-z0-9._/-]{1,317}[ \t\r\n]*(!=|==|=)[ \t\r\n]*[A-Za-z0-9._-]{0,63}|[A-Za-z0-9._/-]{1,317}[ \t\r\n]* (in|notin) [ \t\r\n]*\([ \t\r\n]*[A-Za-z0-9._-]{0,63}[ \t\r\n]*(,[ \t\r\n]*[A-Za-z0-9._-]{0,63}[ \t\r\n]*)*\)|[A-Za-z0-9._/-]{1,317})[ \t\r\n]*",
+    r"(,[ \t\r\n]*(![ \t\r\n]*[A-Za-z0-9._/-]{1,317}|[A-Za-z0-9._/-]{1,317}[ \t\r\n]*(!=|==|=)[ \t\r\n]*[A-Za-z0-9._-]{0,63}|[A-Za-z0-9._/-]{1,317}[ \t\r\n]* (in|notin) [ \t\r\n]*\([ \t\r\n]*[A-Za-z0-9._-]{0,63}[ \t\r\n]*(,[ \t\r\n]*[A-Za-z0-9._-]{0,63}[ \t\r\n]*)*\)|[A-Za-z0-9._/-]{1,317})[ \t\r\n]*)*$",
+);
+
+/// What [`parse_field_selector`] accepts.
+pub const FIELD_SELECTOR_PATTERN: &str = concat!(
+    r"^[ \t\r\n]*$|^",
+    r"[ \t\r\n]*metadata\.name[ \t\r\n]*(!=|==|=)[^,=!]*",
+    r"(,[ \t\r\n]*metadata\.name[ \t\r\n]*(!=|==|=)[^,=!]*)*$",
+);
 
 /// One requirement of a label selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +100,7 @@ fn split_top_level(text: &str) -> Result<Vec<&str>, String> {
 }
 
 fn check_key(key: &str, whole: &str) -> Result<String, String> {
-    let key = key.trim();
+    let key = trim(key);
     let valid = !key.is_empty()
         && key.len() <= 317
         && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
@@ -81,13 +108,13 @@ fn check_key(key: &str, whole: &str) -> Result<String, String> {
 }
 
 fn check_value(value: &str, whole: &str) -> Result<String, String> {
-    let value = value.trim();
+    let value = trim(value);
     let valid = value.len() <= 63 && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if valid { Ok(value.to_owned()) } else { Err(format!("invalid label value {value:?} in selector {whole:?}")) }
 }
 
 fn set_values(rest: &str, whole: &str) -> Result<Vec<String>, String> {
-    let rest = rest.trim();
+    let rest = trim(rest);
     let inner = rest
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
@@ -98,11 +125,11 @@ fn set_values(rest: &str, whole: &str) -> Result<Vec<String>, String> {
 /// Parse a label selector string.
 pub fn parse_label_selector(text: &str) -> Result<LabelSelector, String> {
     let mut requirements = Vec::new();
-    if text.trim().is_empty() {
+    if trim(text).is_empty() {
         return Ok(LabelSelector(requirements));
     }
     for part in split_top_level(text)? {
-        let part = part.trim();
+        let part = trim(part);
         if part.is_empty() {
             return Err(format!("empty requirement in selector {text:?}"));
         }
@@ -145,11 +172,11 @@ impl FieldSelector {
 /// Parse a field selector; any field other than `metadata.name` is an error.
 pub fn parse_field_selector(text: &str) -> Result<FieldSelector, String> {
     let mut selector = FieldSelector::default();
-    if text.trim().is_empty() {
+    if trim(text).is_empty() {
         return Ok(selector);
     }
     for part in text.split(',') {
-        let part = part.trim();
+        let part = trim(part);
         let (field, value, negated) = if let Some((f, v)) = part.split_once("!=") {
             (f, v, true)
         } else if let Some((f, v)) = part.split_once("==") {
@@ -159,16 +186,23 @@ pub fn parse_field_selector(text: &str) -> Result<FieldSelector, String> {
         } else {
             return Err(format!("invalid field selector requirement {part:?}: write metadata.name=<name>"));
         };
-        if field.trim() != "metadata.name" {
+        if trim(field) != "metadata.name" {
             return Err(format!(
                 "field label not supported: {:?} (packagemanifests only support metadata.name)",
-                field.trim()
+                trim(field)
+            ));
+        }
+        // A package name has neither; refusing them keeps the grammar one regular expression
+        // (FIELD_SELECTOR_PATTERN) instead of "the first `!=`, else the first `==`, else …".
+        if value.contains(['=', '!']) {
+            return Err(format!(
+                "invalid field selector requirement {part:?}: the name after the operator may not contain '=' or '!'; write metadata.name=<name>"
             ));
         }
         if negated {
-            selector.name_not_equals.push(value.trim().to_owned());
+            selector.name_not_equals.push(trim(value).to_owned());
         } else {
-            selector.name_equals = Some(value.trim().to_owned());
+            selector.name_equals = Some(trim(value).to_owned());
         }
     }
     Ok(selector)
@@ -210,6 +244,25 @@ mod tests {
         assert!(parse_label_selector("a b=c").unwrap_err().contains("invalid label key"));
         let err = parse_field_selector("status.packageName=etcd").unwrap_err();
         assert!(err.contains("field label not supported"), "{err}");
+    }
+
+    #[test]
+    fn only_ascii_whitespace_separates_tokens() {
+        assert!(parse_label_selector(" \tcatalog = community ,\n!x ").is_ok());
+        // A no-break space is not whitespace to apimachinery: it is part of the key.
+        assert!(parse_label_selector("\u{a0}catalog=community").is_err());
+        assert!(parse_field_selector("\u{a0}metadata.name=etcd").is_err());
+        assert!(parse_field_selector("\r\n").unwrap().matches("etcd"));
+    }
+
+    #[test]
+    fn field_selector_values_are_names() {
+        for bad in ["metadata.name=a=b", "metadata.name!==x", "metadata.name=!x"] {
+            let err = parse_field_selector(bad).unwrap_err();
+            assert!(err.contains("metadata.name=<name>"), "{bad}: {err}");
+        }
+        // Split at the first `!=`: the field is then "metadata.name=a".
+        assert!(parse_field_selector("metadata.name=a!=b").unwrap_err().contains("field label not supported"));
     }
 
     #[test]
