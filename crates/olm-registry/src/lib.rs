@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod grpc;
+mod grpc_incoming;
 pub mod http;
 pub mod loader;
 pub mod metrics;

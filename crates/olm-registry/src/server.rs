@@ -35,6 +35,10 @@ pub struct GrpcLimits {
     pub max_encoding_message_size: usize,
     /// Concurrent calls per HTTP/2 connection.
     pub max_concurrent_streams: u32,
+    /// Open connections per catalog; more are closed at once.
+    pub max_connections: usize,
+    /// How long a new connection may stay silent before its HTTP/2 preface.
+    pub first_bytes_timeout: Duration,
 }
 
 impl Default for GrpcLimits {
@@ -44,6 +48,8 @@ impl Default for GrpcLimits {
             max_decoding_message_size: 1024 * 1024,
             max_encoding_message_size: 64 * 1024 * 1024,
             max_concurrent_streams: 256,
+            max_connections: 1024,
+            first_bytes_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -271,10 +277,11 @@ pub async fn start(config: ServeConfig) -> Result<RunningServer, RegistryError> 
             .add_service(experimental)
             .add_service(reflection)
             .add_service(reflection_alpha);
+        let (max_connections, first_bytes_timeout) = (limits.max_connections, limits.first_bytes_timeout);
         let what = format!("gRPC of catalog {name:?}");
         let task_what = what.clone();
         let task = tokio::spawn(async move {
-            let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = crate::grpc_incoming::incoming(listener, max_connections, first_bytes_timeout);
             router
                 .serve_with_incoming_shutdown(incoming, async move {
                     let _ = stop.changed().await;

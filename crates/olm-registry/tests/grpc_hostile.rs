@@ -408,3 +408,28 @@ async fn many_hostile_calls_at_once_leave_the_server_serving() {
     assert!(calls.iter().all(Answer::is_grpc_error), "{:?}", calls.iter().find(|a| !a.is_grpc_error()));
     still_serves(addr).await;
 }
+
+#[tokio::test]
+async fn a_client_that_sends_half_a_preface_and_waits_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut config = ServeConfig::new(vec![("community".into(), fixture())]);
+    config.grpc_addrs = vec![("community".into(), "127.0.0.1:0".parse().unwrap())];
+    config.reload_interval = None;
+    config.grpc_limits = GrpcLimits { first_bytes_timeout: Duration::from_millis(500), ..GrpcLimits::default() };
+    let server = olm_registry::start(config).await.expect("server starts");
+    let mut tcp = TcpStream::connect(addr(&server)).await.expect("connect");
+    tcp.write_all(b"PRI * HTTP/2.0\r\n").await.expect("half a preface");
+    // The server closes the connection (EOF or reset) soon after the deadline.
+    let mut buf = [0u8; 64];
+    let closed = tokio::time::timeout(ANSWER_WITHIN, async {
+        loop {
+            match tcp.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "a stalled handshake still holds its connection after {ANSWER_WITHIN:?}");
+    still_serves(addr(&server)).await;
+}
