@@ -119,7 +119,17 @@ pub struct Scale {
     /// Ours only: (controller, reconciles, seconds spent reconciling) from `olm run`'s /metrics
     /// when settled (counted since the process started: the idle phase adds next to nothing).
     pub reconciles: Vec<(String, u64, f64)>,
+    /// Ours only: API requests `olm run` sent from the first create until settled, by verb
+    /// (`olm_api_requests_total`, settled minus idle).
+    pub requests: Vec<(String, u64)>,
+    /// Ours only: `olm run` restarted after the steady reading: the writes the new process sent
+    /// in [`RESTART_WATCH`] after its caches synced (verb resource → count), over nothing
+    /// that changed.
+    pub writes_after_restart: Option<Vec<(String, u64)>>,
 }
+
+/// How long the restarted `olm run` is watched for writes.
+pub const RESTART_WATCH: Duration = Duration::from_secs(60);
 
 /// How many objects of one kind the cluster holds and their size as compact JSON: what a
 /// full watch cache of that kind has to keep (before decoding into typed objects).
@@ -816,6 +826,59 @@ fn reconciles(metrics: &str) -> Vec<(String, u64, f64)> {
     by.into_iter().map(|(c, (n, s))| (c, n, s)).collect()
 }
 
+/// `olm_api_requests_total` series: ("verb resource", count).
+fn api_requests(metrics: &str) -> BTreeMap<String, u64> {
+    let mut by = BTreeMap::new();
+    for line in metrics.lines().filter(|l| l.starts_with("olm_api_requests_total{")) {
+        let Some((series, value)) = line.rsplit_once(' ') else { continue };
+        let label = |name: &str| series.split(&format!("{name}=\"")).nth(1).and_then(|r| r.split('"').next()).unwrap_or("").to_string();
+        *by.entry(format!("{} {}", label("verb"), label("resource"))).or_default() += value.trim().parse::<f64>().unwrap_or(0.0) as u64;
+    }
+    by
+}
+
+/// Requests per verb between two /metrics readings.
+fn requests_between(before: &str, after: &str) -> Vec<(String, u64)> {
+    let before = api_requests(before);
+    let mut by_verb: BTreeMap<String, u64> = BTreeMap::new();
+    for (key, n) in api_requests(after) {
+        let delta = n.saturating_sub(before.get(&key).copied().unwrap_or(0));
+        let verb = key.split(' ').next().unwrap_or("").to_string();
+        *by_verb.entry(verb).or_default() += delta;
+    }
+    by_verb.into_iter().filter(|(_, n)| *n > 0).collect()
+}
+
+const WRITE_VERBS: [&str; 6] = ["create", "apply", "patch", "update", "delete", "deletecollection"];
+
+/// Restart `olm run` (ours) and count the writes the new process sends in [`RESTART_WATCH`]
+/// after its /readyz says every cache synced: a restart over a settled cluster should write
+/// next to nothing.
+fn writes_after_restart(started: &mut Started, tools: &Tools, layout: &olm_dev::Layout, work: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+    let admin = started.admin_addr.clone().context("olm run's admin address")?;
+    let index = started.procs.iter().position(|p| p.label == "olm run").context("the olm run process")?;
+    drop(started.procs.remove(index));
+    let proc = Proc::spawn(
+        "olm run",
+        true,
+        Command::new(&tools.olm)
+            .args(["run", "--namespace", GLOBAL_NAMESPACE, "--metrics-addr", &admin])
+            .arg("--kubeconfig")
+            .arg(layout.kubeconfig()),
+        &work.join("e2e-ours-scale-restarted-run.log"),
+    )?;
+    started.procs.insert(index, proc);
+    wait_for("the restarted olm run's caches synced", Duration::from_secs(300), || {
+        Ok(http_get(&admin, "/readyz").is_ok_and(|response| response.split_whitespace().nth(1) == Some("200")))
+    })?;
+    std::thread::sleep(RESTART_WATCH);
+    let metrics = save_metrics(started, &work.join("e2e-ours-scale-metrics-restarted.txt")).context("the restarted olm run's /metrics")?;
+    Ok(api_requests(&metrics)
+        .into_iter()
+        .filter(|(key, n)| *n > 0 && WRITE_VERBS.contains(&key.split(' ').next().unwrap_or("")))
+        .collect())
+}
+
 /// What the all-namespaces CSV watch knows: (namespace, name) → (phase, copied).
 #[derive(Default)]
 struct CsvState {
@@ -968,7 +1031,7 @@ fn scale(
         bail!("{dead} exited before the scale run");
     }
     let idle = read_memory(&started.procs);
-    save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-idle.txt")));
+    let idle_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-idle.txt"))).unwrap_or_default();
     let inventory_idle = inventory(layout, None);
     let followers_idle = if imp == Impl::Ours { probe_followers(tools, layout, work, "idle")? } else { Vec::new() };
 
@@ -1027,7 +1090,9 @@ fn scale(
     drain(&mut watch, &mut state, layout, &watch_log, Duration::from_secs(2), &mut restarts)?;
     let settled = read_memory(&started.procs);
     let copied_at_settle = state.copied();
-    let reconciles = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-settled.txt"))).map(|m| reconciles(&m)).unwrap_or_default();
+    let settled_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-settled.txt"))).unwrap_or_default();
+    let reconciles = reconciles(&settled_metrics);
+    let requests = requests_between(&idle_metrics, &settled_metrics);
     drain(&mut watch, &mut state, layout, &watch_log, opts.steady_after, &mut restarts)?;
     let steady = read_memory(&started.procs);
     save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-steady.txt")));
@@ -1044,6 +1109,7 @@ fn scale(
     } else {
         Vec::new()
     };
+    let writes_after_restart = if imp == Impl::Ours { Some(writes_after_restart(&mut started, tools, layout, work)?) } else { None };
     let memory = started
         .procs
         .iter()
@@ -1062,7 +1128,7 @@ fn scale(
     // Deleting hundreds of namespaces takes the namespace controller a while on 2 cores.
     let namespace_timeout = Duration::from_secs(60 + 2 * n as u64);
     cleanup(layout, &Selection::Label(label), started.procs, &global.group, namespace_timeout);
-    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles })
+    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, writes_after_restart })
 }
 
 fn upstream_module_dir(tools: &Tools) -> anyhow::Result<PathBuf> {

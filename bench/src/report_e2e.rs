@@ -409,6 +409,36 @@ fn reconciles_table(o: &mut String, r: &E2e) -> anyhow::Result<()> {
         )?;
     }
     writeln!(o)?;
+    requests_paragraph(o, s)?;
+    Ok(())
+}
+
+/// Ours: what the installs cost the API server, and what a restart writes.
+fn requests_paragraph(o: &mut String, s: &crate::e2e::Scale) -> anyhow::Result<()> {
+    if !s.requests.is_empty() {
+        let total: u64 = s.requests.iter().map(|(_, n)| n).sum();
+        let installs = s.namespaces + 1;
+        let by_verb: Vec<String> = s.requests.iter().map(|(verb, n)| format!("{verb} {n}")).collect();
+        writeln!(
+            o,
+            "API requests `olm run` sent from the first create until settled (`olm_api_requests_total`, counted in its client): \
+             {total}, **{:.1} per install** ({installs} installs; {}).\n",
+            total as f64 / installs as f64,
+            by_verb.join(", ")
+        )?;
+    }
+    if let Some(writes) = &s.writes_after_restart {
+        let total: u64 = writes.iter().map(|(_, n)| n).sum();
+        let shown: Vec<String> = writes.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+        writeln!(
+            o,
+            "`olm run` restarted after the steady reading (SIGTERM, a new process): in the {} s after its caches synced it \
+             sent **{total} writes** over {} namespaces where nothing had changed{}.\n",
+            crate::e2e::RESTART_WATCH.as_secs(),
+            s.namespaces,
+            if shown.is_empty() { String::new() } else { format!(" ({})", shown.join(", ")) }
+        )?;
+    }
     Ok(())
 }
 

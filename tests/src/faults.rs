@@ -22,54 +22,39 @@ use http_body_util::{BodyExt, Full};
 use kube::Client;
 use kube::client::{Body, ClientBuilder, DynBody};
 use olm_controllers::manager::{Manager, ManagerConfig};
+use olm_runtime::requests::RequestKind;
 use tokio::sync::watch;
 use tower::{BoxError, Layer, Service};
 
-/// A request as the injector classifies it.
+/// A request as the injector classifies it (verb and resource as the audit log names them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     pub method: Method,
-    /// The resource's plural (`subscriptions`), or the path when it is not a resource URL.
-    pub resource: String,
-    pub subresource: Option<String>,
-    pub watch: bool,
+    pub kind: RequestKind,
     pub path: String,
 }
 
 impl Call {
     fn of(request: &Request<Body>) -> Call {
-        let path = request.uri().path().to_owned();
-        let watch = request.uri().query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
-        let (resource, subresource) = resource_of(&path);
-        Call { method: request.method().clone(), resource, subresource, watch, path }
+        let kind = RequestKind::of(request.method(), request.uri().path(), request.uri().query());
+        Call { method: request.method().clone(), kind, path: request.uri().path().to_owned() }
     }
 
-    /// A request that changes something (not a get, list or watch).
+    /// The resource's plural (`subscriptions`).
+    pub fn resource(&self) -> &str {
+        &self.kind.resource
+    }
+
     pub fn is_write(&self) -> bool {
-        !matches!(self.method, Method::GET | Method::HEAD | Method::OPTIONS)
+        self.kind.is_write()
     }
 
     pub fn is_status_write(&self) -> bool {
-        self.is_write() && self.subresource.as_deref() == Some("status")
+        self.is_write() && self.kind.subresource.as_deref() == Some("status")
     }
-}
 
-/// The plural and subresource of an API path: `/apis/g/v/namespaces/ns/plural/name/status`,
-/// `/api/v1/plural`, `/apis/g/v/plural/name`.
-fn resource_of(path: &str) -> (String, Option<String>) {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let after_version = match parts.first() {
-        Some(&"api") => 2,
-        Some(&"apis") => 3,
-        _ => return (path.to_owned(), None),
-    };
-    let mut rest = parts.get(after_version..).unwrap_or_default();
-    if rest.len() >= 3 && rest[0] == "namespaces" {
-        rest = &rest[2..];
-    }
-    match rest {
-        [plural, ..] if !plural.is_empty() => ((*plural).to_owned(), rest.get(2).map(|s| (*s).to_owned())),
-        _ => (path.to_owned(), None),
+    pub fn is_watch(&self) -> bool {
+        self.kind.verb == "watch"
     }
 }
 
@@ -162,13 +147,13 @@ impl Faults {
             state.writes.push(call.clone());
         }
         if call.is_status_write() && state.conflict_every_kind {
-            if !state.conflicts.contains_key(&call.resource) {
-                state.conflicts.insert(call.resource.clone(), 1);
+            if !state.conflicts.contains_key(call.resource()) {
+                state.conflicts.insert(call.resource().to_owned(), 1);
                 return Verdict::Answer(StatusCode::CONFLICT, conflict_body(call));
             }
         }
-        if call.watch && state.expire_all && !state.expired.contains_key(&call.resource) {
-            state.expired.insert(call.resource.clone(), 1);
+        if call.is_watch() && state.expire_all && !state.expired.contains_key(call.resource()) {
+            state.expired.insert(call.resource().to_owned(), 1);
             return Verdict::Answer(StatusCode::OK, expired_watch_body());
         }
         if let Some(hold) = state.hold.as_mut()
@@ -191,7 +176,7 @@ enum Verdict {
 fn conflict_body(call: &Call) -> String {
     serde_json::json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("Operation cannot be fulfilled on {}: the object has been modified; please apply your changes to the latest version and try again", call.resource),
+        "message": format!("Operation cannot be fulfilled on {}: the object has been modified; please apply your changes to the latest version and try again", call.resource()),
         "reason": "Conflict", "code": 409
     })
     .to_string()
@@ -336,21 +321,6 @@ impl Drop for ScopedManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths_name_their_resource_and_subresource() {
-        let cases = [
-            ("/apis/operators.coreos.com/v1alpha1/namespaces/a/subscriptions/s/status", "subscriptions", Some("status")),
-            ("/apis/operators.coreos.com/v1alpha1/subscriptions", "subscriptions", None),
-            ("/api/v1/namespaces/a/configmaps/c", "configmaps", None),
-            ("/api/v1/namespaces/a", "namespaces", None),
-            ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x.y/status", "customresourcedefinitions", Some("status")),
-            ("/version", "/version", None),
-        ];
-        for (path, resource, sub) in cases {
-            assert_eq!(resource_of(path), (resource.to_owned(), sub.map(str::to_owned)), "{path}");
-        }
-    }
 
     #[test]
     fn an_expired_watch_is_one_error_event_with_code_410() {

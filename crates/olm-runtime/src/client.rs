@@ -1,5 +1,6 @@
 //! The API client of `olm run`: kube's request stack (base URI, retries, credentials, extra
-//! headers) over a connection pool that keeps few idle connections.
+//! headers) over a connection pool that keeps few idle connections; every request is counted
+//! (`requests`).
 
 use std::time::Duration;
 
@@ -38,6 +39,10 @@ pub fn build(config: kube::Config) -> Result<kube::Client, kube::Error> {
         .pool_idle_timeout(IDLE_TIMEOUT)
         .build(connector);
     let service = ServiceBuilder::new()
+        .map_request(|request: http::Request<kube::client::Body>| {
+            crate::requests::count(&request);
+            request
+        })
         .layer(config.base_uri_layer())
         .option_layer(
             config

@@ -41,6 +41,7 @@ pub mod error;
 pub mod events;
 pub mod leader;
 pub mod metrics;
+pub mod requests;
 pub mod shutdown;
 pub mod status;
 

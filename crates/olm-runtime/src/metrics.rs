@@ -59,6 +59,11 @@ impl Metrics {
                 duration.clone(),
             );
         }
+        registry.register(
+            "olm_api_requests",
+            "Requests sent to the API server, per verb and resource (as the audit log names them)",
+            crate::requests::api_requests().clone(),
+        );
         Self { registry, reconciles, failures, duration }
     }
 
