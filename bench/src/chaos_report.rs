@@ -46,11 +46,13 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     // A private copy: a cargo build during the run may replace the binary.
     let work = workspace.join("target/olm-bench");
     std::fs::create_dir_all(&work)?;
+    let source = opts.olm.display().to_string();
     let copy = work.join("olm-chaos");
     std::fs::copy(&opts.olm, &copy).with_context(|| format!("copying {}", opts.olm.display()))?;
     opts.olm = copy;
     eprintln!("chaos: replay this run with: bench/run.sh --chaos --seed {} --kills {} --namespaces {}", opts.seed, opts.kills, opts.namespaces);
-    let run = chaos::run(workspace, &opts)?;
+    let mut run = chaos::run(workspace, &opts)?;
+    run.olm_binary = source;
     let text = markdown(&run, &opts);
     std::fs::write(&opts.out, &text).with_context(|| format!("writing {}", opts.out.display()))?;
     println!("{text}");
