@@ -11,16 +11,17 @@
 //! in every namespace); a second CatalogSource, `team-a/broken`, is failing, so lists in
 //! team-a carry a warning.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use olm_packageserver::http::{AllowAll, Authentication, router};
-use olm_packageserver::manifest::{CatalogInfo, build};
 use olm_packageserver::serve::{HttpsServer, RequestHeaderConfig, self_signed};
-use olm_packageserver::store::Store;
 use olm_pki::{CertificateAuthority, Date, Leaf, Subject, Usage, Validity};
+
+// The store the API tests use.
+#[path = "../tests/support/fixture.rs"]
+mod fixture;
 
 const FRONT_PROXY_CN: &str = "front-proxy-client";
 
@@ -38,21 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if !problems.is_empty() {
         eprintln!("catalog {dir} has {} problem(s); the packages that have none are served", problems.len());
     }
-    let info = CatalogInfo {
-        name: "community".into(),
-        namespace: "olm".into(),
-        display_name: "Community Operators".into(),
-        publisher: "OLM".into(),
-        ..Default::default()
-    };
-    let (served, _) = build(&info, &catalog, &HashMap::new());
-    let store = Arc::new(Store::new("olm"));
-    store.set_packages(info, served);
-    store.set_error(
-        CatalogInfo { name: "broken".into(), namespace: "team-a".into(), ..Default::default() },
-        "cannot connect to catalog 10.0.0.1:50051".into(),
-    );
-    store.mark_synced();
+    let store = fixture::store_with(&catalog);
 
     let (serving_ca, serving) = self_signed(&[addr.ip().to_string(), "localhost".into()])?;
     let validity = Validity { not_before: Date::new(1975, 1, 1), not_after: Date::new(2036, 1, 1) };

@@ -1,37 +1,23 @@
 //! The HTTP API over a store filled from the etcd fixture catalog, as kube-apiserver's proxy
 //! would call it (X-Remote-User headers), without a cluster.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use olm_packageserver::http::{AllowAll, Attributes, Authentication, AuthorizeFuture, Authorizer, FrontProxy, Identity, router};
-use olm_packageserver::manifest::{CatalogInfo, build};
 use olm_packageserver::store::Store;
 use serde_json::Value;
 use tower::ServiceExt as _;
+
+#[path = "support/fixture.rs"]
+mod fixture;
 
 fn store() -> Arc<Store> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/etcd");
     let (catalog, problems) = olm_catalog::load::load_fbc(&dir).expect("fixture loads");
     assert!(problems.is_empty());
-    let info = CatalogInfo {
-        name: "community".into(),
-        namespace: "olm".into(),
-        display_name: "Community Operators".into(),
-        publisher: "OLM".into(),
-        ..Default::default()
-    };
-    let (served, _) = build(&info, &catalog, &HashMap::new());
-    let store = Arc::new(Store::new("olm"));
-    store.set_packages(info, served);
-    store.set_error(
-        CatalogInfo { name: "broken".into(), namespace: "team-a".into(), ..Default::default() },
-        "cannot connect to catalog 10.0.0.1:50051".into(),
-    );
-    store.mark_synced();
-    store
+    fixture::store_with(&catalog)
 }
 
 struct Response {
