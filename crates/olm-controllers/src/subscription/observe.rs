@@ -8,6 +8,7 @@ use std::sync::Arc;
 use kube::{Api, Resource, ResourceExt};
 use olm_api::keys;
 use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanConditionType, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::Subscription;
@@ -72,22 +73,40 @@ impl UnpackSettings {
     }
 }
 
+/// The CatalogSources resolution in `namespace` reads: its own, and the global namespace's
+/// unless its OperatorGroup excludes them.
+fn visible_catalogs(state: &SubscriptionControllerState, namespace: &str) -> Vec<Arc<CatalogSource>> {
+    let exclude_global = state.groups.list_in(namespace).iter().any(|g| {
+        g.annotations()
+            .get(keys::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION)
+            .map(String::as_str)
+            == Some("true")
+    });
+    state
+        .catalogs
+        .list()
+        .into_iter()
+        .filter(|catalog| {
+            let catalog_namespace = catalog.namespace().unwrap_or_default();
+            catalog_namespace == namespace || (catalog_namespace == state.global_namespace && !exclude_global)
+        })
+        .collect()
+}
+
+/// Whether one of `catalogs` has a valid source but no read yet.
+fn catalogs_unread(state: &SubscriptionControllerState, catalogs: &[Arc<CatalogSource>]) -> bool {
+    catalogs.iter().any(|catalog| {
+        catalog.meta().deletion_timestamp.is_none()
+            && olm_catalog_client::location::source(catalog).is_ok()
+            && state.content.get(&CatalogKey::new(catalog.name_any(), catalog.namespace().unwrap_or_default())).is_none()
+    })
+}
+
 /// Observe the Subscription `cached` names; None when it is gone or being deleted.
 ///
 /// Two reads go to the API server rather than the caches, on purpose: the Subscription (the
 /// cache may not yet show the plan this controller just referenced, and planning twice would
 /// create a second plan) and a referenced plan the cache does not have yet (our own create).
-/// Whether a catalog visible from `namespace` has a valid source but no read yet.
-fn catalogs_unread(state: &SubscriptionControllerState, namespace: &str) -> bool {
-    state.catalogs.list().iter().any(|catalog| {
-        let catalog_namespace = catalog.namespace().unwrap_or_default();
-        (catalog_namespace == namespace || catalog_namespace == state.global_namespace)
-            && catalog.meta().deletion_timestamp.is_none()
-            && olm_catalog_client::location::source(catalog).is_ok()
-            && state.content.get(&CatalogKey::new(catalog.name_any(), catalog_namespace)).is_none()
-    })
-}
-
 pub async fn observe(
     ctx: &ControllerContext<SubscriptionControllerState>,
     cached: &Subscription,
@@ -99,7 +118,8 @@ pub async fn observe(
     // or when a catalog is created), resolving would say "unhealthy" or "not found" only to
     // take it back a moment later: a status rewritten twice per Subscription, for every
     // Subscription, after each restart. The read's end wakes the Subscriptions again.
-    if catalogs_unread(state, &namespace) {
+    let catalogs = visible_catalogs(state, &namespace);
+    if catalogs_unread(state, &catalogs) {
         return Ok(None);
     }
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -116,20 +136,10 @@ pub async fn observe(
     let previous = sub.status.clone().unwrap_or_default();
 
     // Catalogs visible from the namespace.
-    let exclude_global = state.groups.list_in(&namespace).iter().any(|g| {
-        g.annotations()
-            .get(keys::EXCLUDE_GLOBAL_NAMESPACE_RESOLUTION_ANNOTATION)
-            .map(String::as_str)
-            == Some("true")
-    });
     let mut views = Vec::new();
     let mut contents: HashMap<CatalogKey, Arc<CatalogContent>> = HashMap::new();
-    for catalog in state.catalogs.list() {
+    for catalog in catalogs {
         let catalog_namespace = catalog.namespace().unwrap_or_default();
-        let visible = catalog_namespace == namespace || (catalog_namespace == state.global_namespace && !exclude_global);
-        if !visible {
-            continue;
-        }
         let key = CatalogKey::new(catalog.name_any(), catalog_namespace);
         let content_state = state.content.get(&key);
         views.push(CatalogView {
