@@ -418,3 +418,33 @@ pub async fn admin_get(addr: std::net::SocketAddr, path: &str) -> anyhow::Result
     stream.read_to_string(&mut out).await?;
     Ok(out)
 }
+
+/// A ServiceAccount with a Role (and binding) holding `rules` (YAML list items) in the namespace.
+pub async fn service_account_with_role(ns: &TestNamespace, sa: &str, role: &str, rules: &str) -> anyhow::Result<()> {
+    if ns.kubectl(&["get", "serviceaccount", sa]).await.is_err() {
+        create_from_yaml(ns, &format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {sa}\n")).await?;
+    }
+    create_from_yaml(
+        ns,
+        &format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {role}\nrules:\n{rules}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {role}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {role}\nsubjects:\n- kind: ServiceAccount\n  name: {sa}\n  namespace: {}\n",
+            ns.name()
+        ),
+    )
+    .await
+}
+
+/// A ClusterRole with `rules` bound to `sa` of `ns`, named after the namespace (removed by the test).
+pub async fn grant_cluster_wide(ns: &TestNamespace, sa: &str, suffix: &str, rules: &str) -> anyhow::Result<String> {
+    let name = format!("{}-{suffix}", ns.name());
+    ns.cluster()
+        .kubectl_with_input(
+            &["create", "-f", "-"],
+            &format!(
+                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {name}\nrules:\n{rules}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {name}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {name}\nsubjects:\n- kind: ServiceAccount\n  name: {sa}\n  namespace: {}\n",
+                ns.name()
+            ),
+        )
+        .await?;
+    Ok(name)
+}

@@ -13,7 +13,7 @@ use olm_api::common::ConditionStatus;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
-use controllers::{create_from_yaml, etcd_catalog_server};
+use controllers::{grant_cluster_wide, create_from_yaml, etcd_catalog_server, service_account_with_role};
 use olm_registry::RunningServer;
 use olm_testkit::TestNamespace;
 
@@ -51,21 +51,6 @@ async fn scoped_subscription(ns: &TestNamespace, server: &RunningServer, install
         ns,
         &format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {}\n  name: etcd\n  channel: singlenamespace-alpha\n",
-            ns.name()
-        ),
-    )
-    .await
-}
-
-/// A ServiceAccount with a Role (and binding) holding `rules` (YAML list items) in the namespace.
-async fn service_account_with_role(ns: &TestNamespace, sa: &str, role: &str, rules: &str) -> anyhow::Result<()> {
-    if ns.kubectl(&["get", "serviceaccount", sa]).await.is_err() {
-        create_from_yaml(ns, &format!("apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {sa}\n")).await?;
-    }
-    create_from_yaml(
-        ns,
-        &format!(
-            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {role}\nrules:\n{rules}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {role}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {role}\nsubjects:\n- kind: ServiceAccount\n  name: {sa}\n  namespace: {}\n",
             ns.name()
         ),
     )
@@ -416,21 +401,6 @@ async fn a_role_granting_more_than_the_service_account_holds_is_refused_as_escal
     Ok(())
 }
 
-/// A ClusterRole with `rules` bound to `sa` of `ns`, named after the namespace (removed by the test).
-async fn cluster_grant(ns: &TestNamespace, sa: &str, suffix: &str, rules: &str) -> anyhow::Result<String> {
-    let name = format!("{}-{suffix}", ns.name());
-    ns.cluster()
-        .kubectl_with_input(
-            &["create", "-f", "-"],
-            &format!(
-                "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {name}\nrules:\n{rules}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {name}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {name}\nsubjects:\n- kind: ServiceAccount\n  name: {sa}\n  namespace: {}\n",
-                ns.name()
-            ),
-        )
-        .await?;
-    Ok(name)
-}
-
 #[tokio::test]
 async fn cluster_permissions_need_cluster_grants_for_the_service_account() -> anyhow::Result<()> {
     let (cluster, _) = controllers::setup().await?;
@@ -439,7 +409,7 @@ async fn cluster_permissions_need_cluster_grants_for_the_service_account() -> an
     let server = etcd_catalog_server(false).await?;
     let ns = cluster.namespace("scoped-cluster").await?;
     service_account_with_role(&ns, "installer", "installer", &format!("{RULES_WITHOUT_ROLEBINDINGS}{ROLEBINDING_RULES}")).await?;
-    let roles = cluster_grant(
+    let roles = grant_cluster_wide(
         &ns,
         "installer",
         "roles",
@@ -468,7 +438,7 @@ async fn cluster_permissions_need_cluster_grants_for_the_service_account() -> an
     ] {
         assert!(message.contains(part), "{part:?} missing from: {message}");
     }
-    let bindings = cluster_grant(
+    let bindings = grant_cluster_wide(
         &ns,
         "installer",
         "bindings",

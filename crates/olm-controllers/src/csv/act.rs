@@ -12,7 +12,6 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
-use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v2::{OperatorCondition, OperatorConditionStatus};
 use olm_runtime::error::is_not_found;
@@ -23,6 +22,7 @@ use super::certs::{self};
 use super::api_registration::WebhookConfig;
 use super::decide::{CsvAction, CsvDecision};
 use super::finalizer;
+use super::installer::Installer;
 use super::observe::owner_selector;
 use super::reconcile::CsvState;
 
@@ -34,17 +34,18 @@ use super::reconcile::CsvState;
 /// effort (a namespace may be going away); every other failure stops the pass.
 pub(super) async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
     let apply = PatchParams::apply(&ctx.field_manager()).force();
+    let installer = Installer::of(ctx, csv);
     let mut copies = Copies::default();
     let is_metadata = |a: &CsvAction| matches!(a, CsvAction::AddFinalizer { .. } | CsvAction::Label(_) | CsvAction::Annotate(_));
     let is_side = |a: &CsvAction| matches!(a, CsvAction::ApplyOperatorCondition(_));
     let is_later = |a: &CsvAction| matches!(a, CsvAction::ApplyApiRole(_));
     for action in decision.actions.iter().filter(|a| is_metadata(a)) {
-        act_one(ctx, csv, action, &apply, &mut copies).await?;
+        act_one(ctx, csv, &installer, action, &apply, &mut copies).await?;
     }
-    let side = act_at_once(ctx, csv, decision.actions.iter().filter(|a| is_side(a)), &apply);
+    let side = act_at_once(ctx, csv, &installer, decision.actions.iter().filter(|a| is_side(a)), &apply);
     let ordered = async {
         for action in decision.actions.iter().filter(|a| !is_metadata(a) && !is_side(a) && !is_later(a)) {
-            act_one(ctx, csv, action, &apply, &mut copies).await?;
+            act_one(ctx, csv, &installer, action, &apply, &mut copies).await?;
         }
         Ok(())
     };
@@ -61,17 +62,20 @@ pub(super) async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceV
 /// and the status (Succeeded) should not wait for a dozen writes either.
 pub(super) async fn apply_api_roles(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
     let apply = PatchParams::apply(&ctx.field_manager()).force();
-    act_at_once(ctx, csv, decision.actions.iter().filter(|a| matches!(a, CsvAction::ApplyApiRole(_))), &apply).await
+    act_at_once(ctx, csv, &Installer::of(ctx, csv), decision.actions.iter().filter(|a| matches!(a, CsvAction::ApplyApiRole(_))), &apply).await
 }
 
 /// Apply `actions` concurrently (none of them depends on another, and none copies the CSV).
 async fn act_at_once<'a>(
     ctx: &ControllerContext<CsvState>,
     csv: &ClusterServiceVersion,
+    installer: &Installer,
     actions: impl Iterator<Item = &'a CsvAction>,
     apply: &PatchParams,
 ) -> Result<()> {
-    futures::future::try_join_all(actions.map(|action| async move { act_one(ctx, csv, action, apply, &mut Copies::default()).await }))
+    futures::future::try_join_all(
+        actions.map(|action| async move { act_one(ctx, csv, installer, action, apply, &mut Copies::default()).await }),
+    )
         .await?;
     Ok(())
 }
@@ -83,10 +87,11 @@ struct Copies {
     error: Option<Error>,
 }
 
-/// Apply one action.
+/// Apply one action. What grants the operator something is written by `installer`.
 async fn act_one(
     ctx: &ControllerContext<CsvState>,
     csv: &ClusterServiceVersion,
+    installer: &Installer,
     action: &CsvAction,
     apply: &PatchParams,
     copies: &mut Copies,
@@ -114,23 +119,25 @@ async fn act_one(
         }
         CsvAction::DeleteSelf => delete_self(ctx, &namespace, &name).await,
         // The operator's Deployments.
-        CsvAction::ApplyDeployment(deployment) => apply_deployment(ctx, &namespace, deployment, apply).await,
-        CsvAction::DeleteDeployment(dep_name) => delete_deployment(ctx, &namespace, dep_name).await,
-        // RBAC and the OperatorCondition.
-        CsvAction::ApplyClusterRole(role) | CsvAction::ApplyApiRole(role) => apply_cluster_scoped(ctx, role.as_ref(), apply).await,
-        CsvAction::ApplyClusterRoleBinding(binding) => apply_cluster_scoped(ctx, binding.as_ref(), apply).await,
-        CsvAction::ApplyRole(role) => apply_namespaced(ctx, &role.namespace().unwrap_or_default(), role.as_ref(), apply).await,
+        CsvAction::ApplyDeployment(deployment) => apply_deployment(ctx, installer, &namespace, deployment, apply).await,
+        CsvAction::DeleteDeployment(dep_name) => delete_deployment(installer, &namespace, dep_name).await,
+        // RBAC (the provided APIs' aggregated roles grant the operator nothing) and the
+        // OperatorCondition.
+        CsvAction::ApplyApiRole(role) => apply_cluster_scoped(&olm(ctx), role.as_ref(), apply).await,
+        CsvAction::ApplyClusterRole(role) => apply_cluster_scoped(installer, role.as_ref(), apply).await,
+        CsvAction::ApplyClusterRoleBinding(binding) => apply_cluster_scoped(installer, binding.as_ref(), apply).await,
+        CsvAction::ApplyRole(role) => apply_namespaced(installer, &role.namespace().unwrap_or_default(), role.as_ref(), apply).await,
         CsvAction::ApplyRoleBinding(binding) => {
-            apply_namespaced(ctx, &binding.namespace().unwrap_or_default(), binding.as_ref(), apply).await
+            apply_namespaced(installer, &binding.namespace().unwrap_or_default(), binding.as_ref(), apply).await
         }
-        CsvAction::ApplyOperatorCondition(condition) => apply_namespaced(ctx, &namespace, condition.as_ref(), apply).await,
+        CsvAction::ApplyOperatorCondition(condition) => apply_namespaced(&olm(ctx), &namespace, condition.as_ref(), apply).await,
         CsvAction::ApplyOperatorConditionStatus(status) => apply_condition_status(ctx, &namespace, &name, status).await,
         // APIServices, webhooks and what serves them.
-        CsvAction::ApplySecret(secret) => apply_namespaced(ctx, &namespace, secret.as_ref(), apply).await,
-        CsvAction::ApplyService(service) => apply_namespaced(ctx, &namespace, service.as_ref(), apply).await,
-        CsvAction::ApplyApiService(api_service) => apply_cluster_scoped(ctx, api_service.as_ref(), apply).await,
-        CsvAction::ApplyWebhook { existing, config } => apply_webhook(ctx, existing.as_deref(), config).await,
-        CsvAction::ApplyCrdConversion { crd, conversion } => apply_crd_conversion(ctx, crd, conversion).await,
+        CsvAction::ApplySecret(secret) => apply_namespaced(&olm(ctx), &namespace, secret.as_ref(), apply).await,
+        CsvAction::ApplyService(service) => apply_namespaced(&olm(ctx), &namespace, service.as_ref(), apply).await,
+        CsvAction::ApplyApiService(api_service) => apply_cluster_scoped(installer, api_service.as_ref(), apply).await,
+        CsvAction::ApplyWebhook { existing, config } => apply_webhook(ctx, installer, existing.as_deref(), config).await,
+        CsvAction::ApplyCrdConversion { crd, conversion } => apply_crd_conversion(ctx, installer, crd, conversion).await,
         CsvAction::ResetCrdConversion { crd } => reset_crd_conversion(ctx, crd).await,
         CsvAction::DeleteWebhook { kind, name: config_name } => delete_webhook(ctx, kind, config_name).await,
         // Copies, best effort.
@@ -164,23 +171,15 @@ async fn delete_self(ctx: &ControllerContext<CsvState>, namespace: &str, name: &
     Ok(())
 }
 
-/// The client for the operator's Deployments: the ServiceAccount named by the namespace's
-/// OperatorGroup (`spec.serviceAccountName`), as upstream does, else OLM's own. Built per call
-/// (Deployments are written rarely); see `crate::scoped_client`.
-fn workload_client(ctx: &ControllerContext<CsvState>, namespace: &str) -> Result<kube::Client> {
-    let groups = ctx.state.groups.list_in(namespace);
-    let groups: Vec<&OperatorGroup> = groups.iter().map(Arc::as_ref).collect();
-    crate::scoped_client::ScopedClients::new(ctx.client.clone())
-        .for_workloads(namespace, &groups)
-        .map_err(|err| Error::InvalidObject {
-            kind: "OperatorGroup",
-            name: namespace.to_owned(),
-            message: err.to_string(),
-        })
-}
-
-async fn apply_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, deployment: &Deployment, apply: &PatchParams) -> Result<()> {
-    let api: Api<Deployment> = Api::namespaced(workload_client(ctx, namespace)?, namespace);
+async fn apply_deployment(
+    ctx: &ControllerContext<CsvState>,
+    installer: &Installer,
+    namespace: &str,
+    deployment: &Deployment,
+    apply: &PatchParams,
+) -> Result<()> {
+    let api: Api<Deployment> = Api::namespaced(installer.client()?, namespace);
+    let as_whom = installer.as_whom();
     let name = deployment.name_any();
     let applied = match api.patch(&name, apply, &Patch::Apply(deployment)).await {
         Ok(applied) => applied,
@@ -188,8 +187,8 @@ async fn apply_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, de
         // upstream's install strategy does, the Deployment is replaced.
         Err(err) if is_immutable_field(&err) => {
             tracing::info!(deployment = %name, "an immutable field changed: replacing the deployment");
-            delete_deployment(ctx, namespace, &name).await?;
-            server_side_apply(&api, Some(namespace), deployment, apply).await?
+            delete_deployment(installer, namespace, &name).await?;
+            server_side_apply(&api, Some(namespace), &as_whom, deployment, apply).await?
         }
         // A Deployment going from RollingUpdate to Recreate keeps the rollingUpdate the API
         // server defaulted (no field manager owns it, so an apply cannot drop it), and the
@@ -200,10 +199,10 @@ async fn apply_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, de
             let params = PatchParams { field_manager: apply.field_manager.clone(), ..Default::default() };
             api.patch(&name, &params, &Patch::Merge(&clear))
                 .await
-                .map_err(|err| Error::api(format!("clear spec.strategy.rollingUpdate of Deployment {namespace}/{name}"), err))?;
-            server_side_apply(&api, Some(namespace), deployment, apply).await?
+                .map_err(|err| Error::api(format!("clear spec.strategy.rollingUpdate of Deployment {namespace}/{name}{as_whom}"), err))?;
+            server_side_apply(&api, Some(namespace), &as_whom, deployment, apply).await?
         }
-        Err(err) => return Err(Error::api(format!("apply Deployment {namespace}/{name}"), err)),
+        Err(err) => return Err(Error::api(format!("apply Deployment {namespace}/{name}{as_whom}"), err)),
     };
     // What was just applied is what the CSV wants, at the generation returned.
     ctx.state.verified_specs.remember(&applied);
@@ -223,12 +222,12 @@ fn is_rolling_update_beside_recreate(err: &kube::Error) -> bool {
         && status.message.contains("Recreate"))
 }
 
-async fn delete_deployment(ctx: &ControllerContext<CsvState>, namespace: &str, dep_name: &str) -> Result<()> {
-    let api: Api<Deployment> = Api::namespaced(workload_client(ctx, namespace)?, namespace);
+async fn delete_deployment(installer: &Installer, namespace: &str, dep_name: &str) -> Result<()> {
+    let api: Api<Deployment> = Api::namespaced(installer.client()?, namespace);
     match api.delete(dep_name, &DeleteParams::background()).await {
         Ok(_) => tracing::info!(deployment = %dep_name, "deleted deployment no longer in the strategy"),
         Err(err) if is_not_found(&err) => {}
-        Err(err) => return Err(Error::api(format!("delete Deployment {namespace}/{dep_name}"), err)),
+        Err(err) => return Err(Error::api(format!("delete Deployment {namespace}/{dep_name}{}", installer.as_whom()), err)),
     }
     Ok(())
 }
@@ -252,14 +251,14 @@ async fn apply_condition_status(
 
 /// Server-side applies a description's configuration: under the name of the one found for it
 /// (possibly generated by an older OLM), else under its fixed name.
-async fn apply_webhook(ctx: &ControllerContext<CsvState>, existing: Option<&str>, config: &WebhookConfig) -> Result<()> {
+async fn apply_webhook(ctx: &ControllerContext<CsvState>, installer: &Installer, existing: Option<&str>, config: &WebhookConfig) -> Result<()> {
     match config {
-        WebhookConfig::Validating(object) => apply_named(ctx, existing, object.as_ref()).await,
-        WebhookConfig::Mutating(object) => apply_named(ctx, existing, object.as_ref()).await,
+        WebhookConfig::Validating(object) => apply_named(ctx, installer, existing, object.as_ref()).await,
+        WebhookConfig::Mutating(object) => apply_named(ctx, installer, existing, object.as_ref()).await,
     }
 }
 
-async fn apply_named<K>(ctx: &ControllerContext<CsvState>, existing: Option<&str>, object: &K) -> Result<()>
+async fn apply_named<K>(ctx: &ControllerContext<CsvState>, installer: &Installer, existing: Option<&str>, object: &K) -> Result<()>
 where
     K: Applied + kube::Resource<Scope = ClusterResourceScope>,
 {
@@ -268,7 +267,7 @@ where
     object.meta_mut().name = Some(name.clone());
     object.meta_mut().generate_name = None;
     let apply = PatchParams::apply(&ctx.field_manager()).force();
-    apply_cluster_scoped(ctx, &object, &apply).await
+    apply_cluster_scoped(installer, &object, &apply).await
 }
 
 async fn delete_webhook(ctx: &ControllerContext<CsvState>, kind: &str, config_name: &str) -> Result<()> {
@@ -291,7 +290,12 @@ async fn delete_webhook(ctx: &ControllerContext<CsvState>, kind: &str, config_na
     Ok(())
 }
 
-async fn apply_crd_conversion(ctx: &ControllerContext<CsvState>, crd: &str, conversion: &CustomResourceConversion) -> Result<()> {
+async fn apply_crd_conversion(
+    ctx: &ControllerContext<CsvState>,
+    installer: &Installer,
+    crd: &str,
+    conversion: &CustomResourceConversion,
+) -> Result<()> {
     // A merge patch of `spec.conversion` only: the rest of the CRD belongs to
     // whoever installed it, and `url: null` keeps exactly one client target.
     let mut wanted = serde_json::to_value(conversion).map_err(|source| Error::Serialize {
@@ -306,10 +310,10 @@ async fn apply_crd_conversion(ctx: &ControllerContext<CsvState>, crd: &str, conv
         field_manager: Some(ctx.field_manager()),
         ..PatchParams::default()
     };
-    Api::<CustomResourceDefinition>::all(ctx.client.clone())
+    Api::<CustomResourceDefinition>::all(installer.client()?)
         .patch(crd, &params, &Patch::Merge(&patch))
         .await
-        .map_err(|err| Error::api(format!("configure the conversion webhook of CustomResourceDefinition {crd}"), err))?;
+        .map_err(|err| Error::api(format!("configure the conversion webhook of CustomResourceDefinition {crd}{}", installer.as_whom()), err))?;
     Ok(())
 }
 
@@ -386,31 +390,36 @@ trait Applied: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serd
 
 impl<K> Applied for K where K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned {}
 
-/// Server-side apply the namespaced `object` in `namespace`.
-async fn apply_namespaced<K>(ctx: &ControllerContext<CsvState>, namespace: &str, object: &K, params: &PatchParams) -> Result<()>
+/// OLM writing as itself, for what grants the operator nothing.
+fn olm(ctx: &ControllerContext<CsvState>) -> Installer {
+    Installer::olm(ctx)
+}
+
+/// Server-side apply the namespaced `object` in `namespace` as `writer`.
+async fn apply_namespaced<K>(writer: &Installer, namespace: &str, object: &K, params: &PatchParams) -> Result<()>
 where
     K: Applied + kube::Resource<Scope = NamespaceResourceScope>,
 {
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), namespace);
-    server_side_apply(&api, Some(namespace), object, params).await.map(drop)
+    let api: Api<K> = Api::namespaced(writer.client()?, namespace);
+    server_side_apply(&api, Some(namespace), &writer.as_whom(), object, params).await.map(drop)
 }
 
-/// Server-side apply the cluster-scoped `object`.
-async fn apply_cluster_scoped<K>(ctx: &ControllerContext<CsvState>, object: &K, params: &PatchParams) -> Result<()>
+/// Server-side apply the cluster-scoped `object` as `writer`.
+async fn apply_cluster_scoped<K>(writer: &Installer, object: &K, params: &PatchParams) -> Result<()>
 where
     K: Applied + kube::Resource<Scope = ClusterResourceScope>,
 {
-    server_side_apply(&Api::<K>::all(ctx.client.clone()), None, object, params).await.map(drop)
+    server_side_apply(&Api::<K>::all(writer.client()?), None, &writer.as_whom(), object, params).await.map(drop)
 }
 
 /// Server-side apply `object` (under its own name) through `api`, returning the object as the
-/// server stored it; an error names the kind, the namespace (`None` for cluster-scoped kinds)
-/// and the name.
-async fn server_side_apply<K: Applied>(api: &Api<K>, namespace: Option<&str>, object: &K, params: &PatchParams) -> Result<K> {
+/// server stored it; an error names the kind, the namespace (`None` for cluster-scoped kinds),
+/// the name and who wrote (`as_whom`).
+async fn server_side_apply<K: Applied>(api: &Api<K>, namespace: Option<&str>, as_whom: &str, object: &K, params: &PatchParams) -> Result<K> {
     let name = object.name_any();
     api.patch(&name, params, &Patch::Apply(object)).await.map_err(|err| {
         let at = namespace.map(|ns| format!("{ns}/")).unwrap_or_default();
-        Error::api(format!("apply {} {at}{name}", K::kind(&())), err)
+        Error::api(format!("apply {} {at}{name}{as_whom}", K::kind(&())), err)
     })
 }
 

@@ -7,6 +7,7 @@ pub mod certs;
 pub mod decide;
 pub mod deployment;
 mod finalizer;
+mod installer;
 pub mod metrics;
 mod observe;
 mod permissions;

@@ -234,7 +234,10 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
         .map(|ns| ns.name_any())
         .collect();
     let all_namespaces = csv.annotations().get(keys::TARGET_NAMESPACES_ANNOTATION).is_some_and(String::is_empty);
-    let owned_rbac = if all_namespaces && csv.phase() == Some(&CsvPhase::Succeeded) {
+    // Read in Failed too: a pass that finds the install healthy again lifts the roles before
+    // it says Succeeded, so a lift the API server refuses keeps the CSV Failed (with one status
+    // write) instead of flipping it between Succeeded and Failed on every retry.
+    let owned_rbac = if all_namespaces && matches!(csv.phase(), Some(CsvPhase::Succeeded | CsvPhase::Failed)) {
         owned_rbac(&ctx.client, csv).await?
     } else {
         OwnedRbac::default()

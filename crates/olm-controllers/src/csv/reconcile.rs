@@ -167,7 +167,10 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
             "Install",
             format!("install strategy failed: {err}"),
         ));
-        decision.requeue_after = Some(super::decide::REQUEUE_RESYNC);
+        // RBAC is not watched: a permission granted to the installing ServiceAccount is only
+        // noticed by looking again, as soon as the Failed pass would reinstall.
+        let forbidden = err.category() == "ApiForbidden";
+        decision.requeue_after = Some(if forbidden { super::decide::REINSTALL_PAUSE } else { super::decide::REQUEUE_RESYNC });
     }
     if let Some(status) = &decision.status {
         let previous_phase = csv.phase().cloned();

@@ -108,14 +108,16 @@ pub(super) fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>,
         .iter()
         .map(|c| (c.namespace().unwrap_or_default(), *c))
         .collect();
+    // The lifted roles go first: when the group's ServiceAccount may not write them, the pass
+    // stops there and no copy tells other namespaces the operator succeeded.
+    if copiable && targets.is_some_and(|t| t == [String::new()]) {
+        decision = lift_rbac(observed, decision);
+    }
     for ns in wanted.iter().filter(|ns| !observed.taken_namespaces.contains(*ns)) {
         let copy = copy_of(csv, ns, &status);
         if existing.get(ns).is_none_or(|current| !copy_is_current(current, &copy)) {
             decision = decision.act(CsvAction::ApplyCopy(Box::new(copy)));
         }
-    }
-    if copiable && targets.is_some_and(|t| t == [String::new()]) {
-        decision = lift_rbac(observed, decision);
     }
     let mut removed = 0usize;
     for ns in existing.keys() {

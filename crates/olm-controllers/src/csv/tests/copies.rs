@@ -118,6 +118,26 @@ fn all_namespaces_operator_rbac_is_lifted_to_cluster_roles() {
     assert_eq!((binding.role_ref.kind.as_str(), binding.role_ref.name.as_str()), ("ClusterRole", "etcd-role"));
 }
 
+/// A lift the installing ServiceAccount may not write stops the pass before any copy tells
+/// another namespace the operator succeeded; and a Failed CSV whose install is healthy again
+/// lifts in the pass that would say Succeeded (so a refused lift keeps it Failed, not flipping).
+#[test]
+fn the_roles_are_lifted_before_the_csv_is_copied() {
+    let og = group("global", &[""]);
+    let mut world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::InstallComponentFailed)));
+    let failed = with_phase(load(ETCD_CLUSTERWIDE_CSV), CsvPhase::Failed, CsvReason::InstallComponentFailed);
+    world.csv = annotate_for(failed, &og);
+    world.groups = vec![og];
+    world.namespaces = vec![NS.into(), "team-a".into()];
+    world.owned_rbac = operator_rbac();
+    world = world.with_installed_deployments();
+    let decision = world.decide();
+    let position = |wanted: fn(&CsvAction) -> bool| decision.actions.iter().position(wanted);
+    let lift = position(|a| matches!(a, CsvAction::ApplyClusterRole(_))).expect("lifted when it goes Succeeded");
+    let copy = position(|a| matches!(a, CsvAction::ApplyCopy(_))).expect("copied");
+    assert!(lift < copy, "{:?}", decision.actions.iter().map(CsvAction::name).collect::<Vec<_>>());
+}
+
 #[test]
 fn a_copy_in_an_explicit_target_carries_the_operator_rbac() {
     let mut original = etcd();
