@@ -163,13 +163,22 @@ fn manifests_apply_server_side_dry_run_against_the_local_cluster() {
     // the namespaced objects: a dry run persists nothing.
     let crds = kubectl(&env, &["apply", "--server-side", "--force-conflicts", "-f", &repo().join("manifests/crds").display().to_string()], None);
     assert!(crds.status.success(), "CRDs: {}", String::from_utf8_lossy(&crds.stderr));
-    for ns in ["olm", "operators"] {
-        let _ = kubectl(&env, &["create", "namespace", ns], None);
-    }
+    // The namespaces for real, with their Pod Security labels (olm: restricted enforced).
+    let namespaces = repo().join("manifests/00-namespaces.yaml");
+    let created = kubectl(&env, &["apply", "--server-side", "--force-conflicts", "-f", &namespaces.display().to_string()], None);
+    assert!(created.status.success(), "namespaces: {}", String::from_utf8_lossy(&created.stderr));
     let dir = repo().join("manifests");
     let out = kubectl(&env, &["apply", "--server-side", "--dry-run=server", "-f", &dir.display().to_string()], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "dry run failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "dry run failed:\n{stdout}\n{stderr}");
+    // The API server warns about a workload whose pods its namespace's Pod Security level
+    // would refuse; OLM's own meet restricted.
+    assert!(!stderr.contains("PodSecurity"), "OLM's pods do not meet the restricted profile:\n{stderr}");
+    let plain = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: plain\n  namespace: olm\nspec:\n  selector:\n    matchLabels: {app: plain}\n  template:\n    metadata:\n      labels: {app: plain}\n    spec:\n      containers:\n      - name: c\n        image: example.com/plain:1\n";
+    let refused = kubectl(&env, &["apply", "--server-side", "--dry-run=server", "-f", "-"], Some(plain));
+    let warned = String::from_utf8_lossy(&refused.stderr);
+    assert!(warned.contains("would violate PodSecurity \"restricted:latest\""), "a pod without a security context is warned about:\n{warned}");
     for object in [
         "deployment.apps/olm-operator",
         "deployment.apps/packageserver",

@@ -285,6 +285,19 @@ fn wait_until(
     }
 }
 
+/// The API server's audit policy: the metadata of every request of OLM's own ServiceAccounts
+/// (namespace `olm`, as manifests/ install them), for deriving the least privilege OLM needs;
+/// nothing of anybody else, so the log stays small.
+pub const AUDIT_POLICY: &str = "\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  userGroups: [\"system:serviceaccounts:olm\"]
+- level: None
+";
+
 /// Builds if needed, then starts everything and waits until a pod could be scheduled and become
 /// Ready: API server ready, the fake node Ready without taints, the `default` ServiceAccount.
 /// Idempotent: a healthy cluster is left alone; a partial one is stopped and started cleanly.
@@ -343,6 +356,8 @@ pub fn up_with(layout: &Layout, progress: &Progress, options: UpOptions) -> Resu
         ));
     }
     write_kubeconfig(layout)?;
+    let policy = layout.audit_policy();
+    std::fs::write(&policy, AUDIT_POLICY).map_err(|e| DevError::io("write the audit policy", &policy, e))?;
 
     let mut started = Vec::new();
     match start_all(layout, progress, &mut started) {

@@ -136,6 +136,13 @@ impl Component {
                 format!("--proxy-client-cert-file={}", pki("front-proxy-client.crt")),
                 format!("--proxy-client-key-file={}", pki("front-proxy-client.key")),
                 "--profiling=false".into(),
+                // What OLM's own ServiceAccounts ask of the API server, to derive the least
+                // privilege OLM needs (tests/tests/least_privilege.rs); nothing else is logged.
+                format!("--audit-policy-file={}", layout.audit_policy().display()),
+                format!("--audit-log-path={}", layout.audit_log().display()),
+                "--audit-log-format=json".into(),
+                "--audit-log-maxsize=100".into(),
+                "--audit-log-maxbackup=1".into(),
             ]),
             Component::ControllerManager => vec![
                 format!("--kubeconfig={kubeconfig}"),

@@ -322,6 +322,14 @@ impl Layout {
     pub fn log_file(&self, component: &str) -> PathBuf {
         self.logs_dir().join(format!("{component}.log"))
     }
+    /// The API server's audit policy: what OLM's own ServiceAccounts ask (`cluster::AUDIT_POLICY`).
+    pub fn audit_policy(&self) -> PathBuf {
+        self.state_dir.join("audit-policy.yaml")
+    }
+    /// The API server's audit log (JSON lines).
+    pub fn audit_log(&self) -> PathBuf {
+        self.logs_dir().join("audit.log")
+    }
     pub fn pids_dir(&self) -> PathBuf {
         self.state_dir.join("pids")
     }
