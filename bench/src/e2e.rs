@@ -39,6 +39,9 @@ pub struct E2eOptions {
     pub idle_after: Duration,
     /// Concurrent `kubectl create` processes creating the scale run's objects.
     pub create_concurrency: usize,
+    /// Ours only: while the scale run settles (and until the steady reading), the catalog gets a
+    /// new bundle this often (opm serve cannot reload a directory, so upstream's side has none).
+    pub catalog_updates: Option<Duration>,
     /// Single installs per side, each with fresh processes, CRDs and namespace; the median counts.
     pub single_runs: usize,
 }
@@ -105,6 +108,8 @@ pub struct Scale {
     pub create: Duration,
     pub settle: Settle,
     pub memory: Vec<ProcMemory>,
+    /// Bundles added to the catalog from the first create until settled, and until the end.
+    pub catalog_updates: (usize, usize),
     /// CSVs labelled `olm.copiedFrom` when settled and at the steady reading.
     pub copied_at_settle: usize,
     pub copied_at_end: usize,
@@ -725,7 +730,8 @@ pub(crate) fn start_with(
                     "olm catalog serve",
                     false,
                     Command::new(&tools.olm)
-                        .args(["catalog", "serve", "--http-addr", "none", "--reload-interval", "0", "--grpc-addr", &format!("127.0.0.1:{grpc_port}")])
+                        // Reloads the directory (the scale run's catalog updates; nothing else changes it).
+                        .args(["catalog", "serve", "--http-addr", "none", "--reload-interval", "5s", "--grpc-addr", &format!("127.0.0.1:{grpc_port}")])
                         .arg(format!("--catalog=community={}", catalog_dir.display())),
                     &log("catalog"),
                 )?,
@@ -1022,9 +1028,15 @@ fn scale(
     let tag = imp.tag();
     install_crds(imp, tools, layout, work)?;
     kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
+    let churn = opts.catalog_updates.filter(|_| imp == Impl::Ours).map(|every| CatalogChurn::new(work, catalog_dir, every)).transpose()?;
+    let catalog_dir = churn.as_ref().map_or(catalog_dir, |c| c.dir.as_path());
     let mut started = start(imp, tools, layout, work, catalog_dir, "scale")?;
     let source = format!("bench-{tag}-scale");
-    kubectl(layout, &["apply", "-f", "-"], Some(&catalog_source(&source, &started.grpc_addr)))?;
+    let mut catalog = catalog_source(&source, &started.grpc_addr);
+    if churn.is_some() {
+        catalog = catalog.replace("displayName: bench}", "displayName: bench, updateStrategy: {registryPoll: {interval: 30s}}}");
+    }
+    kubectl(layout, &["apply", "-f", "-"], Some(&catalog))?;
     wait_catalog_ready(layout, &source)?;
     std::thread::sleep(opts.idle_after);
     if let Some(dead) = first_dead(&mut started.procs) {
@@ -1069,8 +1081,12 @@ fn scale(
     eprintln!("  [{tag}] {n} namespaces + 1 AllNamespaces operator created in {:.1} s", create.as_secs_f64());
     let count = |state: &CsvState| namespaces.iter().filter(|ns| state.succeeded(ns, &global.per_namespace_csv)).count();
     let mut last_report = Instant::now();
+    let mut churn = churn.map(|c| c.start(start_at));
     let settle = loop {
         drain(&mut watch, &mut state, layout, &watch_log, Duration::from_millis(250), &mut restarts)?;
+        if let Some(churn) = churn.as_mut() {
+            churn.tick()?;
+        }
         let done = count(&state);
         let global_done = state.succeeded(&global_ns, &global.csv_name);
         if done == n && global_done {
@@ -1087,13 +1103,21 @@ fn scale(
             last_report = Instant::now();
         }
     };
+    let updates_at_settle = churn.as_ref().map_or(0, |c| c.added);
     drain(&mut watch, &mut state, layout, &watch_log, Duration::from_secs(2), &mut restarts)?;
     let settled = read_memory(&started.procs);
     let copied_at_settle = state.copied();
     let settled_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-settled.txt"))).unwrap_or_default();
     let reconciles = reconciles(&settled_metrics);
     let requests = requests_between(&idle_metrics, &settled_metrics);
-    drain(&mut watch, &mut state, layout, &watch_log, opts.steady_after, &mut restarts)?;
+    let steady_at = Instant::now() + opts.steady_after;
+    while Instant::now() < steady_at {
+        drain(&mut watch, &mut state, layout, &watch_log, Duration::from_secs(1).min(steady_at - Instant::now()), &mut restarts)?;
+        if let Some(churn) = churn.as_mut() {
+            churn.tick()?;
+        }
+    }
+    let catalog_updates = (updates_at_settle, churn.as_ref().map_or(0, |c| c.added));
     let steady = read_memory(&started.procs);
     save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-steady.txt")));
     let copied_at_end = state.copied();
@@ -1130,7 +1154,55 @@ fn scale(
     // only upstream's must be gone before ours starts.
     let namespace_timeout = if imp == Impl::Ours { Duration::ZERO } else { Duration::from_secs(60 + 2 * n as u64) };
     cleanup(layout, &Selection::Label(label), started.procs, &global.group, namespace_timeout);
-    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, writes_after_restart })
+    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, catalog_updates, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, writes_after_restart })
+}
+
+/// The scale run's catalog updates: a copy of the catalog directory that the catalog server
+/// reloads, into which a package nobody subscribes to (the chaos run's, under `churn/`) gets
+/// one more version every `every`. Each update makes every Subscription on the catalog
+/// resolve again; what that costs shows in the requests counted until settled.
+struct CatalogChurn {
+    dir: PathBuf,
+    every: Duration,
+    versions: Vec<String>,
+    added: usize,
+    next: Option<Instant>,
+}
+
+impl CatalogChurn {
+    fn new(work: &Path, catalog_dir: &Path, every: Duration) -> anyhow::Result<CatalogChurn> {
+        let dir = work.join("e2e-ours-scale-catalog");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        for entry in std::fs::read_dir(catalog_dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                let status = Command::new("cp").arg("-r").arg(entry.path()).arg(&dir).status()?;
+                anyhow::ensure!(status.success(), "copy {} into {}", entry.path().display(), dir.display());
+            } else {
+                std::fs::copy(entry.path(), dir.join(entry.file_name()))?;
+            }
+        }
+        let versions = vec!["1.0.0".to_owned()];
+        crate::chaos_catalog::write(&dir.join("churn"), &versions.iter().map(String::as_str).collect::<Vec<_>>())?;
+        Ok(CatalogChurn { dir, every, versions, added: 0, next: None })
+    }
+
+    fn start(mut self, at: Instant) -> CatalogChurn {
+        self.next = Some(at + self.every);
+        self
+    }
+
+    /// Add the next version when it is due.
+    fn tick(&mut self) -> anyhow::Result<()> {
+        let Some(next) = self.next.filter(|n| Instant::now() >= *n) else { return Ok(()) };
+        self.versions.push(format!("1.0.{}", self.versions.len()));
+        crate::chaos_catalog::write(&self.dir.join("churn"), &self.versions.iter().map(String::as_str).collect::<Vec<_>>())?;
+        self.added += 1;
+        self.next = Some(next + self.every);
+        eprintln!("  [ours] catalog update {}: churn packages at 1.0.{}", self.added, self.versions.len() - 1);
+        Ok(())
+    }
 }
 
 fn upstream_module_dir(tools: &Tools) -> anyhow::Result<PathBuf> {

@@ -209,6 +209,19 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
         crate::e2e::PODS_PER_NODE,
         secs(opts.scale_timeout)
     )?;
+    if let Some(every) = opts.catalog_updates {
+        let updates = r.ours_scale.as_ref().and_then(|s| s.as_ref().ok()).map(|s| s.catalog_updates).unwrap_or_default();
+        writeln!(
+            o,
+            "Ours with catalog updates: from the first create, the catalog gets a new bundle every {} (a package nobody \
+             subscribes to gets one more version; the catalog server reloads its directory, the CatalogSource polls every 30 s), \
+             so every Subscription on it resolves again: {} updates until settled, {} until the steady reading. Upstream's \
+             `opm serve` cannot reload a directory: its side has none.\n",
+            secs(every),
+            updates.0,
+            updates.1
+        )?;
+    }
     writeln!(
         o,
         "| side | objects created in | time to settle | controllers RSS idle → settled → steady | per namespace (settled) | per namespace (steady) | copied CSVs settled / steady | CSVs at steady |\n|---|---|---|---|---|---|---|---|"

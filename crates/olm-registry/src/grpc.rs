@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use olm_catalog::quote::quoted;
 use olm_catalog::{Catalog, Gvk};
 use tonic::{Request, Response, Status};
 
@@ -381,12 +382,12 @@ impl pb::experimental_registry_server::ExperimentalRegistry for ExperimentalServ
             return Err(Status::invalid_argument("schema is required"));
         }
         if !valid_key_component(&req.schema) {
-            return Err(Status::invalid_argument(format!("invalid schema {:?}: must match ^[a-zA-Z0-9][a-zA-Z0-9._-]*$", req.schema)));
+            return Err(Status::invalid_argument(format!("invalid schema {}: must match ^[a-zA-Z0-9][a-zA-Z0-9._-]*$", quoted(&req.schema))));
         }
         if !req.package_name.is_empty() && !valid_key_component(&req.package_name) {
             return Err(Status::invalid_argument(format!(
-                "invalid packageName {:?}: must match ^[a-zA-Z0-9][a-zA-Z0-9._-]*$",
-                req.package_name
+                "invalid packageName {}: must match ^[a-zA-Z0-9][a-zA-Z0-9._-]*$",
+                quoted(&req.package_name)
             )));
         }
         let Some(snap) = self.catalog.snapshot() else {

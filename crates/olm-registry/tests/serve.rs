@@ -212,6 +212,13 @@ async fn unknown_names_get_404_json_naming_what_exists() {
     let (status, err) = h.get_json("/no/such/endpoint").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(err["error"].as_str().unwrap().contains("/openapi.json"));
+
+    // A name as long as a request allows is quoted cut short in the message.
+    let long = "x".repeat(4000);
+    let (status, err) = h.get_json(&format!("/api/v1/catalogs/community/bundles/{long}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let message = err["error"].as_str().unwrap();
+    assert!(message.len() < 600 && message.contains("bundle \"xxx"), "{} characters: {message}", message.len());
 }
 
 #[tokio::test]

@@ -119,7 +119,7 @@ pub(super) async fn get_icon(State(state): State<AppState>, Path((name, package)
         base64::engine::general_purpose::STANDARD.decode(compact).ok().map(|bytes| (bytes, media))
     });
     let Some((bytes, media)) = decoded.filter(|(b, _)| !b.is_empty()) else {
-        return ApiError::new(StatusCode::NOT_FOUND, format!("package {package:?} in catalog {name:?} has no icon"))
+        return ApiError::new(StatusCode::NOT_FOUND, format!("package {} in catalog {name:?} has no icon", quoted(&package)))
             .with("catalog", name.as_str())
             .with("package", package.as_str())
             .into_response();
@@ -222,7 +222,8 @@ pub(super) async fn get_bundle(
                 let mut err = ApiError::new(
                     StatusCode::NOT_FOUND,
                     format!(
-                        "bundle {bundle:?} not found in catalog {name:?}; bundle names are listed per channel at /api/v1/catalogs/{name}/packages/<package>"
+                        "bundle {} not found in catalog {name:?}; bundle names are listed per channel at /api/v1/catalogs/{name}/packages/<package>",
+                        quoted(&bundle)
                     ),
                 )
                 .with("catalog", name.as_str())
@@ -241,7 +242,7 @@ pub(super) async fn get_bundle(
                 let packages: Vec<&str> = several.iter().map(|b| b.package.as_str()).collect();
                 Err(ApiError::new(
                     StatusCode::CONFLICT,
-                    format!("bundle name {bundle:?} exists in several packages ({}); add ?package=<name>", packages.join(", ")),
+                    format!("bundle name {} exists in several packages ({}); add ?package=<name>", quoted(&bundle), packages.join(", ")),
                 )
                 .with("packages", packages))
             }

@@ -24,7 +24,7 @@ pub(super) fn dns1123_subdomain_error(name: &str) -> Option<String> {
 
 fn catalogd_catalog(state: &AppState, name: &str) -> Result<Arc<CatalogSnapshot>, ApiError> {
     if let Some(why) = dns1123_subdomain_error(name) {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("invalid catalog name {name:?}: {why}")).with("catalog", name));
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("invalid catalog name {}: {why}", quoted(name))).with("catalog", name));
     }
     served(state, name).map(|(_, s)| s)
 }
@@ -57,7 +57,7 @@ fn parse_metas_query(raw: &HashMap<String, String>) -> Result<MetasQuery, ApiErr
             other => {
                 return Err(ApiError::new(
                     StatusCode::BAD_REQUEST,
-                    format!("unknown query parameter {other:?}; the metas endpoint accepts only schema, package and name"),
+                    format!("unknown query parameter {}; the metas endpoint accepts only schema, package and name", quoted(other)),
                 )
                 .with("parameter", other))
             }

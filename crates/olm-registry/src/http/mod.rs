@@ -15,6 +15,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use bytes::{Bytes, BytesMut};
+use olm_catalog::quote::quoted;
 use olm_catalog::{Catalog, Package};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -146,7 +147,8 @@ fn unknown_catalog(state: &AppState, name: &str) -> ApiError {
     let mut err = ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
-            "catalog {name:?} not found; this server serves {} catalog(s): {}; list them at /api/v1/catalogs",
+            "catalog {} not found; this server serves {} catalog(s): {}; list them at /api/v1/catalogs",
+            quoted(name),
             names.len(),
             names.join(", ")
         ),
@@ -182,7 +184,8 @@ fn unknown_package(catalog_name: &str, catalog: &Catalog, package: &str) -> ApiE
     let mut err = ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
-            "package {package:?} not found in catalog {catalog_name:?}; it has {count} package(s), list them at /api/v1/catalogs/{catalog_name}/packages"
+            "package {} not found in catalog {catalog_name:?}; it has {count} package(s), list them at /api/v1/catalogs/{catalog_name}/packages",
+            quoted(package)
         ),
     )
     .with("catalog", catalog_name)
