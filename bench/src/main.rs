@@ -273,6 +273,7 @@ fn main() -> anyhow::Result<()> {
     };
     let elapsed = started.elapsed();
     let text = report::render(&tools, &runs, end_to_end.as_ref(), &notes, &opts, elapsed)?;
+    let text = with_separate_runs(&opts.out, text);
     std::fs::write(&opts.out, &text).with_context(|| format!("writing {}", opts.out.display()))?;
     println!("{text}");
     eprintln!("wrote {} in {:.0} s", opts.out.display(), elapsed.as_secs_f64());
@@ -282,4 +283,39 @@ fn main() -> anyhow::Result<()> {
 fn short_path(p: &Path) -> String {
     let parts: Vec<_> = p.components().rev().take(2).collect();
     parts.into_iter().rev().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
+}
+
+const SEPARATE_RUN: &str = "<!-- separate run -->";
+const END_OF_SEPARATE_RUN: &str = "<!-- end of separate run -->";
+
+/// `text` followed by the sections of the report at `out` that came from runs of their own (each
+/// between `<!-- separate run -->` and `<!-- end of separate run -->`, e.g. the 1,000-namespace
+/// scale run, too long for every `bench/run.sh`): regenerating the report keeps them.
+fn with_separate_runs(out: &Path, mut text: String) -> String {
+    let Ok(old) = std::fs::read_to_string(out) else { return text };
+    let mut rest = old.as_str();
+    while let Some(start) = rest.find(SEPARATE_RUN) {
+        let Some(len) = rest[start..].find(END_OF_SEPARATE_RUN) else { break };
+        let end = start + len + END_OF_SEPARATE_RUN.len();
+        text.push_str(&format!("\n{}\n", &rest[start..end]));
+        rest = &rest[end..];
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_of_separate_runs_survive_a_regeneration() {
+        let dir = std::env::temp_dir().join(format!("olm-bench-separate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("BENCHMARKS.md");
+        std::fs::write(&out, format!("old report\n{SEPARATE_RUN}\n## 1,000 namespaces\nfigures\n{END_OF_SEPARATE_RUN}\nold tail\n")).unwrap();
+        let text = with_separate_runs(&out, "new report\n".to_owned());
+        assert_eq!(text, format!("new report\n\n{SEPARATE_RUN}\n## 1,000 namespaces\nfigures\n{END_OF_SEPARATE_RUN}\n"));
+        assert_eq!(with_separate_runs(&dir.join("absent.md"), "new\n".to_owned()), "new\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
