@@ -3,7 +3,7 @@
 # each server's own OpenAPI document, with every check (no server error, status codes,
 # content types, headers and bodies as declared, invalid input refused, valid input accepted).
 #
-#   bash fuzz/http/run.sh                 # short (CI): 20 test cases per operation, both servers
+#   bash fuzz/http/run.sh 10              # short (CI): 10 test cases per operation, both servers
 #   bash fuzz/http/run.sh 1000            # long: 1000 per operation (100 or more: the
 #                                         # packageserver's fuzzing phase too, see below)
 #   bash fuzz/http/run.sh 200 catalog     # one server: catalog or packageserver

@@ -82,6 +82,17 @@ async fn failed_with(ns: &TestNamespace, parts: &[String]) -> anyhow::Result<Str
     Ok(message)
 }
 
+/// Remove the CSV, the grant made before it, the grant `result` made (when it got that far) and
+/// the namespace; then the test's result.
+async fn clean_up(ns: TestNamespace, earlier_grant: &str, result: anyhow::Result<String>) -> anyhow::Result<()> {
+    ns.kubectl(&["delete", "clusterserviceversion", CSV_NAME, "--wait=true"]).await?;
+    ns.cluster().kubectl(&["delete", "clusterrole,clusterrolebinding", earlier_grant]).await?;
+    let grant = result?;
+    ns.cluster().kubectl(&["delete", "clusterrole,clusterrolebinding", &grant]).await?;
+    ns.cleanup().await?;
+    Ok(())
+}
+
 fn owner_selector(namespace: &str) -> String {
     format!("{}={CSV_NAME},{}={namespace}", keys::OWNER_LABEL, keys::OWNER_NAMESPACE_LABEL)
 }
@@ -135,12 +146,7 @@ async fn a_webhook_is_configured_only_when_the_service_account_may_configure_it(
         Ok::<_, anyhow::Error>(grant)
     }
     .await;
-    ns.kubectl(&["delete", "clusterserviceversion", CSV_NAME, "--wait=true"]).await?;
-    cluster.kubectl(&["delete", "clusterrole,clusterrolebinding", &cert_rbac]).await?;
-    let grant = result?;
-    cluster.kubectl(&["delete", "clusterrole,clusterrolebinding", &grant]).await?;
-    ns.cleanup().await?;
-    Ok(())
+    clean_up(ns, &cert_rbac, result).await
 }
 
 #[tokio::test]
@@ -198,10 +204,5 @@ async fn an_all_namespaces_install_lifts_roles_to_cluster_roles_only_as_far_as_t
         Ok::<_, anyhow::Error>(grant)
     }
     .await;
-    ns.kubectl(&["delete", "clusterserviceversion", CSV_NAME, "--wait=true"]).await?;
-    cluster.kubectl(&["delete", "clusterrole,clusterrolebinding", &cluster_rbac]).await?;
-    let grant = result?;
-    cluster.kubectl(&["delete", "clusterrole,clusterrolebinding", &grant]).await?;
-    ns.cleanup().await?;
-    Ok(())
+    clean_up(ns, &cluster_rbac, result).await
 }
