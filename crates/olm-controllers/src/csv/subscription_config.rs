@@ -5,8 +5,8 @@
 //! set replaces), annotations (added to the Deployment and its pod template). `selector` is in
 //! the API but, as upstream, not applied.
 //!
-//! The CSV controller renders Deployments; it should call [`apply_config`] with the config of
-//! the Subscription whose `status.installedCSV` names the CSV.
+//! The CSV controller calls [`apply_config`] (csv/deployment.rs) with the config of the
+//! Subscription whose `status.installedCSV` names the CSV when it renders Deployments.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Affinity, Container, PodSpec};
