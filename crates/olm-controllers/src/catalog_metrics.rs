@@ -1,6 +1,6 @@
 //! The catalog-operator metrics, with upstream's names: `catalog_source_count`,
 //! `catalogsource_ready`, `subscription_count`, `subscription_sync_total`, `install_plan_count`,
-//! `installplan_warnings_total` (and `install_plan_warning_count`), and
+//! `installplan_warnings_total` (counted in the client: `olm_runtime::warnings`), and
 //! `olm_resolution_duration_seconds` (a histogram here; upstream's is a summary).
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -52,8 +52,9 @@ pub struct CatalogMetrics {
     sync: Family<SubscriptionSyncLabels, Counter>,
     /// `install_plan_count`.
     pub install_plan_count: Gauge,
+    /// `installplan_warnings_total`: the API server's warnings to the InstallPlan controller's
+    /// requests (counted in the client, `olm_runtime::warnings`).
     warnings: Counter,
-    warning_count: Gauge,
     resolution: Family<OutcomeLabels, Histogram>,
 }
 
@@ -72,8 +73,7 @@ impl CatalogMetrics {
             subscription_count: Gauge::default(),
             sync: Family::default(),
             install_plan_count: Gauge::default(),
-            warnings: Counter::default(),
-            warning_count: Gauge::default(),
+            warnings: olm_runtime::warnings::warnings_of(&format!("{}/{}", crate::FIELD_MANAGER_PREFIX, crate::installplan::NAME)),
             resolution: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16))),
         };
         registry.register(
@@ -93,11 +93,6 @@ impl CatalogMetrics {
             "installplan_warnings",
             "Warnings the API server returned while applying InstallPlan steps",
             metrics.warnings.clone(),
-        );
-        registry.register(
-            "install_plan_warning_count",
-            "Warnings the API server returned while applying InstallPlan steps",
-            metrics.warning_count.clone(),
         );
         registry.register(
             "olm_resolution_duration_seconds",
@@ -130,12 +125,6 @@ impl CatalogMetrics {
         self.sync.get_or_create(&labels).inc();
     }
 
-    /// Count apply warnings.
-    pub fn install_plan_warnings(&self, count: u64) {
-        self.warnings.inc_by(count);
-        self.warning_count.inc_by(i64::try_from(count).unwrap_or(i64::MAX));
-    }
-
     /// Record how long one resolution took.
     pub fn resolution(&self, succeeded: bool, seconds: f64) {
         let outcome = if succeeded { "succeeded" } else { "failed" };
@@ -164,7 +153,7 @@ mod tests {
             package: "etcd".into(),
             approval: "Automatic".into(),
         });
-        metrics.install_plan_warnings(2);
+        olm_runtime::warnings::warnings_of("olm/installplan").inc_by(2);
         metrics.resolution(true, 0.01);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
@@ -174,8 +163,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#"subscription_sync_total{name="etcd",installed="etcdoperator.v0.9.4",channel="singlenamespace-alpha",package="etcd",approval="Automatic"} 1"#), "{text}");
-        assert!(text.contains("\ninstallplan_warnings_total 2\n"), "{text}");
-        assert!(text.contains("\ninstall_plan_warning_count 2\n"), "{text}");
+        let warnings = text.lines().find_map(|l| l.strip_prefix("installplan_warnings_total ")).and_then(|v| v.parse::<u64>().ok());
+        assert!(warnings.is_some_and(|w| w >= 2), "{text}");
         assert!(
             text.contains(r#"olm_resolution_duration_seconds_count{outcome="succeeded"} 1"#),
             "{text}"

@@ -1,6 +1,6 @@
 //! The API client of `olm run`: kube's request stack (base URI, retries, credentials, extra
 //! headers) over a connection pool that keeps few idle connections; every request is counted
-//! (`requests`).
+//! (`requests`), and every warning of the API server logged and counted (`warnings`).
 
 use std::time::Duration;
 
@@ -43,6 +43,7 @@ pub fn build(config: kube::Config) -> Result<kube::Client, kube::Error> {
             crate::requests::count(&request);
             request
         })
+        .layer_fn(crate::warnings::CountWarnings::new)
         .layer(config.base_uri_layer())
         .option_layer(
             config

@@ -44,6 +44,7 @@ pub mod metrics;
 pub mod requests;
 pub mod shutdown;
 pub mod status;
+pub mod warnings;
 
 pub use admin::Readiness;
 pub use cache::{Cache, Caches};

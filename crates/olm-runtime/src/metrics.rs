@@ -64,6 +64,11 @@ impl Metrics {
             "Requests sent to the API server, per verb and resource (as the audit log names them)",
             crate::requests::api_requests().clone(),
         );
+        registry.register(
+            "olm_api_warnings",
+            "Warnings the API server gave (Warning response headers), per field manager of the request",
+            crate::warnings::api_warnings().clone(),
+        );
         Self { registry, reconciles, failures, duration }
     }
 
