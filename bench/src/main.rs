@@ -9,7 +9,8 @@
 //! default 200, 10 with `--quick`, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES),
 //! `--scale-timeout SECS` (longest wait for the scale run to settle, per side; default 6 s per
 //! namespace, at least 300 s), `--scale-catalog-updates SECS` (ours only: while the scale run
-//! settles, the catalog gets a new bundle every SECS seconds; e2e.rs). `OLM_BENCH_SIDES=ours` (or `upstream`) runs one side of the
+//! settles, the catalog gets a new bundle every SECS seconds; e2e.rs), `--scale-create-concurrency N`
+//! (concurrent `kubectl create` processes making the scale run's objects; default 4). `OLM_BENCH_SIDES=ours` (or `upstream`) runs one side of the
 //! end-to-end part only, for working on it; published figures need both. `--unpack ROUNDS` runs
 //! only the bundle-unpack comparison on a real node (root; unpack.rs) and prints its section.
 //! `--chaos [--seed N] [--kills N] [--namespaces N]` runs only the chaos run (chaos.rs) and
@@ -50,7 +51,7 @@ pub struct Options {
     pub unpack_rounds: Option<usize>,
 }
 
-const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N]";
+const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] [--scale-create-concurrency N] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N]";
 
 fn number(flag: &str, value: Option<String>) -> anyhow::Result<u64> {
     let v = value.with_context(|| format!("{flag} needs a number"))?;
@@ -69,6 +70,7 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
     };
     let mut scale_timeout = None;
     let mut catalog_updates = None;
+    let mut create_concurrency = 4;
     let mut unpack_rounds = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -80,6 +82,7 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
             "--e2e-only" => e2e_only = true,
             "--scale-namespaces" => scale_namespaces = Some(number(&a, args.next())?),
             "--scale-timeout" => scale_timeout = Some(Duration::from_secs(number(&a, args.next())?)),
+            "--scale-create-concurrency" => create_concurrency = usize::try_from(number(&a, args.next())?.max(1)).context("--scale-create-concurrency is too large")?,
             "--scale-catalog-updates" => catalog_updates = Some(Duration::from_secs(number(&a, args.next())?).max(Duration::from_secs(10))),
             "--unpack" => unpack_rounds = Some(usize::try_from(number(&a, args.next())?).context("--unpack: too many rounds")?),
             "-h" | "--help" => {
@@ -103,7 +106,7 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
         scale_timeout,
         steady_after: Duration::from_secs(if quick { 10 } else { 30 }),
         idle_after: Duration::from_secs(if quick { 5 } else { 15 }),
-        create_concurrency: 4,
+        create_concurrency,
         catalog_updates,
         single_runs: if quick { 1 } else { 5 },
     };
