@@ -190,14 +190,16 @@ impl ScopedClients {
         }
     }
 
-    /// The client for an operator's Deployments in `namespace`: the group's ServiceAccount when
-    /// exactly one group names one (an error while it is missing), else OLM's own (the CSV
-    /// controller reports missing or extra groups on the CSV itself).
-    pub fn for_workloads(&self, namespace: &str, groups: &[&OperatorGroup]) -> Result<Client, ScopedClientError> {
+    /// The client for what the CSV controller installs for an operator of `namespace` (its
+    /// Deployments, RBAC, webhooks, APIServices: csv/installer.rs), and the ServiceAccount it
+    /// acts as: the group's ServiceAccount when exactly one group names one (an error while it
+    /// is missing), else OLM's own (the CSV controller reports missing or extra groups on the
+    /// CSV itself).
+    pub fn for_workloads(&self, namespace: &str, groups: &[&OperatorGroup]) -> Result<(Client, Option<ServiceAccountRef>), ScopedClientError> {
         match install_identity(namespace, groups) {
-            InstallIdentity::ServiceAccount(sa) => self.for_service_account(&sa),
+            InstallIdentity::ServiceAccount(sa) => Ok((self.for_service_account(&sa)?, Some(sa))),
             InstallIdentity::Unavailable(message) if groups.len() == 1 => Err(ScopedClientError::Unavailable(message)),
-            _ => Ok(self.base.clone()),
+            _ => Ok((self.base.clone(), None)),
         }
     }
 }
@@ -317,12 +319,12 @@ mod tests {
         // The workload client follows the group; a named but missing ServiceAccount is an error,
         // never a silent fallback to OLM's own permissions.
         let named = group("og", Some("installer"), Some("installer"));
-        let workload = clients.for_workloads("team", &[&named]).expect("client");
+        let (workload, _) = clients.for_workloads("team", &[&named]).expect("client");
         assert_eq!(user_seen_by_server(workload).await, "system:serviceaccount:team:installer");
         let missing = group("og", Some("installer"), None);
         assert!(clients.for_workloads("team", &[&missing]).is_err());
         let unnamed = group("og", None, None);
-        assert_eq!(user_seen_by_server(clients.for_workloads("team", &[&unnamed]).expect("client")).await, "");
+        assert_eq!(user_seen_by_server(clients.for_workloads("team", &[&unnamed]).expect("client").0).await, "");
 
         let bad = ServiceAccountRef {
             name: "bad\nname".into(),

@@ -18,7 +18,7 @@ use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_runtime::{ControllerContext, Error, Result};
 
 use super::reconcile::CsvState;
-use crate::scoped_client::{InstallIdentity, ScopedClients, ServiceAccountRef, install_identity};
+use crate::scoped_client::{ScopedClients, ServiceAccountRef};
 
 /// The identity the install writes of one CSV go out as.
 pub(super) struct Installer {
@@ -42,14 +42,9 @@ impl Installer {
         };
         let groups = ctx.state.groups.list_in(&home);
         let groups: Vec<&OperatorGroup> = groups.iter().map(AsRef::as_ref).collect();
-        let (client, service_account) = match install_identity(&home, &groups) {
-            InstallIdentity::ServiceAccount(sa) => {
-                let client = ScopedClients::new(ctx.client.clone()).for_service_account(&sa).map_err(|e| e.to_string());
-                (client, Some(sa))
-            }
-            // The CSV controller reports a missing or an extra group on the CSV itself.
-            InstallIdentity::Unavailable(message) if groups.len() == 1 => (Err(message), None),
-            _ => (Ok(ctx.client.clone()), None),
+        let (client, service_account) = match ScopedClients::new(ctx.client.clone()).for_workloads(&home, &groups) {
+            Ok((client, service_account)) => (Ok(client), service_account),
+            Err(err) => (Err(err.to_string()), None),
         };
         Self {
             client,
