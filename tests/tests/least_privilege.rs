@@ -31,6 +31,7 @@ const NOT_EXERCISED: &[(&str, &[&str], &[&str], &str)] = &[
     ("admissionregistration.k8s.io", &["validatingwebhookconfigurations", "mutatingwebhookconfigurations"], &["delete"], "a webhook description removed from a CSV"),
     ("apiregistration.k8s.io", &["apiservices"], &["create", "patch", "deletecollection"], "a CSV owning an APIService: kwok pods never serve it, and an unavailable APIService disturbs discovery for every suite (csv_apiservice.rs keeps it short)"),
     ("apps", &["deployments"], &["get", "delete"], "a Deployment read whole when its cached spec is not known to be as wanted; one an upgrade drops or must replace (csv_operatorgroup.rs)"),
+    ("authorization.k8s.io", &["subjectaccessreviews"], &["create"], "a CSV's permissions checked before the watch cache shows the Role and binding that grant them (timing)"),
     ("events.k8s.io", &["events"], &["patch"], "the same Event again within six minutes: counted on the first one's series"),
     ("rbac.authorization.k8s.io", &["clusterroles", "clusterrolebindings"], &["get"], "a bundle with clusterPermissions or ClusterRole objects: read from the watch cache before applied"),
     ("rbac.authorization.k8s.io", &["clusterroles"], &["delete"], "an OperatorGroup's aggregated ClusterRole it no longer wants"),
