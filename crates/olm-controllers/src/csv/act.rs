@@ -62,7 +62,7 @@ pub(super) async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceV
 /// and the status (Succeeded) should not wait for a dozen writes either.
 pub(super) async fn apply_api_roles(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
     let apply = PatchParams::apply(&ctx.field_manager()).force();
-    act_at_once(ctx, csv, &Installer::of(ctx, csv), decision.actions.iter().filter(|a| matches!(a, CsvAction::ApplyApiRole(_))), &apply).await
+    act_at_once(ctx, csv, &Installer::olm(ctx), decision.actions.iter().filter(|a| matches!(a, CsvAction::ApplyApiRole(_))), &apply).await
 }
 
 /// Apply `actions` concurrently (none of them depends on another, and none copies the CSV).
