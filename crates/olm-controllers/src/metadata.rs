@@ -13,6 +13,32 @@ use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterS
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+/// What the Subscription and OperatorGroup controllers read of a CSV they are woken by: its
+/// identity, spec, labels, annotations, phase and reason; not the conditions and timestamps
+/// that move with every status write (those woke every Subscription of the namespace for
+/// nothing, several times per install).
+#[derive(Debug, PartialEq, Hash)]
+pub struct CsvChange {
+    uid: Option<String>,
+    generation: Option<i64>,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    phase: Option<CsvPhase>,
+    reason: Option<olm_api::v1alpha1::cluster_service_version::CsvReason>,
+}
+
+/// The [`CsvChange`] view of `csv`.
+pub fn csv_change(csv: &ClusterServiceVersion) -> CsvChange {
+    CsvChange {
+        uid: csv.uid(),
+        generation: csv.meta().generation,
+        labels: csv.labels().clone(),
+        annotations: csv.annotations().clone(),
+        phase: csv.phase().cloned(),
+        reason: csv.status.as_ref().and_then(|s| s.reason.clone()),
+    }
+}
+
 /// The labels naming the owner `kind` `namespace/name` of an object OLM made for it.
 pub fn owner_labels_of(name: &str, namespace: &str, kind: &str) -> BTreeMap<String, String> {
     BTreeMap::from([

@@ -101,6 +101,33 @@ where
         self.subscribers.lock().unwrap_or_else(|p| p.into_inner()).push(tx);
         rx
     }
+
+    /// Like [`Cache::subscribe`], but only the objects whose `view` differs from the one of
+    /// their previous change (and new and deleted objects): a controller that reads part of an
+    /// object is not woken by the rest. (A CatalogSource's status moves with every registry
+    /// poll; waking every Subscription of the cluster for it was most of their reconciles.)
+    /// Only a digest of each view is kept, so the memory is a few words per object.
+    pub fn subscribe_changes<V>(&self, view: fn(&K) -> V) -> impl Stream<Item = Arc<K>> + Send + 'static + use<K, V>
+    where
+        V: std::hash::Hash + 'static,
+    {
+        let store = self.store.clone();
+        let mut seen: std::collections::HashMap<(Option<String>, String), u64> = std::collections::HashMap::new();
+        self.subscribe().filter_map(move |obj| {
+            let key = (obj.meta().namespace.clone(), obj.meta().name.clone().unwrap_or_default());
+            let present = store.get(&ObjectRef::from_obj(obj.as_ref())).is_some();
+            let changed = if present {
+                let current = std::hash::BuildHasher::hash_one(&std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(), view(&obj));
+                let changed = seen.get(&key) != Some(&current);
+                seen.insert(key, current);
+                changed
+            } else {
+                seen.remove(&key);
+                true
+            };
+            futures::future::ready(changed.then_some(obj))
+        })
+    }
 }
 
 /// What a cache does to every object before storing it: drop what no controller reads and
@@ -331,8 +358,56 @@ pub async fn wait_synced(readiness: &Readiness, names: &[&str]) {
 
 #[cfg(test)]
 mod tests {
-    use super::Interner;
+    use super::{Cache, Interner, Subscribers};
+    use futures::{FutureExt, StreamExt};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::{reflector, watcher};
+    use std::collections::BTreeMap;
     use std::sync::Arc;
+
+    fn config_map(uid: &str, data: &str, resource_version: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("a".into());
+        cm.metadata.namespace = Some("ns".into());
+        cm.metadata.uid = Some(uid.into());
+        cm.metadata.resource_version = Some(resource_version.into());
+        cm.data = Some(BTreeMap::from([("k".to_string(), data.to_string())]));
+        cm
+    }
+
+    #[test]
+    fn a_change_subscriber_sees_new_changed_and_deleted_objects_only() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let subscribers: Subscribers<ConfigMap> = Arc::default();
+        let (_synced_tx, synced) = tokio::sync::watch::channel(true);
+        let cache = Cache { store, name: "ConfigMap".into(), subscribers: subscribers.clone(), synced };
+        let mut changes = Box::pin(cache.subscribe_changes(|cm: &ConfigMap| (cm.metadata.uid.clone(), cm.data.clone())));
+        // What the watch task does with each event: store, then fan out.
+        let mut emit = |event: watcher::Event<ConfigMap>| {
+            writer.apply_watcher_event(&event);
+            let (watcher::Event::Apply(obj) | watcher::Event::Delete(obj)) = event else { unreachable!() };
+            let obj = Arc::new(obj);
+            subscribers.lock().unwrap().iter().for_each(|tx| tx.unbounded_send(obj.clone()).unwrap());
+        };
+        let mut next = || changes.next().now_or_never().flatten().map(|cm| cm.metadata.resource_version.clone().unwrap());
+        emit(watcher::Event::Apply(config_map("u1", "1", "10")));
+        assert_eq!(next().as_deref(), Some("10"), "a new object");
+        // Only the resourceVersion moved (a status write, say): nobody is woken.
+        emit(watcher::Event::Apply(config_map("u1", "1", "11")));
+        assert_eq!(next(), None, "nothing read changed");
+        emit(watcher::Event::Apply(config_map("u1", "2", "12")));
+        assert_eq!(next().as_deref(), Some("12"), "a change");
+        emit(watcher::Event::Delete(config_map("u1", "2", "13")));
+        assert_eq!(next().as_deref(), Some("13"), "a deletion");
+        // Re-created with what it had: new again.
+        emit(watcher::Event::Apply(config_map("u2", "2", "14")));
+        assert_eq!(next().as_deref(), Some("14"), "a new object of the same name");
+        // Deleted and re-created before the subscriber looks: the new object still wakes it.
+        emit(watcher::Event::Delete(config_map("u2", "2", "15")));
+        emit(watcher::Event::Apply(config_map("u3", "2", "16")));
+        assert_eq!(next().as_deref(), Some("16"));
+        assert_eq!(next(), None);
+    }
 
     #[test]
     fn equal_values_are_held_once_and_dropped_values_are_forgotten() {

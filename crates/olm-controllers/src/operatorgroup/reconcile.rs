@@ -186,7 +186,7 @@ pub fn run(
             in_namespace(&peers_store, g.namespace())
         })
         // Member CSVs need annotations and feed olm.providedAPIs; copies are no members.
-        .watches_shared_stream(state.csvs.subscribe(), move |csv: Arc<ClusterServiceVersion>| {
+        .watches_shared_stream(state.csvs.subscribe_changes(crate::metadata::csv_change), move |csv: Arc<ClusterServiceVersion>| {
             if csv.is_copied() {
                 return Vec::new();
             }

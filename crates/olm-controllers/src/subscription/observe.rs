@@ -21,7 +21,7 @@ use super::reconcile::SubscriptionControllerState;
 
 /// What one reconcile of a Subscription works from.
 pub struct Facts {
-    /// The Subscription, fresh from the API server.
+    /// The Subscription (from the cache, caught up with this controller's writes).
     pub sub: Subscription,
     /// The other Subscriptions of its namespace and this one, sorted by name: resolution
     /// covers the whole namespace.
@@ -102,11 +102,12 @@ fn catalogs_unread(state: &SubscriptionControllerState, catalogs: &[Arc<CatalogS
     })
 }
 
-/// Observe the Subscription `cached` names; None when it is gone or being deleted.
+/// Observe the Subscription `cached` names; None when it is being deleted.
 ///
-/// Two reads go to the API server rather than the caches, on purpose: the Subscription (the
-/// cache may not yet show the plan this controller just referenced, and planning twice would
-/// create a second plan) and a referenced plan the cache does not have yet (our own create).
+/// The Subscription is the cache's: a cache that has not yet caught up with this controller's
+/// last status write (which may reference the plan just created: planning again would create
+/// a second one) never gets here (`guarded` waits for the write's watch event). One read goes
+/// to the API server: a referenced plan the cache does not have yet (our own create).
 pub async fn observe(
     ctx: &ControllerContext<SubscriptionControllerState>,
     cached: &Subscription,
@@ -122,14 +123,7 @@ pub async fn observe(
     if catalogs_unread(state, &catalogs) {
         return Ok(None);
     }
-    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
-    let Some(sub) = api
-        .get_opt(&name)
-        .await
-        .map_err(|err| Error::api(format!("get Subscription {namespace}/{name}"), err))?
-    else {
-        return Ok(None);
-    };
+    let sub = cached.clone();
     if sub.meta().deletion_timestamp.is_some() {
         return Ok(None);
     }

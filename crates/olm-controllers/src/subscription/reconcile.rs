@@ -173,6 +173,14 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     Ok(action_for(requeue))
 }
 
+/// What the Subscription controller reads of a CatalogSource object: its identity, spec and
+/// deletion. Not its status (connection state, poll times, which move with every registry
+/// poll): a catalog's health and content come from the catalog cache, which wakes the
+/// Subscriptions itself when they change.
+fn catalog_change(catalog: &CatalogSource) -> (Option<String>, Option<i64>, bool) {
+    (catalog.uid(), catalog.meta().generation, catalog.meta().deletion_timestamp.is_some())
+}
+
 fn subs_in(store: &Store<Subscription>, namespace: Option<&str>) -> Vec<ObjectRef<Subscription>> {
     store
         .state()
@@ -226,13 +234,13 @@ pub fn run(
         })
         // Copied CSVs are not installs of this namespace (resolution ignores them): an
         // all-namespaces operator's copies would otherwise wake every Subscription everywhere.
-        .watches_shared_stream(state.csvs.subscribe(), move |csv: Arc<ClusterServiceVersion>| {
+        .watches_shared_stream(state.csvs.subscribe_changes(crate::metadata::csv_change), move |csv: Arc<ClusterServiceVersion>| {
             if csv.is_copied() {
                 return Vec::new();
             }
             subs_in(&s1, csv.namespace().as_deref())
         })
-        .watches_shared_stream(state.catalogs.subscribe(), move |catalog: Arc<CatalogSource>| {
+        .watches_shared_stream(state.catalogs.subscribe_changes(catalog_change), move |catalog: Arc<CatalogSource>| {
             let namespace = catalog.namespace().unwrap_or_default();
             let scope = (namespace != g2).then_some(namespace);
             subs_in(&s2, scope.as_deref())
