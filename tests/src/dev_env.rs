@@ -41,7 +41,12 @@ impl DevEnvironment {
 
     /// `olm <args>` as a user of this environment runs it.
     pub fn olm(&self, args: &[&str]) -> Output {
-        Command::new(crate::olm_bin())
+        self.olm_binary(&crate::olm_bin(), args)
+    }
+
+    /// Like [`DevEnvironment::olm`], with another `olm` binary (another build).
+    pub fn olm_binary(&self, binary: &std::path::Path, args: &[&str]) -> Output {
+        Command::new(binary)
             .args(args)
             .env("OLM_DEV_STATE_DIR", self.state.path())
             .env("OLM_DEV_PORT_BASE", self.base.to_string())

@@ -8,8 +8,9 @@
 //!   kubectl get csv -n <ns> -w   (until Succeeded)
 //!
 //! plus: the registry `olm dev env` names in OLM_DEV_REGISTRY answers `GET /v2/`, stopping the
-//! package server leaves `kubectl get pods -A` working, `olm dev up` brings it back, and
-//! `olm dev down --purge` stops every process `olm dev up` started.
+//! package server leaves `kubectl get pods -A` working, `olm dev up` brings it back, `olm dev up`
+//! from another build of olm takes the environment over (and back), and `olm dev down --purge`
+//! stops every process `olm dev up` started.
 //!
 //! All of it on a throwaway environment (temporary OLM_DEV_STATE_DIR, a free OLM_DEV_PORT_BASE
 //! from 30000), so neither the developer's `olm dev` cluster nor the tests' shared one is touched.
@@ -223,6 +224,26 @@ spec:
     let status = olm(&["dev", "status"]);
     assert!(status.status.success(), "olm dev status after up:\n{}", String::from_utf8_lossy(&status.stdout));
     shell.ok(&["get", "packagemanifest", "etcd", "-n", &ns]);
+
+    // Another build of olm (here a copy at another path, as target/debug vs target/release)
+    // takes over the processes this one started, instead of finding their ports taken.
+    let other = tempfile::tempdir().expect("a directory for another build");
+    let other_olm = other.path().join("olm");
+    std::fs::copy(olm_e2e::olm_bin(), &other_olm).expect("copy of olm");
+    let taken_over = env.olm_binary(&other_olm, &["dev", "up"]);
+    let said = String::from_utf8_lossy(&taken_over.stderr);
+    assert!(taken_over.status.success(), "olm dev up from another build: {said}");
+    for process in ["olm-catalog", "olm-controllers", "olm-packageserver"] {
+        assert!(
+            said.contains(&format!("restarting {process}")) && said.contains("another build of olm"),
+            "the other build restarts {process} as its own:\n{said}"
+        );
+    }
+    shell.ok(&["get", "packagemanifest", "etcd", "-n", &ns]);
+    // And this build takes them back.
+    let back = olm(&["dev", "up"]);
+    assert!(back.status.success(), "olm dev up after another build's: {}", String::from_utf8_lossy(&back.stderr));
+    assert!(String::from_utf8_lossy(&back.stderr).contains("another build of olm"));
     drop(_guard);
 
     // `olm dev down --purge` stops everything `olm dev up` started: the OLM host processes and

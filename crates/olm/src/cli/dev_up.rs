@@ -62,9 +62,33 @@ fn current_exe() -> anyhow::Result<PathBuf> {
 pub fn running_pid(layout: &Layout, process: HostProcess) -> Option<u32> {
     let pid = read_pid(&layout.pid_file(process.name()))?;
     let exe = current_exe().ok()?;
-    // A rebuilt binary has the same path; /proc/<pid>/exe then ends in " (deleted)".
-    let runs = olm_dev::process_runs(pid, &exe) || proc_exe_is_deleted_olm(pid, &exe);
+    // A rebuilt binary has the same path; /proc/<pid>/exe then ends in " (deleted)". Another
+    // build (target/debug vs target/release, an installed copy) started it when the pid this
+    // environment recorded runs an `olm` binary with the process's arguments: it is ours too.
+    let runs = olm_dev::process_runs(pid, &exe) || proc_exe_is_deleted_olm(pid, &exe) || other_olm_build(pid, process).is_some();
     runs.then_some(pid)
+}
+
+/// The binary of `pid` when it is an `olm` other than this one running `process` (its first
+/// argument, e.g. `run` or `packageserver`).
+fn other_olm_build(pid: u32, process: HostProcess) -> Option<PathBuf> {
+    let link = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let text = link.to_string_lossy();
+    let path = PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(&text));
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let first_arg = cmdline.split(|b| *b == 0).nth(1).map(|a| String::from_utf8_lossy(a).into_owned())?;
+    let wanted = process_args_first(process);
+    let is_olm = path.file_name().is_some_and(|n| n == "olm");
+    (is_olm && first_arg == wanted && current_exe().is_ok_and(|exe| exe != path)).then_some(path)
+}
+
+/// The first argument `olm dev up` starts `process` with.
+fn process_args_first(process: HostProcess) -> &'static str {
+    match process {
+        HostProcess::Catalog => "catalog",
+        HostProcess::Controllers => "run",
+        HostProcess::PackageServer => "packageserver",
+    }
 }
 
 fn proc_exe_is_deleted_olm(pid: u32, exe: &Path) -> bool {
@@ -113,6 +137,10 @@ fn packageserver_cert(layout: &Layout) -> anyhow::Result<(String, PathBuf, PathB
     Ok((ca, cert_path, key_path))
 }
 
+/// The roles people get for OLM's kinds in their namespaces (aggregated into admin, edit, view),
+/// as manifests/ install them.
+const USER_ROLES: &str = include_str!("../../../../manifests/04-rbac-users.yaml");
+
 /// What `olm dev up` applies besides the CRDs: the local counterpart of manifests/. Applied
 /// with kubectl's default field manager, so that `kubectl apply --server-side -f manifests/`
 /// on the same cluster takes the fields over instead of conflicting.
@@ -120,7 +148,9 @@ fn local_manifests(layout: &Layout, ca_pem: &str, catalog_image: &str) -> String
     let packageserver_port = layout.host_ports.packageserver;
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
-        r#"apiVersion: v1
+        r#"{USER_ROLES}
+---
+apiVersion: v1
 kind: Namespace
 metadata:
   name: olm
@@ -302,11 +332,16 @@ fn ensure_running(layout: &Layout, process: HostProcess, args: &[String], progre
     if let Some(pid) = running_pid(layout, process) {
         let same_args = std::fs::read_to_string(&args_path).is_ok_and(|a| a == wanted_args);
         let rebuilt = current_exe().is_ok_and(|exe| proc_exe_is_deleted_olm(pid, &exe));
-        if same_args && !rebuilt {
+        let other = other_olm_build(pid, process);
+        if same_args && !rebuilt && other.is_none() {
             progress.say(format!("{} already running (pid {pid})", process.name()));
             return Ok(());
         }
-        let why = if rebuilt { "the olm binary was rebuilt" } else { "its command line changed" };
+        let why = match (&other, rebuilt) {
+            (Some(path), _) => format!("another build of olm ({}) started it; this one takes over", path.display()),
+            (None, true) => "the olm binary was rebuilt".to_owned(),
+            (None, false) => "its command line changed".to_owned(),
+        };
         progress.say(format!("restarting {} (pid {pid}): {why}", process.name()));
         stop_process(layout, process)?;
     }
