@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use olm_api::v1alpha1::catalog_source::{CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState};
+use olm_api::v1alpha1::catalog_source::{CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState, RegistryServiceStatus};
 use olm_api::v1alpha1::cluster_service_version::CsvReason;
 use olm_catalog_client::location::retry_delay;
 use olm_catalog_client::{CatalogState, ConnectionState};
@@ -133,6 +133,7 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
         status.message = Some(format!("served without what has problems: {}{more}", shown.join("; ")));
     }
+    status.registry_service = registry_service(catalog, inputs, previous.registry_service.as_ref(), now);
     // A secret that cannot be used explains an Unauthorized pull, or warns before one.
     if !inputs.secret_problems.is_empty() {
         let problems = inputs.secret_problems.join("; ");
@@ -142,6 +143,36 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         });
     }
     status
+}
+
+/// `status.registryService`, which clients (upstream's e2e suite among them) take as "the
+/// catalog's registry exists": for a `spec.address` catalog at once, as upstream; for ConfigMap
+/// and image catalogs once their content has been read (OLM serves them itself, no pod and
+/// Service of their own, so only the protocol is named). An address of a cluster Service
+/// (`name.namespace.svc[.cluster.local]:port`) is spelled out as its Service, so
+/// that the status's address round-trips. `createdAt` is kept from the first time.
+fn registry_service(catalog: &CatalogSource, inputs: &StatusInputs, previous: Option<&RegistryServiceStatus>, now: Timestamp) -> Option<RegistryServiceStatus> {
+    let address = catalog.spec.address.as_deref().filter(|a| !a.is_empty() && catalog.spec.image.as_deref().is_none_or(str::is_empty));
+    let read = inputs.state.as_ref().is_some_and(|s| s.content.is_some());
+    if address.is_none() && !read {
+        return None;
+    }
+    let mut service = RegistryServiceStatus {
+        protocol: Some("grpc".into()),
+        created_at: Some(previous.and_then(|p| p.created_at.clone()).unwrap_or(Time(now))),
+        ..Default::default()
+    };
+    if let Some((host, port)) = address.and_then(|a| a.rsplit_once(':')) {
+        let host = host.strip_suffix(".cluster.local").unwrap_or(host);
+        if let Some((name, namespace)) = host.strip_suffix(".svc").and_then(|h| h.split_once('.'))
+            && !namespace.contains('.')
+        {
+            service.service_name = Some(name.to_owned());
+            service.service_namespace = Some(namespace.to_owned());
+            service.port = Some(port.to_owned());
+        }
+    }
+    Some(service)
 }
 
 #[cfg(test)]
@@ -198,6 +229,29 @@ mod tests {
         assert_eq!(next_fetch(Some(&ready), "b", interval, now), Duration::ZERO, "address changed");
         let failing = state(ConnectionState::TransientFailure, 3, 999);
         assert_eq!(next_fetch(Some(&failing), "a", interval, now), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn the_registry_service_is_named_for_addresses_at_once_and_for_read_catalogs() {
+        let at = |spec: &str, state: Option<CatalogState>| {
+            let c = catalog(spec);
+            status(&c, &StatusInputs { state, ..Default::default() }, Timestamp::UNIX_EPOCH).registry_service
+        };
+        let service = at(r#"{"sourceType":"grpc","address":"olm-catalog.olm.svc:50051"}"#, None).expect("set for an address");
+        assert_eq!(service.protocol.as_deref(), Some("grpc"));
+        assert_eq!(
+            (service.service_name.as_deref(), service.service_namespace.as_deref(), service.port.as_deref()),
+            (Some("olm-catalog"), Some("olm"), Some("50051"))
+        );
+        let other = at(r#"{"sourceType":"grpc","address":"10.0.0.1:50051"}"#, None).expect("set for an address");
+        assert_eq!(other.service_name, None, "not a Service address");
+        assert_eq!(at(r#"{"sourceType":"configmap","configMap":"cm"}"#, None), None, "nothing read yet");
+        let mut read = state(ConnectionState::Ready, 0, 10);
+        let key = olm_resolver::CatalogKey::new("community.v1", "olm");
+        let empty = olm_catalog_client::CatalogContent::from_documents(key, 0, Vec::new(), None, Default::default()).expect("an empty catalog");
+        read.content = Some(std::sync::Arc::new(empty));
+        let service = at(r#"{"sourceType":"configmap","configMap":"cm"}"#, Some(read)).expect("set once read");
+        assert_eq!((service.protocol.as_deref(), service.service_name), (Some("grpc"), None));
     }
 
     #[test]
