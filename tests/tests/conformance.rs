@@ -46,7 +46,7 @@ const PER_STEP: Duration = Duration::from_secs(10);
 /// How many packages install at once.
 const CONCURRENT: usize = 8;
 /// Without `OLM_CONFORMANCE_FULL`, each walk starts at most this many upgrades below the head.
-const MAX_CI_STEPS: usize = 4;
+const MAX_CI_STEPS: usize = 3;
 
 /// How one package is to be taken.
 #[derive(Debug)]
