@@ -459,7 +459,7 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
         message.contains("cannot reach registry 127.0.0.1:1 for image 127.0.0.1:1/operatorhubio/catalog:latest"),
         "{message}"
     );
-    assert!(unreachable.registry_service.is_none(), "no registry Service for an image catalog");
+    assert!(unreachable.registry_service.is_none(), "no registryService for an image catalog never read");
     let pods: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
     assert!(pods.list(&Default::default()).await?.items.is_empty(), "no registry Pod");
     // A ConfigMap catalog whose ConfigMap does not exist yet says so, and recovers by itself.
