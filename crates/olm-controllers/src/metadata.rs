@@ -1,7 +1,8 @@
 //! The metadata OLM writes on objects, shared by every controller (imported downward, so no
 //! controller reaches into another's decisions): owner labels and references, content hashes,
 //! the OperatorGroup annotations of member CSVs, the API labels of a CSV, what a new CSV is
-//! created with, and which CSVs are copied into target namespaces.
+//! created with, which CSVs are copied into target namespaces, and what of a CSV wakes the
+//! controllers that watch CSVs they do not own (`csv_change`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -43,6 +43,15 @@ impl HostProcess {
             HostProcess::PackageServer => "olm-packageserver",
         }
     }
+
+    /// The `olm` subcommand it runs (its first argument).
+    fn subcommand(self) -> &'static str {
+        match self {
+            HostProcess::Catalog => "catalog",
+            HostProcess::Controllers => "run",
+            HostProcess::PackageServer => "packageserver",
+        }
+    }
 }
 
 /// Files of the OLM side under the olm-dev state directory.
@@ -77,19 +86,10 @@ fn other_olm_build(pid: u32, process: HostProcess) -> Option<PathBuf> {
     let path = PathBuf::from(text.strip_suffix(" (deleted)").unwrap_or(&text));
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let first_arg = cmdline.split(|b| *b == 0).nth(1).map(|a| String::from_utf8_lossy(a).into_owned())?;
-    let wanted = process_args_first(process);
     let is_olm = path.file_name().is_some_and(|n| n == "olm");
-    (is_olm && first_arg == wanted && current_exe().is_ok_and(|exe| exe != path)).then_some(path)
+    (is_olm && first_arg == process.subcommand() && current_exe().is_ok_and(|exe| exe != path)).then_some(path)
 }
 
-/// The first argument `olm dev up` starts `process` with.
-fn process_args_first(process: HostProcess) -> &'static str {
-    match process {
-        HostProcess::Catalog => "catalog",
-        HostProcess::Controllers => "run",
-        HostProcess::PackageServer => "packageserver",
-    }
-}
 
 fn proc_exe_is_deleted_olm(pid: u32, exe: &Path) -> bool {
     std::fs::read_link(format!("/proc/{pid}/exe"))
@@ -271,21 +271,21 @@ fn process_args(layout: &Layout, process: HostProcess, catalog: &Path, cert: &Pa
     let kubeconfig = layout.kubeconfig().display().to_string();
     match process {
         HostProcess::Catalog => vec![
-            "catalog".into(),
+            process.subcommand().into(),
             "serve".into(),
             format!("--catalog={CATALOG_NAME}={}", catalog.display()),
             format!("--http-addr=127.0.0.1:{}", layout.host_ports.catalog_http),
             format!("--grpc-addr=127.0.0.1:{}", layout.host_ports.catalog_grpc),
         ],
         HostProcess::Controllers => vec![
-            "run".into(),
+            process.subcommand().into(),
             format!("--kubeconfig={kubeconfig}"),
             format!("--metrics-addr=127.0.0.1:{}", layout.host_ports.controllers_admin),
             // One replica here, but the same Lease path as in a cluster.
             "--leader-elect".into(),
         ],
         HostProcess::PackageServer => vec![
-            "packageserver".into(),
+            process.subcommand().into(),
             format!("--kubeconfig={kubeconfig}"),
             format!("--bind=127.0.0.1:{}", layout.host_ports.packageserver),
             format!("--tls-cert-file={}", cert.display()),
