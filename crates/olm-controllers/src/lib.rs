@@ -13,6 +13,7 @@ pub mod catalog_metrics;
 pub mod catalog_operator;
 pub mod bundle_objects;
 pub mod plan_steps;
+pub mod plan_preview;
 pub mod plan_content;
 pub mod plan_write_failures;
 pub mod installplan;

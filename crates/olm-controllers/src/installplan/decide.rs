@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use olm_api::common::ConditionStatus;
 use olm_api::v1alpha1::install_plan::{
     InstallPlan, InstallPlanCondition, InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase, InstallPlanStatus, Step,
@@ -31,6 +32,8 @@ pub enum Next {
     Enter(InstallPlanPhase),
     /// Apply the steps.
     Execute,
+    /// Waiting for approval without a preview: write it (`crate::plan_preview`).
+    Preview,
 }
 
 /// The next move for `plan`.
@@ -52,6 +55,11 @@ pub fn next(plan: &InstallPlan) -> Next {
             }
         }
         InstallPlanPhase::RequiresApproval if plan.spec.approved => Next::Enter(InstallPlanPhase::Installing),
+        InstallPlanPhase::RequiresApproval
+            if !plan.annotations().contains_key(crate::plan_preview::PREVIEW_ANNOTATION) =>
+        {
+            Next::Preview
+        }
         InstallPlanPhase::Installing => Next::Execute,
         _ => Next::Wait,
     }
@@ -305,7 +313,10 @@ mod tests {
             next(&plan(false, Some(InstallPlanPhase::None), true)),
             Next::Enter(InstallPlanPhase::RequiresApproval)
         );
-        assert_eq!(next(&plan(false, Some(InstallPlanPhase::RequiresApproval), true)), Next::Wait);
+        let mut waiting = plan(false, Some(InstallPlanPhase::RequiresApproval), true);
+        assert_eq!(next(&waiting), Next::Preview, "a plan waiting for approval gets its preview once");
+        waiting.annotations_mut().insert(crate::plan_preview::PREVIEW_ANNOTATION.into(), "{}".into());
+        assert_eq!(next(&waiting), Next::Wait);
         assert_eq!(
             next(&plan(true, Some(InstallPlanPhase::RequiresApproval), true)),
             Next::Enter(InstallPlanPhase::Installing)

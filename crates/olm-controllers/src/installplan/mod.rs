@@ -7,6 +7,7 @@
 pub mod content;
 pub mod crd_check;
 pub mod decide;
+pub mod preview;
 pub mod reconcile;
 pub mod scope;
 pub mod crd_upgrade;

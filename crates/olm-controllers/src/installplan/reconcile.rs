@@ -20,7 +20,6 @@ use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, InstallPlan
 use serde_json::{Value, json};
 use tracing::instrument;
 
-use super::crd_check;
 use super::crd_upgrade;
 use super::decide::{self, Next, Pass, StepError};
 use super::scope::{self, RefusedStep};
@@ -165,68 +164,29 @@ async fn existing_objects_valid(client: &kube::Client, existing: &Value, desired
         return Ok(());
     }
     let name = desired.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let group = desired.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
     let kind = desired.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or_default();
-    let plural = desired.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
-    let versions: Vec<&str> = desired
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .collect();
-    for version in versions {
-        let (Some(schema), Some(current)) = (
-            crd_check::served_schema(desired, version),
-            crd_check::served_schema(existing, version),
-        ) else {
-            continue;
-        };
-        // The same schema: the objects served at this version were checked against it when
-        // they were written (every later install of an operator lands here; listing them all
-        // again was most of an install's reads).
-        if schema == current {
-            continue;
-        }
-        let resource = ApiResource {
-            group: group.to_owned(),
-            version: version.to_owned(),
-            api_version: format!("{group}/{version}"),
-            kind: kind.to_owned(),
-            plural: plural.to_owned(),
-        };
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let list = api
-            .list(&kube::api::ListParams::default().limit(500))
-            .await
-            .map_err(|err| {
-                StepError::new(
-                    format!(
-                        "cannot list existing {kind} objects to check them against the new CustomResourceDefinition {name}: {}",
-                        api_error_message(&err)
-                    ),
-                    true,
-                )
-            })?;
-        for object in list.items {
-            let value = serde_json::to_value(&object).unwrap_or(Value::Null);
-            let problems = crd_check::validate(&value, schema);
-            if !problems.is_empty() {
-                let at = match object.namespace() {
-                    Some(ns) => format!("{ns}/{}", object.name_any()),
-                    None => object.name_any(),
-                };
-                return Err(StepError::new(
-                    format!(
-                        "cannot update CustomResourceDefinition {name}: the existing {kind} {at} is not valid under the new schema of {version}: {}",
-                        problems.join("; ")
-                    ),
-                    false,
-                ));
-            }
-        }
+    let refused = crate::plan_preview::observe::refused_objects(client, existing, desired, 1).await.map_err(|failed| {
+        StepError::new(
+            format!(
+                "cannot list existing {} objects to check them against the new CustomResourceDefinition {name}: {}",
+                failed.kind,
+                api_error_message(&failed.error)
+            ),
+            true,
+        )
+    })?;
+    match refused.into_iter().next() {
+        None => Ok(()),
+        Some(object) => Err(StepError::new(
+            format!(
+                "cannot update CustomResourceDefinition {name}: the existing {kind} {} is not valid under the new schema of {}: {}",
+                object.object,
+                object.version,
+                object.problems.join("; ")
+            ),
+            false,
+        )),
     }
-    Ok(())
 }
 
 fn established(object: &Value) -> bool {
@@ -586,6 +546,10 @@ async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<ControllerContext<InstallPla
             Ok(Action::await_change())
         }
         Next::Execute => execute_plan(&ctx, &plan, &previous, previous.clone()).await,
+        Next::Preview => {
+            super::preview::write(&ctx, &plan).await?;
+            Ok(Action::await_change())
+        }
     }
 }
 
