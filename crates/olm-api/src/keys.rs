@@ -65,3 +65,13 @@ pub const CSV_CLEANUP_FINALIZER: &str = "operators.coreos.com/csv-cleanup";
 
 /// The environment variable OLM injects into operator containers: the OperatorCondition name.
 pub const OPERATOR_CONDITION_NAME_ENV: &str = "OPERATOR_CONDITION_NAME";
+
+// olm-rs's own opt-in annotations (#22). Upstream has no such keys and upstream clients ignore
+// them; without them everything behaves as upstream.
+
+/// Annotation on InstallPlans waiting for approval, written by OLM: what approving the plan
+/// changes, as JSON (`olm plan show` says it in words).
+pub const PREVIEW_ANNOTATION: &str = "olm-rs.io/preview";
+/// Annotation on Subscriptions with `installPlanApproval: Manual` and a `startingCSV`: `"true"`
+/// installs the starting CSV without approval; every later upgrade waits for approval.
+pub const AUTO_APPROVE_STARTING_CSV_ANNOTATION: &str = "olm-rs.io/auto-approve-starting-csv";

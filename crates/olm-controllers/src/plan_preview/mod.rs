@@ -17,8 +17,7 @@ use serde_json::Value;
 
 use crate::installplan::crd_check::served_schema;
 
-/// The annotation holding a plan's preview as JSON.
-pub const PREVIEW_ANNOTATION: &str = "olm-rs.io/preview";
+pub use olm_api::keys::PREVIEW_ANNOTATION;
 
 /// What a plan will change.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ use olm_api::v1alpha1::install_plan::{
     InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase, InstallPlanSpec, InstallPlanStatus, Step,
     StepResource, StepStatus,
 };
+use olm_api::keys::AUTO_APPROVE_STARTING_CSV_ANNOTATION;
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_catalog_client::BundleContent;
 use olm_resolver::{Reason, Selected};
@@ -204,7 +205,7 @@ fn lookup(bundle: &Selected, path: &str, properties: Option<String>, conditions:
 fn plan_object(sub: &Subscription, bundles: &[&Selected], generation: i64) -> InstallPlan {
     let namespace = sub.namespace().unwrap_or_default();
     let approval = sub.spec.approval();
-    let approved = approval == Approval::Automatic;
+    let approved = approval == Approval::Automatic || starting_csv_auto_approved(sub, bundles);
     let name = plan_name(sub, bundles);
     InstallPlan {
         metadata: ObjectMeta {
@@ -230,6 +231,19 @@ fn plan_object(sub: &Subscription, bundles: &[&Selected], generation: i64) -> In
         },
         status: None,
     }
+}
+
+/// A Manual Subscription annotated [`AUTO_APPROVE_STARTING_CSV_ANNOTATION`] installs its
+/// `startingCSV` (with what it depends on) without approval; once something is installed, every
+/// plan waits for approval again.
+fn starting_csv_auto_approved(sub: &Subscription, bundles: &[&Selected]) -> bool {
+    let opted_in = sub.annotations().get(AUTO_APPROVE_STARTING_CSV_ANNOTATION).is_some_and(|v| v == "true");
+    let nothing_installed = sub.status.as_ref().and_then(|s| s.installed_csv.as_deref()).is_none_or(str::is_empty);
+    opted_in
+        && nothing_installed
+        && sub.spec.starting_csv.as_deref().is_some_and(|starting| {
+            bundles.iter().any(|b| b.name == starting && b.subscription.as_deref() == Some(sub.name_any().as_str()))
+        })
 }
 
 /// The name of the plan that installs `bundles` for `sub`: `install-` and a hash of the
@@ -339,5 +353,25 @@ mod tests {
         assert!(awaits_content(&status));
         let with_steps = InstallPlanStatus { plan: Some(Vec::new()), ..status };
         assert!(!awaits_content(&with_steps), "a plan with steps is not waiting");
+    }
+
+    #[test]
+    fn a_manual_subscription_may_install_its_starting_csv_without_approval_then_waits() {
+        let pinned = |annotation: Option<&str>, installed: Option<&str>| -> Subscription {
+            let mut sub = sub("Manual");
+            sub.spec.starting_csv = Some("etcd.v1".into());
+            if let Some(value) = annotation {
+                sub.annotations_mut().insert(AUTO_APPROVE_STARTING_CSV_ANNOTATION.into(), value.into());
+            }
+            sub.status = installed.map(|csv| serde_json::from_value(json!({"installedCSV": csv})).unwrap());
+            sub
+        };
+        let (first, next) = (selected("etcd.v1"), selected("etcd.v2"));
+        assert!(plan_object(&pinned(Some("true"), None), &[&first], 1).spec.approved, "the starting CSV goes in at once");
+        assert_eq!(plan_object(&pinned(Some("true"), None), &[&first], 1).spec.approval, Approval::Manual);
+        assert!(!plan_object(&pinned(Some("true"), Some("etcd.v1")), &[&next], 2).spec.approved, "every upgrade waits");
+        assert!(!plan_object(&pinned(Some("true"), None), &[&next], 1).spec.approved, "only the starting CSV");
+        assert!(!plan_object(&pinned(None, None), &[&first], 1).spec.approved, "opt-in");
+        assert!(!plan_object(&pinned(Some("false"), None), &[&first], 1).spec.approved);
     }
 }
