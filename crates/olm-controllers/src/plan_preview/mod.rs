@@ -206,6 +206,8 @@ pub fn preview(steps: &[Step], installed: &Installed) -> PlanPreview {
                 out.api_services_added.extend(names(Some(&new), "/spec/apiservicedefinitions/owned", api).difference(&before).cloned());
             }
             "CustomResourceDefinition" => out.crds.push(crd_change(&r.name, existing, &new)),
+            // The CSV's own permissions, generated as roles: compared CSV to CSV above.
+            "Role" | "ClusterRole" if generated_from_csv(&new) => out.other_objects.push(format!("{} {}", r.kind, r.name)),
             "Role" | "ClusterRole" => {
                 let scope = format!("{} {}", r.kind, r.name);
                 let grants = |object: &Value| rule_grants(object.get("rules"), &scope, None);
@@ -217,6 +219,13 @@ pub fn preview(steps: &[Step], installed: &Installed) -> PlanPreview {
     }
     out.permissions = group_grants(permissions);
     out
+}
+
+/// Whether an RBAC object of a plan is one OLM generates from its CSV's permissions (it carries
+/// the CSV's owner labels), not one the bundle ships.
+fn generated_from_csv(object: &Value) -> bool {
+    object.pointer(&format!("/metadata/labels/{}", olm_api::keys::OWNER_KIND_LABEL.replace('/', "~1"))).and_then(Value::as_str)
+        == Some("ClusterServiceVersion")
 }
 
 /// One verb on one resource (or URL), in a scope, for an account: what rules are made of.

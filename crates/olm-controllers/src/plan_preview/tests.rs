@@ -136,7 +136,13 @@ fn bundle_roles_are_compared_with_the_existing_ones_and_webhooks_are_named() {
     let mut old_role = role.clone();
     old_role["rules"] = json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]);
     installed.objects.insert(("ClusterRole".into(), "metrics-reader".into()), old_role);
+    let generated = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "koku-metrics-operator.v0.9.2-sa-0123456789ab", "labels": {"olm.owner": "koku-metrics-operator.v0.9.2", "olm.owner.kind": "ClusterServiceVersion"}},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}]});
+    let mut steps = steps;
+    steps.push(step("rbac.authorization.k8s.io", "Role", &generated));
     let preview = preview(&steps, &installed);
+    assert!(!preview.permissions.iter().any(|p| p.resource == "pods"), "roles generated from the CSV are compared CSV to CSV");
     let by_role: Vec<String> = preview.permissions.iter().filter(|p| p.scope.starts_with("ClusterRole")).map(render::permission_line).collect();
     assert_eq!(by_role, vec!["+ by ClusterRole metrics-reader: get secrets named token"]);
     assert_eq!(preview.webhooks_added, vec!["vkoku.example.com (ValidatingAdmissionWebhook)"]);

@@ -2,8 +2,9 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+mod admin;
 mod catalog;
 mod catalog_serve;
 mod crds;
@@ -26,6 +27,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// For cluster admins: why an operator is or is not at the version you expect (exit 0 when healthy).
+    Status(admin::status::StatusArgs),
+    /// For cluster admins: preview what an InstallPlan will change (`olm plan show PLAN`).
+    Plan(admin::plan::PlanArgs),
+    /// For cluster admins: approve an InstallPlan after seeing its preview, and follow the install.
+    Approve(admin::approve::ApproveArgs),
     /// Build and push bundle images (`olm bundle push DIR IMAGE`).
     Bundle(image::BundleArgs),
     /// Validate, render and serve catalogs (File-Based Catalogs, package manifests, bundle directories).
@@ -83,9 +90,20 @@ fn warnings_to_stderr() {
         .try_init();
 }
 
+/// Run as `kubectl-olm` (a kubectl plugin: `kubectl olm …`), help and errors say `kubectl olm`.
+fn parse() -> Cli {
+    let invoked = std::env::args_os().next().map(std::path::PathBuf::from);
+    let as_plugin = invoked.as_deref().and_then(std::path::Path::file_name).is_some_and(|n| n == "kubectl-olm");
+    let command = if as_plugin { Cli::command().name("kubectl-olm").bin_name("kubectl olm") } else { Cli::command() };
+    Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|err| err.exit())
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse();
     let result = match cli.command {
+        Command::Status(args) => admin::status::run(args),
+        Command::Plan(args) => admin::plan::run(args),
+        Command::Approve(args) => admin::approve::run(args),
         Command::Bundle(args) => image::run_bundle(args),
         Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),

@@ -1,0 +1,107 @@
+//! The commands for cluster admins (issue #22): `olm status`, `olm plan show`, `olm approve`,
+//! `olm rollback`, `olm uninstall`. Installed as `kubectl-olm` too, so that `kubectl olm …`
+//! runs them; they take kubectl's `-n`, `--context`, `--kubeconfig` and `-o`.
+
+pub mod approve;
+pub mod plan;
+pub mod status;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// Where to connect, as kubectl takes it.
+#[derive(Debug, Args, Clone)]
+pub struct KubeArgs {
+    /// The namespace (default: the context's, else `default`).
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// The kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod, its ServiceAccount).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// `-o`: words for people, or JSON/YAML for scripts.
+#[derive(Debug, Clone, Copy, Default, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    #[default]
+    Text,
+    Json,
+    Yaml,
+}
+
+/// A client for the cluster `args` name, and the namespace to act in.
+pub async fn connect(args: &KubeArgs) -> anyhow::Result<(kube::Client, String)> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?
+        }
+        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await.context("kubeconfig")?,
+        None => kube::Config::infer()
+            .await
+            .context("no cluster to talk to: set KUBECONFIG or --kubeconfig (or run `olm dev up` for a local cluster)")?,
+    };
+    let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
+    let client = kube::Client::try_from(config).context("cannot build a client for the cluster")?;
+    Ok((client, namespace))
+}
+
+/// Run `work` on a small runtime: these commands make a few requests, then exit.
+pub fn block_on<T>(work: impl std::future::Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(work)
+}
+
+/// `value` as JSON or YAML on stdout.
+pub fn print_data<T: serde::Serialize>(output: Output, value: &T) -> anyhow::Result<()> {
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(value).context("rendering JSON")?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(value).context("rendering YAML")?),
+        Output::Text => {}
+    }
+    Ok(())
+}
+
+/// Ask a yes/no question on the terminal; without one (a script), the answer is no and the
+/// message says to pass `--yes`.
+pub fn confirm(question: &str) -> anyhow::Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("{question} — no terminal to ask on: pass --yes to go ahead");
+    }
+    print!("{question} [y/N] ");
+    std::io::stdout().flush().ok();
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer).context("reading the answer")?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
+}
+
+/// How long the commands that wait for OLM wait at most, and how often they look.
+pub const WAIT: Duration = Duration::from_secs(300);
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// A line of progress on stderr (stdout stays for the result).
+pub fn progress(line: &str) {
+    eprintln!("{line}");
+}
+
+/// The API server's message of a failed request, for people.
+pub fn api_error(err: &kube::Error) -> String {
+    olm_runtime::error::api_message(err)
+}
