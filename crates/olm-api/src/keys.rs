@@ -75,3 +75,13 @@ pub const PREVIEW_ANNOTATION: &str = "olm-rs.io/preview";
 /// Annotation on Subscriptions with `installPlanApproval: Manual` and a `startingCSV`: `"true"`
 /// installs the starting CSV without approval; every later upgrade waits for approval.
 pub const AUTO_APPROVE_STARTING_CSV_ANNOTATION: &str = "olm-rs.io/auto-approve-starting-csv";
+/// Annotation on Subscriptions: `"true"` rolls a failed upgrade back automatically to the
+/// version it replaced.
+pub const AUTO_ROLLBACK_ANNOTATION: &str = "olm-rs.io/auto-rollback";
+/// Annotation on Subscriptions: the CSV rolled back (written by `olm rollback`, or by OLM for
+/// an automatic rollback). OLM goes back to the version it replaced and does not install it
+/// again; removing the annotation lets it.
+pub const ROLLED_BACK_FROM_ANNOTATION: &str = "olm-rs.io/rolled-back-from";
+/// Annotation on a CSV installed again by a rollback: the newer CSV it replaces. That CSV's
+/// `spec.replaces` names this one, yet this one is its replacement.
+pub const ROLLBACK_OF_ANNOTATION: &str = "olm-rs.io/rollback-of";

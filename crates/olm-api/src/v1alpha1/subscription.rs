@@ -134,6 +134,9 @@ open_string_enum! {
         /// olm-rs: a write OLM makes for this Subscription (its InstallPlan, the plan's status,
         /// its content ConfigMaps) is refused by the API server; reason: the error's category.
         InstallPlanWriteFailed = "InstallPlanWriteFailed",
+        /// olm-rs: an upgrade was rolled back (annotation `olm-rs.io/rolled-back-from`), which
+        /// version, and why.
+        RolledBack = "RolledBack",
     }
 }
 

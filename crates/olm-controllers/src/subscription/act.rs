@@ -269,3 +269,25 @@ pub async fn collect_old_plans(ctx: &ControllerContext<SubscriptionControllerSta
         }
     }
 }
+
+/// Record on the Subscription that OLM rolls `from` back (the annotation is the rollback's
+/// state, and a person removes it to let `from` in again).
+pub async fn mark_rolled_back(ctx: &ControllerContext<SubscriptionControllerState>, sub: &Subscription, from: &str) -> Result<()> {
+    let namespace = sub.namespace().unwrap_or_default();
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = serde_json::json!({"metadata": {"annotations": {olm_api::keys::ROLLED_BACK_FROM_ANNOTATION: from}}});
+    api.patch(&sub.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|err| Error::write(format!("annotate Subscription {namespace}/{} as rolled back from {from}", sub.name_any()), sub.object_ref(&()), err))?;
+    Ok(())
+}
+
+/// Delete the CSV a rollback leaves (gone already is fine).
+pub async fn delete_csv(ctx: &ControllerContext<SubscriptionControllerState>, namespace: &str, name: &str) -> Result<()> {
+    let api: Api<olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(err) if olm_runtime::error::is_not_found(&err) => Ok(()),
+        Err(err) => Err(Error::api(format!("delete ClusterServiceVersion {namespace}/{name} to roll it back"), err)),
+    }
+}

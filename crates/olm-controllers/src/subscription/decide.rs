@@ -175,6 +175,20 @@ pub struct Observed<'a> {
     /// Why the installed CSV is not its channel's head (reason, message), when resolution
     /// found nothing to do.
     pub behind: Option<(&'static str, String)>,
+    /// What becomes of the `RolledBack` condition.
+    pub rolled_back: RolledBackNote,
+}
+
+/// The `RolledBack` condition (see [`super::rollback`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum RolledBackNote {
+    /// No rollback (any more): no condition.
+    #[default]
+    Clear,
+    /// As it is.
+    Keep,
+    /// A rollback starts: reason and message.
+    Set(&'static str, String),
 }
 
 fn set_condition(
@@ -363,6 +377,18 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
             remove_condition(&mut conditions, &SubscriptionConditionType::BehindChannelHead)
         }
         _ => {}
+    }
+    match &o.rolled_back {
+        RolledBackNote::Clear => remove_condition(&mut conditions, &SubscriptionConditionType::RolledBack),
+        RolledBackNote::Keep => {}
+        RolledBackNote::Set(reason, message) => set_condition(
+            &mut conditions,
+            SubscriptionConditionType::RolledBack,
+            ConditionStatus::True,
+            Some(reason),
+            Some(message.clone()),
+            now,
+        ),
     }
     let shown = match &o.resolved {
         Resolved::NewPlan { plan: new, current_csv } => {

@@ -37,6 +37,7 @@ fn observed(s: &Subscription, resolved: Resolved) -> Observed<'_> {
         resolved,
         deprecations: Deprecations::default(),
         behind: None,
+        rolled_back: Default::default(),
     }
 }
 

@@ -10,5 +10,6 @@ pub mod plan;
 pub mod pulls;
 pub mod reconcile;
 pub mod resolution;
+pub mod rollback;
 
 pub use reconcile::{NAME, NamespaceLocks, SubscriptionControllerState, run};

@@ -16,7 +16,7 @@ use olm_api::v1alpha1::install_plan::{
     InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase, InstallPlanSpec, InstallPlanStatus, Step,
     StepResource, StepStatus,
 };
-use olm_api::keys::AUTO_APPROVE_STARTING_CSV_ANNOTATION;
+use olm_api::keys::{AUTO_APPROVE_STARTING_CSV_ANNOTATION, ROLLBACK_OF_ANNOTATION, ROLLED_BACK_FROM_ANNOTATION};
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_catalog_client::BundleContent;
 use olm_resolver::{Reason, Selected};
@@ -58,8 +58,14 @@ pub fn install_plan(
             catalog: bundle.catalog.name.clone(),
             catalog_namespace: bundle.catalog.namespace.clone(),
         };
+        let rollback_of = bundle.replaces.as_deref().filter(|r| sub.annotations().get(ROLLED_BACK_FROM_ANNOTATION).map(String::as_str) == Some(*r));
         match bundle_steps(fetched, &source, &namespace, bundle.replaces.as_deref()) {
-            Ok(more) => steps.extend(more),
+            Ok(mut more) => {
+                if let Some(newer) = rollback_of {
+                    mark_rollback(&mut more, newer);
+                }
+                steps.extend(more);
+            }
             Err(message) => {
                 return Err(format!(
                     "bundle {} from catalog {} cannot be installed: {message}",
@@ -90,6 +96,23 @@ pub fn install_plan(
         ..Default::default()
     };
     Ok(NewPlan { plan, status, content })
+}
+
+/// The CSV step of a rollback's plan says which newer CSV it goes back from (see
+/// `subscription::rollback`): the CSV controller then takes it for that CSV's replacement.
+fn mark_rollback(steps: &mut [Step], newer: &str) {
+    for step in steps.iter_mut().filter(|s| s.resource.kind == "ClusterServiceVersion") {
+        let Some(mut csv) = step.resource.manifest.as_deref().and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok()) else {
+            continue;
+        };
+        if let Some(metadata) = csv.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+            let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(map) = annotations.as_object_mut() {
+                map.insert(ROLLBACK_OF_ANNOTATION.into(), json!(newer));
+            }
+        }
+        step.resource.manifest = Some(csv.to_string());
+    }
 }
 
 /// Where one bundle of a plan stands while the plan cannot have its steps yet.

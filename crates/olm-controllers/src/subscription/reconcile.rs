@@ -25,9 +25,9 @@ use olm_runtime::controller::action_for;
 use olm_runtime::{Cache, ControllerContext, Result, error_policy, guarded};
 use tracing::instrument;
 
-use super::decide::{self, Observed, Resolved};
-use super::resolution::{self, Intent};
-use super::{act, observe};
+use super::decide::{self, Observed, Resolved, RolledBackNote};
+use super::resolution::{self, Intent, ResolutionDecision};
+use super::{act, observe, rollback};
 use crate::catalog_metrics::SubscriptionSyncLabels;
 use crate::plan_write_failures::{PlanKey, PlanWriteFailures, WriteFailure};
 
@@ -94,9 +94,32 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     };
     let now = Timestamp::now();
 
-    // Decide what resolution gives this Subscription.
+    // A rollback first (opt-in, see `rollback`); otherwise decide what resolution gives this
+    // Subscription.
+    let rollback = rollback::decide(&facts.sub, &facts.csvs);
+    if let Some(event) = &rollback.event {
+        ctx.events.publish(&facts.sub.object_ref(&()), event).await;
+    }
+    if let Some(from) = &rollback.mark {
+        act::mark_rolled_back(&ctx, &facts.sub, from).await?;
+    }
     let started = Instant::now();
-    let decision = resolution::decide(&facts);
+    let decision = match &rollback.step {
+        rollback::Step::None => resolution::decide(&facts, rollback.rejected.as_deref()),
+        rollback::Step::DeleteNewer { from, to } => {
+            act::delete_csv(&ctx, &namespace, from).await?;
+            ResolutionDecision { intent: Intent::Wait, adopted: Some(to.clone()), resolver_ran: None, event: None }
+        }
+        rollback::Step::Reinstall { from, to } => {
+            ResolutionDecision { intent: resolution::rollback_intent(&facts, from, to), adopted: None, resolver_ran: None, event: None }
+        }
+        rollback::Step::Impossible(message) => ResolutionDecision {
+            intent: Intent::Fail { reason: resolution::ROLLBACK_IMPOSSIBLE, message: message.clone(), requeue: None },
+            adopted: None,
+            resolver_ran: None,
+            event: None,
+        },
+    };
     if let Some(succeeded) = decision.resolver_ran {
         state.metrics.resolution(succeeded, started.elapsed().as_secs_f64());
     }
@@ -105,13 +128,14 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     }
 
     // Act: the InstallPlan, when there is one to create.
-    let mut adopted = decision.adopted;
+    let mut adopted = decision.adopted.clone();
     let mut write_failed = None;
-    let (resolved, requeue) = match decision.intent {
+    let (resolved, requeue) = match &decision.intent {
         Intent::Wait => (Resolved::Skipped, None),
-        Intent::Fail { reason, message, requeue } => (Resolved::Failed { reason, message }, requeue),
-        Intent::UpToDate => (Resolved::UpToDate, None),
+        Intent::Fail { reason, message, requeue } => (Resolved::Failed { reason, message: message.clone() }, *requeue),
+        Intent::UpToDate | Intent::Rejected(_) => (Resolved::UpToDate, None),
         Intent::Install { bundles, current_csv } => {
+            let current_csv = current_csv.clone();
             let bundles: Vec<&Selected> = bundles.iter().collect();
             match act::create_plan(&ctx, &facts, &bundles, now).await {
                 Err(err) if err.refused_write().is_some() => {
@@ -153,11 +177,18 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     let observe::Facts { sub, catalogs, contents, plan, plan_missing, current, .. } = facts;
     let installed = adopted.clone().or_else(|| current.as_ref().map(|c| c.name.clone()));
     let deprecations = resolution::deprecations(contents.get(&decide::target(&sub)), &sub, installed.as_deref());
-    let behind = match (&resolved, &installed) {
-        (Resolved::UpToDate, Some(installed)) => resolution::behind_head(contents.get(&decide::target(&sub)), contents.values(), &sub, installed),
+    let behind = match (&resolved, &installed, &decision.intent) {
+        (Resolved::UpToDate, _, Intent::Rejected(csv)) => Some(rollback::rejected_note(csv)),
+        (Resolved::UpToDate, Some(installed), _) => resolution::behind_head(contents.get(&decide::target(&sub)), contents.values(), &sub, installed),
         _ => None,
     };
-    let observed = Observed { sub: &sub, catalogs, plan, plan_missing, current, adopted, resolved, deprecations, behind };
+    let rolled_back = match (rollback.condition, &rollback.rejected, &resolved) {
+        (Some((reason, message)), _, _) => RolledBackNote::Set(reason, message),
+        // An upgrade past the version rolled back: the rollback is history.
+        (None, None, _) | (None, _, Resolved::NewPlan { .. }) => RolledBackNote::Clear,
+        (None, Some(_), _) => RolledBackNote::Keep,
+    };
+    let observed = Observed { sub: &sub, catalogs, plan, plan_missing, current, adopted, resolved, deprecations, behind, rolled_back };
     let desired = decide::status(&observed, now);
     ctx.status.apply(&sub, &desired).await?;
     state.metrics.subscription_synced(SubscriptionSyncLabels {

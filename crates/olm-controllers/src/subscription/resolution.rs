@@ -38,6 +38,8 @@ pub enum Intent {
     },
     /// Nothing new for this Subscription.
     UpToDate,
+    /// Resolution chose this CSV, which was rolled back: nothing, and say why.
+    Rejected(String),
     /// Create an InstallPlan for these bundles: this Subscription's first, then the
     /// dependencies no Subscription asked for.
     Install {
@@ -61,8 +63,9 @@ pub struct ResolutionDecision {
     pub event: Option<EventNote>,
 }
 
-/// Decide, from what was observed, whether to resolve and what this Subscription gets.
-pub fn decide(facts: &Facts) -> ResolutionDecision {
+/// Decide, from what was observed, whether to resolve and what this Subscription gets;
+/// `rejected` is a CSV rolled back, which it does not get again.
+pub fn decide(facts: &Facts, rejected: Option<&str>) -> ResolutionDecision {
     let sub = &facts.sub;
     let name = sub.name_any();
     let namespace = sub.namespace().unwrap_or_default();
@@ -112,6 +115,7 @@ pub fn decide(facts: &Facts) -> ResolutionDecision {
         .collect();
     decision.intent = match mine.first() {
         None => Intent::UpToDate,
+        Some(first) if Some(first.name.as_str()) == rejected => Intent::Rejected(first.name.clone()),
         Some(first) => Intent::Install {
             current_csv: first.name.clone(),
             bundles: mine
@@ -124,6 +128,42 @@ pub fn decide(facts: &Facts) -> ResolutionDecision {
     };
     decision
 }
+
+/// A rollback to `to`, gone from the namespace: the plan that installs it again from the
+/// Subscription's catalog, replacing `from`; or why it cannot.
+pub fn rollback_intent(facts: &Facts, from: &str, to: &str) -> Intent {
+    let sub = &facts.sub;
+    let target = decide::target(sub);
+    let bundle = facts.contents.get(&target).and_then(|content| content.catalog.bundle(&sub.spec.name, to));
+    let Some(bundle) = bundle else {
+        return Intent::Fail {
+            reason: ROLLBACK_IMPOSSIBLE,
+            message: format!(
+                "cannot roll back from {from} to {to}: catalog {target} does not have {to} (any more) in package {}; remove the annotation {} to stay on {from}",
+                sub.spec.name,
+                keys::ROLLED_BACK_FROM_ANNOTATION
+            ),
+            requeue: Some(CATALOG_RETRY),
+        };
+    };
+    let channel = sub.spec.channel.clone().filter(|c| !c.is_empty()).or_else(|| bundle.channels.first().cloned()).unwrap_or_default();
+    Intent::Install {
+        current_csv: to.to_owned(),
+        bundles: vec![Selected {
+            name: to.to_owned(),
+            package: sub.spec.name.clone(),
+            channel,
+            version: Some(bundle.version.clone()),
+            catalog: target,
+            replaces: Some(from.to_owned()),
+            reason: olm_resolver::Reason::Upgrade,
+            subscription: Some(sub.name_any()),
+        }],
+    }
+}
+
+/// Reason of `ResolutionFailed` when a rollback cannot happen.
+pub const ROLLBACK_IMPOSSIBLE: &str = "RollbackImpossible";
 
 /// The package of an installed CSV, from its `operatorframework.io/properties` annotation.
 pub fn package_of(csv: &ClusterServiceVersion) -> Option<String> {

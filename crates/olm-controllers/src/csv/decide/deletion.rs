@@ -9,20 +9,28 @@ use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, WebhookA
 use super::{CsvAction, CsvDecision, Observed};
 use crate::csv::finalizer;
 
-/// The CSV that `csv.spec.replaces` names, if it exists in the namespace.
-pub(super) fn replaced<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion> {
-    let name = observed.csv.spec.replaces.as_deref()?;
-    observed.peers.iter().copied().find(|p| p.name_any() == name)
+/// Whether `csv` was installed again by a rollback from `newer` (`olm-rs.io/rollback-of`):
+/// the two name each other in `spec.replaces`, and `csv` is the replacement.
+pub(super) fn is_rollback_of(csv: &ClusterServiceVersion, newer: &str) -> bool {
+    csv.annotation(olm_api::keys::ROLLBACK_OF_ANNOTATION) == Some(newer)
 }
 
-/// The CSV whose `spec.replaces` names this one.
+/// The CSV that `csv.spec.replaces` names, if it exists in the namespace (not when it is this
+/// CSV's rollback: then it is its replacement).
+pub(super) fn replaced<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion> {
+    let name = observed.csv.spec.replaces.as_deref()?;
+    let me = observed.csv.name_any();
+    observed.peers.iter().copied().find(|p| p.name_any() == name && !is_rollback_of(p, &me))
+}
+
+/// The CSV whose `spec.replaces` names this one (not the newer CSV this one rolls back).
 pub(super) fn replacement<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion> {
     let me = observed.csv.name_any();
     observed
         .peers
         .iter()
         .copied()
-        .find(|p| p.spec.replaces.as_deref() == Some(me.as_str()))
+        .find(|p| p.spec.replaces.as_deref() == Some(me.as_str()) && !is_rollback_of(observed.csv, &p.name_any()))
 }
 
 /// Names in the replacement chain through this CSV (ancestors and descendants).

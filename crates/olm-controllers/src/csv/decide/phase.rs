@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use olm_api::v1alpha1::RequirementStatus;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason};
 
-use super::deletion::{crd_owner_conflict, replaced, replacement};
+use super::deletion::{crd_owner_conflict, is_rollback_of, replaced, replacement};
 use super::exposure::{api_service_conflict, api_service_problems, conversion_problem, exposure_actions};
 use crate::csv::api_registration;
 use super::strategy::{invalid_strategy, strategy_problem};
@@ -323,9 +323,10 @@ fn succeeded(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> Csv
 fn failed(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
     let (observed, now) = (pass.observed, pass.now);
     let csv = observed.csv;
-    // With the fail-forward upgrade strategy a failed CSV hands over to its replacement.
-    if pass.fail_forward
-        && let Some(next) = replacement(observed)
+    // With the fail-forward upgrade strategy a failed CSV hands over to its replacement, and
+    // always to the version a rollback brings back.
+    if let Some(next) = replacement(observed)
+        && (pass.fail_forward || is_rollback_of(next, &csv.name_any()))
     {
         return being_replaced(pass, previous, next);
     }

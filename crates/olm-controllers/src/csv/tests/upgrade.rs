@@ -70,6 +70,34 @@ fn fail_forward_lets_a_failed_csv_be_replaced() {
 }
 
 #[test]
+fn a_failed_csv_hands_over_to_the_version_a_rollback_brings_back_and_not_the_other_way() {
+    // etcdoperator.v0.9.4 (replaces v0.9.2) failed; v0.9.2 comes back from the catalog,
+    // replacing v0.9.4 and annotated as its rollback: each names the other in spec.replaces.
+    let mut world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::ComponentUnhealthy)));
+    let mut back = with_phase(etcd(), CsvPhase::Pending, CsvReason::RequirementsUnknown);
+    back.metadata.name = Some("etcdoperator.v0.9.2".into());
+    back.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    back.metadata.annotations.get_or_insert_default().insert(olm_api::keys::ROLLBACK_OF_ANNOTATION.into(), "etcdoperator.v0.9.4".into());
+    world.peers.push(back.clone());
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Replacing, CsvReason::BeingReplaced), "no fail-forward needed");
+    // Replacing, it is not held back by v0.9.2 as if v0.9.2 were older: deleted once v0.9.2 succeeds.
+    world.csv = with_phase(world.csv.clone(), CsvPhase::Replacing, CsvReason::BeingReplaced);
+    world.peers = vec![with_phase(back.clone(), CsvPhase::Succeeded, CsvReason::InstallSucceeded)];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Deleting, CsvReason::Replaced));
+
+    // The rollback itself waits for v0.9.4 to hand over, and v0.9.4 never counts as its replacement.
+    let failed = with_phase(etcd(), CsvPhase::Failed, CsvReason::ComponentUnhealthy);
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    world.csv = with_phase(back.clone(), CsvPhase::Pending, CsvReason::RequirementsUnknown);
+    world.peers = vec![failed.clone()];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Pending, CsvReason::RequirementsUnknown));
+    world.peers = vec![with_phase(failed, CsvPhase::Replacing, CsvReason::BeingReplaced)];
+    world.csv = with_phase(back, CsvPhase::Succeeded, CsvReason::InstallSucceeded);
+    let (phase, _) = phase_reason(&world.decide());
+    assert_ne!(phase, CsvPhase::Replacing, "the newer CSV it rolled back is not its replacement");
+}
+
+#[test]
 fn the_operator_condition_is_kept_and_can_veto_an_upgrade() {
     let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
     world.condition = None;
