@@ -16,6 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod admin;
 pub mod controllers;
 pub mod dev_env;
 pub mod faults;

@@ -8,8 +8,6 @@
 
 use olm_e2e::controllers;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -17,7 +15,8 @@ use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_e2e::journey::csv_succeeded;
-use olm_testkit::{TestCluster, TestNamespace};
+use olm_e2e::admin::{kubectl_olm, plugin_dir, remove_koku_crd};
+use olm_testkit::TestNamespace;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const OBJECTS: &[&str] = &["subscriptions", "installplans", "clusterserviceversions"];
@@ -25,23 +24,6 @@ const OLD: &str = "koku-metrics-operator.v0.9.1";
 const NEW: &str = "koku-metrics-operator.v0.9.2";
 /// What 0.9.2 grants that 0.9.1 did not, as `kubectl olm plan show` spells it.
 const ADDED: &str = "+ in the target namespaces, ServiceAccount koku-metrics-manager-role: get, list, patch, update, watch clusterserviceversions.operators.coreos.com";
-
-/// `kubectl olm <args>` with `kubectl-olm` on PATH: exit code, stdout, stderr.
-fn kubectl_olm(cluster: &TestCluster, plugins: &Path, args: &[&str]) -> anyhow::Result<(i32, String, String)> {
-    let path = format!("{}:{}", plugins.display(), std::env::var("PATH").unwrap_or_default());
-    let out = Command::new(cluster.kubectl_path())
-        .arg("olm")
-        .args(args)
-        .env("KUBECONFIG", cluster.kubeconfig())
-        .env("PATH", path)
-        .stdin(Stdio::null())
-        .output()
-        .context("running kubectl olm")?;
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    // What an admin would see, in the test's log.
-    println!("$ kubectl olm {}\n{}{}", args.join(" "), text(&out.stdout), text(&out.stderr));
-    Ok((out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr)))
-}
 
 async fn waiting_plan(ns: &TestNamespace) -> anyhow::Result<InstallPlan> {
     let plans: Api<InstallPlan> = ns.api();
@@ -64,8 +46,8 @@ async fn an_admin_previews_the_permissions_of_an_upgrade_and_approves_it_with_ku
     let (cluster, _) = controllers::setup().await?;
     let server = controllers::catalog_server("koku", olm_e2e::repo().join("tests/testdata/real-bundles/koku-metrics-operator"), false).await?;
     let ns = cluster.namespace("admin-plugin").await?;
-    let plugins = tempfile::tempdir()?;
-    std::os::unix::fs::symlink(olm_e2e::olm_bin(), plugins.path().join("kubectl-olm"))?;
+    let plugins = plugin_dir()?;
+    remove_koku_crd(&cluster).await?;
     controllers::create_own_namespace_group(&ns, "admins").await?;
     let address = server.grpc_addrs.get("koku").context("gRPC address of koku")?.to_string();
     controllers::create_from_yaml(
@@ -118,5 +100,6 @@ async fn an_admin_previews_the_permissions_of_an_upgrade_and_approves_it_with_ku
     let reports: serde_json::Value = serde_json::from_str(&out)?;
     assert_eq!((reports[0]["healthy"].as_bool(), reports[0]["verdict"].as_str()), (Some(true), Some("healthy")), "{out}");
     ns.cleanup().await?;
+    remove_koku_crd(&cluster).await?;
     Ok(())
 }

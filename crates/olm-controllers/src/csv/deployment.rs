@@ -310,6 +310,22 @@ pub fn check_health(actual: &Deployment) -> Result<(), DeploymentProblem> {
             "waiting for deployment {name} rollout to finish: {updated} out of {replicas} new replicas have been updated"
         )));
     }
+    // As `kubectl rollout status` (and upstream) judge a rollout: the old replicas gone and the
+    // new ones available, not only the Deployment's Available condition, which an old replica
+    // still satisfies while the new one cannot start.
+    let total = status.replicas.unwrap_or(0);
+    if total > updated {
+        return Err(DeploymentProblem::Waiting(format!(
+            "waiting for deployment {name} rollout to finish: {} old replicas are pending termination",
+            total - updated
+        )));
+    }
+    let available_updated = status.available_replicas.unwrap_or(0);
+    if available_updated < updated {
+        return Err(DeploymentProblem::Waiting(format!(
+            "waiting for deployment {name} rollout to finish: {available_updated} of {updated} updated replicas are available"
+        )));
+    }
     let available = conditions.iter().any(|c| c.type_ == "Available" && c.status == "True");
     if !available {
         let available_replicas = status.available_replicas.unwrap_or(0);
@@ -324,6 +340,26 @@ pub fn check_health(actual: &Deployment) -> Result<(), DeploymentProblem> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_rollout_whose_new_replica_cannot_start_is_not_healthy_while_the_old_one_serves() {
+        let rollout = |status: serde_json::Value| -> Deployment {
+            serde_json::from_value(json!({
+                "metadata": {"name": "op", "generation": 2},
+                "spec": {"replicas": 1, "selector": {}, "template": {}},
+                "status": status,
+            }))
+            .expect("a deployment")
+        };
+        let available = json!([{"type": "Available", "status": "True"}]);
+        // The new pod is Pending (no node for it); the old one still makes the Deployment Available.
+        let stuck = rollout(json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1, "conditions": available}));
+        assert!(matches!(check_health(&stuck), Err(DeploymentProblem::Waiting(m)) if m.contains("1 old replicas are pending termination")));
+        let unready = rollout(json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 0, "conditions": available}));
+        assert!(matches!(check_health(&unready), Err(DeploymentProblem::Waiting(m)) if m.contains("0 of 1 updated replicas are available")));
+        let done = rollout(json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "conditions": available}));
+        assert!(check_health(&done).is_ok());
+    }
 
     #[test]
     fn contains_ignores_defaults_and_extra_list_elements() {

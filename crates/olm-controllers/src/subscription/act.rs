@@ -29,6 +29,8 @@ pub enum ContentError {
     Pending(String),
     /// Anything else about the content.
     Other(String),
+    /// A rollback whose CRDs would not keep the objects stored now: why.
+    RollbackRefused(String),
 }
 
 /// Why no plan with steps could be made now, and the plan that says so while bundle images
@@ -102,6 +104,20 @@ pub async fn create_plan(
         let lookup_plan = write_lookup_plan(ctx, facts, plan, status).await?;
         return Ok(Err(NotReady { error, lookup_plan }));
     }
+    // A rollback is checked before its plan exists: its CRDs must keep what is stored now.
+    let rolled_back_from = sub.annotations().get(olm_api::keys::ROLLED_BACK_FROM_ANNOTATION);
+    if let Some(from) = rolled_back_from.filter(|from| bundles.iter().any(|b| b.replaces.as_ref() == Some(*from))) {
+        let problems = rollback_crd_problems(ctx, &fetched).await?;
+        if !problems.is_empty() {
+            return Ok(Err(ContentError::RollbackRefused(format!(
+                "cannot roll back from {from} to {}: {}; nothing was changed: remove the annotation {} to stay on {from}",
+                bundles.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", "),
+                problems.join("; "),
+                olm_api::keys::ROLLED_BACK_FROM_ANNOTATION
+            ))
+            .into()));
+        }
+    }
     // A plan whose lookups were written first may have been approved meanwhile.
     let approved_already = existing_plan(ctx, &namespace, &super::plan::plan_name(sub, bundles)).is_some_and(|p| p.spec.approved);
     let NewPlan { plan, status, content } =
@@ -111,6 +127,7 @@ pub async fn create_plan(
         };
     let approval = plan.spec.approval;
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
+    remove_stale_plan(ctx, &api, sub, &plan.name_any()).await?;
     let created = match api.create(&PostParams::default(), &plan).await {
         Ok(created) => created,
         // Another OLM replica (or a retry after a lost answer) made the same plan: use it.
@@ -165,6 +182,69 @@ pub async fn create_plan(
     let mut view = plan_view(&created);
     view.phase = status.phase;
     Ok(Ok(view))
+}
+
+/// What the CRDs of the bundles a rollback installs again would break: versions still stored
+/// that they drop, and stored objects their schemas refuse.
+async fn rollback_crd_problems(ctx: &ControllerContext<SubscriptionControllerState>, fetched: &[olm_catalog_client::BundleContent]) -> Result<Vec<String>> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let mut problems = Vec::new();
+    for object in fetched.iter().flat_map(|b| &b.objects) {
+        let Ok(desired) = serde_json::from_str::<serde_json::Value>(object) else { continue };
+        if desired.get("kind").and_then(serde_json::Value::as_str) != Some("CustomResourceDefinition") {
+            continue;
+        }
+        let name = desired.pointer("/metadata/name").and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+        let Some(existing) = crds.get_opt(&name).await.map_err(|err| Error::api(format!("get CustomResourceDefinition {name}"), err))? else {
+            continue;
+        };
+        let existing = serde_json::to_value(&existing).unwrap_or_default();
+        if let Err(why) = crate::installplan::reconcile::stored_versions_kept(&existing, &desired) {
+            problems.push(format!("its CustomResourceDefinition {name}: {why}"));
+            continue;
+        }
+        if desired.pointer("/spec/conversion/strategy").and_then(serde_json::Value::as_str) == Some("Webhook") {
+            continue;
+        }
+        match crate::plan_preview::observe::refused_objects(&ctx.client, &existing, &desired, 3).await {
+            Ok(refused) => problems.extend(refused.into_iter().map(|r| {
+                format!("its CustomResourceDefinition {name} refuses the existing {} at {}: {}", r.object, r.version, r.problems.join(", "))
+            })),
+            Err(failed) => return Err(Error::api(format!("list {} objects to check a rollback", failed.kind), failed.error)),
+        }
+    }
+    Ok(problems)
+}
+
+/// A finished plan of the same name that the Subscription no longer references installed
+/// these bundles before (a rollback went back past them, or its annotation was removed to
+/// install them again): it is history, and in the way of the new plan. Plans being made by
+/// another replica are not finished, and the referenced one is never removed.
+async fn remove_stale_plan(
+    ctx: &ControllerContext<SubscriptionControllerState>,
+    api: &Api<InstallPlan>,
+    sub: &Subscription,
+    name: &str,
+) -> Result<()> {
+    let referenced = sub.status.as_ref().and_then(|s| s.install_plan_ref.as_ref()).and_then(|r| r.name.as_deref()) == Some(name);
+    if referenced {
+        return Ok(());
+    }
+    // The cache is enough (no request on the way of every install): a plan finished long ago.
+    let namespace = sub.namespace().unwrap_or_default();
+    let finished = existing_plan(ctx, &namespace, name)
+        .and_then(|p| p.status.clone())
+        .is_some_and(|s| matches!(s.phase, InstallPlanPhase::Complete | InstallPlanPhase::Failed));
+    if finished {
+        tracing::info!(plan = %name, "a finished InstallPlan of the same bundles is in the way; removing it");
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(err) if olm_runtime::error::is_not_found(&err) => {}
+            Err(err) => return Err(Error::api(format!("delete the finished InstallPlan {name}"), err)),
+        }
+    }
+    Ok(())
 }
 
 fn existing_plan(ctx: &ControllerContext<SubscriptionControllerState>, namespace: &str, name: &str) -> Option<Arc<InstallPlan>> {
@@ -280,14 +360,4 @@ pub async fn mark_rolled_back(ctx: &ControllerContext<SubscriptionControllerStat
         .await
         .map_err(|err| Error::write(format!("annotate Subscription {namespace}/{} as rolled back from {from}", sub.name_any()), sub.object_ref(&()), err))?;
     Ok(())
-}
-
-/// Delete the CSV a rollback leaves (gone already is fine).
-pub async fn delete_csv(ctx: &ControllerContext<SubscriptionControllerState>, namespace: &str, name: &str) -> Result<()> {
-    let api: Api<olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
-    match api.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(err) if olm_runtime::error::is_not_found(&err) => Ok(()),
-        Err(err) => Err(Error::api(format!("delete ClusterServiceVersion {namespace}/{name} to roll it back"), err)),
-    }
 }

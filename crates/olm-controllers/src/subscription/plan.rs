@@ -16,7 +16,7 @@ use olm_api::v1alpha1::install_plan::{
     InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase, InstallPlanSpec, InstallPlanStatus, Step,
     StepResource, StepStatus,
 };
-use olm_api::keys::{AUTO_APPROVE_STARTING_CSV_ANNOTATION, ROLLBACK_OF_ANNOTATION, ROLLED_BACK_FROM_ANNOTATION};
+use olm_api::keys::{AUTO_APPROVE_STARTING_CSV_ANNOTATION, AUTO_ROLLBACK_ANNOTATION, ROLLBACK_OF_ANNOTATION, ROLLED_BACK_FROM_ANNOTATION};
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_catalog_client::BundleContent;
 use olm_resolver::{Reason, Selected};
@@ -228,7 +228,7 @@ fn lookup(bundle: &Selected, path: &str, properties: Option<String>, conditions:
 fn plan_object(sub: &Subscription, bundles: &[&Selected], generation: i64) -> InstallPlan {
     let namespace = sub.namespace().unwrap_or_default();
     let approval = sub.spec.approval();
-    let approved = approval == Approval::Automatic || starting_csv_auto_approved(sub, bundles);
+    let approved = approval == Approval::Automatic || starting_csv_auto_approved(sub, bundles) || automatic_rollback(sub, bundles);
     let name = plan_name(sub, bundles);
     InstallPlan {
         metadata: ObjectMeta {
@@ -269,6 +269,16 @@ fn starting_csv_auto_approved(sub: &Subscription, bundles: &[&Selected]) -> bool
         })
 }
 
+/// The plan of an automatic rollback (`olm-rs.io/auto-rollback`) goes without approval: the
+/// annotation asked for it, and it restores what was approved before.
+fn automatic_rollback(sub: &Subscription, bundles: &[&Selected]) -> bool {
+    let annotations = sub.annotations();
+    annotations.get(AUTO_ROLLBACK_ANNOTATION).is_some_and(|v| v == "true")
+        && annotations
+            .get(ROLLED_BACK_FROM_ANNOTATION)
+            .is_some_and(|from| bundles.iter().any(|b| b.replaces.as_ref() == Some(from)))
+}
+
 /// The name of the plan that installs `bundles` for `sub`: `install-` and a hash of the
 /// Subscription's uid and the bundles, so that two OLM replicas, or a retry, agree on one plan
 /// instead of creating two.
@@ -276,7 +286,12 @@ pub fn plan_name(sub: &Subscription, bundles: &[&Selected]) -> String {
     use sha2::{Digest, Sha256};
     let mut names: Vec<&str> = bundles.iter().map(|b| b.name.as_str()).collect();
     names.sort_unstable();
-    let text = format!("{}/{}", sub.uid().unwrap_or_else(|| sub.name_any()), names.join(","));
+    let mut text = format!("{}/{}", sub.uid().unwrap_or_else(|| sub.name_any()), names.join(","));
+    // After a rollback the same bundles may be planned again (the version rolled back to):
+    // another name than the plan that installed them before.
+    if let Some(from) = sub.annotations().get(ROLLED_BACK_FROM_ANNOTATION) {
+        text.push_str(&format!("/rolled-back-from/{from}"));
+    }
     let digest = Sha256::digest(text.as_bytes());
     // Lowercase alphanumerics, like the suffix of a generated name.
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";

@@ -89,7 +89,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
         .set(i64::try_from(state.subscriptions.store().len()).unwrap_or(i64::MAX));
 
     // Observe.
-    let Some(facts) = observe::observe(&ctx, &cached).await? else {
+    let Some(mut facts) = observe::observe(&ctx, &cached).await? else {
         return Ok(Action::await_change());
     };
     let now = Timestamp::now();
@@ -102,14 +102,12 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     }
     if let Some(from) = &rollback.mark {
         act::mark_rolled_back(&ctx, &facts.sub, from).await?;
+        // The plan made below reads it (its name, its approval).
+        facts.sub.annotations_mut().insert(olm_api::keys::ROLLED_BACK_FROM_ANNOTATION.into(), from.clone());
     }
     let started = Instant::now();
     let decision = match &rollback.step {
         rollback::Step::None => resolution::decide(&facts, rollback.rejected.as_deref()),
-        rollback::Step::DeleteNewer { from, to } => {
-            act::delete_csv(&ctx, &namespace, from).await?;
-            ResolutionDecision { intent: Intent::Wait, adopted: Some(to.clone()), resolver_ran: None, event: None }
-        }
         rollback::Step::Reinstall { from, to } => {
             ResolutionDecision { intent: resolution::rollback_intent(&facts, from, to), adopted: None, resolver_ran: None, event: None }
         }
@@ -161,6 +159,9 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
                 // Woken when the pull ends; the requeue is a safety net.
                 Ok(Err(act::NotReady { error: act::ContentError::Pending(message), lookup_plan })) => {
                     (Resolved::Unpacking { message, plan: lookup_plan }, Some(PENDING_RECHECK))
+                }
+                Ok(Err(act::NotReady { error: act::ContentError::RollbackRefused(message), .. })) => {
+                    (Resolved::Failed { reason: resolution::ROLLBACK_IMPOSSIBLE, message }, None)
                 }
                 Ok(Err(act::NotReady { error: act::ContentError::Other(message), .. })) => (
                     Resolved::Failed {

@@ -188,7 +188,15 @@ fn build_request(
     csvs: &[Arc<ClusterServiceVersion>],
     catalogs: &Catalogs,
 ) -> (Request, HashMap<String, String>) {
-    let replaced: HashSet<String> = csvs.iter().filter_map(|c| c.spec.replaces.clone()).collect();
+    // A CSV a rollback brought back is not replaced by the newer one it rolls back, though
+    // that one's spec.replaces names it.
+    let rolled_back_to = |name: &str, newer: &ClusterServiceVersion| {
+        csvs.iter().any(|c| c.name_any() == name && c.annotation(keys::ROLLBACK_OF_ANNOTATION) == Some(newer.name_any().as_str()))
+    };
+    let replaced: HashSet<String> = csvs
+        .iter()
+        .filter_map(|c| c.spec.replaces.clone().filter(|r| !rolled_back_to(r, c)))
+        .collect();
     let live: Vec<&Arc<ClusterServiceVersion>> = csvs
         .iter()
         .filter(|c| !c.is_copied())

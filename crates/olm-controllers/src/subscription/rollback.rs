@@ -1,14 +1,14 @@
 //! Going back from an upgrade (#22), pure and opt-in: what no OLM does. A Subscription
 //! annotated [`ROLLED_BACK_FROM_ANNOTATION`]` = B` (by `olm rollback`, or by OLM when it is
 //! annotated [`AUTO_ROLLBACK_ANNOTATION`] and its upgrade's CSV B failed) goes back to the CSV
-//! B replaced, A:
-//! - A still in the namespace (the upgrade never finished: A waits in Replacing): B is deleted,
-//!   and the CSV controller installs A again (its Deployments and permissions are A's again);
-//!   the CRDs stay as they are, so no stored object is lost;
-//! - A gone (B had succeeded): A comes back from the catalog through a normal InstallPlan
-//!   replacing B (approval and the OperatorGroup's ServiceAccount apply; its CRD steps are
-//!   checked against the stored versions and objects like any upgrade's). Its CSV is annotated
-//!   [`ROLLBACK_OF_ANNOTATION`]` = B`, so that the CSV controller takes it for B's replacement.
+//! B replaced, A, through a normal InstallPlan of A's bundle from the catalog, replacing B: A's
+//! Deployments, ServiceAccounts and permissions are applied again (with the OperatorGroup's
+//! ServiceAccount when it has one), its CRD steps are checked against the stored versions and
+//! objects first, and B goes once A has succeeded. The plan waits for approval as the
+//! Subscription says, except an automatic rollback's: that is what the annotation asked for.
+//! A's CSV is annotated [`ROLLBACK_OF_ANNOTATION`]` = B`, so that the CSV controller takes it
+//! for B's replacement although B's `spec.replaces` names A (A may still be there, waiting in
+//! Replacing, when B failed before finishing).
 //!
 //! Afterwards B is never chosen again for this Subscription; a newer version of the catalog
 //! is, and removing the annotation lets B back in.
@@ -17,8 +17,10 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use olm_api::keys::{AUTO_ROLLBACK_ANNOTATION, ROLLED_BACK_FROM_ANNOTATION};
+#[cfg(doc)]
+use olm_api::keys::ROLLBACK_OF_ANNOTATION;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
-use olm_api::v1alpha1::subscription::Subscription;
+use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
 use olm_runtime::EventNote;
 
 /// Reason of the `RolledBack` condition when OLM rolled a failed upgrade back.
@@ -34,9 +36,7 @@ pub const UPGRADE_ROLLED_BACK: &str = "UpgradeRolledBack";
 pub enum Step {
     /// Nothing: resolve as usual.
     None,
-    /// `to` is still in the namespace: delete `from`; the Subscription's CSV is `to` again.
-    DeleteNewer { from: String, to: String },
-    /// `to` is gone: install it from the catalog again, replacing `from`.
+    /// Install `to` from the catalog again, replacing `from`.
     Reinstall { from: String, to: String },
     /// A rollback was asked for and cannot happen: why, and what to do.
     Impossible(String),
@@ -67,26 +67,27 @@ pub fn decide(sub: &Subscription, csvs: &[Arc<ClusterServiceVersion>]) -> Decisi
     let find = |name: &str| csvs.iter().find(|c| c.name_any() == name && !c.is_copied());
     let mut decision = Decision { step: Step::None, mark: None, condition: None, event: None, rejected: None };
     let requested = annotation(sub, ROLLED_BACK_FROM_ANNOTATION).map(str::to_owned);
-    let (from, why) = match requested {
-        Some(from) => (from, None),
-        None => {
-            // Automatic: the Subscription's own upgrade failed.
-            let auto = annotation(sub, AUTO_ROLLBACK_ANNOTATION) == Some("true");
-            let failed = status
-                .current_csv
-                .as_deref()
-                .and_then(find)
-                .filter(|c| c.phase() == Some(&CsvPhase::Failed) && c.metadata.deletion_timestamp.is_none())
-                .filter(|c| c.spec.replaces.as_deref().is_some_and(|r| !r.is_empty()));
-            let Some(failed) = failed.filter(|_| auto) else {
-                return decision;
-            };
-            let csv_status = failed.status.clone().unwrap_or_default();
-            let reason = csv_status.reason.map(|r| r.as_str().to_owned()).unwrap_or_default();
-            let message = csv_status.message.unwrap_or_default();
+    // Automatic: the Subscription's own upgrade failed (and said why).
+    let auto = annotation(sub, AUTO_ROLLBACK_ANNOTATION) == Some("true");
+    let failed = status
+        .current_csv
+        .as_deref()
+        .and_then(find)
+        .filter(|c| auto && c.phase() == Some(&CsvPhase::Failed) && c.metadata.deletion_timestamp.is_none())
+        .filter(|c| c.spec.replaces.as_deref().is_some_and(|r| !r.is_empty()))
+        .filter(|c| requested.as_ref().is_none_or(|r| *r == c.name_any()));
+    let why = failed.map(|c| {
+        let csv_status = c.status.clone().unwrap_or_default();
+        let reason = csv_status.reason.map(|r| r.as_str().to_owned()).unwrap_or_default();
+        format!("{reason}: {}", csv_status.message.unwrap_or_default())
+    });
+    let from = match (requested, failed) {
+        (Some(from), _) => from,
+        (None, Some(failed)) => {
             decision.mark = Some(failed.name_any());
-            (failed.name_any(), Some(format!("{reason}: {message}")))
+            failed.name_any()
         }
+        (None, None) => return decision,
     };
     decision.rejected = Some(from.clone());
     // Only while `from` is the Subscription's current CSV: once the rollback is under way (its
@@ -102,13 +103,8 @@ pub fn decide(sub: &Subscription, csvs: &[Arc<ClusterServiceVersion>]) -> Decisi
         ));
         return decision;
     };
-    if newer.metadata.deletion_timestamp.is_some() {
-        // Being deleted by an earlier pass: `to` is the Subscription's again.
-        decision.step = Step::DeleteNewer { from, to };
-        return decision;
-    }
     let how = match why {
-        Some(why) => format!(
+        Some(ref why) => format!(
             "the upgrade to {from} failed ({why}) and is rolled back to {to} ({AUTO_ROLLBACK_ANNOTATION})"
         ),
         None => format!("rolling back from {from} to {to}, as the annotation {ROLLED_BACK_FROM_ANNOTATION} asks"),
@@ -116,10 +112,13 @@ pub fn decide(sub: &Subscription, csvs: &[Arc<ClusterServiceVersion>]) -> Decisi
     let message = format!(
         "{how}; {from} is not installed again until the catalog offers a newer version or the annotation {ROLLED_BACK_FROM_ANNOTATION} is removed"
     );
-    let reason = if decision.mark.is_some() { UPGRADE_FAILED } else { ROLLBACK_REQUESTED };
-    decision.event = Some(EventNote::warning(reason, "Rollback", message.clone()));
+    let reason = if why.is_some() { UPGRADE_FAILED } else { ROLLBACK_REQUESTED };
+    let said = status.conditions.iter().flatten().any(|c| c.type_ == SubscriptionConditionType::RolledBack);
+    if !said {
+        decision.event = Some(EventNote::warning(reason, "Rollback", message.clone()));
+    }
     decision.condition = Some((reason, message));
-    decision.step = if find(&to).is_some() { Step::DeleteNewer { from, to } } else { Step::Reinstall { from, to } };
+    decision.step = Step::Reinstall { from, to };
     decision
 }
 
@@ -167,7 +166,7 @@ mod tests {
         assert_eq!((plain.step, plain.rejected), (Step::None, None), "upstream behaviour without the annotation");
 
         let auto = decide(&sub(json!({AUTO_ROLLBACK_ANNOTATION: "true"}), "etcd.v2"), &csvs);
-        assert_eq!(auto.step, Step::DeleteNewer { from: "etcd.v2".into(), to: "etcd.v1".into() });
+        assert_eq!(auto.step, Step::Reinstall { from: "etcd.v2".into(), to: "etcd.v1".into() });
         assert_eq!(auto.mark.as_deref(), Some("etcd.v2"));
         let (reason, message) = auto.condition.expect("a condition");
         assert_eq!(reason, UPGRADE_FAILED);

@@ -33,6 +33,8 @@ enum Command {
     Plan(admin::plan::PlanArgs),
     /// For cluster admins: approve an InstallPlan after seeing its preview, and follow the install.
     Approve(admin::approve::ApproveArgs),
+    /// For cluster admins: go back to the version the installed operator replaced.
+    Rollback(admin::rollback::RollbackArgs),
     /// Build and push bundle images (`olm bundle push DIR IMAGE`).
     Bundle(image::BundleArgs),
     /// Validate, render and serve catalogs (File-Based Catalogs, package manifests, bundle directories).
@@ -104,6 +106,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => admin::status::run(args),
         Command::Plan(args) => admin::plan::run(args),
         Command::Approve(args) => admin::approve::run(args),
+        Command::Rollback(args) => admin::rollback::run(args),
         Command::Bundle(args) => image::run_bundle(args),
         Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),

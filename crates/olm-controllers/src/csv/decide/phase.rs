@@ -398,7 +398,7 @@ fn reinstall(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, reason
 /// Replacing: Deleting once the replacement has Succeeded (the oldest of the chain first).
 fn replacing(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
     let (observed, now) = (pass.observed, pass.now);
-    if replaced(observed).is_some() {
+    if replacement(observed).is_some() && replaced(observed).is_some() {
         // Not the oldest of the chain: deleting it now would break the chain.
         return CsvDecision::status(previous.clone()).requeue(REQUEUE_WAITING);
     }

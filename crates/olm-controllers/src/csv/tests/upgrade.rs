@@ -95,6 +95,18 @@ fn a_failed_csv_hands_over_to_the_version_a_rollback_brings_back_and_not_the_oth
     world.csv = with_phase(back, CsvPhase::Succeeded, CsvReason::InstallSucceeded);
     let (phase, _) = phase_reason(&world.decide());
     assert_ne!(phase, CsvPhase::Replacing, "the newer CSV it rolled back is not its replacement");
+
+    // v0.9.2 was still there, waiting in Replacing when v0.9.4 failed: the rollback's plan
+    // turns it into v0.9.4's replacement, and it installs again.
+    let mut world = World::etcd_ready(Some((CsvPhase::Replacing, CsvReason::BeingReplaced)));
+    world.csv = with_phase(world.csv.clone(), CsvPhase::Replacing, CsvReason::BeingReplaced);
+    world.csv.metadata.name = Some("etcdoperator.v0.9.2".into());
+    world.csv.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    world.csv.metadata.annotations.get_or_insert_default().insert(olm_api::keys::ROLLBACK_OF_ANNOTATION.into(), "etcdoperator.v0.9.4".into());
+    let mut failed = with_phase(etcd(), CsvPhase::Failed, CsvReason::ComponentUnhealthy);
+    failed.spec.replaces = Some("etcdoperator.v0.9.2".into());
+    world.peers = vec![failed];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Pending, CsvReason::NeedsReinstall));
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 pub mod approve;
 pub mod plan;
+pub mod rollback;
 pub mod status;
 
 use std::io::{BufRead, IsTerminal, Write};
@@ -12,7 +13,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, ResourceExt};
+use olm_api::v1alpha1::subscription::Subscription;
 
 /// Where to connect, as kubectl takes it.
 #[derive(Debug, Args, Clone)]
@@ -99,6 +103,26 @@ pub const POLL: Duration = Duration::from_secs(1);
 /// A line of progress on stderr (stdout stays for the result).
 pub fn progress(line: &str) {
     eprintln!("{line}");
+}
+
+/// The PackageManifest of `sub`'s package in its catalog, from the PackageManifest API
+/// (None when the catalog does not list it), or why it cannot be read.
+pub async fn package_manifest(client: &kube::Client, sub: &Subscription) -> Result<Option<DynamicObject>, String> {
+    let resource = ApiResource {
+        group: "packages.operators.coreos.com".into(),
+        version: "v1".into(),
+        api_version: "packages.operators.coreos.com/v1".into(),
+        kind: "PackageManifest".into(),
+        plural: "packagemanifests".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &sub.namespace().unwrap_or_default(), &resource);
+    let catalog_ns = if sub.spec.source_namespace.is_empty() { sub.namespace().unwrap_or_default() } else { sub.spec.source_namespace.clone() };
+    let selector = format!("catalog={},catalog-namespace={catalog_ns}", sub.spec.source);
+    let list = api.list(&ListParams::default().labels(&selector)).await.map_err(|err| match olm_runtime::error::api_status_code(&err) {
+        Some(404) => "this cluster does not serve the PackageManifest API (OLM's packageserver is not running)".to_owned(),
+        _ => format!("the PackageManifest API did not answer: {}", api_error(&err)),
+    })?;
+    Ok(list.items.into_iter().find(|p| p.name_any() == sub.spec.name))
 }
 
 /// The API server's message of a failed request, for people.

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use olm_api::common::ConditionStatus;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
@@ -124,30 +124,13 @@ async fn observe(client: &kube::Client, sub: Subscription) -> anyhow::Result<Obs
         .get_opt(&sub.spec.source)
         .await
         .map_err(read(format!("CatalogSource {catalog_ns}/{}", sub.spec.source)))?;
-    let head = channel_head(client, &sub, &catalog_ns).await;
+    let head = channel_head(client, &sub).await;
     Ok(Observed { sub, installed, current, plans, catalog, head })
 }
 
 /// The head of the Subscription's channel, as the PackageManifest API says it.
-async fn channel_head(client: &kube::Client, sub: &Subscription, catalog_ns: &str) -> Result<Option<String>, String> {
-    let resource = ApiResource {
-        group: "packages.operators.coreos.com".into(),
-        version: "v1".into(),
-        api_version: "packages.operators.coreos.com/v1".into(),
-        kind: "PackageManifest".into(),
-        plural: "packagemanifests".into(),
-    };
-    let namespace = sub.namespace().unwrap_or_default();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
-    let selector = format!("catalog={},catalog-namespace={catalog_ns}", sub.spec.source);
-    let list = api
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|err| match olm_runtime::error::api_status_code(&err) {
-            Some(404) => "this cluster does not serve the PackageManifest API (OLM's packageserver is not running)".to_owned(),
-            _ => format!("the PackageManifest API did not answer: {}", api_error(&err)),
-        })?;
-    let Some(package) = list.items.into_iter().find(|p| p.name_any() == sub.spec.name) else {
+async fn channel_head(client: &kube::Client, sub: &Subscription) -> Result<Option<String>, String> {
+    let Some(package) = super::package_manifest(client, sub).await? else {
         return Ok(None);
     };
     let status = package.data.get("status").cloned().unwrap_or(Value::Null);
@@ -255,6 +238,9 @@ pub fn assess(o: &Observed) -> Report {
         "nothing installed yet".into()
     };
     line("Why", why);
+    if let Some(rolled_back) = condition(SubscriptionConditionType::RolledBack) {
+        line("Rolled back", rolled_back);
+    }
     for plan in waiting {
         let name = plan.name_any();
         line(
