@@ -40,3 +40,26 @@ pub async fn remove_koku_crd(cluster: &TestCluster) -> anyhow::Result<()> {
     cluster.kubectl(&["delete", "crd", KOKU_CRD, "--ignore-not-found", "--wait=true"]).await?;
     Ok(())
 }
+
+const CSV_FILE: &str = "manifests/koku-metrics-operator.clusterserviceversion.yaml";
+
+/// A catalog directory of the real koku-metrics-operator bundles `versions`
+/// (tests/testdata/real-bundles); `edit` changes a version's CSV.
+pub fn koku_catalog(dir: &Path, versions: &[&str], edit: impl Fn(&str, &mut serde_json::Value)) -> anyhow::Result<()> {
+    let real = crate::repo().join("tests/testdata/real-bundles/koku-metrics-operator");
+    for version in versions {
+        let to = dir.join(version);
+        for sub in ["manifests", "metadata"] {
+            std::fs::create_dir_all(to.join(sub))?;
+            for entry in std::fs::read_dir(real.join(version).join(sub))? {
+                let entry = entry?;
+                std::fs::copy(entry.path(), to.join(sub).join(entry.file_name()))?;
+            }
+        }
+        let mut csv: serde_json::Value = olm_api::yaml::from_path(to.join(CSV_FILE))?;
+        edit(version, &mut csv);
+        std::fs::write(to.join(CSV_FILE), serde_json::to_string_pretty(&csv)?)?;
+    }
+    Ok(())
+}
+

@@ -10,7 +10,6 @@
 
 use olm_e2e::controllers;
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -20,7 +19,7 @@ use kube::{Api, ResourceExt};
 use olm_api::keys::ROLLED_BACK_FROM_ANNOTATION;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
-use olm_e2e::admin::{kubectl_olm, plugin_dir, remove_koku_crd};
+use olm_e2e::admin::{koku_catalog as catalog, kubectl_olm, plugin_dir, remove_koku_crd};
 use olm_e2e::journey::csv_succeeded;
 use olm_testkit::TestNamespace;
 use serde_json::{Value, json};
@@ -30,26 +29,6 @@ const OBJECTS: &[&str] = &["subscriptions", "installplans", "clusterserviceversi
 const V1: &str = "koku-metrics-operator.v0.9.1";
 const V2: &str = "koku-metrics-operator.v0.9.2";
 const V3: &str = "koku-metrics-operator.v0.9.3";
-const CSV_FILE: &str = "manifests/koku-metrics-operator.clusterserviceversion.yaml";
-
-/// A catalog directory of the real koku bundles `versions`; `edit` changes a version's CSV.
-fn catalog(dir: &Path, versions: &[&str], edit: impl Fn(&str, &mut Value)) -> anyhow::Result<()> {
-    let real = olm_e2e::repo().join("tests/testdata/real-bundles/koku-metrics-operator");
-    for version in versions {
-        let to = dir.join(version);
-        for sub in ["manifests", "metadata"] {
-            std::fs::create_dir_all(to.join(sub))?;
-            for entry in std::fs::read_dir(real.join(version).join(sub))? {
-                let entry = entry?;
-                std::fs::copy(entry.path(), to.join(sub).join(entry.file_name()))?;
-            }
-        }
-        let mut csv: Value = olm_api::yaml::from_path(to.join(CSV_FILE))?;
-        edit(version, &mut csv);
-        std::fs::write(to.join(CSV_FILE), serde_json::to_string_pretty(&csv)?)?;
-    }
-    Ok(())
-}
 
 /// 0.9.2 as a broken release: its Deployment waits for a node that does not exist, and gives
 /// up after 10 s. 0.9.3 as the publisher's fix: reachable from 0.9.1 by a skipRange.

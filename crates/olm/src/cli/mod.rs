@@ -35,6 +35,8 @@ enum Command {
     Approve(admin::approve::ApproveArgs),
     /// For cluster admins: go back to the version the installed operator replaced.
     Rollback(admin::rollback::RollbackArgs),
+    /// For cluster admins: remove an operator and what OLM made for it (operands and CRDs only when asked).
+    Uninstall(admin::uninstall::UninstallArgs),
     /// Build and push bundle images (`olm bundle push DIR IMAGE`).
     Bundle(image::BundleArgs),
     /// Validate, render and serve catalogs (File-Based Catalogs, package manifests, bundle directories).
@@ -107,6 +109,7 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => admin::plan::run(args),
         Command::Approve(args) => admin::approve::run(args),
         Command::Rollback(args) => admin::rollback::run(args),
+        Command::Uninstall(args) => admin::uninstall::run(args),
         Command::Bundle(args) => image::run_bundle(args),
         Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),

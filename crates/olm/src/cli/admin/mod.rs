@@ -6,6 +6,7 @@ pub mod approve;
 pub mod plan;
 pub mod rollback;
 pub mod status;
+pub mod uninstall;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
