@@ -97,6 +97,9 @@ pub struct CrdChange {
     pub added_versions: Vec<String>,
     /// Versions it drops.
     pub removed_versions: Vec<String>,
+    /// Dropped versions that still store objects (`status.storedVersions`): the plan is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_stored_versions: Vec<String>,
     /// The storage version before and after, when it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_version: Option<(String, String)>,
@@ -334,11 +337,21 @@ fn crd_change(name: &str, existing: Option<&Value>, new: &Value) -> CrdChange {
         (Some(from), Some(to)) if from != to => Some((from, to)),
         _ => None,
     };
+    let stored: BTreeSet<String> = existing
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    let removed: Vec<String> = before.difference(&after).cloned().collect();
     CrdChange {
         name: name.to_owned(),
         new: false,
         added_versions: after.difference(&before).cloned().collect(),
-        removed_versions: before.difference(&after).cloned().collect(),
+        removed_stored_versions: removed.iter().filter(|v| stored.contains(*v)).cloned().collect(),
+        removed_versions: removed,
         storage_version: storage,
         changed_schemas: before
             .intersection(&after)

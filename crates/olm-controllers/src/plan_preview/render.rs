@@ -45,6 +45,12 @@ pub fn text(preview: &PlanPreview) -> String {
             if !crd.removed_versions.is_empty() {
                 parts.push(format!("removes versions {}", crd.removed_versions.join(", ")));
             }
+            if !crd.removed_stored_versions.is_empty() {
+                parts.push(format!(
+                    "REFUSED: versions {} still store objects (status.storedVersions); the plan fails without changing anything",
+                    crd.removed_stored_versions.join(", ")
+                ));
+            }
             if let Some((from, to)) = &crd.storage_version {
                 parts.push(format!("storage version {from} -> {to}"));
             }

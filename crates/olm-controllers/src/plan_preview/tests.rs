@@ -149,3 +149,18 @@ fn bundle_roles_are_compared_with_the_existing_ones_and_webhooks_are_named() {
     assert_eq!(preview.api_services_added, vec!["v1.metrics.koku.io"]);
     assert!(preview.other_objects.contains(&"ClusterRole metrics-reader".to_owned()));
 }
+
+#[test]
+fn a_crd_that_drops_a_stored_version_is_said_to_be_refused() {
+    // Back from 0.9.3 (v1alpha1 and v1beta1, storing v1beta1) to 0.9.1 (v1alpha1 only).
+    let mut existing = koku("0.9.3", CRD);
+    existing["status"] = json!({"storedVersions": ["v1alpha1", "v1beta1"]});
+    let name = existing.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mut installed = Installed::default();
+    installed.objects.insert(("CustomResourceDefinition".into(), name), existing);
+    let preview = preview(&[step("apiextensions.k8s.io", "CustomResourceDefinition", &koku("0.9.1", CRD))], &installed);
+    let crd = &preview.crds[0];
+    assert_eq!((crd.removed_versions.clone(), crd.removed_stored_versions.clone()), (vec!["v1beta1".to_owned()], vec!["v1beta1".to_owned()]));
+    assert_eq!(crd.storage_version, Some(("v1beta1".to_owned(), "v1alpha1".to_owned())));
+    assert!(render::text(&preview).contains("REFUSED: versions v1beta1 still store objects"), "{}", render::text(&preview));
+}

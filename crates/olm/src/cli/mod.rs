@@ -19,7 +19,17 @@ mod shutdown;
 
 /// A Rust reimplementation of the Operator Lifecycle Manager.
 #[derive(Debug, Parser)]
-#[command(name = "olm", version, about, long_about = None)]
+#[command(
+    name = "olm",
+    version,
+    about,
+    long_about = None,
+    after_help = "Cluster admins: `status -n NS` tells where each Subscription stands and what to do; `plan show PLAN` previews an \
+upgrade's permissions, CRD and Deployment changes before `approve PLAN`; `rollback SUB` goes back one version (a Subscription \
+annotated olm-rs.io/auto-rollback: \"true\" does it by itself when an upgrade fails); `uninstall SUB` removes an operator and \
+what OLM made for it. A Manual Subscription with a startingCSV, annotated olm-rs.io/auto-approve-starting-csv: \"true\", \
+installs that version at once and waits for approval after that. As `kubectl-olm` on PATH, this is `kubectl olm …`."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
