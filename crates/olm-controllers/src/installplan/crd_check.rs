@@ -106,6 +106,16 @@ pub fn validate(object: &Value, schema: &Value) -> Vec<String> {
 }
 
 /// The `openAPIV3Schema` of `version` in a CRD manifest, when it has one and is served.
+/// The names of a CRD's `spec.versions`, in order.
+pub fn version_names(crd: &Value) -> Vec<&str> {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect()
+}
+
 pub fn served_schema<'a>(crd: &'a Value, version: &str) -> Option<&'a Value> {
     crd.pointer("/spec/versions")?
         .as_array()?

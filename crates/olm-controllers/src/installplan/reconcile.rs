@@ -139,13 +139,7 @@ pub fn stored_versions_kept(existing: &Value, desired: &Value) -> Result<(), Str
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let offered: Vec<&str> = desired
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .collect();
+    let offered = super::crd_check::version_names(desired);
     let missing: Vec<&str> = stored.into_iter().filter(|v| !offered.contains(v)).collect();
     if missing.is_empty() {
         Ok(())

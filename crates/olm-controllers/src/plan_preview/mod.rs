@@ -307,17 +307,15 @@ fn group_grants(grants: BTreeSet<(Change, Grant)>) -> Vec<PermissionChange> {
     lines
 }
 
-fn versions(crd: &Value) -> Vec<&Value> {
-    crd.pointer("/spec/versions").and_then(Value::as_array).map(|v| v.iter().collect()).unwrap_or_default()
-}
-
 fn version_names(crd: &Value) -> BTreeSet<String> {
-    versions(crd).iter().filter_map(|v| v.get("name").and_then(Value::as_str)).map(str::to_owned).collect()
+    crate::installplan::crd_check::version_names(crd).into_iter().map(str::to_owned).collect()
 }
 
 fn storage_version(crd: &Value) -> Option<String> {
-    versions(crd)
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
         .into_iter()
+        .flatten()
         .find(|v| v.get("storage") == Some(&Value::Bool(true)))
         .and_then(|v| v.get("name")?.as_str().map(str::to_owned))
 }

@@ -68,13 +68,7 @@ pub struct ListFailed {
 pub async fn refused_objects(client: &kube::Client, existing: &Value, desired: &Value, limit: usize) -> Result<Vec<RefusedObject>, ListFailed> {
     let text = |pointer: &str| desired.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_owned();
     let (group, kind, plural) = (text("/spec/group"), text("/spec/names/kind"), text("/spec/names/plural"));
-    let versions: Vec<&str> = desired
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .collect();
+    let versions = crd_check::version_names(desired);
     let mut out = Vec::new();
     for version in versions {
         let (Some(schema), Some(current)) = (crd_check::served_schema(desired, version), crd_check::served_schema(existing, version)) else {

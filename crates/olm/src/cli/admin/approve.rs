@@ -13,7 +13,7 @@ use olm_controllers::plan_preview::render;
 use serde_json::json;
 
 use super::plan::{header, preview_of};
-use super::{KubeArgs, POLL, WAIT, api_error, block_on, confirm, connect, progress};
+use super::{AskArgs, KubeArgs, POLL, WAIT, api_error, block_on, confirm, connect, progress};
 
 /// `olm approve`.
 #[derive(Debug, Args)]
@@ -22,12 +22,8 @@ pub struct ApproveArgs {
     name: String,
     #[command(flatten)]
     kube: KubeArgs,
-    /// Approve without asking (for scripts); the preview is still printed.
-    #[arg(long, short = 'y')]
-    yes: bool,
-    /// Return once approved instead of following the install.
-    #[arg(long)]
-    no_wait: bool,
+    #[command(flatten)]
+    ask: AskArgs,
 }
 
 /// Exit 0 when approved (and, unless `--no-wait`, installed); 1 when not approved or the
@@ -47,7 +43,7 @@ pub fn run(args: ApproveArgs) -> anyhow::Result<ExitCode> {
         } else {
             format!("Approve InstallPlan {namespace}/{name}?")
         };
-        if !args.yes && !confirm(&question)? {
+        if !args.ask.yes && !confirm(&question)? {
             println!("Not approved.");
             return Ok(ExitCode::from(1));
         }
@@ -56,7 +52,7 @@ pub fn run(args: ApproveArgs) -> anyhow::Result<ExitCode> {
             .await
             .map_err(|err| anyhow::anyhow!("cannot approve InstallPlan {namespace}/{name}: {}", api_error(&err)))?;
         println!("Approved InstallPlan {namespace}/{name}.");
-        if args.no_wait {
+        if args.ask.no_wait {
             return Ok(ExitCode::SUCCESS);
         }
         follow(&client, &namespace, &name).await

@@ -97,6 +97,29 @@ pub fn confirm(question: &str) -> anyhow::Result<bool> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 
+/// `--yes` and `--no-wait`, for the commands that ask and then follow what OLM does.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct AskArgs {
+    /// Go ahead without asking (for scripts); what will happen is still printed.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Return once done asking instead of following OLM.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// The Subscription `name` of `namespace`, and its API; an error that says how to list them
+/// when it does not exist.
+pub async fn subscription(client: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<(Api<Subscription>, Subscription)> {
+    let api: Api<Subscription> = Api::namespaced(client.clone(), namespace);
+    let sub = api
+        .get_opt(name)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot read Subscription {namespace}/{name}: {}", api_error(&err)))?
+        .with_context(|| format!("Subscription {namespace}/{name} not found (kubectl get subscriptions -n {namespace})"))?;
+    Ok((api, sub))
+}
+
 /// How long the commands that wait for OLM wait at most, and how often they look.
 pub const WAIT: Duration = Duration::from_secs(300);
 pub const POLL: Duration = Duration::from_secs(1);

@@ -18,7 +18,7 @@ use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
 use serde_json::{Value, json};
 
 use super::status::csv_state;
-use super::{KubeArgs, POLL, WAIT, api_error, block_on, confirm, connect, progress};
+use super::{AskArgs, KubeArgs, POLL, WAIT, api_error, block_on, confirm, connect, progress};
 
 /// `olm rollback`.
 #[derive(Debug, Args)]
@@ -27,12 +27,8 @@ pub struct RollbackArgs {
     name: String,
     #[command(flatten)]
     kube: KubeArgs,
-    /// Go ahead without asking (for scripts).
-    #[arg(long, short = 'y')]
-    yes: bool,
-    /// Return once asked instead of following the rollback.
-    #[arg(long)]
-    no_wait: bool,
+    #[command(flatten)]
+    ask: AskArgs,
 }
 
 /// Exit 0 when rolled back (or waiting for the admin to approve its plan); 1 when refused,
@@ -40,18 +36,13 @@ pub struct RollbackArgs {
 pub fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
     block_on(async move {
         let (client, namespace) = connect(&args.kube).await?;
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
         let name = args.name.as_str();
-        let sub = subs
-            .get_opt(name)
-            .await
-            .map_err(|err| anyhow::anyhow!("cannot read Subscription {namespace}/{name}: {}", api_error(&err)))?
-            .with_context(|| format!("Subscription {namespace}/{name} not found (kubectl get subscriptions -n {namespace})"))?;
+        let (subs, sub) = super::subscription(&client, &namespace, name).await?;
         let status = sub.status.clone().unwrap_or_default();
         let from = status.current_csv.clone().filter(|c| !c.is_empty()).with_context(|| format!("Subscription {namespace}/{name} has installed nothing yet: there is nothing to roll back"))?;
         if sub.annotations().get(ROLLED_BACK_FROM_ANNOTATION) == Some(&from) {
             println!("A rollback from {from} is already under way.");
-            return if args.no_wait { Ok(ExitCode::SUCCESS) } else { follow(&client, &namespace, name, &from, None, None).await };
+            return if args.ask.no_wait { Ok(ExitCode::SUCCESS) } else { follow(&client, &namespace, name, &from, None, None).await };
         }
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
         let newer = csvs
@@ -83,14 +74,14 @@ pub fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
             sub.spec.approval().as_str()
         );
         println!("{from} is not installed again until the catalog offers a newer version or the annotation {ROLLED_BACK_FROM_ANNOTATION} is removed.");
-        if !args.yes && !confirm(&format!("Roll back to {to}?"))? {
+        if !args.ask.yes && !confirm(&format!("Roll back to {to}?"))? {
             println!("Not rolled back.");
             return Ok(ExitCode::from(1));
         }
         subs.patch(name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {ROLLED_BACK_FROM_ANNOTATION: from}}})))
             .await
             .map_err(|err| anyhow::anyhow!("cannot annotate Subscription {namespace}/{name}: {}", api_error(&err)))?;
-        if args.no_wait {
+        if args.ask.no_wait {
             return Ok(ExitCode::SUCCESS);
         }
         let before = sub.annotations().get(ROLLED_BACK_FROM_ANNOTATION).cloned();

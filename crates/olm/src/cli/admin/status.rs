@@ -65,11 +65,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         let (client, namespace) = connect(&args.kube).await?;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
         let subs = match &args.name {
-            Some(name) => vec![subs
-                .get_opt(name)
-                .await
-                .map_err(|err| anyhow::anyhow!("cannot read Subscription {namespace}/{name}: {}", api_error(&err)))?
-                .ok_or_else(|| anyhow::anyhow!("Subscription {namespace}/{name} not found (kubectl get subscriptions -n {namespace})"))?],
+            Some(name) => vec![super::subscription(&client, &namespace, name).await?.1],
             None => subs
                 .list(&ListParams::default())
                 .await

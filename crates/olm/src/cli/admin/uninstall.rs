@@ -7,7 +7,6 @@ use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
 use clap::Args;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -17,7 +16,6 @@ use kube::{Api, ResourceExt};
 use olm_api::keys::{OWNER_LABEL, OWNER_NAMESPACE_LABEL, TARGET_NAMESPACES_ANNOTATION};
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::InstallPlan;
-use olm_api::v1alpha1::subscription::Subscription;
 
 use super::{KubeArgs, POLL, WAIT, api_error, block_on, confirm, connect, progress};
 
@@ -75,12 +73,7 @@ pub fn run(args: UninstallArgs) -> anyhow::Result<ExitCode> {
         let (client, namespace) = connect(&args.kube).await?;
         let delete_operands = args.delete_operands || args.delete_crds;
         let name = args.name.as_str();
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
-        let sub = subs
-            .get_opt(name)
-            .await
-            .map_err(|err| anyhow::anyhow!("cannot read Subscription {namespace}/{name}: {}", api_error(&err)))?
-            .with_context(|| format!("Subscription {namespace}/{name} not found (kubectl get subscriptions -n {namespace})"))?;
+        let (subs, sub) = super::subscription(&client, &namespace, name).await?;
         let status = sub.status.clone().unwrap_or_default();
         let csv_name = status.installed_csv.clone().or(status.current_csv.clone()).filter(|c| !c.is_empty());
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
