@@ -29,8 +29,8 @@ COPY bench ./bench
 COPY tests ./tests
 # .cargo/config.toml configures the allocator of the binary (jemalloc background purging).
 COPY .cargo ./.cargo
-# `olm dev up` applies the user roles of manifests/04-rbac-users.yaml (compiled in).
-COPY manifests/04-rbac-users.yaml ./manifests/04-rbac-users.yaml
+# manifests/ is compiled in: `olm release` writes it as olm.yaml, `olm dev up` applies its user roles.
+COPY manifests ./manifests
 # Cache the registry and target dir between builds (BuildKit); copy the binary out of the cache.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

@@ -1,7 +1,8 @@
 //! The deployable artefacts: the Dockerfile refers to files that exist and builds the binary
 //! the manifests run; every container command line in manifests/ is accepted by this `olm`;
 //! and `kubectl apply --server-side --dry-run=server -f manifests/` succeeds against the local
-//! control plane (started by `olm dev cluster up`).
+//! control plane (started by `olm dev cluster up`), and so does the release pair `olm release`
+//! writes (crds.yaml, olm.yaml) with the same objects.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -179,6 +180,22 @@ fn manifests_apply_server_side_dry_run_against_the_local_cluster() {
     let refused = kubectl(&env, &["apply", "--server-side", "--dry-run=server", "-f", "-"], Some(plain));
     let warned = String::from_utf8_lossy(&refused.stderr);
     assert!(warned.contains("would violate PodSecurity \"restricted:latest\""), "a pod without a security context is warned about:\n{warned}");
+    // The release pair (`olm release`): the same objects, with the image asked for.
+    let release = tempfile::tempdir().expect("a directory for the release pair");
+    let written = olm_on_test_cluster()
+        .args(["release", "--image", "registry.example.com/olm@sha256:0123", "--output-dir"])
+        .arg(release.path())
+        .output()
+        .expect("olm runs");
+    assert!(written.status.success(), "olm release: {}", String::from_utf8_lossy(&written.stderr));
+    let crds = kubectl(&env, &["apply", "--server-side", "--force-conflicts", "-f", &release.path().join("crds.yaml").display().to_string()], None);
+    assert!(crds.status.success(), "crds.yaml: {}", String::from_utf8_lossy(&crds.stderr));
+    let olm_yaml = release.path().join("olm.yaml");
+    let pair = kubectl(&env, &["apply", "--server-side", "--dry-run=server", "-f", &olm_yaml.display().to_string()], None);
+    assert!(pair.status.success(), "olm.yaml dry run failed:\n{}", String::from_utf8_lossy(&pair.stderr));
+    assert_eq!(String::from_utf8_lossy(&pair.stdout), stdout, "olm.yaml holds what manifests/ holds");
+    let text = std::fs::read_to_string(&olm_yaml).expect("olm.yaml");
+    assert_eq!(text.matches("image: registry.example.com/olm@sha256:0123").count(), 3, "the three Deployments run the image asked for");
     for object in [
         "deployment.apps/olm-operator",
         "deployment.apps/packageserver",

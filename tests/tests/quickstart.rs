@@ -202,6 +202,18 @@ spec:
     }
     let installed = shell.ok(&["get", "subscription", "etcd", "-n", &upgrade_ns, "-o", "jsonpath={.status.installedCSV} {.status.state}"]);
     assert_eq!(installed.trim(), "etcdoperator.v0.9.4 AtLatestKnown");
+    // The cluster admin's view of it (README, "For cluster admins"): `kubectl olm` through a
+    // `kubectl-olm` link on PATH, the channel head read from the package server.
+    let plugins = olm_e2e::admin::plugin_dir().expect("a directory for the kubectl-olm link");
+    let status = Command::new("kubectl")
+        .args(["olm", "status", "etcd", "-n", &upgrade_ns])
+        .env("KUBECONFIG", &shell.kubeconfig)
+        .env("PATH", format!("{}:{}", plugins.path().display(), shell.path))
+        .output()
+        .expect("kubectl olm runs");
+    let page = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "kubectl olm status: {page}{}", String::from_utf8_lossy(&status.stderr));
+    assert!(page.contains("Channel head: etcdoperator.v0.9.4\n") && page.contains("the installed version is the channel head"), "{page}");
     drop(_upgrade_guard);
 
     // Stopping the package server must not break kubectl for anything else.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use olm_dev::{Layout, Progress, format_duration};
+use super::release::USER_ROLES;
 
 // Host ports (catalog gRPC/HTTP, controllers admin, package server) come from the layout's
 // port base (`OLM_DEV_PORT_BASE`), next to the control plane's.
@@ -137,9 +138,6 @@ fn packageserver_cert(layout: &Layout) -> anyhow::Result<(String, PathBuf, PathB
     Ok((ca, cert_path, key_path))
 }
 
-/// The roles people get for OLM's kinds in their namespaces (aggregated into admin, edit, view),
-/// as manifests/ install them.
-const USER_ROLES: &str = include_str!("../../../../manifests/04-rbac-users.yaml");
 
 /// What `olm dev up` applies besides the CRDs: the local counterpart of manifests/. Applied
 /// with kubectl's default field manager, so that `kubectl apply --server-side -f manifests/`

@@ -13,6 +13,7 @@ mod dev_in_cluster;
 mod dev_up;
 mod image;
 mod packageserver;
+mod release;
 mod resolve;
 mod run;
 mod shutdown;
@@ -58,6 +59,8 @@ enum Command {
     /// Serve the PackageManifest API (packages.operators.coreos.com/v1) as an aggregated API.
     #[command(name = "packageserver")]
     PackageServer(packageserver::PackageServerArgs),
+    /// Write the release pair, crds.yaml and olm.yaml, to install OLM with `kubectl apply --server-side`.
+    Release(release::ReleaseArgs),
     /// Resolve Subscriptions against catalogs from a request file (no cluster needed).
     Resolve(resolve::ResolveArgs),
     /// Run the OLM controllers (OperatorGroup, ClusterServiceVersion, CatalogSource, Subscription, InstallPlan) until SIGTERM/SIGINT.
@@ -125,6 +128,7 @@ pub fn main() -> ExitCode {
         Command::Crds(args) => crds::run(args),
         Command::Dev(args) => dev::run(args),
         Command::PackageServer(args) => packageserver::run(args),
+        Command::Release(args) => release::run(args),
         Command::Resolve(args) => resolve::run(args),
         Command::Run(args) => run::run(args),
         Command::Version => {

@@ -1,0 +1,92 @@
+//! `olm release --output-dir DIR`: the release pair as upstream ships OLM — `crds.yaml` (every
+//! CRD) and `olm.yaml` (everything else of manifests/, in order, with the image asked for) —
+//! installed with `kubectl apply --server-side -f crds.yaml` and then `-f olm.yaml`. The
+//! manifests are compiled in, so the pair always matches this binary.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+/// The image manifests/ names; `--image` replaces it.
+pub const MANIFEST_IMAGE: &str = "ghcr.io/olm-rs/olm:latest";
+
+/// The roles people get for OLM's kinds in their namespaces (aggregated into admin, edit,
+/// view); `olm dev up` applies them too.
+pub const USER_ROLES: &str = include_str!("../../../../manifests/04-rbac-users.yaml");
+
+/// manifests/*.yaml, in the order they are applied (their names sort that way).
+pub const MANIFESTS: &[(&str, &str)] = &[
+    ("00-namespaces.yaml", include_str!("../../../../manifests/00-namespaces.yaml")),
+    ("01-rbac-controllers.yaml", include_str!("../../../../manifests/01-rbac-controllers.yaml")),
+    ("02-rbac-packageserver.yaml", include_str!("../../../../manifests/02-rbac-packageserver.yaml")),
+    ("03-rbac-catalog.yaml", include_str!("../../../../manifests/03-rbac-catalog.yaml")),
+    ("04-rbac-users.yaml", USER_ROLES),
+    ("10-catalog-server.yaml", include_str!("../../../../manifests/10-catalog-server.yaml")),
+    ("11-controllers.yaml", include_str!("../../../../manifests/11-controllers.yaml")),
+    ("12-packageserver.yaml", include_str!("../../../../manifests/12-packageserver.yaml")),
+    ("20-catalogsource.yaml", include_str!("../../../../manifests/20-catalogsource.yaml")),
+    ("21-operatorgroups.yaml", include_str!("../../../../manifests/21-operatorgroups.yaml")),
+    ("22-olmconfig.yaml", include_str!("../../../../manifests/22-olmconfig.yaml")),
+];
+
+/// `olm release`.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// Where to write crds.yaml and olm.yaml.
+    #[arg(long, value_name = "DIR")]
+    output_dir: PathBuf,
+    /// The OLM image the Deployments run.
+    #[arg(long, default_value = MANIFEST_IMAGE)]
+    image: String,
+}
+
+/// `olm.yaml`: every manifest, each introduced by a comment naming its file.
+pub fn olm_yaml(image: &str) -> String {
+    let mut out = String::new();
+    for (name, text) in MANIFESTS {
+        out.push_str(&format!("---\n# Source: manifests/{name}\n"));
+        out.push_str(&text.replace(MANIFEST_IMAGE, image));
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+pub fn run(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(&args.output_dir).with_context(|| format!("cannot create {}", args.output_dir.display()))?;
+    let crds = olm_api::crds::render_yaml()?;
+    for (name, text) in [("crds.yaml", crds), ("olm.yaml", olm_yaml(&args.image))] {
+        let path = args.output_dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    eprintln!(
+        "install: kubectl apply --server-side -f {0}/crds.yaml && kubectl apply --server-side -f {0}/olm.yaml",
+        args.output_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_manifest_is_in_the_release_and_the_image_is_replaced() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .expect("manifests/")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".yaml"))
+            .collect();
+        files.sort();
+        let listed: Vec<&str> = MANIFESTS.iter().map(|(name, _)| *name).collect();
+        assert_eq!(listed, files, "a file added to manifests/ must be added to MANIFESTS");
+        let yaml = olm_yaml("registry.example.com/olm@sha256:0123");
+        assert_eq!(yaml.matches("image: registry.example.com/olm@sha256:0123").count(), 3, "the three Deployments");
+        assert!(!yaml.contains(MANIFEST_IMAGE));
+    }
+}
