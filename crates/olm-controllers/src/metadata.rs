@@ -40,6 +40,12 @@ pub fn csv_change(csv: &ClusterServiceVersion) -> CsvChange {
     }
 }
 
+/// Whether `csv` was installed again by a rollback from `newer` (`olm-rs.io/rollback-of`):
+/// the two name each other in `spec.replaces`, and `csv` is the replacement.
+pub fn is_rollback_of(csv: &ClusterServiceVersion, newer: &str) -> bool {
+    csv.annotation(keys::ROLLBACK_OF_ANNOTATION) == Some(newer)
+}
+
 /// The labels naming the owner `kind` `namespace/name` of an object OLM made for it.
 pub fn owner_labels_of(name: &str, namespace: &str, kind: &str) -> BTreeMap<String, String> {
     BTreeMap::from([

@@ -105,7 +105,6 @@ pub fn validate(object: &Value, schema: &Value) -> Vec<String> {
     out
 }
 
-/// The `openAPIV3Schema` of `version` in a CRD manifest, when it has one and is served.
 /// The names of a CRD's `spec.versions`, in order.
 pub fn version_names(crd: &Value) -> Vec<&str> {
     crd.pointer("/spec/versions")
@@ -116,6 +115,7 @@ pub fn version_names(crd: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// The `openAPIV3Schema` of `version` in a CRD manifest, when it has one and is served.
 pub fn served_schema<'a>(crd: &'a Value, version: &str) -> Option<&'a Value> {
     crd.pointer("/spec/versions")?
         .as_array()?

@@ -105,8 +105,7 @@ pub async fn create_plan(
         return Ok(Err(NotReady { error, lookup_plan }));
     }
     // A rollback is checked before its plan exists: its CRDs must keep what is stored now.
-    let rolled_back_from = sub.annotations().get(olm_api::keys::ROLLED_BACK_FROM_ANNOTATION);
-    if let Some(from) = rolled_back_from.filter(|from| bundles.iter().any(|b| b.replaces.as_ref() == Some(*from))) {
+    if let Some(from) = super::rollback::rollback_from(sub, bundles) {
         let problems = rollback_crd_problems(ctx, &fetched).await?;
         if !problems.is_empty() {
             return Ok(Err(ContentError::RollbackRefused(format!(

@@ -58,7 +58,7 @@ pub fn install_plan(
             catalog: bundle.catalog.name.clone(),
             catalog_namespace: bundle.catalog.namespace.clone(),
         };
-        let rollback_of = bundle.replaces.as_deref().filter(|r| sub.annotations().get(ROLLED_BACK_FROM_ANNOTATION).map(String::as_str) == Some(*r));
+        let rollback_of = super::rollback::rollback_from(sub, &[bundle]);
         match bundle_steps(fetched, &source, &namespace, bundle.replaces.as_deref()) {
             Ok(mut more) => {
                 if let Some(newer) = rollback_of {
@@ -272,11 +272,7 @@ fn starting_csv_auto_approved(sub: &Subscription, bundles: &[&Selected]) -> bool
 /// The plan of an automatic rollback (`olm-rs.io/auto-rollback`) goes without approval: the
 /// annotation asked for it, and it restores what was approved before.
 fn automatic_rollback(sub: &Subscription, bundles: &[&Selected]) -> bool {
-    let annotations = sub.annotations();
-    annotations.get(AUTO_ROLLBACK_ANNOTATION).is_some_and(|v| v == "true")
-        && annotations
-            .get(ROLLED_BACK_FROM_ANNOTATION)
-            .is_some_and(|from| bundles.iter().any(|b| b.replaces.as_ref() == Some(from)))
+    sub.annotations().get(AUTO_ROLLBACK_ANNOTATION).is_some_and(|v| v == "true") && super::rollback::rollback_from(sub, bundles).is_some()
 }
 
 /// The name of the plan that installs `bundles` for `sub`: `install-` and a hash of the

@@ -108,15 +108,10 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     let started = Instant::now();
     let decision = match &rollback.step {
         rollback::Step::None => resolution::decide(&facts, rollback.rejected.as_deref()),
-        rollback::Step::Reinstall { from, to } => {
-            ResolutionDecision { intent: resolution::rollback_intent(&facts, from, to), adopted: None, resolver_ran: None, event: None }
+        rollback::Step::Reinstall { from, to } => ResolutionDecision::of(resolution::rollback_intent(&facts, from, to)),
+        rollback::Step::Impossible(message) => {
+            ResolutionDecision::of(Intent::Fail { reason: resolution::ROLLBACK_IMPOSSIBLE, message: message.clone(), requeue: None })
         }
-        rollback::Step::Impossible(message) => ResolutionDecision {
-            intent: Intent::Fail { reason: resolution::ROLLBACK_IMPOSSIBLE, message: message.clone(), requeue: None },
-            adopted: None,
-            resolver_ran: None,
-            event: None,
-        },
     };
     if let Some(succeeded) = decision.resolver_ran {
         state.metrics.resolution(succeeded, started.elapsed().as_secs_f64());

@@ -63,6 +63,13 @@ pub struct ResolutionDecision {
     pub event: Option<EventNote>,
 }
 
+impl ResolutionDecision {
+    /// `intent`, decided without running the resolver (a rollback).
+    pub fn of(intent: Intent) -> ResolutionDecision {
+        ResolutionDecision { intent, adopted: None, resolver_ran: None, event: None }
+    }
+}
+
 /// Decide, from what was observed, whether to resolve and what this Subscription gets;
 /// `rejected` is a CSV rolled back, which it does not get again.
 pub fn decide(facts: &Facts, rejected: Option<&str>) -> ResolutionDecision {
@@ -129,8 +136,8 @@ pub fn decide(facts: &Facts, rejected: Option<&str>) -> ResolutionDecision {
     decision
 }
 
-/// A rollback to `to`, gone from the namespace: the plan that installs it again from the
-/// Subscription's catalog, replacing `from`; or why it cannot.
+/// A rollback to `to`: the plan that installs it again from the Subscription's catalog,
+/// replacing `from`; or why it cannot.
 pub fn rollback_intent(facts: &Facts, from: &str, to: &str) -> Intent {
     let sub = &facts.sub;
     let target = decide::target(sub);
@@ -191,7 +198,7 @@ fn build_request(
     // A CSV a rollback brought back is not replaced by the newer one it rolls back, though
     // that one's spec.replaces names it.
     let rolled_back_to = |name: &str, newer: &ClusterServiceVersion| {
-        csvs.iter().any(|c| c.name_any() == name && c.annotation(keys::ROLLBACK_OF_ANNOTATION) == Some(newer.name_any().as_str()))
+        csvs.iter().any(|c| c.name_any() == name && crate::metadata::is_rollback_of(c, &newer.name_any()))
     };
     let replaced: HashSet<String> = csvs
         .iter()

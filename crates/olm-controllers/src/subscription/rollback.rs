@@ -21,6 +21,7 @@ use olm_api::keys::{AUTO_ROLLBACK_ANNOTATION, ROLLED_BACK_FROM_ANNOTATION};
 use olm_api::keys::ROLLBACK_OF_ANNOTATION;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
+use olm_resolver::Selected;
 use olm_runtime::EventNote;
 
 /// Reason of the `RolledBack` condition when OLM rolled a failed upgrade back.
@@ -120,6 +121,12 @@ pub fn decide(sub: &Subscription, csvs: &[Arc<ClusterServiceVersion>]) -> Decisi
     decision.condition = Some((reason, message));
     decision.step = Step::Reinstall { from, to };
     decision
+}
+
+/// The CSV `sub` rolls back, when `bundles` are that rollback's (one of them replaces it).
+pub fn rollback_from<'a>(sub: &'a Subscription, bundles: &[&Selected]) -> Option<&'a str> {
+    let from = annotation(sub, ROLLED_BACK_FROM_ANNOTATION)?;
+    bundles.iter().any(|b| b.replaces.as_deref() == Some(from)).then_some(from)
 }
 
 /// The `BehindChannelHead` note while resolution's choice is the rejected CSV.

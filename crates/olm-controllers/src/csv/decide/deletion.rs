@@ -8,12 +8,7 @@ use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, WebhookA
 
 use super::{CsvAction, CsvDecision, Observed};
 use crate::csv::finalizer;
-
-/// Whether `csv` was installed again by a rollback from `newer` (`olm-rs.io/rollback-of`):
-/// the two name each other in `spec.replaces`, and `csv` is the replacement.
-pub(super) fn is_rollback_of(csv: &ClusterServiceVersion, newer: &str) -> bool {
-    csv.annotation(olm_api::keys::ROLLBACK_OF_ANNOTATION) == Some(newer)
-}
+use crate::metadata::is_rollback_of;
 
 /// The CSV that `csv.spec.replaces` names, if it exists in the namespace (not when it is this
 /// CSV's rollback: then it is its replacement).

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use olm_api::v1alpha1::RequirementStatus;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason};
 
-use super::deletion::{crd_owner_conflict, is_rollback_of, replaced, replacement};
+use super::deletion::{crd_owner_conflict, replaced, replacement};
 use super::exposure::{api_service_conflict, api_service_problems, conversion_problem, exposure_actions};
 use crate::csv::api_registration;
 use super::strategy::{invalid_strategy, strategy_problem};
@@ -21,7 +21,7 @@ use super::{
 use crate::csv::certs::{self, cert_deployments};
 use crate::csv::deployment::DeploymentProblem;
 use crate::csv::requirements;
-use crate::metadata::owned_by;
+use crate::metadata::{is_rollback_of, owned_by};
 
 /// What stays the same through the phases of one pass.
 pub(super) struct Pass<'p, 'a> {

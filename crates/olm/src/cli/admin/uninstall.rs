@@ -222,7 +222,7 @@ pub fn run(args: UninstallArgs) -> anyhow::Result<ExitCode> {
             gone_ok(plan_api.delete(&plan.name_any(), &DeleteParams::default()).await.map(|_| ()), &format!("InstallPlan {}", plan.name_any()))?;
         }
         if let Some(csv) = &csv_name {
-            wait_csv_gone(&csvs, csv).await?;
+            wait_csv_gone(&client, &namespace, csv).await?;
         }
         if args.delete_crds {
             let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -263,17 +263,28 @@ async fn wait_gone(client: &kube::Client, crds: &[OwnedCrd]) -> anyhow::Result<(
     }
 }
 
-/// Wait until the CSV is gone: OLM removed what it made for it (its cleanup finalizer).
-async fn wait_csv_gone(csvs: &Api<ClusterServiceVersion>, name: &str) -> anyhow::Result<()> {
+/// Wait until the CSV is gone, and the cluster RBAC made for it: OLM deletes that by its owner
+/// labels once the CSV has left its cache, a moment after the CSV itself.
+async fn wait_csv_gone(client: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<()> {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), namespace);
+    let owned = ListParams::default().labels(&format!("{OWNER_LABEL}={name},{OWNER_NAMESPACE_LABEL}={namespace}"));
     let started = Instant::now();
-    while csvs.get_opt(name).await.map_err(|err| anyhow::anyhow!("cannot read ClusterServiceVersion {name}: {}", api_error(&err)))?.is_some() {
+    loop {
+        let csv_left = csvs.get_opt(name).await.map_err(|err| anyhow::anyhow!("cannot read ClusterServiceVersion {name}: {}", api_error(&err)))?.is_some();
+        let roles_left = Api::<ClusterRole>::all(client.clone()).list(&owned).await.map_err(|err| anyhow::anyhow!("cannot list ClusterRoles: {}", api_error(&err)))?.items.len()
+            + Api::<ClusterRoleBinding>::all(client.clone()).list(&owned).await.map_err(|err| anyhow::anyhow!("cannot list ClusterRoleBindings: {}", api_error(&err)))?.items.len();
+        if !csv_left && roles_left == 0 {
+            return Ok(());
+        }
         if started.elapsed() > WAIT {
-            anyhow::bail!("ClusterServiceVersion {name} still there after {} s (kubectl describe csv {name} tells what holds it)", WAIT.as_secs());
+            anyhow::bail!(
+                "ClusterServiceVersion {name} or {roles_left} ClusterRole(s)/binding(s) made for it still there after {} s (kubectl describe csv {name} -n {namespace} tells what holds it)",
+                WAIT.as_secs()
+            );
         }
         progress(&format!("waiting for ClusterServiceVersion {name} and what OLM made for it to go"));
         tokio::time::sleep(POLL).await;
     }
-    Ok(())
 }
 
 #[cfg(test)]
