@@ -56,6 +56,31 @@ pub const CATALOG_SOURCE_UPDATE_LABEL: &str = "catalogsource.operators.coreos.co
 pub const PERMISSIONS_HASH_LABEL: &str = "olm.permissions.hash";
 /// Prefix of the Operator aggregate membership label: `operators.coreos.com/<operator>`.
 pub const OPERATOR_COMPONENT_LABEL_PREFIX: &str = "operators.coreos.com/";
+
+/// The name of the Operator object of `package` subscribed to in `namespace`: `<package>.<namespace>`.
+pub fn operator_name(package: &str, namespace: &str) -> String {
+    format!("{package}.{namespace}")
+}
+
+/// The label that makes an object a component of the Operator `operator`:
+/// `operators.coreos.com/<operator>`, the name cut as upstream cuts it to fit a label name
+/// (63 characters, without trailing `.`, `_` or `-`). None when nothing of the name is left.
+pub fn operator_component_label(operator: &str) -> Option<String> {
+    let mut name = operator;
+    if name.len() > 63 {
+        let mut cut = 63;
+        while !name.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        name = name[..cut].trim_end_matches(['.', '_', '-']);
+    }
+    (!name.is_empty()).then(|| format!("{OPERATOR_COMPONENT_LABEL_PREFIX}{name}"))
+}
+
+/// The Operators an object is a component of: the names of its `operators.coreos.com/<name>` labels.
+pub fn component_of<'a>(labels: impl IntoIterator<Item = &'a String>) -> impl Iterator<Item = &'a str> {
+    labels.into_iter().filter_map(|key| key.strip_prefix(OPERATOR_COMPONENT_LABEL_PREFIX)).filter(|name| !name.is_empty())
+}
 /// Labels on webhook configurations generated from a CSV webhook description.
 pub const WEBHOOK_DESCRIPTION_GENERATE_NAME_LABEL: &str = "olm.webhook-description-generate-name";
 pub const WEBHOOK_DESCRIPTION_HASH_LABEL: &str = "olm.webhook-description-hash";
@@ -85,3 +110,19 @@ pub const ROLLED_BACK_FROM_ANNOTATION: &str = "olm-rs.io/rolled-back-from";
 /// Annotation on a CSV installed again by a rollback: the newer CSV it replaces. That CSV's
 /// `spec.replaces` names this one, yet this one is its replacement.
 pub const ROLLBACK_OF_ANNOTATION: &str = "olm-rs.io/rollback-of";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operator_component_labels_are_cut_as_upstream_cuts_them() {
+        assert_eq!(operator_name("etcd", "team-a"), "etcd.team-a");
+        assert_eq!(operator_component_label("etcd.team-a").as_deref(), Some("operators.coreos.com/etcd.team-a"));
+        let long = format!("{}-.{}", "a".repeat(61), "ns");
+        assert_eq!(operator_component_label(&long), Some(format!("operators.coreos.com/{}", "a".repeat(61))));
+        assert_eq!(operator_component_label(""), None);
+        let labels = ["operators.coreos.com/etcd.a".to_string(), "olm.managed".to_string(), "operators.coreos.com/".to_string()];
+        assert_eq!(component_of(&labels).collect::<Vec<_>>(), vec!["etcd.a"]);
+    }
+}

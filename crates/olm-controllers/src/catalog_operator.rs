@@ -53,6 +53,8 @@ pub struct Shared<'a> {
     pub groups: &'a Cache<OperatorGroup>,
     /// The Subscription cache, when the manager has one (shared with the CSV controller).
     pub subscriptions: Option<&'a Cache<Subscription>>,
+    /// The InstallPlan cache, when the manager has one (shared with the Operator controller).
+    pub plans: Option<&'a Cache<InstallPlan>>,
     /// The catalog-operator metrics.
     pub catalog_metrics: &'a crate::catalog_metrics::CatalogMetrics,
     pub images: &'a Arc<olm_image::ImageClient>,
@@ -81,7 +83,10 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
     let client = shared.client.clone();
     let content = CatalogCache::default();
     let catalogs = caches.watch(Api::<CatalogSource>::all(client.clone()), watcher::Config::default());
-    let plans = caches.watch_trimmed(Api::<InstallPlan>::all(client.clone()), watcher::Config::default(), trim_finished_plan);
+    let plans = match shared.plans {
+        Some(plans) => plans.clone(),
+        None => caches.watch_trimmed(Api::<InstallPlan>::all(client.clone()), watcher::Config::default(), trim_finished_plan),
+    };
     let write_failures = crate::plan_write_failures::PlanWriteFailures::default();
     let context = |name: &'static str| (name, client.clone(), shared.metrics.clone(), shared.leadership.clone());
     if selection.catalogsource {

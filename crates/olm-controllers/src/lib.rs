@@ -5,6 +5,7 @@
 pub mod csv;
 pub mod manager;
 pub mod metadata;
+pub mod operator;
 pub mod operatorgroup;
 pub mod olmconfig;
 pub mod selector;

@@ -15,7 +15,13 @@ use olm_api::v1::olm_config::OLMConfig;
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::core::PartialObjectMeta;
+use olm_api::v1alpha1::install_plan::InstallPlan;
+use olm_api::v1alpha1::subscription::Subscription;
 use olm_runtime::leader::{self, LeaderElectionConfig, Leadership};
+use olm_runtime::Cache;
+use crate::operator::components::ComponentSource;
 use olm_runtime::shutdown::Shutdown;
 use olm_runtime::{Caches, ControllerContext, Metrics, Readiness, admin};
 use crate::{csv, operatorgroup};
@@ -33,16 +39,19 @@ pub enum ControllerKind {
     Subscription,
     /// InstallPlan controller (catalog-operator).
     InstallPlan,
+    /// Operator controller (`operators.coreos.com/v1` Operator: an installed operator's components).
+    Operator,
 }
 
 impl ControllerKind {
     /// Every controller, in start order.
-    pub const ALL: [ControllerKind; 5] = [
+    pub const ALL: [ControllerKind; 6] = [
         ControllerKind::OperatorGroup,
         ControllerKind::Csv,
         ControllerKind::CatalogSource,
         ControllerKind::Subscription,
         ControllerKind::InstallPlan,
+        ControllerKind::Operator,
     ];
 
     /// The name used on the command line and in metrics.
@@ -53,6 +62,7 @@ impl ControllerKind {
             ControllerKind::CatalogSource => crate::catalogsource::NAME,
             ControllerKind::Subscription => crate::subscription::NAME,
             ControllerKind::InstallPlan => crate::installplan::NAME,
+            ControllerKind::Operator => crate::operator::NAME,
         }
     }
 }
@@ -179,9 +189,22 @@ impl Manager {
             crate::rbac::trim_cached_cluster_role,
         );
 
-        // One Subscription cache for the CSV controller (spec.config) and the Subscription controller.
-        let subscriptions = (kinds.contains(&ControllerKind::Csv) || kinds.contains(&ControllerKind::Subscription))
+        let runs = |kind: ControllerKind| kinds.contains(&kind);
+        // One Subscription cache for the CSV controller (spec.config), the Subscription
+        // controller and the Operator controller.
+        let subscriptions = (runs(ControllerKind::Csv) || runs(ControllerKind::Subscription) || runs(ControllerKind::Operator))
             .then(|| caches.watch(Api::<olm_api::v1alpha1::subscription::Subscription>::all(client.clone()), watcher::Config::default()));
+        // One InstallPlan cache for the catalog operator's controllers and the Operator controller.
+        let plans = (runs(ControllerKind::Subscription) || runs(ControllerKind::InstallPlan) || runs(ControllerKind::CatalogSource) || runs(ControllerKind::Operator))
+            .then(|| {
+                caches.watch_trimmed(
+                    Api::<olm_api::v1alpha1::install_plan::InstallPlan>::all(client.clone()),
+                    watcher::Config::default(),
+                    crate::catalog_operator::trim_finished_plan,
+                )
+            });
+        // What the CSV controller reads and the Operator controller lists components from.
+        let csv_caches = (runs(ControllerKind::Csv) || runs(ControllerKind::Operator)).then(|| CsvCaches::watch(&mut caches, &client));
 
         if kinds.contains(&ControllerKind::OperatorGroup) {
             let state = operatorgroup::OgState {
@@ -200,7 +223,7 @@ impl Manager {
             ));
             tasks.push(tokio::spawn(operatorgroup::run(ctx, shutdown.signal())));
         }
-        if kinds.contains(&ControllerKind::Csv) {
+        if let (true, Some(shared)) = (runs(ControllerKind::Csv), &csv_caches) {
             let olm_configs = caches.watch(Api::<OLMConfig>::all(client.clone()), watcher::Config::default());
             // The OLMConfig status reports on the copies the CSV controller makes, so it runs with it.
             let olm_config_state = crate::olmconfig::OlmConfigState {
@@ -219,25 +242,14 @@ impl Manager {
             let state = csv::CsvState {
                 csvs: csvs.clone(),
                 groups: groups.clone(),
-                crds: caches.watch_trimmed(
-                    Api::<CustomResourceDefinition>::all(client.clone()),
-                    watcher::Config::default(),
-                    csv::reconcile::trim_cached_crd,
-                ),
+                crds: shared.crds.clone(),
                 service_accounts: service_accounts.clone(),
-                deployments: caches.watch_trimmed(
-                    Api::<Deployment>::all(client.clone()),
-                    watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
-                    csv::deployment::trim_cached_deployment,
-                ),
+                deployments: shared.deployments.clone(),
                 verified_specs: csv::deployment::VerifiedSpecs::default(),
                 namespaces: namespaces.clone(),
                 cluster_roles: cluster_roles.clone(),
                 olm_configs: olm_configs.clone(),
-                operator_conditions: caches.watch(
-                    Api::<olm_api::v2::OperatorCondition>::all(client.clone()),
-                    watcher::Config::default(),
-                ),
+                operator_conditions: shared.operator_conditions.clone(),
                 subscriptions: match &subscriptions {
                     Some(subscriptions) => subscriptions.clone(),
                     None => caches.watch(
@@ -245,10 +257,7 @@ impl Manager {
                         watcher::Config::default(),
                     ),
                 },
-                api_services: caches.watch(
-                    Api::<k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>::all(client.clone()),
-                    watcher::Config::default(),
-                ),
+                api_services: shared.api_services.clone(),
                 validating_webhooks: caches.watch(
                     Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(client.clone()),
                     watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
@@ -270,6 +279,29 @@ impl Manager {
             let ctx = Arc::new(ControllerContext::new((crate::FIELD_MANAGER_PREFIX, csv::NAME), client.clone(), metrics.clone(), leadership.clone(), state));
             tasks.push(tokio::spawn(csv::run(ctx, shutdown.signal())));
         }
+        if let (true, Some(shared), Some(subscriptions), Some(plans)) = (runs(ControllerKind::Operator), &csv_caches, &subscriptions, &plans) {
+            let state = crate::operator::OperatorState {
+                operators: caches.watch(Api::<olm_api::v1::operator::Operator>::all(client.clone()), watcher::Config::default()),
+                sources: Arc::new(component_sources(&mut caches, &client, ComponentCaches {
+                    namespaces: &namespaces,
+                    service_accounts: &service_accounts,
+                    csvs: &csvs,
+                    subscriptions,
+                    plans,
+                    shared,
+                })),
+                subscriptions: subscriptions.clone(),
+                csvs: csvs.clone(),
+            };
+            let ctx = Arc::new(ControllerContext::new(
+                (crate::FIELD_MANAGER_PREFIX, crate::operator::NAME),
+                client.clone(),
+                metrics.clone(),
+                leadership.clone(),
+                state,
+            ));
+            tasks.push(tokio::spawn(crate::operator::run(ctx, shutdown.signal())));
+        }
         tasks.extend(crate::catalog_operator::start(
             &mut caches,
             crate::catalog_operator::Shared {
@@ -281,6 +313,7 @@ impl Manager {
                 csvs: &csvs,
                 groups: &groups,
                 subscriptions: subscriptions.as_ref(),
+                plans: plans.as_ref(),
                 images: &config.images,
             },
             crate::catalog_operator::Selection {
@@ -354,4 +387,92 @@ impl Manager {
         drop(caches);
         tracing::info!("controllers stopped");
     }
+}
+
+/// The caches the CSV controller reads that the Operator controller lists components from too.
+struct CsvCaches {
+    crds: Cache<CustomResourceDefinition>,
+    deployments: Cache<Deployment>,
+    operator_conditions: Cache<olm_api::v2::OperatorCondition>,
+    api_services: Cache<APIService>,
+}
+
+impl CsvCaches {
+    fn watch(caches: &mut Caches, client: &Client) -> Self {
+        CsvCaches {
+            crds: caches.watch_trimmed(
+                Api::<CustomResourceDefinition>::all(client.clone()),
+                watcher::Config::default(),
+                csv::reconcile::trim_cached_crd,
+            ),
+            deployments: caches.watch_trimmed(
+                Api::<Deployment>::all(client.clone()),
+                watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
+                csv::deployment::trim_cached_deployment,
+            ),
+            operator_conditions: caches.watch(Api::<olm_api::v2::OperatorCondition>::all(client.clone()), watcher::Config::default()),
+            api_services: caches.watch(Api::<APIService>::all(client.clone()), watcher::Config::default()),
+        }
+    }
+}
+
+/// The process's caches an Operator's components are listed from.
+struct ComponentCaches<'a> {
+    namespaces: &'a Cache<Namespace>,
+    service_accounts: &'a Cache<ServiceAccount>,
+    csvs: &'a Cache<ClusterServiceVersion>,
+    subscriptions: &'a Cache<Subscription>,
+    plans: &'a Cache<InstallPlan>,
+    shared: &'a CsvCaches,
+}
+
+/// Where the Operator controller finds components: upstream's kinds. Kinds OLM already caches
+/// whole are read from those caches (with their conditions); the others are watched for
+/// their metadata only, which is all a component reference needs.
+fn component_sources(caches: &mut Caches, client: &Client, from: ComponentCaches<'_>) -> Vec<Box<dyn ComponentSource>> {
+    use crate::operator::components::{Source, conditions_from, csv_conditions};
+    fn metadata<K>(caches: &mut Caches, client: &Client) -> Box<dyn ComponentSource>
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    {
+        // Only the metadata, and of that only what a reference reads.
+        let cache = caches.watch_trimmed(Api::<PartialObjectMeta<K>>::all(client.clone()), watcher::Config::default(), |obj| {
+            obj.metadata.annotations = None;
+            obj.metadata.owner_references = None;
+            obj.metadata.finalizers = None;
+        });
+        Box::new(Source::new(cache))
+    }
+    vec![
+        Box::new(Source::with_conditions(from.namespaces.clone(), |ns| {
+            conditions_from(ns.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        })),
+        Box::new(Source::new(from.service_accounts.clone())),
+        Box::new(Source::with_conditions(from.csvs.clone(), csv_conditions).skipping(ClusterServiceVersion::is_copied)),
+        Box::new(Source::with_conditions(from.subscriptions.clone(), |sub| {
+            conditions_from(sub.status.as_ref().map(|s| &s.conditions))
+        })),
+        Box::new(Source::with_conditions(from.plans.clone(), |plan| {
+            conditions_from(plan.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        })),
+        Box::new(Source::with_conditions(from.shared.operator_conditions.clone(), |condition| {
+            conditions_from(condition.status.as_ref().map(|s| &s.conditions))
+        })),
+        Box::new(Source::with_conditions(from.shared.crds.clone(), |crd| {
+            conditions_from(crd.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        })),
+        Box::new(Source::with_conditions(from.shared.api_services.clone(), |api| {
+            conditions_from(api.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        })),
+        Box::new(Source::with_conditions(from.shared.deployments.clone(), |deployment| {
+            conditions_from(deployment.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        })),
+        metadata::<k8s_openapi::api::core::v1::Service>(caches, client),
+        metadata::<k8s_openapi::api::core::v1::ConfigMap>(caches, client),
+        metadata::<k8s_openapi::api::core::v1::Secret>(caches, client),
+        metadata::<k8s_openapi::api::rbac::v1::Role>(caches, client),
+        metadata::<k8s_openapi::api::rbac::v1::RoleBinding>(caches, client),
+        metadata::<ClusterRole>(caches, client),
+        metadata::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(caches, client),
+    ]
 }

@@ -60,6 +60,20 @@ pub fn owner_labels(csv: &ClusterServiceVersion) -> BTreeMap<String, String> {
     owner_labels_of(&csv.name_any(), &csv.namespace().unwrap_or_default(), &ClusterServiceVersion::kind(&()))
 }
 
+/// The Operator component labels of `csv` (`operators.coreos.com/<operator>`, set by its
+/// InstallPlan step). What OLM creates for a CSV carries them too, so that it is a component of
+/// the same Operators; a copied CSV has none (upstream's Operator never lists copies).
+pub fn component_labels(csv: &ClusterServiceVersion) -> BTreeMap<String, String> {
+    if csv.is_copied() {
+        return BTreeMap::new();
+    }
+    csv.labels()
+        .iter()
+        .filter(|(key, _)| keys::component_of([*key]).next().is_some())
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
 /// Whether `labels` name `csv` as owner.
 pub fn owned_by(labels: &BTreeMap<String, String>, csv: &ClusterServiceVersion) -> bool {
     owner_labels(csv).iter().all(|(k, v)| labels.get(k) == Some(v))

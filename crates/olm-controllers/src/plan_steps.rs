@@ -16,6 +16,9 @@ pub struct StepSource {
     pub catalog: String,
     /// CatalogSource namespace.
     pub catalog_namespace: String,
+    /// The label making every object of the bundle a component of its Operator
+    /// (`operators.coreos.com/<package>.<namespace>`, see `olm_api::keys::operator_component_label`).
+    pub component_label: Option<String>,
 }
 
 /// Kubernetes names are at most this long.
@@ -58,6 +61,23 @@ fn split_api_version(api_version: &str) -> (String, String) {
 }
 
 fn step(resolving: &str, source: &StepSource, object: &Value) -> Step {
+    let mut labelled;
+    let object = match &source.component_label {
+        Some(label) if object.get("metadata").is_some_and(Value::is_object) => {
+            labelled = object.clone();
+            if let Some(metadata) = labelled.get_mut("metadata").and_then(Value::as_object_mut) {
+                let labels = metadata.entry("labels").or_insert_with(|| json!({}));
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                if let Some(labels) = labels.as_object_mut() {
+                    labels.insert(label.clone(), json!(""));
+                }
+            }
+            &labelled
+        }
+        _ => object,
+    };
     let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
     let name = object
@@ -303,8 +323,19 @@ mod tests {
         let source = StepSource {
             catalog: "community".into(),
             catalog_namespace: "olm".into(),
+            component_label: Some("operators.coreos.com/etcd.team-a".into()),
         };
         let steps = bundle_steps(&bundle(), &source, "team-a", None).expect("steps");
+        for step in &steps {
+            let object: Value = serde_json::from_str(step.resource.manifest.as_deref().unwrap_or_default()).expect("json");
+            assert_eq!(
+                object.pointer("/metadata/labels/operators.coreos.com~1etcd.team-a"),
+                Some(&json!("")),
+                "{} {} is a component of the Operator etcd.team-a",
+                step.resource.kind,
+                step.resource.name
+            );
+        }
         let kinds: Vec<_> = steps.iter().map(|s| s.resource.kind.as_str()).collect();
         assert_eq!(
             kinds,
@@ -361,6 +392,7 @@ mod tests {
         let source = StepSource {
             catalog: "c".into(),
             catalog_namespace: "n".into(),
+            component_label: None,
         };
         let err = bundle_steps(&b, &source, "ns", None).unwrap_err();
         assert!(err.contains("etcdoperator.v0.9.4"), "{err}");
@@ -371,6 +403,7 @@ mod tests {
         let source = StepSource {
             catalog: "community".into(),
             catalog_namespace: "olm".into(),
+            component_label: None,
         };
         let replaces_of = |steps: &[Step]| -> Option<String> {
             let csv: Value = serde_json::from_str(steps[0].resource.manifest.as_deref()?).ok()?;

@@ -216,6 +216,7 @@ pub fn from_secret(secret: &Secret) -> Option<ServingCert> {
 
 pub(super) fn meta(csv: &ClusterServiceVersion, name: &str, namespaced: bool) -> ObjectMeta {
     let mut labels = owner_labels(csv);
+    labels.extend(crate::metadata::component_labels(csv));
     labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
     ObjectMeta {
         name: Some(name.to_owned()),

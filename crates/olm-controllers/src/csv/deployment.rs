@@ -159,6 +159,7 @@ pub fn desired_deployment(
 
     let mut labels = entry.label.clone().unwrap_or_default();
     labels.extend(owner_labels(csv));
+    labels.extend(crate::metadata::component_labels(csv));
     labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
     let hash = hash_json(&serde_json::to_value(&spec).unwrap_or(Value::Null));
     labels.insert(keys::DEPLOYMENT_SPEC_HASH_LABEL.to_owned(), hash);

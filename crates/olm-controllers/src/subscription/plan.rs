@@ -57,6 +57,7 @@ pub fn install_plan(
         let source = StepSource {
             catalog: bundle.catalog.name.clone(),
             catalog_namespace: bundle.catalog.namespace.clone(),
+            component_label: olm_api::keys::operator_component_label(&olm_api::keys::operator_name(&bundle.package, &namespace)),
         };
         let rollback_of = super::rollback::rollback_from(sub, &[bundle]);
         match bundle_steps(fetched, &source, &namespace, bundle.replaces.as_deref()) {
@@ -230,10 +231,17 @@ fn plan_object(sub: &Subscription, bundles: &[&Selected], generation: i64) -> In
     let approval = sub.spec.approval();
     let approved = approval == Approval::Automatic || starting_csv_auto_approved(sub, bundles) || automatic_rollback(sub, bundles);
     let name = plan_name(sub, bundles);
+    // The plan is a component of the Operator of every package it installs.
+    let labels = bundles
+        .iter()
+        .filter_map(|b| olm_api::keys::operator_component_label(&olm_api::keys::operator_name(&b.package, &namespace)))
+        .map(|label| (label, String::new()))
+        .collect::<std::collections::BTreeMap<_, _>>();
     InstallPlan {
         metadata: ObjectMeta {
             name: Some(name),
             namespace: Some(namespace.clone()),
+            labels: (!labels.is_empty()).then_some(labels),
             owner_references: Some(vec![OwnerReference {
                 api_version: "operators.coreos.com/v1alpha1".into(),
                 kind: "Subscription".into(),

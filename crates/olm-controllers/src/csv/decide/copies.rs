@@ -18,6 +18,8 @@ use crate::metadata::is_copiable;
 pub fn copy_of(csv: &ClusterServiceVersion, namespace: &str, status: &ClusterServiceVersionStatus) -> ClusterServiceVersion {
     let own_ns = csv.namespace().unwrap_or_default();
     let mut labels = csv.labels().clone();
+    // A copy is no component of the operator's Operator (upstream disowns copies).
+    labels.retain(|key, _| keys::component_of([key]).next().is_none());
     labels.insert(keys::COPIED_FROM_LABEL.to_owned(), own_ns.clone());
     let mut annotations = csv.annotations().clone();
     annotations.remove(keys::TARGET_NAMESPACES_ANNOTATION);

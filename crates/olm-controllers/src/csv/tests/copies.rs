@@ -156,6 +156,22 @@ fn a_copy_in_an_explicit_target_carries_the_operator_rbac() {
     assert_eq!(binding.role_ref.name, "etcd-role");
 }
 
+/// A copy is no component of its operator's Operator (upstream's Operator never lists copies):
+/// the original's `operators.coreos.com/<operator>` label is not copied, its other labels are.
+#[test]
+fn a_copy_does_not_carry_the_operator_component_label() {
+    use crate::csv::decide::copy_of;
+    let mut original = with_phase(etcd(), CsvPhase::Succeeded, CsvReason::InstallSucceeded);
+    let labels = original.metadata.labels.get_or_insert_with(Default::default);
+    labels.insert("operators.coreos.com/etcd.operators".into(), String::new());
+    labels.insert("team".into(), "storage".into());
+    let copy = copy_of(&original, "team-a", &original.status.clone().unwrap_or_default());
+    assert!(!copy.labels().contains_key("operators.coreos.com/etcd.operators"), "{:?}", copy.labels());
+    assert_eq!(copy.labels().get("team").map(String::as_str), Some("storage"));
+    assert!(crate::metadata::component_labels(&copy).is_empty());
+    assert_eq!(crate::metadata::component_labels(&original).len(), 1);
+}
+
 /// A copy is compared through its hash annotations, so the cache can keep it without its spec:
 /// a trimmed copy of the same original is current, one of a changed original or status is not.
 #[test]

@@ -1,0 +1,236 @@
+//! The Operator controller (`operators.coreos.com/v1` Operator, cluster-scoped), as upstream's:
+//! an Operator `<package>.<namespace>` gathers every object labelled
+//! `operators.coreos.com/<package>.<namespace>` — its Subscription, InstallPlans, CSV, CRDs,
+//! ServiceAccounts, RBAC, Deployments, and anything a user labels so — and lists them with
+//! their conditions in `status.components`, so that `kubectl get operators` shows what is
+//! installed and `kubectl get operator X -o yaml` what belongs to it.
+//!
+//! Objects get the label where they are made: InstallPlan steps label every object of a bundle
+//! (`plan_steps`), the Subscription controller its InstallPlans, and the CSV controller what
+//! it creates for a labelled CSV. This controller only labels what a user made: the
+//! Subscription, and the CSV it installed when that CSV has no label (an install made before
+//! OLM labelled). An Operator is created when something is labelled for it; deleted while
+//! components remain, it comes back (upstream's behaviour); deleted once none remain, it
+//! stays deleted.
+
+pub mod components;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{FutureExt as _, StreamExt as _};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+use olm_api::keys;
+use olm_api::v1::operator::{Operator, OperatorSpec};
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v1alpha1::subscription::Subscription;
+use serde_json::json;
+use tracing::instrument;
+
+use olm_runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
+
+use components::{ComponentSource, desired_status};
+
+/// Controller name: metric label, field manager `olm/operator`.
+pub const NAME: &str = "operator";
+
+/// How often every labelled object is checked for a missing Operator or label (what a failed
+/// create or patch left behind is retried then).
+const SWEEP: Duration = Duration::from_secs(60);
+
+/// The caches the Operator controller reads.
+#[derive(Clone)]
+pub struct OperatorState {
+    /// Every Operator.
+    pub operators: Cache<Operator>,
+    /// Where components are found, one source per kind.
+    pub sources: Arc<Vec<Box<dyn ComponentSource>>>,
+    /// Every Subscription (labelled for its Operator here).
+    pub subscriptions: Cache<Subscription>,
+    /// Every CSV (the installed CSV of a Subscription is labelled when it has no label).
+    pub csvs: Cache<ClusterServiceVersion>,
+}
+
+impl OperatorState {
+    fn has_components(&self, label: &str) -> bool {
+        self.sources.iter().any(|source| source.has(label))
+    }
+}
+
+#[instrument(skip_all, fields(kind = "Operator", namespace = "", name = %operator.name_any()))]
+async fn reconcile(operator: Arc<Operator>, ctx: Arc<ControllerContext<OperatorState>>) -> Result<Action> {
+    if operator.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let Some(label) = keys::operator_component_label(&operator.name_any()) else {
+        return Ok(Action::await_change());
+    };
+    let refs = ctx.state.sources.iter().flat_map(|source| source.refs(&label)).collect();
+    let status = desired_status(&label, refs);
+    if operator.status.as_ref() != Some(&status) {
+        ctx.status.apply_cluster(operator.as_ref(), &status).await?;
+    }
+    Ok(Action::await_change())
+}
+
+/// Create the Operator `name` when something is labelled for it and it does not exist.
+async fn ensure_operator(ctx: &ControllerContext<OperatorState>, name: &str) {
+    let state = &ctx.state;
+    if state.operators.get(None, name).is_some() {
+        return;
+    }
+    let Some(label) = keys::operator_component_label(name) else {
+        return;
+    };
+    if !state.has_components(&label) {
+        return;
+    }
+    let params = PostParams {
+        field_manager: Some(ctx.field_manager()),
+        ..Default::default()
+    };
+    match Api::<Operator>::all(ctx.client.clone()).create(&params, &Operator::new(name, OperatorSpec {})).await {
+        Ok(_) => tracing::info!(operator = name, "created the Operator of labelled components"),
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        // A hand-made label whose name is no valid object name: nothing to create, ever.
+        Err(kube::Error::Api(status)) if status.code == 422 => {
+            tracing::debug!(operator = name, reason = %status.message, "labelled components name no valid Operator");
+        }
+        Err(err) => tracing::warn!(operator = name, error = %Error::api(format!("create the Operator {name}"), err), "retried within a minute"),
+    }
+}
+
+/// Label `obj` (a Subscription, or the CSV it installed) for the Operator `label` names.
+async fn adopt<K>(ctx: &ControllerContext<OperatorState>, obj: &K, label: &str)
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    if obj.labels().contains_key(label) || obj.meta().deletion_timestamp.is_some() {
+        return;
+    }
+    let namespace = obj.namespace().unwrap_or_default();
+    let patch = json!({"metadata": {"labels": {label: ""}}});
+    let params = PatchParams {
+        field_manager: Some(ctx.field_manager()),
+        ..Default::default()
+    };
+    if let Err(err) = Api::<K>::namespaced(ctx.client.clone(), &namespace).patch(&obj.name_any(), &params, &Patch::Merge(&patch)).await {
+        let what = format!("label {} {namespace}/{} for its Operator", K::kind(&()), obj.name_any());
+        tracing::warn!(error = %Error::api(what, err), "retried within a minute");
+    }
+}
+
+/// Label a Subscription, and the CSV it installed when that has no label, for their Operator.
+async fn adopt_subscription(ctx: &ControllerContext<OperatorState>, sub: &Subscription) {
+    let namespace = sub.namespace().unwrap_or_default();
+    let Some(label) = keys::operator_component_label(&keys::operator_name(&sub.spec.name, &namespace)) else {
+        return;
+    };
+    adopt(ctx, sub, &label).await;
+    let installed = sub.status.as_ref().and_then(|s| s.installed_csv.as_deref()).filter(|name| !name.is_empty());
+    if let Some(csv) = installed.and_then(|name| ctx.state.csvs.get(Some(&namespace), name))
+        && !csv.is_copied()
+        && keys::component_of(csv.labels().keys()).next().is_none()
+    {
+        adopt(ctx, csv.as_ref(), &label).await;
+    }
+}
+
+/// What changes on the cluster asks of the Operators besides their status: an Operator for
+/// newly labelled components (or one deleted while components remain), a label on every
+/// Subscription. Runs while leading; a sweep every [`SWEEP`] retries what failed.
+async fn keep_operators(
+    ctx: Arc<ControllerContext<OperatorState>>,
+    names: impl futures::Stream<Item = String> + Unpin,
+    subscriptions: impl futures::Stream<Item = Arc<Subscription>> + Unpin,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    enum Work {
+        Operator(String),
+        Subscription(Arc<Subscription>),
+        Sweep,
+    }
+    let state = ctx.state.clone();
+    for source in state.sources.iter() {
+        source.synced().await;
+    }
+    state.operators.synced().await;
+    state.subscriptions.synced().await;
+    let mut work = std::pin::pin!(futures::stream::select(
+        futures::stream::select(names.map(Work::Operator), subscriptions.map(Work::Subscription)),
+        ticks(SWEEP).map(|()| Work::Sweep),
+    )
+    .take_until(shutdown));
+    while let Some(item) = work.next().await {
+        if !ctx.leadership.is_leader() {
+            continue;
+        }
+        match item {
+            Work::Operator(name) => ensure_operator(&ctx, &name).await,
+            Work::Subscription(sub) => adopt_subscription(&ctx, &sub).await,
+            Work::Sweep => {
+                let names: BTreeSet<String> = state.sources.iter().flat_map(|source| source.operators()).collect();
+                for name in names {
+                    ensure_operator(&ctx, &name).await;
+                }
+                for sub in state.subscriptions.list() {
+                    adopt_subscription(&ctx, &sub).await;
+                }
+            }
+        }
+    }
+}
+
+/// A tick every `period`, the first one a period from now.
+fn ticks(period: Duration) -> impl futures::Stream<Item = ()> {
+    futures::stream::unfold(None, move |interval: Option<tokio::time::Interval>| async move {
+        let mut interval = interval.unwrap_or_else(|| tokio::time::interval_at(tokio::time::Instant::now() + period, period));
+        interval.tick().await;
+        Some(((), Some(interval)))
+    })
+}
+
+/// Build the Operator controller; it subscribes to the caches now (call this before the caches
+/// start) and runs, once every cache it reads has synced, until `shutdown` resolves.
+pub fn run(
+    ctx: Arc<ControllerContext<OperatorState>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let shutdown = shutdown.shared();
+    let state = ctx.state.clone();
+    let changed = futures::stream::select_all(state.sources.iter().map(|source| source.changes()));
+    let controller = Controller::for_shared_stream(state.operators.subscribe(), state.operators.store().clone())
+        .with_config(olm_runtime::controller::controller_config())
+        .reconcile_on(changed.map(|name| ObjectRef::<Operator>::new(&name)))
+        .reconcile_all_on(ctx.leadership.gained())
+        .graceful_shutdown_on(shutdown.clone());
+    // Subscribed now, before the caches start, so that the first list is seen too.
+    let names = futures::stream::select_all(
+        state
+            .sources
+            .iter()
+            .map(|source| source.changes())
+            .chain([state.operators.subscribe().map(|op| op.name_any()).boxed()]),
+    );
+    let keeper = keep_operators(ctx.clone(), names, state.subscriptions.subscribe().boxed(), shutdown);
+    async move {
+        state.operators.synced().await;
+        for source in state.sources.iter() {
+            source.synced().await;
+        }
+        let statuses = controller
+            .run(|operator, ctx| guarded(operator, ctx, reconcile), error_policy, ctx)
+            .for_each(|_| futures::future::ready(()));
+        futures::join!(statuses, keeper);
+    }
+}
+
+#[cfg(test)]
+mod tests;

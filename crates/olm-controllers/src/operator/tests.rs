@@ -1,0 +1,92 @@
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use olm_api::common::ConditionStatus;
+use olm_api::v1::operator::RichReference;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason};
+use serde_json::json;
+
+use super::components::{conditions_from, csv_conditions, desired_status};
+
+fn reference(kind: &str, api_version: &str, namespace: Option<&str>, name: &str) -> RichReference {
+    RichReference {
+        object: ObjectReference {
+            kind: Some(kind.into()),
+            api_version: Some(api_version.into()),
+            namespace: namespace.map(Into::into),
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        conditions: None,
+    }
+}
+
+#[test]
+fn the_status_selects_by_label_and_sorts_references_as_upstream() {
+    let status = desired_status(
+        "operators.coreos.com/etcd.team-a",
+        vec![
+            reference("ServiceAccount", "v1", Some("team-a"), "etcd-operator"),
+            reference("ClusterServiceVersion", "operators.coreos.com/v1alpha1", Some("team-a"), "etcdoperator.v0.9.4"),
+            reference("CustomResourceDefinition", "apiextensions.k8s.io/v1", None, "etcdclusters.etcd.database.coreos.com"),
+            reference("CustomResourceDefinition", "apiextensions.k8s.io/v1", None, "etcdbackups.etcd.database.coreos.com"),
+        ],
+    );
+    let value = serde_json::to_value(&status).expect("json");
+    assert_eq!(
+        value.pointer("/components/labelSelector"),
+        Some(&json!({"matchExpressions": [{"key": "operators.coreos.com/etcd.team-a", "operator": "Exists"}]}))
+    );
+    let names: Vec<&str> = value
+        .pointer("/components/refs")
+        .and_then(|r| r.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("name").and_then(|n| n.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        ["etcdoperator.v0.9.4", "etcdbackups.etcd.database.coreos.com", "etcdclusters.etcd.database.coreos.com", "etcd-operator"]
+    );
+    let empty = serde_json::to_value(desired_status("operators.coreos.com/x.y", vec![])).expect("json");
+    assert_eq!(empty.pointer("/components/refs"), None, "no components: no refs, the selector stays");
+}
+
+#[test]
+fn a_csv_shows_its_phase_as_its_condition() {
+    let at = Time(Timestamp::from_second(1_800_000_000).unwrap_or(Timestamp::UNIX_EPOCH));
+    let mut csv = ClusterServiceVersion::new("etcdoperator.v0.9.4", Default::default());
+    assert_eq!(csv_conditions(&csv), None, "no status yet");
+    csv.status = Some(ClusterServiceVersionStatus {
+        phase: Some(CsvPhase::Succeeded),
+        reason: Some(CsvReason::InstallSucceeded),
+        message: Some("install strategy completed with no errors".into()),
+        last_transition_time: Some(at.clone()),
+        ..Default::default()
+    });
+    let conditions = csv_conditions(&csv).expect("a condition");
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0].type_, "Succeeded");
+    assert_eq!(conditions[0].status, ConditionStatus::True);
+    assert_eq!(conditions[0].reason.as_deref(), Some("InstallSucceeded"));
+    assert_eq!(conditions[0].message.as_deref(), Some("install strategy completed with no errors"));
+    assert_eq!(conditions[0].last_transition_time, Some(at));
+}
+
+#[test]
+fn conditions_of_any_kind_are_read_by_name() {
+    let deployment_conditions = json!([
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "ok",
+         "lastUpdateTime": "2026-11-27T10:00:00Z", "lastTransitionTime": "2026-11-27T10:00:00Z"},
+        {"type": "Progressing", "status": "maybe"},
+        {"status": "True"}
+    ]);
+    let conditions = conditions_from(Some(&deployment_conditions)).expect("conditions");
+    assert_eq!(conditions.len(), 2, "a condition without a type is left out: {conditions:?}");
+    assert_eq!(conditions[0].type_, "Available");
+    assert_eq!(conditions[1].status, ConditionStatus::Other("maybe".into()), "an odd status is shown as it is");
+    assert_eq!(conditions[0].reason.as_deref(), Some("MinimumReplicasAvailable"));
+    assert!(conditions[0].last_update_time.is_some());
+    assert_eq!(conditions_from::<serde_json::Value>(None), None);
+    assert_eq!(conditions_from(Some(&json!([]))), None);
+}

@@ -1,0 +1,152 @@
+//! The Operator API (`operators.coreos.com/v1` Operator) on the real control plane: after a
+//! Subscription installs the real etcd bundle, `kubectl get operators` lists `etcd.<namespace>`
+//! and its `status.components` names what belongs to it — the Subscription, its InstallPlan,
+//! the CSV (with its phase as condition), the CRDs, the ServiceAccount, the RBAC and the
+//! Deployment. What a user labels joins and leaves it; a deleted Operator whose components
+//! remain comes back, as upstream's does.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use olm_api::v1::operator::Operator;
+use olm_api::v1alpha1::subscription::Subscription;
+use olm_e2e::controllers::{self, create_from_yaml, etcd_catalog_server};
+use olm_testkit::TestNamespace;
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+const OBJECTS: &[&str] = &["operators", "subscriptions", "installplans", "csvs"];
+
+/// `(kind, namespace, name)` of every component the Operator lists.
+fn components(operator: &Operator) -> Vec<(String, String, String)> {
+    operator
+        .status
+        .as_ref()
+        .and_then(|s| s.components.as_ref())
+        .and_then(|c| c.refs.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r.object.kind.clone().unwrap_or_default(),
+                r.object.namespace.clone().unwrap_or_default(),
+                r.object.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Wait until the Operator `name` exists and `check` accepts it.
+async fn operator_where(ns: &TestNamespace, name: &str, what: &str, check: impl Fn(&Operator) -> bool) -> anyhow::Result<Operator> {
+    let api: Api<Operator> = Api::all(ns.cluster().client());
+    let check = &check;
+    Ok(ns.wait_for(&format!("Operator {name}: {what}"), TIMEOUT, OBJECTS, || {
+        let api = api.clone();
+        async move {
+            let operator = api.get_opt(name).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(operator.filter(|o| check(o)))
+        }
+    })
+    .await?)
+}
+
+fn lists(operator: &Operator, kind: &str, namespace: &str, name: &str) -> bool {
+    components(operator).iter().any(|(k, n, m)| k == kind && n == namespace && m == name)
+}
+
+#[tokio::test]
+async fn an_installed_operator_lists_its_components() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let server = etcd_catalog_server(true).await?;
+    let ns = cluster.namespace("operator-api").await?;
+    let namespace = ns.name().to_owned();
+    let address = server.grpc_addrs.get("community").context("gRPC address of community")?.to_string();
+    create_from_yaml(
+        &ns,
+        &format!("apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:\n  targetNamespaces: [{namespace}]\n"),
+    )
+    .await?;
+    create_from_yaml(
+        &ns,
+        &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: community\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n"),
+    )
+    .await?;
+    create_from_yaml(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {namespace}\n  name: etcd\n  channel: singlenamespace-alpha\n  installPlanApproval: Automatic\n"
+        ),
+    )
+    .await?;
+    controllers::wait_csv_succeeded(&ns, "etcdoperator.v0.9.4", TIMEOUT, OBJECTS).await?;
+    let sub: Subscription = ns.api().get("etcd").await?;
+    let plan = sub.status.as_ref().and_then(|s| s.install_plan_ref.as_ref()).context("the Subscription names its plan")?.name.clone().unwrap_or_default();
+
+    // The Operator of the package in this namespace, with what belongs to it.
+    let name = format!("etcd.{namespace}");
+    let expected = [
+        ("Subscription", namespace.as_str(), "etcd"),
+        ("InstallPlan", namespace.as_str(), plan.as_str()),
+        ("ClusterServiceVersion", namespace.as_str(), "etcdoperator.v0.9.4"),
+        ("ServiceAccount", namespace.as_str(), "etcd-operator"),
+        ("Deployment", namespace.as_str(), "etcd-operator"),
+        ("CustomResourceDefinition", "", "etcdclusters.etcd.database.coreos.com"),
+        ("CustomResourceDefinition", "", "etcdbackups.etcd.database.coreos.com"),
+        ("CustomResourceDefinition", "", "etcdrestores.etcd.database.coreos.com"),
+    ];
+    let operator = operator_where(&ns, &name, "lists the Subscription, plan, CSV, CRDs, ServiceAccount and Deployment", |op| {
+        expected.iter().all(|(kind, ns, n)| lists(op, kind, ns, n)) && lists_kind(op, "Role") && lists_kind(op, "RoleBinding")
+    })
+    .await?;
+    let selector = serde_json::to_value(operator.status.as_ref().and_then(|s| s.components.as_ref()).and_then(|c| c.label_selector.as_ref()))?;
+    assert_eq!(selector, json!({"matchExpressions": [{"key": format!("operators.coreos.com/{name}"), "operator": "Exists"}]}));
+    let csv_ref = operator
+        .status
+        .as_ref()
+        .and_then(|s| s.components.as_ref())
+        .and_then(|c| c.refs.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|r| r.object.kind.as_deref() == Some("ClusterServiceVersion"))
+        .context("the CSV is listed")?;
+    let phase = csv_ref.conditions.iter().flatten().map(|c| c.type_.as_str()).collect::<Vec<_>>();
+    assert_eq!(phase, ["Succeeded"], "the CSV's phase is its condition");
+    assert_eq!(csv_ref.object.api_version.as_deref(), Some("operators.coreos.com/v1alpha1"));
+
+    // `kubectl get operators` lists it.
+    let listed = cluster.kubectl(&["get", "operators"]).await?.stdout;
+    assert!(listed.contains(&name), "kubectl get operators:\n{listed}");
+
+    // A ServiceAccount a user labels joins the Operator, and leaves it when unlabelled.
+    let label = format!("operators.coreos.com/{name}");
+    let accounts: Api<ServiceAccount> = ns.api();
+    let mut helper = ServiceAccount::default();
+    helper.metadata.name = Some("helper".into());
+    helper.metadata.labels = Some([(label.clone(), String::new())].into());
+    accounts.create(&PostParams::default(), &helper).await?;
+    operator_where(&ns, &name, "lists the labelled ServiceAccount helper", |op| lists(op, "ServiceAccount", &namespace, "helper")).await?;
+    accounts
+        .patch("helper", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {label.as_str(): null}}})))
+        .await?;
+    operator_where(&ns, &name, "no longer lists the unlabelled ServiceAccount helper", |op| {
+        !lists(op, "ServiceAccount", &namespace, "helper") && lists(op, "ServiceAccount", &namespace, "etcd-operator")
+    })
+    .await?;
+
+    // Deleted while its components remain, the Operator comes back.
+    let operators: Api<Operator> = Api::all(ns.cluster().client());
+    let uid = operator.uid();
+    operators.delete(&name, &DeleteParams::default()).await?;
+    let again = operator_where(&ns, &name, "created again, with its components", |op| op.uid() != uid && lists(op, "Subscription", &namespace, "etcd")).await?;
+    assert!(again.metadata.deletion_timestamp.is_none());
+
+    ns.cleanup().await?;
+    Ok(())
+}
+
+fn lists_kind(operator: &Operator, kind: &str) -> bool {
+    components(operator).iter().any(|(k, _, _)| k == kind)
+}
