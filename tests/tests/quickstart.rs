@@ -6,6 +6,7 @@
 //!   kubectl get packagemanifest etcd -n olm -o jsonpath='{.status.defaultChannel}'
 //!   kubectl apply -f - (an OperatorGroup and a Subscription for etcd)
 //!   kubectl get csv -n <ns> -w   (until Succeeded)
+//!   kubectl get operators        (the Operator etcd.<ns> lists the CSV)
 //!
 //! plus: the registry `olm dev env` names in OLM_DEV_REGISTRY answers `GET /v2/`, stopping the
 //! package server leaves `kubectl get pods -A` working, `olm dev up` brings it back, `olm dev up`
@@ -181,6 +182,20 @@ spec:
     assert!(paths.contains(&format!("{}/olm/bundles/etcd@sha256:", shell.registry)), "bundle lookups: {paths}");
     let image = shell.ok(&["get", "catalogsource", "community", "-n", "olm", "-o", "jsonpath={.spec.image}"]);
     assert_eq!(image, format!("{}/olm/community-catalog:latest", shell.registry));
+    // The README's `kubectl get operators`: the Operator of the package in that namespace,
+    // listing the CSV among its components.
+    let operator = format!("etcd.{ns}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let listed = shell.ok(&["get", "operators"]);
+        let components = shell.kubectl(&["get", "operator", &operator, "-o", "jsonpath={.status.components.refs[*].name}"], None);
+        let components = String::from_utf8_lossy(&components.stdout).into_owned();
+        if listed.contains(&operator) && components.contains("etcdoperator.v0.9.4") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "kubectl get operators: {listed}\ncomponents of {operator}: {components}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
 
     // The README's upgrade: with startingCSV 0.9.0, OLM installs 0.9.0 and walks the channel to
     // 0.9.4, every bundle pulled from its image.
