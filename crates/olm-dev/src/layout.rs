@@ -12,6 +12,8 @@ pub const ETCD_VERSION: &str = "v3.6.16";
 pub const KWOK_VERSION: &str = "v0.8.0";
 /// CNCF distribution release whose OCI registry (`github.com/distribution/distribution/v3/cmd/registry`) we build.
 pub const REGISTRY_VERSION: &str = "v3.0.0";
+/// Helm, built from the Go module proxy for the tests that render OLM's chart.
+pub const HELM_VERSION: &str = "v3.22.0";
 
 /// cri-tools release whose `crictl` (`sigs.k8s.io/cri-tools/cmd/crictl`) stops a real node's pods
 /// through the CRI when it is taken down.
@@ -293,6 +295,13 @@ impl Layout {
     /// The distribution registry binary.
     pub fn registry(&self) -> PathBuf {
         self.registry_bin_dir().join("registry")
+    }
+    pub fn helm_bin_dir(&self) -> PathBuf {
+        self.bin_dir(&format!("helm-{HELM_VERSION}"))
+    }
+    /// The helm binary.
+    pub fn helm(&self) -> PathBuf {
+        self.helm_bin_dir().join("helm")
     }
     /// Build logs, one per component.
     pub fn build_log(&self, component_dir: &str) -> PathBuf {

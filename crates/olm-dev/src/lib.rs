@@ -23,7 +23,7 @@ mod process;
 pub mod registry;
 mod run;
 
-pub use builder::{ensure_built, ensure_node_built, ensure_registry_built, is_built};
+pub use builder::{ensure_built, ensure_helm_built, ensure_node_built, ensure_registry_built, is_built};
 pub use cluster::{
     ClusterStatus, ComponentStatus, DownReport, UpOptions, UpReport, down, kubectl, status, up, up_with,
 };
@@ -39,7 +39,7 @@ pub use node::{
 };
 pub use layout::{
     COREDNS_VERSION, CRICTL_VERSION, DEFAULT_PORT_BASE, ETCD_VERSION, HostPorts, KUBERNETES_VERSION, KWOK_VERSION, Layout, MAX_PORT_BASE, NODE_NAME,
-    POD_CIDR, Ports, REGISTRY_VERSION, SERVICE_CIDR, parse_port_base,
+    HELM_VERSION, POD_CIDR, Ports, REGISTRY_VERSION, SERVICE_CIDR, parse_port_base,
 };
 pub use process::{ProcessState, process_runs};
 pub use run::{Progress, format_duration};

@@ -22,7 +22,7 @@ use crate::error::{DevError, Result};
 use crate::layout::{Layout, create_dir_all};
 use crate::run::{Progress, describe, format_duration};
 use node_recipes::{CoreDns, Crictl, KubernetesNode};
-use recipes::{Etcd, Kubernetes, Kwok, Registry};
+use recipes::{Etcd, Helm, Kubernetes, Kwok, Registry};
 
 /// Name of the stamp file written into a component's bin directory after its binaries' versions
 /// were checked.
@@ -46,6 +46,11 @@ pub fn ensure_node_built(layout: &Layout, progress: &Progress) -> Result<()> {
 /// no control plane waits for).
 pub fn ensure_registry_built(layout: &Layout, progress: &Progress) -> Result<()> {
     ensure(layout, progress, &[&Registry])
+}
+
+/// Builds helm if it is missing (only the chart's tests need it).
+pub fn ensure_helm_built(layout: &Layout, progress: &Progress) -> Result<()> {
+    ensure(layout, progress, &[&Helm])
 }
 
 /// Builds the missing ones of `components` under the cache's build lock.

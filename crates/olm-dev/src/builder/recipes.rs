@@ -11,7 +11,7 @@ use super::go::{
 use super::{Component, check_version, read_text, write_text};
 use crate::error::{DevError, Result};
 use crate::layout::{
-    ETCD_VERSION, KUBERNETES_VERSION, KWOK_VERSION, Layout, REGISTRY_VERSION, create_dir_all,
+    ETCD_VERSION, HELM_VERSION, KUBERNETES_VERSION, KWOK_VERSION, Layout, REGISTRY_VERSION, create_dir_all,
     staging_version,
 };
 use crate::run::{Progress, format_duration, run_step_with_retry};
@@ -421,6 +421,39 @@ impl Component for Registry {
             "  [1/1] done in {}",
             format_duration(step.elapsed())
         ));
+        Ok(())
+    }
+}
+
+/// Helm, for the tests that render and install OLM's chart (`olm release` writes it).
+pub(super) struct Helm;
+
+const HELM_MODULE: &str = "helm.sh/helm/v3";
+
+impl Component for Helm {
+    fn dir_name(&self) -> String {
+        format!("helm-{HELM_VERSION}")
+    }
+    fn title(&self) -> String {
+        format!("helm {HELM_VERSION}")
+    }
+    fn outputs(&self, layout: &Layout) -> Vec<PathBuf> {
+        vec![layout.helm()]
+    }
+    fn verify(&self, layout: &Layout) -> Result<String> {
+        // `helm version --short` prints `v3.22.0+g<commit>` (or without the commit, unstamped).
+        check_version(&layout.helm(), &["version", "--short"], HELM_VERSION)
+    }
+    fn build(&self, layout: &Layout, progress: &Progress) -> Result<()> {
+        let log = layout.build_log(&self.dir_name());
+        let bin = layout.helm_bin_dir();
+        create_dir_all(&bin)?;
+        let step = Instant::now();
+        progress.say(format!("  [1/1] go install {HELM_MODULE}/cmd/helm@{HELM_VERSION} (cold: 2-4 min on 2 cores)"));
+        // helm's go.mod has no replace directives; the version is stamped as its Makefile does.
+        let ldflags = format!("-s -w -X {HELM_MODULE}/internal/version.version={HELM_VERSION}");
+        go_install(layout, progress, &log, &bin, &ldflags, &format!("{HELM_MODULE}/cmd/helm@{HELM_VERSION}"))?;
+        progress.say(format!("  [1/1] done in {}", format_duration(step.elapsed())));
         Ok(())
     }
 }

@@ -13,6 +13,7 @@ mod dev_in_cluster;
 mod dev_up;
 mod image;
 mod packageserver;
+mod chart;
 mod release;
 mod resolve;
 mod run;

@@ -1,7 +1,8 @@
 //! `olm release --output-dir DIR`: the release pair as upstream ships OLM — `crds.yaml` (every
 //! CRD) and `olm.yaml` (everything else of manifests/, in order, with the image asked for) —
-//! installed with `kubectl apply --server-side -f crds.yaml` and then `-f olm.yaml`. The
-//! manifests are compiled in, so the pair always matches this binary.
+//! installed with `kubectl apply --server-side -f crds.yaml` and then `-f olm.yaml`; and the
+//! same as a Helm chart in `chart/` (`helm install olm DIR/chart`, see `chart`). The manifests
+//! are compiled in, so both always match this binary.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,13 +59,17 @@ pub fn olm_yaml(image: &str) -> String {
 pub fn run(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.output_dir).with_context(|| format!("cannot create {}", args.output_dir.display()))?;
     let crds = olm_api::crds::render_yaml()?;
+    let chart_dir = args.output_dir.join("chart");
+    super::chart::write(&chart_dir, &crds, &args.image)?;
     for (name, text) in [("crds.yaml", crds), ("olm.yaml", olm_yaml(&args.image))] {
         let path = args.output_dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         eprintln!("wrote {}", path.display());
     }
+    eprintln!("wrote the Helm chart {}", chart_dir.display());
     eprintln!(
-        "install: kubectl apply --server-side -f {0}/crds.yaml && kubectl apply --server-side -f {0}/olm.yaml",
+        "install: kubectl apply --server-side -f {0}/crds.yaml && kubectl apply --server-side -f {0}/olm.yaml\n\
+         or:      helm install olm {0}/chart",
         args.output_dir.display()
     );
     Ok(ExitCode::SUCCESS)
