@@ -82,3 +82,51 @@ async fn deleting_a_csv_removes_its_cluster_rbac_before_the_finalizer_is_release
     ns.cleanup().await?;
     Ok(())
 }
+
+/// Cluster RBAC an InstallPlan applied for a CSV after the CSV's own cleanup (its namespace
+/// terminating while the plan ran) has no CSV left to delete it: once the namespace is gone,
+/// OLM deletes the ClusterRoles and bindings owned by CSVs of that namespace, and nothing else.
+#[tokio::test]
+async fn cluster_rbac_left_in_a_deleted_namespace_is_removed() -> anyhow::Result<()> {
+    let (cluster, _admin) = setup().await?;
+    let client = cluster.client();
+    let ns = cluster.namespace("orphaned-rbac").await?;
+    let namespace = ns.name().to_owned();
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let labels = |kind: &str| {
+        json!({keys::OWNER_LABEL: "ghost.v1.0.0", keys::OWNER_NAMESPACE_LABEL: namespace, keys::OWNER_KIND_LABEL: kind})
+    };
+    // As an InstallPlan writes them for a CSV that is already gone, and one of an
+    // OperatorGroup of the same namespace, which is not OLM's CSV cleanup to remove.
+    let orphan = format!("{namespace}-ghost");
+    let kept = format!("{namespace}-group");
+    for (name, kind) in [(&orphan, "ClusterServiceVersion"), (&kept, "OperatorGroup")] {
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels(kind)},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]});
+        roles.create(&Default::default(), &serde_json::from_value(role)?).await?;
+        let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": labels(kind)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": "ghost", "namespace": namespace}]});
+        bindings.create(&Default::default(), &serde_json::from_value(binding)?).await?;
+    }
+    let waiter = cluster.namespace("orphaned-rbac-wait").await?;
+    ns.cleanup().await?;
+    waiter
+        .wait_for("the ghost CSV's ClusterRole and binding to be deleted", TIMEOUT, &["clusterroles", "clusterrolebindings"], || {
+            let (roles, bindings, orphan) = (roles.clone(), bindings.clone(), orphan.clone());
+            async move {
+                let role = roles.get_opt(&orphan).await.map_err(|e| e.to_string())?;
+                let binding = bindings.get_opt(&orphan).await.map_err(|e| e.to_string())?;
+                Ok::<_, String>((role.is_none() && binding.is_none()).then_some(()))
+            }
+        })
+        .await?;
+    assert!(roles.get_opt(&kept).await?.is_some(), "the OperatorGroup's ClusterRole is not OLM's CSV cleanup to delete");
+    roles.delete(&kept, &DeleteParams::default()).await?;
+    bindings.delete(&kept, &DeleteParams::default()).await?;
+    waiter.cleanup().await?;
+    Ok(())
+}

@@ -10,6 +10,7 @@ mod finalizer;
 mod installer;
 pub mod metrics;
 mod observe;
+mod orphans;
 mod permissions;
 pub mod reconcile;
 pub mod requirements;

@@ -264,6 +264,7 @@ pub fn run(
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
     let cleanup = delete_cluster_rbac_of_deleted_csvs(ctx.clone());
+    let orphans = super::orphans::delete_cluster_rbac_of_deleted_namespaces(ctx.clone());
     async move {
         state.csvs.synced().await;
         state.groups.synced().await;
@@ -283,10 +284,11 @@ pub fn run(
         let controller = controller
             .run(|csv, ctx| guarded(csv, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()));
-        // The cleanup loop only ends with the cache; the controller ends on shutdown.
+        // The cleanup loops only end with the caches; the controller ends on shutdown.
         tokio::select! {
             _ = controller => {}
             _ = cleanup => {}
+            _ = orphans => {}
         }
     }
 }
