@@ -23,12 +23,8 @@ const OBJECTS: &[&str] = &["operators", "subscriptions", "installplans", "csvs"]
 /// `(kind, namespace, name)` of every component the Operator lists.
 fn components(operator: &Operator) -> Vec<(String, String, String)> {
     operator
-        .status
-        .as_ref()
-        .and_then(|s| s.components.as_ref())
-        .and_then(|c| c.refs.as_ref())
-        .into_iter()
-        .flatten()
+        .component_refs()
+        .iter()
         .map(|r| {
             (
                 r.object.kind.clone().unwrap_or_default(),
@@ -104,12 +100,8 @@ async fn an_installed_operator_lists_its_components() -> anyhow::Result<()> {
     let selector = serde_json::to_value(operator.status.as_ref().and_then(|s| s.components.as_ref()).and_then(|c| c.label_selector.as_ref()))?;
     assert_eq!(selector, json!({"matchExpressions": [{"key": format!("operators.coreos.com/{name}"), "operator": "Exists"}]}));
     let csv_ref = operator
-        .status
-        .as_ref()
-        .and_then(|s| s.components.as_ref())
-        .and_then(|c| c.refs.as_ref())
-        .into_iter()
-        .flatten()
+        .component_refs()
+        .iter()
         .find(|r| r.object.kind.as_deref() == Some("ClusterServiceVersion"))
         .context("the CSV is listed")?;
     let phase = csv_ref.conditions.iter().flatten().map(|c| c.type_.as_str()).collect::<Vec<_>>();

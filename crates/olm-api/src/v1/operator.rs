@@ -71,3 +71,14 @@ pub struct OperatorComponentCondition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
 }
+
+impl Operator {
+    /// The components listed in the status (none before the first status write).
+    pub fn component_refs(&self) -> &[RichReference] {
+        self.status
+            .as_ref()
+            .and_then(|s| s.components.as_ref())
+            .and_then(|c| c.refs.as_deref())
+            .unwrap_or_default()
+    }
+}
