@@ -292,6 +292,7 @@ impl Manager {
                 })),
                 subscriptions: subscriptions.clone(),
                 csvs: csvs.clone(),
+                crds: shared.crds.clone(),
             };
             let ctx = Arc::new(ControllerContext::new(
                 (crate::FIELD_MANAGER_PREFIX, crate::operator::NAME),

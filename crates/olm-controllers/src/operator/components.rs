@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -150,6 +151,25 @@ where
         let cache = self.cache.clone();
         async move { cache.synced().await }.boxed()
     }
+}
+
+/// The CRDs the Operator's CSVs own (CSVs labelled `label`, copies left out), with their
+/// conditions. A CRD is shared by every install of its operator, so it is listed by ownership
+/// rather than labelled for each (see `plan_steps`).
+pub fn owned_crd_refs(csvs: &[Arc<ClusterServiceVersion>], crds: &Cache<CustomResourceDefinition>, label: &str) -> Vec<RichReference> {
+    let names: BTreeSet<&str> = csvs
+        .iter()
+        .filter(|csv| !csv.is_copied() && csv.labels().contains_key(label))
+        .flat_map(|csv| csv.spec.owned_crds().iter().map(|crd| crd.name.as_str()))
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|name| crds.get(None, name))
+        .map(|crd| RichReference {
+            object: reference(crd.as_ref()),
+            conditions: conditions_from(crd.status.as_ref().and_then(|s| s.conditions.as_ref())),
+        })
+        .collect()
 }
 
 /// A CSV's conditions as upstream shows them on its Operator: one, its phase as the type,

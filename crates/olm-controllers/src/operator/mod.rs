@@ -7,7 +7,10 @@
 //!
 //! Objects get the label where they are made: InstallPlan steps label every object of a bundle
 //! (`plan_steps`), the Subscription controller its InstallPlans, and the CSV controller what
-//! it creates for a labelled CSV. This controller only labels what a user made: the
+//! it creates for a labelled CSV. CRDs are the exception: shared by every install of their
+//! operator, they are listed by ownership (the CRDs its labelled CSVs own), not labelled — a
+//! deliberate difference from upstream, which labels a CRD once per install and so rewrites it
+//! (and makes the API server republish its OpenAPI) as many times. This controller only labels what a user made: the
 //! Subscription, and the CSV it installed when that CSV has no label (an install made before
 //! OLM labelled). An Operator is created when something is labelled for it; deleted while
 //! components remain, it comes back (upstream's behaviour); deleted once none remain, it
@@ -25,7 +28,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use olm_api::keys;
-use olm_api::v1::operator::{Operator, OperatorSpec};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use olm_api::v1::operator::{Operator, OperatorSpec, RichReference};
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::subscription::Subscription;
 use serde_json::json;
@@ -33,10 +37,13 @@ use tracing::instrument;
 
 use olm_runtime::{Cache, ControllerContext, Error, Result, error_policy, guarded};
 
-use components::{ComponentSource, desired_status};
+use components::{ComponentSource, desired_status, owned_crd_refs};
 
 /// Controller name: metric label, field manager `olm/operator`.
 pub const NAME: &str = "operator";
+
+/// How long the status of an Operator waits for more changes of its components.
+const STATUS_DEBOUNCE: Duration = Duration::from_secs(1);
 
 /// How often every labelled object is checked for a missing Operator or label (what a failed
 /// create or patch left behind is retried then).
@@ -51,8 +58,11 @@ pub struct OperatorState {
     pub sources: Arc<Vec<Box<dyn ComponentSource>>>,
     /// Every Subscription (labelled for its Operator here).
     pub subscriptions: Cache<Subscription>,
-    /// Every CSV (the installed CSV of a Subscription is labelled when it has no label).
+    /// Every CSV (the installed CSV of a Subscription is labelled when it has no label; the
+    /// CRDs labelled CSVs own are components).
     pub csvs: Cache<ClusterServiceVersion>,
+    /// Every CRD (trimmed).
+    pub crds: Cache<CustomResourceDefinition>,
 }
 
 impl OperatorState {
@@ -69,7 +79,14 @@ async fn reconcile(operator: Arc<Operator>, ctx: Arc<ControllerContext<OperatorS
     let Some(label) = keys::operator_component_label(&operator.name_any()) else {
         return Ok(Action::await_change());
     };
-    let refs = ctx.state.sources.iter().flat_map(|source| source.refs(&label)).collect();
+    let state = &ctx.state;
+    let mut refs: Vec<RichReference> = state.sources.iter().flat_map(|source| source.refs(&label)).collect();
+    for crd in owned_crd_refs(&state.csvs.list(), &state.crds, &label) {
+        // A CRD a user labelled as well is listed once.
+        if !refs.iter().any(|r| r.object == crd.object) {
+            refs.push(crd);
+        }
+    }
     let status = desired_status(&label, refs);
     if operator.status.as_ref() != Some(&status) {
         ctx.status.apply_cluster(operator.as_ref(), &status).await?;
@@ -207,7 +224,9 @@ pub fn run(
     let state = ctx.state.clone();
     let changed = futures::stream::select_all(state.sources.iter().map(|source| source.changes()));
     let controller = Controller::for_shared_stream(state.operators.subscribe(), state.operators.store().clone())
-        .with_config(olm_runtime::controller::controller_config())
+        // Components appear in bursts (an install makes a dozen in a few seconds): one status
+        // write for the burst rather than one per component.
+        .with_config(olm_runtime::controller::controller_config().debounce(STATUS_DEBOUNCE))
         .reconcile_on(changed.map(|name| ObjectRef::<Operator>::new(&name)))
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.clone());
