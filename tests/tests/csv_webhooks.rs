@@ -104,13 +104,9 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
     assert_eq!(service_ref.path.as_deref(), Some("/validate-etcdcluster"));
     let groups: Api<OperatorGroup> = ns.api();
     let og_uid = groups.get("etcd-og").await?.uid().unwrap_or_default();
-    let selector_key = hook
-        .namespace_selector
-        .as_ref()
-        .and_then(|s| s.match_expressions.as_ref())
-        .and_then(|e| e.first())
-        .map(|e| e.key.clone());
-    assert_eq!(selector_key, Some(format!("olm.operatorgroup.uid/{og_uid}")));
+    // As upstream: the namespaces labelled with the group's uid (empty value).
+    let selector = hook.namespace_selector.as_ref().and_then(|s| s.match_labels.clone());
+    assert_eq!(selector, Some([(format!("olm.operatorgroup.uid/{og_uid}"), String::new())].into()));
 
     // Deleted by hand: put back (same fixed name, a new object).
     configs.delete(&config.name_any(), &DeleteParams::default()).await?;

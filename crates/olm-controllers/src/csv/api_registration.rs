@@ -60,19 +60,18 @@ pub fn render_api_service(
     }
 }
 
-/// The namespaces a webhook of an operator in `group` sees: nothing selected for all
-/// namespaces, else the namespaces the OperatorGroup controller labelled with the group's uid.
-pub fn namespace_selector(group: &OperatorGroup, targets: &[String]) -> Option<LabelSelector> {
-    if targets.iter().any(String::is_empty) {
-        return None;
+/// The namespaces a webhook of an operator in `group` sees, as upstream's
+/// `OperatorGroup.NamespaceLabelSelector` says: a group naming target namespaces selects the
+/// namespaces the OperatorGroup controller labelled `olm.operatorgroup.uid/<uid>` (empty value);
+/// a group with a namespace selector uses that selector as it is; a group with neither (all
+/// namespaces) selects nothing, which is every namespace.
+pub fn namespace_selector(group: &OperatorGroup) -> Option<LabelSelector> {
+    if group.spec.target_namespaces.as_deref().is_none_or(<[String]>::is_empty) {
+        return group.spec.selector.clone();
     }
     Some(LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: format!("{}{}", keys::OPERATOR_GROUP_UID_LABEL_PREFIX, group.uid().unwrap_or_default()),
-            operator: "Exists".to_owned(),
-            values: None,
-        }]),
-        match_labels: None,
+        match_labels: Some([(group.namespace_label_key().unwrap_or_default(), String::new())].into()),
+        match_expressions: None,
     })
 }
 

@@ -414,7 +414,7 @@ fn decide_live(observed: &Observed<'_>, now: Timestamp) -> CsvDecision {
         ControlFlow::Break(decision) => return decision,
     };
     let phase = previous.phase.clone().unwrap_or(CsvPhase::None);
-    let selector = api_registration::namespace_selector(group, &targets);
+    let selector = api_registration::namespace_selector(group);
     let pass = phase::Pass {
         observed,
         fail_forward: group.spec.upgrade_strategy() == UpgradeStrategy::TechPreviewUnsafeFailForward,

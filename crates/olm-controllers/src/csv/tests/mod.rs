@@ -61,7 +61,13 @@ fn with_phase(mut csv: ClusterServiceVersion, phase: CsvPhase, reason: CsvReason
 }
 
 fn group(name: &str, targets: &[&str]) -> OperatorGroup {
-    let mut og = OperatorGroup::new(name, OperatorGroupSpec::default());
+    // A group naming its targets says so in its spec too; one for all namespaces names none.
+    let named = targets.iter().all(|t| !t.is_empty());
+    let spec = OperatorGroupSpec {
+        target_namespaces: named.then(|| targets.iter().map(|t| (*t).to_owned()).collect()),
+        ..Default::default()
+    };
+    let mut og = OperatorGroup::new(name, spec);
     og.metadata.namespace = Some(NS.into());
     og.metadata.uid = Some(format!("uid-{name}"));
     og.status = Some(OperatorGroupStatus {

@@ -105,7 +105,7 @@ fn install_ready_exposes_apiservices_and_webhooks_with_the_generated_ca() {
                 assert_eq!(hook["clientConfig"]["service"]["port"], serde_json::json!(9443));
                 let expected_path = if generate_name.starts_with('v') { "/validate" } else { "/mutate" };
                 assert_eq!(hook["clientConfig"]["service"]["path"], serde_json::json!(expected_path));
-                assert_eq!(hook["namespaceSelector"]["matchExpressions"][0]["key"], serde_json::json!("olm.operatorgroup.uid/uid-og"));
+                assert_eq!(hook["namespaceSelector"], serde_json::json!({"matchLabels": {"olm.operatorgroup.uid/uid-og": ""}}));
                 use base64::Engine as _;
                 let bundle = base64::engine::general_purpose::STANDARD.encode(ca.as_bytes());
                 assert_eq!(hook["clientConfig"]["caBundle"], serde_json::json!(bundle));
@@ -118,7 +118,21 @@ fn install_ready_exposes_apiservices_and_webhooks_with_the_generated_ca() {
 #[test]
 fn an_all_namespaces_operator_webhook_selects_every_namespace() {
     let og = group("og", &[""]);
-    assert_eq!(crate::csv::api_registration::namespace_selector(&og, &[String::new()]), None);
+    assert_eq!(crate::csv::api_registration::namespace_selector(&og), None);
+}
+
+/// As upstream: a group with a namespace selector scopes its operators' webhooks with that
+/// selector, as it is.
+#[test]
+fn a_selector_group_scopes_webhooks_with_its_selector() {
+    let mut og = group("og", &[""]);
+    og.spec.target_namespaces = None;
+    let selector = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+        match_labels: Some([("foo".to_owned(), "bar".to_owned())].into()),
+        match_expressions: None,
+    };
+    og.spec.selector = Some(selector.clone());
+    assert_eq!(crate::csv::api_registration::namespace_selector(&og), Some(selector));
 }
 
 #[test]
