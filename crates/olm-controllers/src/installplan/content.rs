@@ -1,5 +1,6 @@
-//! Reading back the step content a large plan keeps in ConfigMaps (see
-//! [`crate::plan_content`]) before its steps are applied.
+//! The steps of a plan as they are applied: the step content a large plan keeps in ConfigMaps
+//! (see [`crate::plan_content`]) read back, and each step's API group taken from its manifest
+//! when the step does not name it.
 
 use std::collections::BTreeMap;
 
@@ -17,7 +18,7 @@ use crate::plan_content::{referenced_config_maps, resolve};
 pub async fn resolved_steps(client: &kube::Client, plan: &InstallPlan, steps: &[Step]) -> Result<Vec<Step>, StepError> {
     let names = referenced_config_maps(steps);
     if names.is_empty() {
-        return Ok(steps.to_vec());
+        return Ok(steps.iter().cloned().map(with_api_of_manifest).collect());
     }
     let namespace = plan.namespace().unwrap_or_default();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
@@ -31,5 +32,63 @@ pub async fn resolved_steps(client: &kube::Client, plan: &InstallPlan, steps: &[
         })?;
         read.insert(name, found.map(|cm| cm.binary_data.unwrap_or_default()));
     }
-    resolve(&plan.name_any(), steps, &read).map_err(|err| StepError::new(err.message, err.retryable))
+    let resolved = resolve(&plan.name_any(), steps, &read).map_err(|err| StepError::new(err.message, err.retryable))?;
+    Ok(resolved.into_iter().map(with_api_of_manifest).collect())
+}
+
+/// A step whose group is empty and whose version or manifest names a group gets that group:
+/// plans written by hand (and upstream's e2e suite) name a CRD step's API as
+/// `version: apiextensions.k8s.io/v1` without a group, and upstream applies the manifest by its
+/// `apiVersion`.
+pub fn with_api_of_manifest(mut step: Step) -> Step {
+    let r = &mut step.resource;
+    if !r.group.is_empty() {
+        return step;
+    }
+    let from_manifest = || {
+        let manifest: serde_json::Value = serde_json::from_str(r.manifest.as_deref()?).ok()?;
+        manifest.get("apiVersion")?.as_str().map(str::to_owned)
+    };
+    let api_version = if r.version.contains('/') { Some(r.version.clone()) } else { from_manifest() };
+    if let Some((group, version)) = api_version.as_deref().and_then(|v| v.split_once('/')) {
+        r.group = group.to_owned();
+        r.version = version.to_owned();
+    }
+    step
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::v1alpha1::install_plan::{StepResource, StepStatus};
+
+    use super::*;
+
+    fn step(group: &str, version: &str, kind: &str, manifest: &str) -> Step {
+        Step {
+            resolving: "test-csv".into(),
+            resource: StepResource {
+                source_name: String::new(),
+                source_namespace: String::new(),
+                group: group.into(),
+                version: version.into(),
+                kind: kind.into(),
+                name: "x".into(),
+                manifest: Some(manifest.into()),
+            },
+            optional: None,
+            status: StepStatus::Unknown,
+        }
+    }
+
+    #[test]
+    fn a_hand_written_step_gets_its_group_from_its_version_or_manifest() {
+        let crd = with_api_of_manifest(step("", "apiextensions.k8s.io/v1", "CustomResourceDefinition", "{}"));
+        assert_eq!((crd.resource.group.as_str(), crd.resource.version.as_str()), ("apiextensions.k8s.io", "v1"));
+        let role = with_api_of_manifest(step("", "v1", "Role", r#"{"apiVersion":"rbac.authorization.k8s.io/v1"}"#));
+        assert_eq!((role.resource.group.as_str(), role.resource.version.as_str()), ("rbac.authorization.k8s.io", "v1"));
+        let service = with_api_of_manifest(step("", "v1", "Service", r#"{"apiVersion":"v1"}"#));
+        assert_eq!((service.resource.group.as_str(), service.resource.version.as_str()), ("", "v1"));
+        let named = with_api_of_manifest(step("apps", "v1", "Deployment", r#"{"apiVersion":"other/v9"}"#));
+        assert_eq!(named.resource.group, "apps", "a step naming its group keeps it");
+    }
 }

@@ -4,6 +4,7 @@
 //! from catalog content by [`crate::plan_steps::bundle_steps`] when the Subscription controller creates the
 //! plan (no bundle unpack Job: the catalog server hands out the manifests).
 
+mod alongside;
 pub mod content;
 pub mod crd_check;
 pub mod decide;

@@ -332,6 +332,17 @@ async fn apply_step(
             .map_err(|err| step_error(step, namespace, "get", step_installer, &err))?
             .is_some(),
     };
+    if is_crd {
+        let alongside = super::alongside::for_step(&ctx.client, &r.name, namespace, &step.resolving)
+            .await
+            .map_err(|err| step_error(step, namespace, "get", None, &err))?;
+        if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+            let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(map) = annotations.as_object_mut() {
+                map.extend(alongside.into_iter().map(|(k, v)| (k, json!(v))));
+            }
+        }
+    }
     let params = PatchParams::apply(&ctx.field_manager()).force();
     let applied = api.patch(&r.name, &params, &Patch::Apply(&manifest)).await.map_err(|err| {
         if is_not_found(&err) {

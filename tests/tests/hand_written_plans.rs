@@ -1,0 +1,100 @@
+//! InstallPlans whose `status.plan` a client wrote by hand, as upstream's e2e suite and other
+//! tools write them: approved, Automatic, steps naming their API as upstream's executor reads
+//! them (`version: apiextensions.k8s.io/v1` and no group). OLM applies them and completes the
+//! plan; a CRD applied for a CSV says so in an `operatorframework.io/installed-alongside-<hash>`
+//! annotation, one for each CSV that installed it and still exists.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
+use olm_e2e::controllers::{self, create_from_yaml};
+use olm_testkit::TestNamespace;
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Create the approved plan `name` and write its status by hand: one step applying `manifest`
+/// for the CSV `resolving`; wait until it is Complete.
+async fn run_hand_written_plan(ns: &TestNamespace, name: &str, resolving: &str, kind: &str, version: &str, manifest: &serde_json::Value) -> anyhow::Result<()> {
+    create_from_yaml(
+        ns,
+        &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: {name}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: []\n"),
+    )
+    .await?;
+    let plans: Api<InstallPlan> = ns.api();
+    let status = json!({"status": {"phase": "Installing", "catalogSources": [], "plan": [{
+        "resolving": resolving, "status": "Unknown",
+        "resource": {"name": manifest["metadata"]["name"], "version": version, "kind": kind, "group": "",
+                     "sourceName": "", "sourceNamespace": "", "manifest": manifest.to_string()}}]}});
+    plans.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+    ns.wait_for(&format!("InstallPlan {name} Complete"), TIMEOUT, &["installplans"], || {
+        let plans = plans.clone();
+        async move {
+            let plan = plans.get(name).await.map_err(|e| e.to_string())?;
+            let status = plan.status.unwrap_or_default();
+            match status.phase {
+                InstallPlanPhase::Complete => Ok(Some(())),
+                InstallPlanPhase::Failed => Err(format!("failed: {:?}", status.message)),
+                _ => Ok(None),
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_hand_written_crd_step_is_applied_and_says_which_csvs_it_came_with() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("hand-plan").await?;
+    let namespace = ns.name().to_owned();
+    controllers::create_own_namespace_group(&ns, "og").await?;
+    let group = format!("{}.hand.olm.test", namespace.rsplit('-').next().unwrap_or("x"));
+    let crd_name = format!("tests.{group}");
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": crd_name},
+        "spec": {"group": group, "scope": "Cluster",
+                 "names": {"plural": "tests", "singular": "test", "kind": "Test", "listKind": "TestList"},
+                 "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+    run_hand_written_plan(&ns, "test-plan", "test-csv", "CustomResourceDefinition", "apiextensions.k8s.io/v1", &crd).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let alongside = |crd: &CustomResourceDefinition| {
+        let mut values: Vec<String> = crd
+            .annotations()
+            .iter()
+            .filter(|(k, _)| k.starts_with("operatorframework.io/installed-alongside-"))
+            .map(|(_, v)| v.clone())
+            .collect();
+        values.sort();
+        values
+    };
+    assert_eq!(alongside(&crds.get(&crd_name).await?), vec![format!("{namespace}/test-csv")]);
+
+    // A second plan for another CSV (which exists) applies the same CRD: both are named. The
+    // first CSV never existed, so it is dropped, as upstream drops CSVs that are gone.
+    create_from_yaml(
+        &ns,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\nmetadata:\n  name: test-csv-two\nspec:\n  displayName: two\n  install:\n    strategy: deployment\n    spec:\n      deployments: []\n",
+    )
+    .await?;
+    run_hand_written_plan(&ns, "test-plan-two", "test-csv-two", "CustomResourceDefinition", "apiextensions.k8s.io/v1", &crd).await?;
+    assert_eq!(alongside(&crds.get(&crd_name).await?), vec![format!("{namespace}/test-csv-two")]);
+    run_hand_written_plan(&ns, "test-plan-three", "test-csv-three", "CustomResourceDefinition", "apiextensions.k8s.io/v1", &crd).await?;
+    assert_eq!(
+        alongside(&crds.get(&crd_name).await?),
+        vec![format!("{namespace}/test-csv-three"), format!("{namespace}/test-csv-two")],
+        "the CSV that exists is kept beside the new one"
+    );
+
+    // A Service step (core group, no CSV to resolve): applied too.
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "test-service", "namespace": namespace},
+        "spec": {"type": "ClusterIP", "ports": [{"port": 12345}]}});
+    run_hand_written_plan(&ns, "test-plan-service", "", "Service", "v1", &service).await?;
+
+    crds.delete(&crd_name, &DeleteParams::default()).await?;
+    ns.cleanup().await?;
+    Ok(())
+}
