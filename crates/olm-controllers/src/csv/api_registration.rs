@@ -16,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, ServiceReference as CrdServiceReference, WebhookClientConfig as CrdWebhookClientConfig,
     WebhookConversion,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::{
     APIService, APIServiceSpec, ServiceReference as ApiServiceReference,
 };
