@@ -126,6 +126,9 @@ async fn an_admin_previews_the_permissions_of_an_upgrade_and_approves_it_with_ku
     let left = cluster.kubectl(&["get", "clusterroles", "-l", &format!("olm.owner={NEW},olm.owner.namespace={}", ns.name()), "-o", "name"]).await?.stdout;
     assert!(left.trim().is_empty(), "cluster-scoped RBAC goes too: {left}");
     assert!(!none(&ns, "kokumetricsconfigs").await?, "the operand stays");
+    let operator = format!("koku-metrics-operator.{}", ns.name());
+    let listed = cluster.kubectl(&["get", "operator", &operator, "--ignore-not-found", "-o", "name"]).await?.stdout;
+    assert!(listed.trim().is_empty(), "the Operator object goes once it lists nothing: {listed}");
 
     controllers::create_from_yaml(
         &ns,

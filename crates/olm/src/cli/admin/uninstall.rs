@@ -1,7 +1,8 @@
 //! `olm uninstall SUBSCRIPTION`: the Subscription, its CSV and everything OLM created for it;
 //! the operands (objects of the CRDs it owns) and the CRDs only when asked, after listing
 //! them, and never a CRD another operator still owns or requires. Operands go first, while
-//! the operator still runs to finish them (finalizers).
+//! the operator still runs to finish them (finalizers). The Operator object of the package
+//! goes last, once it lists nothing.
 
 use std::collections::BTreeSet;
 use std::process::ExitCode;
@@ -230,6 +231,8 @@ pub fn run(args: UninstallArgs) -> anyhow::Result<ExitCode> {
                 gone_ok(crd_api.delete(&crd.name, &DeleteParams::default()).await.map(|_| ()), &format!("CustomResourceDefinition {}", crd.name))?;
             }
         }
+        let operator = olm_api::keys::operator_name(&sub.spec.name, &namespace);
+        remove_operator(&client, &operator).await?;
         println!("Uninstalled {}.", csv_name.unwrap_or_else(|| name.to_owned()));
         Ok(ExitCode::SUCCESS)
     })
@@ -259,6 +262,37 @@ async fn wait_gone(client: &kube::Client, crds: &[OwnedCrd]) -> anyhow::Result<(
             anyhow::bail!("operands still there after {} s: {}; the operator, its Subscription and CSV were left installed so it can finish them", WAIT.as_secs(), left.join("; "));
         }
         progress(&format!("waiting for {} operand(s) to go: {}", left.len(), left.join("; ")));
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Delete the Operator object of the package in this namespace once it lists no component
+/// (what the CSV owned is garbage collected a moment after the CSV). Deleted while components
+/// remain, OLM would make it again: then it is left, and what it still lists is said.
+async fn remove_operator(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+    let operators: Api<olm_api::v1::operator::Operator> = Api::all(client.clone());
+    let started = Instant::now();
+    loop {
+        let Some(operator) = operators.get_opt(name).await.map_err(|err| anyhow::anyhow!("cannot read Operator {name}: {}", api_error(&err)))? else {
+            return Ok(());
+        };
+        let left = operator.component_refs();
+        if left.is_empty() {
+            return match operators.delete(name, &DeleteParams::default()).await {
+                Ok(_) => Ok(()),
+                Err(err) if olm_runtime::error::is_not_found(&err) => Ok(()),
+                Err(err) => Err(anyhow::anyhow!("cannot delete Operator {name}: {}", api_error(&err))),
+            };
+        }
+        if started.elapsed() > WAIT {
+            let named: Vec<String> = left
+                .iter()
+                .map(|r| format!("{} {}", r.object.kind.as_deref().unwrap_or_default(), r.object.name.as_deref().unwrap_or_default()))
+                .collect();
+            eprintln!("note: Operator {name} still lists {} (labelled operators.coreos.com/{name}); it is left in place", named.join(", "));
+            return Ok(());
+        }
+        progress(&format!("waiting for the components of Operator {name} to go"));
         tokio::time::sleep(POLL).await;
     }
 }
