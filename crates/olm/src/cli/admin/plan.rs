@@ -100,7 +100,7 @@ pub fn header(plan: &InstallPlan) -> String {
         InstallPlanPhase::Failed => {
             format!("failed: {}", plan.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default())
         }
-        other => format!("{}", if other.as_str().is_empty() { "not planned yet" } else { other.as_str() }),
+        other => (if other.as_str().is_empty() { "not planned yet" } else { other.as_str() }).to_string(),
     };
     format!("InstallPlan {namespace}/{}: {note}\n", plan.name_any())
 }
