@@ -247,6 +247,27 @@ impl Env {
         Err(format!("after {} s: CSVs `{csvs}`, the Operator's CSV refs `{}`", STATE_TIMEOUT.as_secs(), refs.trim()))
     }
 
+    /// Wait until the Operator `etcd.<namespace>` lists `csv` among its component refs (the
+    /// plugin's list-operands, and so uninstall, read the CSV from there).
+    fn wait_operator_csv(&self, namespace: &str, csv: &str) -> Result<Duration, String> {
+        let start = Instant::now();
+        let mut last = String::new();
+        while start.elapsed() < STATE_TIMEOUT {
+            last = self.get(&[
+                "get",
+                "operators.operators.coreos.com",
+                &format!("etcd.{namespace}"),
+                "-o",
+                "jsonpath={range .status.components.refs[?(@.kind==\"ClusterServiceVersion\")]}{.name} {end}",
+            ]);
+            if last.split_whitespace().any(|name| name == csv) {
+                return Ok(start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("after {} s the Operator etcd.{namespace} lists the CSVs `{}`", STATE_TIMEOUT.as_secs(), last.trim()))
+    }
+
     /// Wait until the CSV's `status.phase` is `phase`.
     fn wait_csv_phase(&self, namespace: &str, csv: &str, phase: &str) -> Result<Duration, String> {
         let start = Instant::now();
@@ -659,6 +680,7 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
     let v = expect_ok(&o, &[], "setup");
     r.step(&format!("kubectl create namespace {ns_b}"), Some(&o), v);
     let o = env.exec(&["operator", "install", "etcd", "-n", &ns_b, "-C", "--approval", "Automatic"], None)?;
+    let installed_at = Instant::now();
     let v = expect_ok(&o, &["installed csv is \"etcdoperator.v0.9.4\""], "the default channel's head, approved automatically");
     r.step(&format!("kubectl operator install etcd -n {ns_b} -C --approval Automatic"), Some(&o), v);
     let waited = env.wait_csv_phase(&ns_b, "etcdoperator.v0.9.4", "Succeeded");
@@ -666,6 +688,26 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
         &format!("(wait) CSV {ns_b}/etcdoperator.v0.9.4 Succeeded (list-operands, which uninstall runs first, refuses other phases)"),
         None,
         waited.map(|d| format!("after {:.1} s", d.as_secs_f64())),
+    );
+    // Right after the install, as an admin following `install` with `list-operands` would: the
+    // plugin reads the CSV from the Operator's status.components.
+    let o = env.exec(&["operator", "list-operands", "etcd", "-n", &ns_b], None)?;
+    let v = expect_ok(&o, &["No resources found"], "right after the install (CSV Succeeded), the Operator already names the CSV").map_err(|e| {
+        if o.all().contains("could not find underlying components") {
+            format!(
+                "{e}: the Operator etcd.{ns_b} exists but has no status.components yet, {:.1} s after `install` returned (its status is written once its components stop changing for a second)",
+                installed_at.elapsed().as_secs_f64()
+            )
+        } else {
+            e
+        }
+    });
+    r.step(&format!("kubectl operator list-operands etcd -n {ns_b}"), Some(&o), v);
+    let waited = env.wait_operator_csv(&ns_b, "etcdoperator.v0.9.4");
+    r.step(
+        &format!("(wait) Operator etcd.{ns_b} lists etcdoperator.v0.9.4 in status.components"),
+        None,
+        waited.map(|_| format!("{:.1} s after `install` returned", installed_at.elapsed().as_secs_f64())),
     );
     let o = env.exec(&["apply", "-n", &ns_b, "-f", "-"], Some(OPERAND))?;
     let v = expect_ok(&o, &[], "setup: an operand");
@@ -702,6 +744,12 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
         "(wait) CSV operators/etcdoperator.v0.9.4-clusterwide Succeeded",
         None,
         waited.map(|d| format!("after {:.1} s", d.as_secs_f64())),
+    );
+    let waited = env.wait_operator_csv("operators", "etcdoperator.v0.9.4-clusterwide");
+    r.step(
+        "(wait) Operator etcd.operators lists etcdoperator.v0.9.4-clusterwide in status.components",
+        None,
+        waited.map(|d| format!("after {:.1} s more", d.as_secs_f64())),
     );
     let o = env.exec(&["apply", "-n", "default", "-f", "-"], Some(&OPERAND.replace("name: example", "name: in-default")))?;
     let v = expect_ok(&o, &[], "setup: an operand in another namespace");
@@ -777,6 +825,12 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
         None,
         waited.map(|d| format!("after {:.1} s", d.as_secs_f64())),
     );
+    let waited = env.wait_operator_csv(&ns_e, "etcdoperator.v0.9.4");
+    r.step(
+        &format!("(wait) Operator etcd.{ns_e} lists etcdoperator.v0.9.4 in status.components"),
+        None,
+        waited.map(|d| format!("after {:.1} s more", d.as_secs_f64())),
+    );
     let o = env.exec(&["apply", "-n", &ns_w, "-f", "-"], Some(&OPERAND.replace("name: example", "name: watched")))?;
     let v = expect_ok(&o, &[], "setup: an operand in the watched namespace");
     r.step(&format!("kubectl apply -n {ns_w} -f - (EtcdCluster watched)"), Some(&o), v);
@@ -820,6 +874,12 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
         &format!("(wait) CSV {ns_c}/etcdoperator.v0.9.4 Succeeded (list-operands, which uninstall runs first, refuses other phases)"),
         None,
         waited.map(|d| format!("after {:.1} s", d.as_secs_f64())),
+    );
+    let waited = env.wait_operator_csv(&ns_c, "etcdoperator.v0.9.4");
+    r.step(
+        &format!("(wait) Operator etcd.{ns_c} lists etcdoperator.v0.9.4 in status.components"),
+        None,
+        waited.map(|d| format!("after {:.1} s more", d.as_secs_f64())),
     );
     let o = env.exec(&["apply", "-n", &ns_c, "-f", "-"], Some(OPERAND))?;
     let v = expect_ok(&o, &[], "setup: an operand");
@@ -1044,6 +1104,19 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
         },
     );
 
+    // What a failed uninstall may have left in `operators`, whose namespace stays.
+    let _ = env.exec(&["delete", "subscriptions.operators.coreos.com", "etcd", "-n", "operators", "--ignore-not-found"], None);
+    let _ = env.exec(
+        &[
+            "delete",
+            "clusterserviceversions.operators.coreos.com",
+            "etcdoperator.v0.9.4-clusterwide",
+            "-n",
+            "operators",
+            "--ignore-not-found",
+        ],
+        None,
+    );
     for ns in [&ns_a, &ns_b, &ns_c, &ns_d, &ns_e, &ns_w] {
         let _ = env.exec(&["delete", "namespace", ns, "--wait=false"], None);
     }
