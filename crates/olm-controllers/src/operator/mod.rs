@@ -42,9 +42,6 @@ use components::{ComponentSource, desired_status, owned_crd_refs};
 /// Controller name: metric label, field manager `olm/operator`.
 pub const NAME: &str = "operator";
 
-/// How long the status of an Operator waits for more changes of its components.
-const STATUS_DEBOUNCE: Duration = Duration::from_secs(1);
-
 /// How often every labelled object is checked for a missing Operator or label (what a failed
 /// create or patch left behind is retried then).
 const SWEEP: Duration = Duration::from_secs(60);
@@ -224,9 +221,10 @@ pub fn run(
     let state = ctx.state.clone();
     let changed = futures::stream::select_all(state.sources.iter().map(|source| source.changes()));
     let controller = Controller::for_shared_stream(state.operators.subscribe(), state.operators.store().clone())
-        // Components appear in bursts (an install makes a dozen in a few seconds): one status
-        // write for the burst rather than one per component.
-        .with_config(olm_runtime::controller::controller_config().debounce(STATUS_DEBOUNCE))
+        // No debounce: tools read the components right after an install (`kubectl operator
+        // list-operands` reads the CSV from here once it has Succeeded); a reconcile writes
+        // only when the status changed.
+        .with_config(olm_runtime::controller::controller_config())
         .reconcile_on(changed.map(|name| ObjectRef::<Operator>::new(&name)))
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.clone());
