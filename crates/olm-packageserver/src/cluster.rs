@@ -17,7 +17,7 @@ use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessRevie
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use k8s_openapi::ByteString;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use olm_api::packages::v1::{GROUP, PLURAL};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
@@ -32,8 +32,9 @@ use crate::manifest::{self, CatalogInfo};
 use crate::serve::{HttpsServer, RequestHeaderConfig, ServingCert};
 use crate::store::Store;
 
-/// How often the CatalogSources are listed (new, changed and deleted catalogs show up within this).
-pub const CATALOG_LIST_INTERVAL: Duration = Duration::from_secs(5);
+/// How often the known CatalogSources are checked for a content read that is due (new,
+/// changed and deleted catalogs are taken at once: the CatalogSources are watched).
+pub const CATALOG_RESYNC_INTERVAL: Duration = Duration::from_secs(5);
 /// How often a healthy catalog's content is read again (catalog servers reload on edits).
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(300);
 /// Catalog reads at the same time.
@@ -359,77 +360,98 @@ pub async fn sync_catalogs(
     refresh: Duration,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    use futures::StreamExt as _;
+    use kube::runtime::WatchStreamExt as _;
     let api: Api<CatalogSource> = Api::all(client.clone());
     let tracked: Arc<Mutex<HashMap<(String, String), Tracked>>> = Arc::default();
     let permits = Arc::new(tokio::sync::Semaphore::new(PARALLEL_READS));
-    let mut list_failures = 0u32;
+    // Watched, as upstream's package server does: a catalog added or removed shows in the
+    // PackageManifest API at once (`kubectl operator catalog add` then `list-available`).
+    let (catalogs, writer) = kube::runtime::reflector::store::<CatalogSource>();
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let watch = {
+        let changed = changed.clone();
+        kube::runtime::watcher(api, kube::runtime::watcher::Config::default())
+            .default_backoff()
+            .reflect(writer)
+            .for_each(move |event| {
+                match event {
+                    Ok(kube::runtime::watcher::Event::Init | kube::runtime::watcher::Event::InitApply(_)) => {}
+                    Ok(_) => changed.notify_one(),
+                    Err(err) => tracing::warn!(error = %err, "watching CatalogSources failed; serving what is known, retrying"),
+                }
+                futures::future::ready(())
+            })
+    };
+    let watch = tokio::spawn(watch);
     tokio::pin!(shutdown);
+    tokio::select! {
+        () = &mut shutdown => {
+            watch.abort();
+            return;
+        }
+        _ = catalogs.wait_until_ready() => {}
+    }
     loop {
-        match api.list(&ListParams::default()).await {
-            Ok(list) => {
-                list_failures = 0;
-                let mut seen = std::collections::HashSet::new();
-                for catalog in list.items {
-                    let info = catalog_info(&catalog);
-                    let key = (info.namespace.clone(), info.name.clone());
-                    seen.insert(key.clone());
-                    let print = fingerprint(&catalog);
-                    let due = {
-                        let Ok(mut tracked) = tracked.lock() else { break };
-                        let entry = tracked.entry(key.clone()).or_default();
-                        let changed = entry.fingerprint != print;
-                        let due = !entry.reading && (changed || entry.next_read.is_none_or(|t| Instant::now() >= t));
-                        if due {
-                            entry.fingerprint = print;
-                            entry.reading = true;
-                        }
-                        due
-                    };
-                    if store.entry(&key.0, &key.1).is_none() {
-                        store.set_pending(info);
-                    }
-                    if !due {
-                        continue;
-                    }
-                    let client = client.clone();
-                    let store = store.clone();
-                    let images = images.clone();
-                    let tracked = tracked.clone();
-                    let permits = permits.clone();
-                    tokio::spawn(async move {
-                        let _permit = permits.acquire_owned().await;
-                        read_catalog(&client, &store, &images, &catalog).await;
-                        let failed = store.entry(&key.0, &key.1).is_some_and(|e| e.error.is_some());
-                        let interval = location::poll_interval(&catalog).0.min(refresh);
-                        if let Ok(mut tracked) = tracked.lock()
-                            && let Some(entry) = tracked.get_mut(&key)
-                        {
-                            entry.reading = false;
-                            entry.failures = if failed { entry.failures + 1 } else { 0 };
-                            let wait = if failed { location::retry_delay(entry.failures) } else { interval };
-                            entry.next_read = Some(Instant::now() + wait);
-                        }
-                    });
+        let mut seen = std::collections::HashSet::new();
+        for catalog in catalogs.state() {
+            let info = catalog_info(&catalog);
+            let key = (info.namespace.clone(), info.name.clone());
+            seen.insert(key.clone());
+            let print = fingerprint(&catalog);
+            let due = {
+                let Ok(mut tracked) = tracked.lock() else { break };
+                let entry = tracked.entry(key.clone()).or_default();
+                let changed = entry.fingerprint != print;
+                let due = !entry.reading && (changed || entry.next_read.is_none_or(|t| Instant::now() >= t));
+                if due {
+                    entry.fingerprint = print;
+                    entry.reading = true;
                 }
-                for (namespace, name) in store.keys() {
-                    if !seen.contains(&(namespace.clone(), name.clone())) {
-                        store.remove(&namespace, &name);
-                        if let Ok(mut tracked) = tracked.lock() {
-                            tracked.remove(&(namespace, name));
-                        }
-                    }
-                }
-                store.mark_synced();
+                due
+            };
+            if store.entry(&key.0, &key.1).is_none() {
+                store.set_pending(info);
             }
-            Err(err) => {
-                list_failures += 1;
-                tracing::warn!(error = %err, "cannot list CatalogSources; serving what is known");
+            if !due {
+                continue;
+            }
+            let client = client.clone();
+            let store = store.clone();
+            let images = images.clone();
+            let tracked = tracked.clone();
+            let permits = permits.clone();
+            tokio::spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                read_catalog(&client, &store, &images, &catalog).await;
+                let failed = store.entry(&key.0, &key.1).is_some_and(|e| e.error.is_some());
+                let interval = location::poll_interval(&catalog).0.min(refresh);
+                if let Ok(mut tracked) = tracked.lock()
+                    && let Some(entry) = tracked.get_mut(&key)
+                {
+                    entry.reading = false;
+                    entry.failures = if failed { entry.failures + 1 } else { 0 };
+                    let wait = if failed { location::retry_delay(entry.failures) } else { interval };
+                    entry.next_read = Some(Instant::now() + wait);
+                }
+            });
+        }
+        for (namespace, name) in store.keys() {
+            if !seen.contains(&(namespace.clone(), name.clone())) {
+                store.remove(&namespace, &name);
+                if let Ok(mut tracked) = tracked.lock() {
+                    tracked.remove(&(namespace, name));
+                }
             }
         }
-        let wait = if list_failures == 0 { CATALOG_LIST_INTERVAL } else { location::retry_delay(list_failures).max(CATALOG_LIST_INTERVAL) };
+        store.mark_synced();
         tokio::select! {
-            () = &mut shutdown => return,
-            () = tokio::time::sleep(wait) => {}
+            () = &mut shutdown => {
+                watch.abort();
+                return;
+            }
+            () = tokio::time::sleep(CATALOG_RESYNC_INTERVAL) => {}
+            () = changed.notified() => {}
         }
     }
 }
