@@ -14,7 +14,8 @@
 //! end-to-end part only, for working on it; published figures need both. `--unpack ROUNDS` runs
 //! only the bundle-unpack comparison on a real node (root; unpack.rs) and prints its section.
 //! `--chaos [--seed N] [--kills N] [--namespaces N]` runs only the chaos run (chaos.rs) and
-//! writes RELIABILITY.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm.
+//! writes RELIABILITY.md. `--upstream-e2e [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender]`
+//! runs only upstream OLM's own e2e suite against olm-rs (upstream_e2e.rs) and writes CONFORMANCE.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm.
 
 mod catalogs;
 mod chaos;
@@ -29,6 +30,8 @@ mod resolve;
 mod serve;
 mod tools;
 mod unpack;
+mod upstream_e2e;
+mod upstream_e2e_report;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,7 +54,7 @@ pub struct Options {
     pub unpack_rounds: Option<usize>,
 }
 
-const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] [--scale-create-concurrency N] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N]";
+const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] [--scale-create-concurrency N] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N] | --upstream-e2e [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender]";
 
 fn number(flag: &str, value: Option<String>) -> anyhow::Result<u64> {
     let v = value.with_context(|| format!("{flag} needs a number"))?;
@@ -221,6 +224,9 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--chaos") {
         return chaos_report::main(&workspace, &args);
+    }
+    if args.iter().any(|a| a == "--upstream-e2e") {
+        return upstream_e2e::main(&workspace, &args);
     }
     let opts = options(&workspace)?;
     let started = Instant::now();

@@ -97,14 +97,7 @@ fn build_opm(cache: &Path, version: &str) -> anyhow::Result<PathBuf> {
 /// requires. `go build` is incremental, so this is quick once the build cache is warm.
 fn build_resolver_driver(cache: &Path, workspace: &Path) -> anyhow::Result<(PathBuf, String)> {
     let src = workspace.join("bench/go/resolver-driver");
-    let go_mod = std::fs::read_to_string(src.join("go.mod")).context("reading bench/go/resolver-driver/go.mod")?;
-    let version = go_mod
-        .lines()
-        .find_map(|l| {
-            let l = l.trim().trim_start_matches("require").trim();
-            l.strip_prefix("github.com/operator-framework/operator-lifecycle-manager ").map(|v| v.trim().to_string())
-        })
-        .context("bench/go/resolver-driver/go.mod does not require github.com/operator-framework/operator-lifecycle-manager")?;
+    let version = olm_upstream_version(workspace)?;
     let bin = cache.join(format!("bin/olm-bench/resolver-driver-{version}"));
     std::fs::create_dir_all(bin.parent().context("driver path has a parent")?)?;
     eprintln!("building the resolver driver against operator-lifecycle-manager {version}");
@@ -113,6 +106,56 @@ fn build_resolver_driver(cache: &Path, workspace: &Path) -> anyhow::Result<(Path
         "building bench/go/resolver-driver",
     )?;
     Ok((bin, version))
+}
+
+/// The operator-lifecycle-manager version bench/go/resolver-driver/go.mod requires: the one
+/// every comparison with upstream uses.
+pub(crate) fn olm_upstream_version(workspace: &Path) -> anyhow::Result<String> {
+    let go_mod = std::fs::read_to_string(workspace.join("bench/go/resolver-driver/go.mod")).context("reading bench/go/resolver-driver/go.mod")?;
+    go_mod
+        .lines()
+        .find_map(|l| {
+            let l = l.trim().trim_start_matches("require").trim();
+            l.strip_prefix("github.com/operator-framework/operator-lifecycle-manager ").map(|v| v.trim().to_string())
+        })
+        .context("bench/go/resolver-driver/go.mod does not require github.com/operator-framework/operator-lifecycle-manager")
+}
+
+/// Upstream's own e2e suite (test/e2e of operator-lifecycle-manager `version`) compiled once
+/// with `go test -c` through a consumer module (as for opm). Returns the test binary and the
+/// suite's directory in the module cache, its working directory (its testdata paths are
+/// relative; reading is all it does there).
+pub(crate) fn build_upstream_e2e(version: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+    const MODULE: &str = "github.com/operator-framework/operator-lifecycle-manager";
+    let cache = cache_root()?;
+    let bin_dir = cache.join(format!("bin/olm-e2e-{version}"));
+    let bin = bin_dir.join("e2e.test");
+    let src = cache.join(format!("src/olm-e2e-{version}"));
+    std::fs::create_dir_all(&src)?;
+    std::fs::create_dir_all(&bin_dir)?;
+    if !src.join("go.mod").exists() {
+        run(go(&cache).current_dir(&src).args(["mod", "init", "local.invalid/olm-e2e"]), "go mod init")?;
+    }
+    if !(bin_dir.join(".ok").exists() && bin.exists()) {
+        eprintln!("building upstream's e2e suite {version} (go test -c; first run only, 3-6 minutes)");
+        run(go(&cache).current_dir(&src).args(["mod", "edit", &format!("-require={MODULE}@{version}")]), "go mod edit")?;
+        run(
+            go(&cache)
+                .current_dir(&src)
+                .env("CGO_ENABLED", "0")
+                .args(["test", "-c", "-o"])
+                .arg(&bin)
+                .arg(format!("{MODULE}/test/e2e")),
+            "building upstream's test/e2e",
+        )?;
+        std::fs::write(bin_dir.join(".ok"), "")?;
+    }
+    let dir = run(go(&cache).current_dir(&src).args(["list", "-m", "-f", "{{.Dir}}", MODULE]), "go list -m")?;
+    let suite = PathBuf::from(dir.trim()).join("test/e2e");
+    if !suite.join("testdata").is_dir() {
+        bail!("{} has no testdata directory: the module cache does not hold the suite's source", suite.display());
+    }
+    Ok((bin, suite))
 }
 
 /// Build upstream's `olm` and `catalog` operators (cmd/olm, cmd/catalog of the OLM module, the
