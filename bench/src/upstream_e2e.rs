@@ -45,8 +45,14 @@ pub struct Options {
     pub keep: bool,
     /// Write the report again from the last run's JSON reports, running nothing.
     pub rerender: bool,
+    /// Also run `kubectl operator`'s OLM v0 commands on the environment (kubectl_operator.rs)
+    /// and keep what they printed in [`KUBECTL_OPERATOR_RUN`].
+    pub kubectl_operator: bool,
     pub olm: PathBuf,
 }
+
+/// Where the last `kubectl operator` run is kept (CONFORMANCE.md includes it).
+pub const KUBECTL_OPERATOR_RUN: &str = "bench/kubectl-operator-run.md";
 
 fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
     let mut opts = Options {
@@ -58,6 +64,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
         all: false,
         keep: false,
         rerender: false,
+        kubectl_operator: false,
         olm: crate::tools::find_olm(workspace)?,
     };
     let mut args = args.iter();
@@ -76,6 +83,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
             "--all" => opts.all = true,
             "--keep" => opts.keep = true,
             "--rerender" => opts.rerender = true,
+            "--kubectl-operator" => opts.kubectl_operator = true,
             other => bail!("unknown argument {other:?}; {USAGE}"),
         }
     }
@@ -117,11 +125,14 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     let _ = env.dev(&["down", "--purge"]);
     let _ = std::fs::remove_dir_all(&reports);
     std::fs::create_dir_all(&reports)?;
-    let results = if to_run.is_empty() {
+    let results = if to_run.is_empty() && !opts.kubectl_operator {
         Ok(Vec::new())
     } else {
         eprintln!("starting olm-rs on a private control plane (state {}, ports from {PORT_BASE})", env.state_dir.display());
         prepare_cluster(&env, workspace).map(|kubeconfig| {
+            if opts.kubectl_operator {
+                record_kubectl_operator(workspace, &env, &kubeconfig);
+            }
             let deadline = opts.budget.map(|b| started + b);
             let suite = Suite { bin, dir, kubeconfig, reports: reports.clone(), timeout: opts.spec_timeout, deadline };
             run_specs(&suite, to_run, opts.jobs)
@@ -158,7 +169,13 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
 
 fn write_report(opts: &Options, run: &report::RunInfo, results: &[SpecResult]) -> anyhow::Result<()> {
     let previous = std::fs::read_to_string(&opts.out).unwrap_or_default();
-    let text = report::render(run, results, &previous);
+    let mut text = report::render(run, results, &previous);
+    // The last `kubectl operator` run (--kubectl-operator), as it printed.
+    let workspace = opts.out.parent().unwrap_or(Path::new("."));
+    if let Ok(run) = std::fs::read_to_string(workspace.join(KUBECTL_OPERATOR_RUN)) {
+        text.push_str(&format!("\n<!-- From {KUBECTL_OPERATOR_RUN} (`--kubectl-operator` regenerates it). -->\n\n"));
+        text.push_str(run.trim_start_matches(|c| c != '#'));
+    }
     std::fs::write(&opts.out, &text).with_context(|| format!("writing {}", opts.out.display()))?;
     eprintln!("wrote {}", opts.out.display());
     Ok(())
@@ -274,6 +291,34 @@ fn spec_text(r: &Value) -> String {
     let mut parts: Vec<&str> = r["ContainerHierarchyTexts"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     parts.extend(r["LeafNodeText"].as_str());
     parts.join(" / ")
+}
+
+/// Run `kubectl operator` (built once from the Go module proxy) on the environment and keep
+/// what it printed in [`KUBECTL_OPERATOR_RUN`]; a failure to build or start it is said, and the
+/// previous run is kept.
+fn record_kubectl_operator(workspace: &Path, env: &Env, kubeconfig: &Path) {
+    let section = env.layout().and_then(|layout| {
+        let kubectl_dir = layout.kubectl().parent().map(Path::to_path_buf).context("kubectl's directory")?;
+        let mut path = kubectl_dir.into_os_string();
+        path.push(":");
+        path.push(std::env::var_os("PATH").unwrap_or_default());
+        crate::kubectl_operator::run(&crate::kubectl_operator::build()?, kubeconfig, &path)
+    });
+    match section {
+        Ok(section) => {
+            let header = format!(
+                "<!-- Written by `olm-bench --upstream-e2e --kubectl-operator` on {} against olm-rs {}. -->\n\n",
+                jiff::Zoned::now().strftime("%Y-%m-%d %H:%M %Z"),
+                git_commit(workspace)
+            );
+            let file = workspace.join(KUBECTL_OPERATOR_RUN);
+            match std::fs::write(&file, header + &section) {
+                Ok(()) => eprintln!("wrote {}", file.display()),
+                Err(err) => eprintln!("cannot write {}: {err}", file.display()),
+            }
+        }
+        Err(err) => eprintln!("kubectl operator did not run: {err:#}; {KUBECTL_OPERATOR_RUN} keeps the previous run"),
+    }
 }
 
 /// The private environment: `olm dev up` on its own state directory and ports.

@@ -108,6 +108,11 @@ async fn an_installed_operator_lists_its_components() -> anyhow::Result<()> {
     assert_eq!(phase, ["Succeeded"], "the CSV's phase is its condition");
     assert_eq!(csv_ref.object.api_version.as_deref(), Some("operators.coreos.com/v1alpha1"));
 
+    // The shared CRDs carry the Operator's label too (`kubectl operator uninstall --delete-all`
+    // finds them there once the CSV is gone).
+    let crd_labels = cluster.kubectl(&["get", "crd", "etcdclusters.etcd.database.coreos.com", "-o", "jsonpath={.metadata.labels}"]).await?.stdout;
+    assert!(crd_labels.contains(&format!("operators.coreos.com/{name}")), "{crd_labels}");
+
     // `kubectl get operators` lists it.
     let listed = cluster.kubectl(&["get", "operators"]).await?.stdout;
     assert!(listed.contains(&name), "kubectl get operators:\n{listed}");

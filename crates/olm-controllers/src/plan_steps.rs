@@ -62,10 +62,9 @@ fn split_api_version(api_version: &str) -> (String, String) {
 
 fn step(resolving: &str, source: &StepSource, object: &Value) -> Step {
     let mut labelled;
-    // A CRD is shared by every install of its operator: it is listed among an Operator's
-    // components by ownership (the Operator controller reads the CSV's owned CRDs), never
-    // labelled, which would rewrite it (and make the API server republish its OpenAPI) once
-    // per install.
+    // A CRD is shared by every install of its operator: applied by one field manager, its
+    // label would be the last install's only. The Operator controller labels it instead, with
+    // a merge patch that keeps every install's label.
     let shared = object.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition");
     let object = match &source.component_label {
         Some(label) if !shared && object.get("metadata").is_some_and(Value::is_object) => {

@@ -8,9 +8,10 @@
 //! Objects get the label where they are made: InstallPlan steps label every object of a bundle
 //! (`plan_steps`), the Subscription controller its InstallPlans, and the CSV controller what
 //! it creates for a labelled CSV. CRDs are the exception: shared by every install of their
-//! operator, they are listed by ownership (the CRDs its labelled CSVs own), not labelled — a
-//! deliberate difference from upstream, which labels a CRD once per install and so rewrites it
-//! (and makes the API server republish its OpenAPI) as many times. This controller only labels what a user made: the
+//! operator, they are not in the plan's steps labelled (one field manager applying them would
+//! keep only the last install's label); this controller labels the CRDs the Operator's CSVs
+//! own with a merge patch, once per operator, as upstream's adoption does, and lists them by
+//! ownership meanwhile. This controller only labels what a user made: the
 //! Subscription, and the CSV it installed when that CSV has no label (an install made before
 //! OLM labelled). An Operator is created when something is labelled for it; deleted while
 //! components remain, it comes back (upstream's behaviour); deleted once none remain, it
@@ -77,6 +78,7 @@ async fn reconcile(operator: Arc<Operator>, ctx: Arc<ControllerContext<OperatorS
         return Ok(Action::await_change());
     };
     let state = &ctx.state;
+    adopt_owned_crds(&ctx, &label).await;
     let mut refs: Vec<RichReference> = state.sources.iter().flat_map(|source| source.refs(&label)).collect();
     for crd in owned_crd_refs(&state.csvs.list(), &state.crds, &label) {
         // A CRD a user labelled as well is listed once.
@@ -138,6 +140,35 @@ where
     if let Err(err) = Api::<K>::namespaced(ctx.client.clone(), &namespace).patch(&obj.name_any(), &params, &Patch::Merge(&patch)).await {
         let what = format!("label {} {namespace}/{} for its Operator", K::kind(&()), obj.name_any());
         tracing::warn!(error = %Error::api(what, err), "retried within a minute");
+    }
+}
+
+/// Label the CRDs the Operator's CSVs own, as upstream's adoption does, with a merge patch (so
+/// that the label of every operator installed with a shared CRD stays): `kubectl operator
+/// uninstall --delete-all` deletes the CRDs it finds among the Operator's components after the
+/// CSV is gone. Only a CRD without the label is written.
+async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) {
+    let state = &ctx.state;
+    let names: BTreeSet<String> = state
+        .csvs
+        .list()
+        .iter()
+        .filter(|csv| !csv.is_copied() && csv.labels().contains_key(label))
+        .flat_map(|csv| csv.spec.owned_crds().iter().map(|crd| crd.name.clone()).collect::<Vec<_>>())
+        .collect();
+    for name in names {
+        let Some(crd) = state.crds.get(None, &name) else { continue };
+        if crd.labels().contains_key(label) {
+            continue;
+        }
+        let patch = json!({"metadata": {"labels": {label: ""}}});
+        let params = PatchParams {
+            field_manager: Some(ctx.field_manager()),
+            ..Default::default()
+        };
+        if let Err(err) = Api::<CustomResourceDefinition>::all(ctx.client.clone()).patch(&name, &params, &Patch::Merge(&patch)).await {
+            tracing::warn!(error = %Error::api(format!("label CustomResourceDefinition {name} for its Operator"), err), "retried on the next change");
+        }
     }
 }
 
