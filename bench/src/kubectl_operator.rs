@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 /// The only kubectl-operator version the Go module proxy here serves (others answer 403).
 pub const VERSION: &str = "v0.6.0";
@@ -55,31 +55,8 @@ const STATE_TIMEOUT: Duration = Duration::from_secs(120);
 /// Lines of a command's output kept in the report.
 const KEPT_LINES: usize = 40;
 
-fn cache_root() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("OLM_DEV_CACHE_DIR") {
-        return Ok(PathBuf::from(dir));
-    }
-    let home = std::env::var_os("HOME").context("HOME is not set; the Go build caches live under ~/.cache/olm-dev")?;
-    Ok(PathBuf::from(home).join(".cache/olm-dev"))
-}
-
-/// A `go` command sharing olm-dev's module and build caches, never switching toolchains.
-fn go(cache: &Path) -> Command {
-    let mut cmd = Command::new("go");
-    cmd.env("GOMODCACHE", cache.join("go/mod"))
-        .env("GOCACHE", cache.join("go/build"))
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=mod");
-    cmd
-}
-
-fn go_run(cmd: &mut Command, what: &str) -> anyhow::Result<String> {
-    let out = cmd.output().with_context(|| format!("{what}: could not start {:?}", cmd.get_program()))?;
-    if !out.status.success() {
-        bail!("{what} failed ({}):\n{}\n{}", out.status, String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
+// The Go build caches and commands are tools.rs's, shared with opm and upstream's operators.
+use crate::tools::{cache_root, go, run as go_run};
 
 /// Build `kubectl-operator` VERSION once into
 /// `~/.cache/olm-dev/bin/kubectl-operator-VERSION/kubectl-operator` (a `.ok` marker beside it

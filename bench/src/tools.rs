@@ -24,13 +24,13 @@ pub struct Tools {
     pub upstream_operators: PathBuf,
 }
 
-fn cache_root() -> anyhow::Result<PathBuf> {
+pub fn cache_root() -> anyhow::Result<PathBuf> {
     let home = std::env::var_os("HOME").context("HOME is not set; the Go build caches live under ~/.cache/olm-dev")?;
     Ok(PathBuf::from(home).join(".cache/olm-dev"))
 }
 
 /// A `go` command sharing olm-dev's module and build caches, never switching toolchains.
-fn go(cache: &Path) -> Command {
+pub fn go(cache: &Path) -> Command {
     let mut cmd = Command::new("go");
     cmd.env("GOMODCACHE", cache.join("go/mod"))
         .env("GOCACHE", cache.join("go/build"))
@@ -39,7 +39,7 @@ fn go(cache: &Path) -> Command {
     cmd
 }
 
-fn run(cmd: &mut Command, what: &str) -> anyhow::Result<String> {
+pub fn run(cmd: &mut Command, what: &str) -> anyhow::Result<String> {
     let out = cmd.output().with_context(|| format!("{what}: could not start {:?}", cmd.get_program()))?;
     if !out.status.success() {
         bail!(
