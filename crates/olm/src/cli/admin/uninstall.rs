@@ -232,6 +232,18 @@ pub fn run(args: UninstallArgs) -> anyhow::Result<ExitCode> {
             }
         }
         let operator = olm_api::keys::operator_name(&sub.spec.name, &namespace);
+        // A CRD kept is no longer a component of the operator uninstalled here (other installs'
+        // labels stay).
+        if let Some(label) = olm_api::keys::operator_component_label(&operator) {
+            let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
+            let patch = serde_json::json!({"metadata": {"labels": {label: null}}});
+            for crd in &crds {
+                gone_ok(
+                    crd_api.patch(&crd.name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await.map(|_| ()),
+                    &format!("the Operator label of CustomResourceDefinition {}", crd.name),
+                )?;
+            }
+        }
         remove_operator(&client, &operator).await?;
         println!("Uninstalled {}.", csv_name.unwrap_or_else(|| name.to_owned()));
         Ok(ExitCode::SUCCESS)
