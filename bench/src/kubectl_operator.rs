@@ -126,6 +126,22 @@ impl Output {
 }
 
 /// Where the commands run: kubectl from `path`, the plugin linked first on it, `kubeconfig`.
+/// How long after `since` the PackageManifests of the catalog `ko-extra` in `namespace` were
+/// listed (`present`) or gone (not `present`); Err after 60 s.
+fn catalog_listing(env: &Env, namespace: &str, present: bool, since: Instant) -> Result<Duration, ()> {
+    let selector = format!("catalog=ko-extra,catalog-namespace={namespace}");
+    while since.elapsed() < Duration::from_secs(60) {
+        let listed = env
+            .get(&["get", "packagemanifests.packages.operators.coreos.com", "-n", namespace, "-l", &selector, "-o", "name"])
+            .contains("etcd");
+        if listed == present {
+            return Ok(since.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(())
+}
+
 struct Env {
     kubectl: PathBuf,
     path: OsString,
@@ -985,32 +1001,11 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
     let args: Vec<&str> = cmd.split(' ').skip(1).collect();
     let o = env.exec(&args, None)?;
     let v = expect_ok(&o, &["etcd", "Extra", "singlenamespace-alpha"], "right after READY, the new catalog's packages").map_err(|e| {
-        format!("{e}: the CatalogSource is READY but the package server has not read it yet (it lists CatalogSources every 5 s instead of watching them)")
+        format!("{e}: the CatalogSource is READY but the package server has not read it yet (a package server that polls CatalogSources instead of watching them)")
     });
     r.step(&cmd, Some(&o), v);
-    let listed = {
-        let mut listed = Err(String::from("the package server never listed the catalog's packages within 60 s"));
-        while ready_at.elapsed() < Duration::from_secs(60) {
-            if env
-                .get(&[
-                    "get",
-                    "packagemanifests.packages.operators.coreos.com",
-                    "-n",
-                    &ns_d,
-                    "-l",
-                    &format!("catalog=ko-extra,catalog-namespace={ns_d}"),
-                    "-o",
-                    "name",
-                ])
-                .contains("etcd")
-            {
-                listed = Ok(ready_at.elapsed());
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        listed
-    };
+    let listed = catalog_listing(&env, &ns_d, true, ready_at)
+        .map_err(|()| String::from("the package server never listed the catalog's packages within 60 s"));
     r.step(
         &format!("(wait) PackageManifests of {ns_d}/ko-extra listed"),
         None,
@@ -1030,32 +1025,11 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
     let args: Vec<&str> = cmd.split(' ').skip(1).collect();
     let o = env.exec(&args, None)?;
     let v = expect_ok(&o, &["No resources found"], "right after the removal, no packages of the removed catalog").map_err(|e| {
-        format!("{e}: the CatalogSource is deleted but the package server still serves its packages (it lists CatalogSources every 5 s instead of watching them)")
+        format!("{e}: the CatalogSource is deleted but the package server still serves its packages (a package server that polls CatalogSources instead of watching them)")
     });
     r.step(&cmd, Some(&o), v);
-    let unlisted = {
-        let mut unlisted = Err(String::from("the package server still lists the removed catalog's packages after 60 s"));
-        while removed_at.elapsed() < Duration::from_secs(60) {
-            if !env
-                .get(&[
-                    "get",
-                    "packagemanifests.packages.operators.coreos.com",
-                    "-n",
-                    &ns_d,
-                    "-l",
-                    &format!("catalog=ko-extra,catalog-namespace={ns_d}"),
-                    "-o",
-                    "name",
-                ])
-                .contains("etcd")
-            {
-                unlisted = Ok(removed_at.elapsed());
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        unlisted
-    };
+    let unlisted = catalog_listing(&env, &ns_d, false, removed_at)
+        .map_err(|()| String::from("the package server still lists the removed catalog's packages after 60 s"));
     r.step(
         &format!("(wait) PackageManifests of {ns_d}/ko-extra gone"),
         None,

@@ -144,16 +144,7 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
         let _ = env.dev(&["down", "--purge"]);
     }
     let mut results = results?;
-    results.extend(not_run.into_iter().map(|spec| {
-        let outcome = if !spec.runnable {
-            Outcome::Pending
-        } else if !opts.all && spec.class != "A" && spec.class != "?" {
-            Outcome::NotApplicable
-        } else {
-            Outcome::NotRun
-        };
-        SpecResult { spec, outcome, seconds: 0.0 }
-    }));
+    results.extend(not_run.into_iter().map(|spec| not_ran(&opts, spec)));
     let run = report::RunInfo {
         upstream_version: version,
         commit: git_commit(workspace),
@@ -181,6 +172,19 @@ fn write_report(opts: &Options, run: &report::RunInfo, results: &[SpecResult]) -
     Ok(())
 }
 
+/// A spec this run did not run: pending upstream, not applicable (a class not selected), or
+/// left out by the budget.
+fn not_ran(opts: &Options, spec: Spec) -> SpecResult {
+    let outcome = if !spec.runnable {
+        Outcome::Pending
+    } else if !opts.all && spec.class != "A" && spec.class != "?" {
+        Outcome::NotApplicable
+    } else {
+        Outcome::NotRun
+    };
+    SpecResult { spec, outcome, seconds: 0.0 }
+}
+
 /// `--rerender`: the report from the JSON reports the last run left in `reports` (for a change
 /// of how reports are read or written), with that run's date, commit and command.
 fn rerender(opts: &Options, specs: Vec<Spec>, reports: &Path) -> anyhow::Result<()> {
@@ -202,16 +206,7 @@ fn rerender(opts: &Options, specs: Vec<Spec>, reports: &Path) -> anyhow::Result<
         let report = found.and_then(|f| serde_json::from_str::<Value>(&std::fs::read_to_string(f).ok()?).ok());
         match report {
             Some(report) => results.extend(outcomes(&report, specs, 0.0)),
-            None => results.extend(specs.into_iter().map(|spec| {
-                let outcome = if !spec.runnable {
-                    Outcome::Pending
-                } else if !opts.all && spec.class != "A" && spec.class != "?" {
-                    Outcome::NotApplicable
-                } else {
-                    Outcome::NotRun
-                };
-                SpecResult { spec, outcome, seconds: 0.0 }
-            })),
+            None => results.extend(specs.into_iter().map(|spec| not_ran(opts, spec))),
         }
     }
     write_report(opts, &run, &results)
