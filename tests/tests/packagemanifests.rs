@@ -109,7 +109,18 @@ fn packagemanifests_through_the_aggregation_layer() {
     // Discovery and OpenAPI: api-resources and explain.
     let resources = shell.ok(&["api-resources", "--api-group=packages.operators.coreos.com"]);
     assert!(resources.contains("packagemanifests"), "{resources}");
-    let explain = shell.ok(&["explain", "packagemanifest.status"]);
+    // The aggregator publishes an APIService's OpenAPI v3 a while after discovery serves it (a
+    // CI run saw "couldn't find resource" right after api-resources listed it): kubectl explain
+    // is retried for up to 90 s (its retry of a failed fetch is a minute), as a user would.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let explain = loop {
+        let (ok, out, err) = shell.run(&["explain", "packagemanifest.status"]);
+        if ok {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "kubectl explain packagemanifest.status after 90s: {err}");
+        std::thread::sleep(Duration::from_secs(1));
+    };
     assert!(explain.contains("defaultChannel") && explain.contains("catalogSource"), "{explain}");
 
     // The icon subresource.
