@@ -592,6 +592,34 @@ async fn selector_group_targets_follow_namespace_labels() -> anyhow::Result<()> 
     })
     .await?;
 
+    // The targeted namespace carries the group's uid label, and loses it when the group stops
+    // targeting it or is deleted (what upstream's webhook namespaceSelectors and users select on).
+    let uid = groups.get("by-label").await?.uid().unwrap_or_default();
+    let uid_label = format!("olm.operatorgroup.uid/{uid}");
+    let labelled = |want: bool, what: &'static str| {
+        let namespaces = namespaces.clone();
+        let uid_label = uid_label.clone();
+        let name = target.name().to_owned();
+        ns.wait_for(what, TIMEOUT, &["operatorgroups"], move || {
+            let namespaces = namespaces.clone();
+            let uid_label = uid_label.clone();
+            let name = name.clone();
+            async move {
+                let got = namespaces.get(&name).await.map_err(|e| e.to_string())?.labels().contains_key(&uid_label);
+                if got == want { Ok(Some(())) } else { Err(format!("{uid_label} on {name}: {got}")) }
+            }
+        })
+    };
+    labelled(true, "the group's uid label on the targeted namespace").await?;
+    namespaces
+        .patch(target.name(), &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"labels": {label.clone(): null}}})))
+        .await?;
+    labelled(false, "the uid label removed from a namespace no longer selected").await?;
+    namespaces
+        .patch(target.name(), &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"labels": {label.clone(): "yes"}}})))
+        .await?;
+    labelled(true, "the uid label back on the namespace selected again").await?;
+
     // Deleting the group deletes its aggregated ClusterRoles.
     let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
     let selector = format!("olm.owner=by-label,olm.owner.namespace={},olm.owner.kind=OperatorGroup", ns.name());
@@ -614,6 +642,7 @@ async fn selector_group_targets_follow_namespace_labels() -> anyhow::Result<()> 
         }
     })
     .await?;
+    labelled(false, "the deleted group's uid label removed").await?;
     ns.cleanup().await?;
     target.cleanup().await?;
     Ok(())

@@ -491,12 +491,42 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     })
     .await?;
     let legacy = api.get("legacy").await?;
+    let before = legacy.status.as_ref().and_then(|s| s.config_map_reference.clone()).context("configMapReference")?;
+    assert_eq!(before.name, "legacy");
+    // The ConfigMap is owned by its CatalogSource (deleting the catalog deletes it, as upstream).
+    let owners = cms.get("legacy").await?.metadata.owner_references.unwrap_or_default();
     assert!(
-        legacy
-            .status
-            .and_then(|s| s.config_map_reference)
-            .is_some_and(|r| r.name == "legacy")
+        owners.iter().any(|o| o.kind == "CatalogSource" && o.name == "legacy" && Some(&o.uid) == legacy.metadata.uid.as_ref()),
+        "{owners:?}"
     );
+    // A changed ConfigMap is served again, and the status says so the way clients read it:
+    // connectionState.lastConnect after configMapReference.lastUpdateTime (whole seconds), READY.
+    cms.patch(
+        "legacy",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"packages": "- packageName: demo\n  channels:\n  - name: beta\n    currentCSV: demo.v1\n"}})),
+    )
+    .await?;
+    let before_version = before.resource_version.clone();
+    let before_time = before.last_update_time.clone().context("lastUpdateTime")?.0;
+    ns.wait_for("CatalogSource legacy to serve its changed ConfigMap", TIMEOUT, OBJECTS, || {
+        let api = api.clone();
+        let before_version = before_version.clone();
+        async move {
+            let status = api.get("legacy").await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+            let (Some(reference), Some(connection)) = (status.config_map_reference, status.connection_state) else {
+                return Ok(None);
+            };
+            let updated = reference.last_update_time.map(|t| t.0);
+            let connected = connection.last_connect.map(|t| t.0);
+            let served = reference.resource_version != before_version
+                && updated.is_some_and(|u| u.as_second() >= before_time.as_second())
+                && connected.zip(updated).is_some_and(|(c, u)| c.as_second() > u.as_second())
+                && connection.last_observed_state == "READY";
+            Ok::<_, String>(served.then_some(()))
+        }
+    })
+    .await?;
     // A poll interval that is not a duration is reported and does not stop the catalog.
     api.patch(
         "over-http",

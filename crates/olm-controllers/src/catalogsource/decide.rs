@@ -44,6 +44,28 @@ pub fn next_fetch(state: Option<&CatalogState>, fingerprint: &str, interval: Dur
     wait.saturating_sub(elapsed)
 }
 
+/// How long to put off reading a ConfigMap catalog whose ConfigMap changed, so that the read
+/// falls in a later second than the change's `configMapReference.lastUpdateTime`. Status times
+/// are whole seconds; a client (upstream's e2e suite among them) knows the new content is served
+/// when `connectionState.lastConnect` is after `lastUpdateTime`, and a read in the same second
+/// would never say so. Upstream records the change in one sync and serves it from a new pod in
+/// a later one; this is the same order, at most a second later. `None`: read now. Only a
+/// change counts: the first read of a catalog is not put off.
+pub fn configmap_read_delay(catalog: &CatalogSource, inputs: &StatusInputs, previous: Option<&CatalogState>, fingerprint: &str, now: Timestamp) -> Option<Duration> {
+    let (_, _, version) = inputs.configmap.as_ref()?;
+    previous.filter(|p| p.fingerprint != fingerprint)?;
+    let reference = catalog.status.as_ref().and_then(|s| s.config_map_reference.as_ref());
+    let recorded = match reference.filter(|r| r.resource_version.as_deref() == Some(version.as_str())) {
+        Some(r) => r.last_update_time.as_ref().map_or(now, |t| t.0),
+        None => now,
+    };
+    if now.as_second() > recorded.as_second() {
+        return None;
+    }
+    let into_second = u64::try_from(now.subsec_nanosecond()).unwrap_or(0);
+    Some(Duration::from_nanos(1_000_000_000u64.saturating_sub(into_second)) + Duration::from_millis(20))
+}
+
 /// Observed facts for the status.
 #[derive(Clone, Debug, Default)]
 pub struct StatusInputs {
@@ -229,6 +251,38 @@ mod tests {
         assert_eq!(next_fetch(Some(&ready), "b", interval, now), Duration::ZERO, "address changed");
         let failing = state(ConnectionState::TransientFailure, 3, 999);
         assert_eq!(next_fetch(Some(&failing), "a", interval, now), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_changed_configmap_is_read_in_the_second_after_the_change_is_recorded() {
+        let at = |second: i64, nanos: i32| Timestamp::new(second, nanos).expect("time");
+        let mut c = catalog(r#"{"sourceType":"configmap","configMap":"cm"}"#);
+        let inputs = StatusInputs {
+            configmap: Some(("cm".into(), "uid".into(), "2".into())),
+            ..Default::default()
+        };
+        let loaded = state(ConnectionState::Ready, 0, 10); // fingerprint "a"
+        // The first read of a catalog, or a read of the content already loaded: now.
+        assert_eq!(configmap_read_delay(&c, &inputs, None, "b", at(20, 0)), None);
+        assert_eq!(configmap_read_delay(&c, &inputs, Some(&loaded), "a", at(20, 0)), None);
+        // Changed, and not recorded yet: recorded now, read at the next second.
+        let delay = configmap_read_delay(&c, &inputs, Some(&loaded), "b", at(20, 300_000_000)).expect("put off");
+        assert_eq!(delay, Duration::from_millis(720));
+        // Recorded (lastUpdateTime 20 s for resourceVersion 2): still put off within second 20,
+        // read from second 21 on, so lastConnect (21) is after lastUpdateTime (20).
+        c.status = Some(CatalogSourceStatus {
+            config_map_reference: Some(ConfigMapResourceReference {
+                name: "cm".into(),
+                resource_version: Some("2".into()),
+                last_update_time: Some(Time(at(20, 0))),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert!(configmap_read_delay(&c, &inputs, Some(&loaded), "b", at(20, 900_000_000)).is_some());
+        assert_eq!(configmap_read_delay(&c, &inputs, Some(&loaded), "b", at(21, 20_000_000)), None);
+        // Not a ConfigMap catalog: never put off.
+        assert_eq!(configmap_read_delay(&c, &StatusInputs::default(), Some(&loaded), "b", at(20, 0)), None);
     }
 
     #[test]

@@ -100,6 +100,7 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
                 .map_err(|err| Error::api(format!("get ConfigMap {namespace}/{name}"), err))?
             {
                 Some(cm) => {
+                    let cm = ensure_owned(&api, cm, &catalog).await?;
                     let version = cm.resource_version().unwrap_or_default();
                     inputs.configmap = Some((name.clone(), cm.uid().unwrap_or_default(), version.clone()));
                     configmap_data = Some(cm.data.unwrap_or_default());
@@ -114,8 +115,13 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     };
 
     let wait = decide::next_fetch(previous.as_ref(), &fingerprint, interval, now);
+    let put_off = if wait.is_zero() {
+        decide::configmap_read_delay(&catalog, &inputs, previous.as_ref(), &fingerprint, now)
+    } else {
+        None
+    };
     let mut current = previous.clone();
-    if wait.is_zero() {
+    if wait.is_zero() && put_off.is_none() {
         let loaded = previous
             .as_ref()
             .filter(|p| p.fingerprint == fingerprint)
@@ -213,7 +219,35 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     } else if matches!(source, Source::ConfigMap(_)) {
         requeue = requeue.min(decide::CONFIGMAP_RECHECK);
     }
+    if let Some(delay) = put_off {
+        requeue = requeue.min(delay);
+    }
     Ok(Action::requeue(requeue.max(Duration::from_millis(200))))
+}
+
+/// The ConfigMap of a ConfigMap catalog, owned by its CatalogSource (not a controller,
+/// never blocking deletion), as upstream makes it: deleting the CatalogSource deletes the
+/// ConfigMap with it. One merge patch the first time, guarded by the resourceVersion read (a
+/// concurrent change makes it fail and the reconcile retries).
+async fn ensure_owned(api: &Api<ConfigMap>, cm: ConfigMap, catalog: &CatalogSource) -> Result<ConfigMap> {
+    let uid = catalog.uid().unwrap_or_default();
+    let mut owners = cm.metadata.owner_references.clone().unwrap_or_default();
+    if uid.is_empty() || owners.iter().any(|o| o.uid == uid) {
+        return Ok(cm);
+    }
+    owners.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: CatalogSource::api_version(&()).into_owned(),
+        kind: CatalogSource::kind(&()).into_owned(),
+        name: catalog.name_any(),
+        uid,
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    });
+    let name = cm.name_any();
+    let patch = serde_json::json!({"metadata": {"resourceVersion": cm.resource_version(), "ownerReferences": owners}});
+    api.patch(&name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .map_err(|err| Error::api(format!("make CatalogSource {} the owner of ConfigMap {}/{name}", catalog.name_any(), catalog.namespace().unwrap_or_default()), err))
 }
 
 /// The state after a failed read or probe: the last good content kept when only the

@@ -77,6 +77,14 @@ pub enum OgAction {
         /// Label key.
         key: String,
     },
+    /// Remove the group's `olm.operatorgroup.uid/<uid>` label from a namespace it no longer
+    /// targets (or all of them, once it targets all namespaces), as upstream does.
+    UnlabelNamespace {
+        /// Namespace.
+        namespace: String,
+        /// Label key.
+        key: String,
+    },
 }
 
 /// The decision for one OperatorGroup.
@@ -287,18 +295,34 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
         }
     }
 
-    // Target namespaces carry the group's uid label (not for all-namespaces groups).
-    if targets != [String::new()]
-        && let Some(key) = group.namespace_label_key()
-    {
-        for ns in observed.namespaces.iter().filter(|ns| targets.contains(&ns.name)) {
-            if !ns.labels.contains_key(&key) {
-                decision = decision.act(OgAction::LabelNamespace {
-                    namespace: ns.name.clone(),
-                    key: key.clone(),
-                });
+    // Target namespaces carry the group's uid label (not for all-namespaces groups); no other
+    // namespace does.
+    if let Some(key) = group.namespace_label_key() {
+        let labelled = targets != [String::new()];
+        for ns in observed.namespaces {
+            let wanted = labelled && targets.contains(&ns.name);
+            let namespace = ns.name.clone();
+            match (wanted, ns.labels.contains_key(&key)) {
+                (true, false) => decision = decision.act(OgAction::LabelNamespace { namespace, key: key.clone() }),
+                (false, true) => decision = decision.act(OgAction::UnlabelNamespace { namespace, key: key.clone() }),
+                _ => {}
             }
         }
     }
     decision
+}
+
+/// The `olm.operatorgroup.uid/<uid>` labels that name no existing OperatorGroup (the group was
+/// deleted, maybe while OLM was down): `(namespace, key)` pairs to remove, as upstream's
+/// namespace sync removes them.
+pub fn stale_group_labels(namespaces: &[NamespaceView], group_uids: &BTreeSet<String>) -> Vec<(String, String)> {
+    namespaces
+        .iter()
+        .flat_map(|ns| {
+            ns.labels
+                .keys()
+                .filter(|k| k.strip_prefix(keys::OPERATOR_GROUP_UID_LABEL_PREFIX).is_some_and(|uid| !group_uids.contains(uid)))
+                .map(|k| (ns.name.clone(), k.clone()))
+        })
+        .collect()
 }

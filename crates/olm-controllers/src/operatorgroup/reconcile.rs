@@ -109,13 +109,8 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
                     Err(err) => return Err(Error::api(format!("delete ClusterRole {name}"), err)),
                 }
             }
-            OgAction::LabelNamespace { namespace: target, key } => {
-                let api: Api<Namespace> = Api::all(ctx.client.clone());
-                let patch = json!({ "metadata": { "labels": { key: "" } } });
-                api.patch(target, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|err| Error::api(format!("label Namespace {target}"), err))?;
-            }
+            OgAction::LabelNamespace { namespace: target, key } => label_namespace(&ctx, target, key, true).await?,
+            OgAction::UnlabelNamespace { namespace: target, key } => label_namespace(&ctx, target, key, false).await?,
         }
     }
     if let Some(status) = &decision.status {
@@ -124,16 +119,53 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
     Ok(action_for(decision.requeue_after))
 }
 
+/// Adds (or removes) the group label `key` on namespace `namespace` (a merge patch; a
+/// namespace already gone is no error when removing).
+async fn label_namespace(ctx: &ControllerContext<OgState>, namespace: &str, key: &str, add: bool) -> Result<()> {
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let value = if add { json!("") } else { serde_json::Value::Null };
+    let patch = json!({ "metadata": { "labels": { key: value } } });
+    match api.patch(namespace, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(()),
+        Err(err) if !add && olm_runtime::error::is_not_found(&err) => Ok(()),
+        Err(err) => Err(Error::api(format!("{} label {key} on Namespace {namespace}", if add { "add" } else { "remove" }), err)),
+    }
+}
+
+/// Removes the labels of OperatorGroups that no longer exist from every namespace: on
+/// startup and after a group is deleted (a group deleted while OLM was down included).
+async fn remove_stale_group_labels(ctx: &ControllerContext<OgState>) {
+    let uids = ctx.state.groups.list().iter().filter_map(|g| g.uid()).collect();
+    for (namespace, key) in super::decide::stale_group_labels(&namespace_views(&ctx.state.namespaces), &uids) {
+        match label_namespace(ctx, &namespace, &key, false).await {
+            Ok(()) => tracing::info!(%namespace, label = %key, "removed the label of a deleted OperatorGroup"),
+            Err(err) => tracing::warn!(%namespace, label = %key, "cannot remove the label of a deleted OperatorGroup: {err}"),
+        }
+    }
+}
+
 /// ClusterRoles are cluster-scoped, so no ownerReference can point at the (namespaced) group:
-/// when a group disappears from the cache, its roles are deleted by their owner labels.
+/// when a group disappears from the cache, its roles are deleted by their owner labels, and its
+/// namespace labels removed.
 fn delete_roles_of_deleted_groups(ctx: Arc<ControllerContext<OgState>>) -> impl std::future::Future<Output = ()> + Send + 'static {
     let events = ctx.state.groups.subscribe();
-    async move {
+    let sweeps = {
+        let ctx = ctx.clone();
+        async move {
+            let gained = ctx.leadership.gained();
+            let mut gained = std::pin::pin!(gained);
+            while gained.next().await.is_some() {
+                remove_stale_group_labels(&ctx).await;
+            }
+        }
+    };
+    let deletions = async move {
         let mut events = std::pin::pin!(events);
         while let Some(group) = events.next().await {
             if ctx.state.groups.store().get(&ObjectRef::from_obj(group.as_ref())).is_some() || !ctx.leadership.is_leader() {
                 continue;
             }
+            remove_stale_group_labels(&ctx).await;
             let selector = crate::metadata::operator_group_owner_labels(&group)
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
@@ -146,6 +178,9 @@ fn delete_roles_of_deleted_groups(ctx: Arc<ControllerContext<OgState>>) -> impl 
                 Err(err) => tracing::warn!(%err, group = %group.name_any(), "cannot delete the ClusterRoles of a deleted OperatorGroup"),
             }
         }
+    };
+    async move {
+        tokio::join!(sweeps, deletions);
     }
 }
 

@@ -9,7 +9,7 @@ use olm_api::keys;
 use olm_api::v1::operator_group::{OperatorGroup, OperatorGroupSpec, OperatorGroupStatus};
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 
-use super::decide::{NamespaceView, Observed, OgAction, decide, target_namespaces};
+use super::decide::{NamespaceView, Observed, OgAction, decide, stale_group_labels, target_namespaces};
 
 const ETCD_CSV: &str = include_str!("../../testdata/etcd-0.9.4/etcdoperator.v0.9.4.clusterserviceversion.yaml");
 
@@ -178,4 +178,34 @@ fn only_groups_whose_targets_a_namespace_can_change_are_concerned_by_it() {
     assert!(namespace_may_concern(&explicit, "app"));
     assert!(!namespace_may_concern(&explicit, "other"));
     assert!(namespace_may_concern(&selector, "anything"), "a selector may match any namespace");
+}
+
+#[test]
+fn a_namespace_no_longer_targeted_loses_the_group_label_and_deleted_groups_labels_go() {
+    let key = "olm.operatorgroup.uid/1234".to_owned();
+    let mut ns = namespaces();
+    for view in &mut ns {
+        view.labels.insert(key.clone(), String::new());
+    }
+    ns[1].labels.insert("olm.operatorgroup.uid/gone".into(), String::new());
+    // Targets only "a": "b" and "ops" lose the label.
+    let og = group(OperatorGroupSpec { target_namespaces: Some(vec!["a".into()]), ..Default::default() });
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
+    let unlabelled: Vec<String> = decide(&observed, now())
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            OgAction::UnlabelNamespace { namespace, key: k } if *k == key => Some(namespace.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unlabelled, ["b", "ops"]);
+    // Become all-namespaces: every namespace loses it.
+    let all = group(OperatorGroupSpec::default());
+    let observed = Observed { group: &all, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
+    let count = decide(&observed, now()).actions.iter().filter(|a| matches!(a, OgAction::UnlabelNamespace { .. })).count();
+    assert_eq!(count, 3);
+    // Labels of groups that no longer exist.
+    let uids = std::collections::BTreeSet::from(["1234".to_owned()]);
+    assert_eq!(stale_group_labels(&ns, &uids), [("b".to_owned(), "olm.operatorgroup.uid/gone".to_owned())]);
 }
