@@ -161,10 +161,15 @@ pub fn documents(data: &BTreeMap<String, String>) -> Result<Vec<olm_catalog::Doc
         .collect())
 }
 
+/// What upstream's ConfigMap registry serves although opm refuses it in a file-based catalog:
+/// package names that are not DNS-1123 labels (`PackageDependent`), and bundles of a package
+/// that share a version. Upstream's own e2e suite builds such catalogs.
+pub const TOLERATED: &[&str] = &["InvalidPackageName", "DuplicateVersion"];
+
 /// The content of a ConfigMap catalog.
 pub fn content(key: CatalogKey, priority: i32, data: &BTreeMap<String, String>) -> Result<CatalogContent, String> {
     let docs = documents(data)?;
-    CatalogContent::from_documents(key, priority, docs, None, HashMap::new())
+    CatalogContent::from_documents_tolerating(key, priority, docs, None, HashMap::new(), TOLERATED)
 }
 
 #[cfg(test)]
@@ -203,6 +208,22 @@ mod tests {
             "- apiVersion: apiextensions.k8s.io/v1\n  kind: CustomResourceDefinition\n  metadata: {name: widgets.demo.io}\n  spec: {group: demo.io}\n".into(),
         );
         data
+    }
+
+    #[test]
+    fn what_upstreams_configmap_registry_serves_is_served() {
+        let mut data = data();
+        let packages = data.get(PACKAGES_KEY).cloned().unwrap_or_default().replace("packageName: demo", "packageName: PkgDemo");
+        data.insert(PACKAGES_KEY.into(), packages);
+        let csvs = data.get(CSVS_KEY).cloned().unwrap_or_default().replace("version: 2.0.0", "version: 1.0.0");
+        data.insert(CSVS_KEY.into(), csvs);
+        let content = content(CatalogKey::new("legacy", "ns"), 0, &data).expect("served");
+        assert!(content.problems.is_empty(), "{:?}", content.problems);
+        let package = content.catalog.package("PkgDemo").expect("the package is served");
+        assert_eq!(package.bundles().len(), 2, "both bundles at 1.0.0");
+        // The same documents as a file-based catalog are refused, as opm refuses them.
+        let strict = CatalogContent::from_documents(CatalogKey::new("fbc", "ns"), 0, documents(&data).expect("documents"), None, HashMap::new());
+        assert!(strict.is_err_and(|e| e.contains("DNS-1123") || e.contains("share version")));
     }
 
     #[test]

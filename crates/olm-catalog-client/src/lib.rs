@@ -203,7 +203,22 @@ impl CatalogContent {
         location: Option<SourceLocation>,
         inline: InlineManifests,
     ) -> Result<CatalogContent, String> {
+        Self::from_documents_tolerating(key, priority, documents, location, inline, &[])
+    }
+
+    /// [`CatalogContent::from_documents`], with the problems whose codes are in `tolerated`
+    /// not counted: a legacy catalog (a ConfigMap) is held to what upstream's legacy registry
+    /// checks, not to opm's file-based catalog validation.
+    pub fn from_documents_tolerating(
+        key: CatalogKey,
+        priority: i32,
+        documents: Vec<olm_catalog::Document>,
+        location: Option<SourceLocation>,
+        inline: InlineManifests,
+        tolerated: &[&str],
+    ) -> Result<CatalogContent, String> {
         let (catalog, mut problems) = Catalog::build(documents);
+        problems.retain(|p| !tolerated.contains(&p.code));
         if matches!(location, Some(SourceLocation::Grpc(_))) {
             // A catalog server's listing need not carry a bundle's manifests: GetBundle sends
             // them when a plan needs them (a catalog rendered from local bundle directories has

@@ -116,6 +116,7 @@ pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {
                             ))
                             .file(src)
                             .package(&p.name)
+                            .code("InvalidPackageName")
                             .fix(
                                 "use lowercase letters, digits and '-', at most 63 characters",
                             ),
