@@ -275,16 +275,14 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
                 now,
             );
         }
+        // Upstream's words exactly (clients compare them); why the catalog cannot be read is
+        // in ResolutionFailed and on the CatalogSource.
         Some(c) if !c.healthy => set_condition(
             &mut conditions,
             SubscriptionConditionType::CatalogSourcesUnhealthy,
             ConditionStatus::True,
             Some(reasons::UNHEALTHY_CATALOG_SOURCE_FOUND),
-            Some(format!(
-                "targeted catalogsource {} unhealthy: {}",
-                c.key,
-                c.error.clone().unwrap_or_else(|| "not read yet".into())
-            )),
+            Some(format!("targeted catalogsource {} unhealthy", c.key)),
             now,
         ),
         Some(_) => {
