@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::upstream_e2e_report::{self as report, Outcome, Spec, SpecResult};
 
-pub const USAGE: &str = "olm-bench --upstream-e2e [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender]";
+pub const USAGE: &str = "olm-bench --upstream-e2e [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--not-passing] [--keep] [--rerender]";
 
 /// Private state and ports: `olm dev up` uses 28000, the tests 29000, the benchmark 46000-47600.
 const STATE_DIR: &str = "/tmp/upstream-e2e-state";
@@ -41,6 +41,8 @@ pub struct Options {
     /// No spec starts after this long; those left are "not run" (their previous rows stay).
     pub budget: Option<Duration>,
     pub all: bool,
+    /// Run only the specs whose row in the report (`--out`) does not say pass.
+    pub not_passing: bool,
     /// Leave the control plane running afterwards (for looking at what a spec left behind).
     pub keep: bool,
     /// Write the report again from the last run's JSON reports, running nothing.
@@ -62,6 +64,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
         spec_timeout: Duration::from_secs(300),
         budget: None,
         all: false,
+        not_passing: false,
         keep: false,
         rerender: false,
         kubectl_operator: false,
@@ -81,6 +84,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
             "--spec-timeout" => opts.spec_timeout = Duration::from_secs(number(a, args.next())?.max(30)),
             "--budget" => opts.budget = Some(Duration::from_secs(60 * number(a, args.next())?)),
             "--all" => opts.all = true,
+            "--not-passing" => opts.not_passing = true,
             "--keep" => opts.keep = true,
             "--rerender" => opts.rerender = true,
             "--kubectl-operator" => opts.kubectl_operator = true,
@@ -108,7 +112,13 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     let (bin, dir) = crate::tools::build_upstream_e2e(&version)?;
     let built = started.elapsed();
     let state = PathBuf::from(STATE_DIR);
-    let specs = list_specs(&bin, &dir, opts.focus.as_deref(), &state)?;
+    let mut specs = list_specs(&bin, &dir, opts.focus.as_deref(), &state)?;
+    if opts.not_passing {
+        let passing = report::passing(&std::fs::read_to_string(&opts.out).unwrap_or_default());
+        for spec in &mut specs {
+            spec.selected &= !report::passed(&passing, spec);
+        }
+    }
     let reports = state.join("reports");
     if opts.rerender {
         return rerender(&opts, specs, &reports);

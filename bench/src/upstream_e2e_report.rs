@@ -161,6 +161,16 @@ fn norm(s: &str) -> String {
     if cut.len() < one_line.len() { format!("{cut}…") } else { cut }
 }
 
+/// The specs (location, text as a cell holds it) whose row in the report `previous` says pass.
+pub fn passing(previous: &str) -> std::collections::HashSet<(String, String)> {
+    previous.lines().filter_map(Row::parse).filter(|r| r.result == "pass").map(|r| (r.location, r.text)).collect()
+}
+
+/// Whether `spec` passed in the report a [`passing`] set was read from.
+pub fn passed(passing: &std::collections::HashSet<(String, String)>, spec: &Spec) -> bool {
+    passing.contains(&(spec.location.clone(), norm(&spec.text)))
+}
+
 pub fn render(run: &RunInfo, results: &[SpecResult], previous: &str) -> String {
     let old: HashMap<(String, String), Row> = previous.lines().filter_map(Row::parse).map(|r| ((r.location.clone(), r.text.clone()), r)).collect();
     let this_run = format!("{} {}", run.date.split(' ').next().unwrap_or(""), run.commit.split(' ').next().unwrap_or(""));

@@ -281,8 +281,19 @@ pub fn check_drift(desired: &Deployment, actual: Option<&Deployment>) -> Result<
     Ok(())
 }
 
+/// How strictly a Deployment's health is judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// While installing or upgrading: as `kubectl rollout status`, every updated replica
+    /// available (the Available condition alone holds while a new replica cannot start).
+    Rollout,
+    /// Once installed: as upstream judges a Succeeded CSV, no outdated replica and the
+    /// Available condition; a pod lost within `maxUnavailable` is no failure.
+    Installed,
+}
+
 /// Whether an installed Deployment is rolled out and Available.
-pub fn check_health(actual: &Deployment) -> Result<(), DeploymentProblem> {
+pub fn check_health(actual: &Deployment, health: Health) -> Result<(), DeploymentProblem> {
     let name = actual.name_any();
     let generation = actual.metadata.generation.unwrap_or(0);
     let Some(status) = actual.status.as_ref() else {
@@ -306,7 +317,7 @@ pub fn check_health(actual: &Deployment) -> Result<(), DeploymentProblem> {
     }
     let replicas = actual.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let updated = status.updated_replicas.unwrap_or(0);
-    if updated < replicas {
+    if health == Health::Rollout && updated < replicas {
         return Err(DeploymentProblem::Waiting(format!(
             "waiting for deployment {name} rollout to finish: {updated} out of {replicas} new replicas have been updated"
         )));
@@ -322,7 +333,7 @@ pub fn check_health(actual: &Deployment) -> Result<(), DeploymentProblem> {
         )));
     }
     let available_updated = status.available_replicas.unwrap_or(0);
-    if available_updated < updated {
+    if health == Health::Rollout && available_updated < updated {
         return Err(DeploymentProblem::Waiting(format!(
             "waiting for deployment {name} rollout to finish: {available_updated} of {updated} updated replicas are available"
         )));
@@ -355,11 +366,28 @@ mod tests {
         let available = json!([{"type": "Available", "status": "True"}]);
         // The new pod is Pending (no node for it); the old one still makes the Deployment Available.
         let stuck = rollout(json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1, "conditions": available}));
-        assert!(matches!(check_health(&stuck), Err(DeploymentProblem::Waiting(m)) if m.contains("1 old replicas are pending termination")));
+        for health in [Health::Rollout, Health::Installed] {
+            assert!(matches!(check_health(&stuck, health), Err(DeploymentProblem::Waiting(m)) if m.contains("1 old replicas are pending termination")));
+        }
         let unready = rollout(json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 0, "conditions": available}));
-        assert!(matches!(check_health(&unready), Err(DeploymentProblem::Waiting(m)) if m.contains("0 of 1 updated replicas are available")));
+        assert!(matches!(check_health(&unready, Health::Rollout), Err(DeploymentProblem::Waiting(m)) if m.contains("0 of 1 updated replicas are available")));
         let done = rollout(json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "conditions": available}));
-        assert!(check_health(&done).is_ok());
+        assert!(check_health(&done, Health::Rollout).is_ok());
+    }
+
+    #[test]
+    fn an_installed_deployment_that_loses_a_pod_within_max_unavailable_stays_healthy() {
+        // Two replicas, one pod deleted: its replacement is not ready yet, the Deployment still
+        // Available (maxUnavailable 1). Upstream keeps such a CSV Succeeded.
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "op", "generation": 1},
+            "spec": {"replicas": 2, "selector": {}, "template": {}},
+            "status": {"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 1,
+                       "conditions": [{"type": "Available", "status": "True"}]},
+        }))
+        .expect("a deployment");
+        assert!(check_health(&deployment, Health::Installed).is_ok());
+        assert!(check_health(&deployment, Health::Rollout).is_err(), "still rolling out while installing");
     }
 
     #[test]

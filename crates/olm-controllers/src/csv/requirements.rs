@@ -159,9 +159,19 @@ pub fn replaced_by(csv: &ClusterServiceVersion, peers: &[&ClusterServiceVersion]
     replaced
 }
 
-/// The ServiceAccounts the CSV's permissions name.
+/// The ServiceAccounts the CSV's permissions name (an entry without rules too: its account is
+/// still required, as upstream checks it).
 pub fn declared_service_accounts(csv: &ClusterServiceVersion) -> BTreeSet<String> {
-    declared_rules(csv).into_iter().map(|(sa, _, _)| sa).collect()
+    let Some(strategy) = csv.spec.install.spec.as_ref() else {
+        return BTreeSet::new();
+    };
+    strategy
+        .permissions
+        .iter()
+        .flatten()
+        .chain(strategy.cluster_permissions.iter().flatten())
+        .map(|p| p.service_account_name.clone())
+        .collect()
 }
 
 /// What the cluster offers that the requirement checks read.

@@ -261,8 +261,10 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
         if settling {
             wanted.extend(current.iter().cloned());
         }
-        let has_annotation = group.annotations().contains_key(keys::PROVIDED_APIS_ANNOTATION);
-        if wanted != current || (!has_annotation && !members.is_empty()) {
+        // Written only when the set changes, as upstream: a group whose members provide
+        // nothing has no annotation at all (clients wait for exactly that), and one whose APIs
+        // all went keeps an empty one.
+        if wanted != current {
             let value = wanted.iter().cloned().collect::<Vec<_>>().join(",");
             decision = decision.act(OgAction::SetProvidedApis { value });
         }

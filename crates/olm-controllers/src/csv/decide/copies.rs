@@ -254,6 +254,13 @@ pub fn decide_copy(copy: &ClusterServiceVersion, original: Option<&ClusterServic
     let Some(original) = original else {
         return decision.act(CsvAction::DeleteSelf);
     };
+    // A copy whose olm.operatorNamespace does not name its original's namespace (someone
+    // changed it) is deleted, as upstream deletes such dangling copies; the original copies
+    // itself again.
+    let operator_namespace = copy.annotations().get(keys::OPERATOR_NAMESPACE_ANNOTATION);
+    if operator_namespace.is_some_and(|ns| Some(ns) != original.namespace().as_ref() || Some(ns) == copy.namespace().as_ref()) {
+        return decision.act(CsvAction::DeleteSelf);
+    }
     let explicit_targets = original
         .annotations()
         .get(keys::TARGET_NAMESPACES_ANNOTATION)

@@ -14,6 +14,7 @@ use super::deletion::{crd_owner_conflict, replaced, replacement};
 use super::exposure::{api_service_conflict, api_service_problems, conversion_problem, exposure_actions};
 use crate::csv::api_registration;
 use super::strategy::{invalid_strategy, strategy_problem};
+use crate::csv::deployment::Health;
 use super::{
     CsvAction, CsvDecision, INSTALL_TIMEOUT, Observed, REINSTALL_PAUSE, REQUEUE_REQUIREMENTS, REQUEUE_RESYNC,
     REQUEUE_WAITING, transition,
@@ -146,14 +147,16 @@ fn pending(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDe
     if !met {
         return requirements_not_met(pass, previous, entries);
     }
+    // Failing past this point, the requirements as checked stay in the status (as upstream).
     if let Some(problem) = api_registration::webhook_description_problem(csv) {
-        return transition(previous, CsvPhase::Failed, CsvReason::InvalidWebhookDescription, problem, now);
+        return with_requirements(transition(previous, CsvPhase::Failed, CsvReason::InvalidWebhookDescription, problem, now), entries);
     }
     if let Some(conflict) = crd_owner_conflict(observed) {
-        return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, format!("owner conflict: {conflict}"), now);
+        let failed = transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, format!("owner conflict: {conflict}"), now);
+        return with_requirements(failed, entries);
     }
     if let Some(conflict) = api_service_conflict(observed) {
-        return transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, conflict, now);
+        return with_requirements(transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, conflict, now), entries);
     }
     if let Some(old) = replaced(observed)
         && old.phase() != Some(&CsvPhase::Replacing)
@@ -234,7 +237,7 @@ fn install_ready(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) ->
 /// applying again; Failed after the install timeout.
 fn installing(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
     let (observed, now) = (pass.observed, pass.now);
-    match strategy_problem(observed, observed.desired_deployments()) {
+    match strategy_problem(observed, observed.desired_deployments(), Health::Rollout) {
         None => with_api_roles(
             observed,
             transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now),
@@ -387,7 +390,7 @@ fn failed(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDec
 /// when there is none): what applying again fixes goes back to InstallReady, anything else to
 /// `otherwise`, both with `reason`.
 fn reinstall(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, reason: CsvReason, otherwise: CsvPhase) -> Option<CsvDecision> {
-    let problem = strategy_problem(pass.observed, pass.observed.desired_deployments())?;
+    let problem = strategy_problem(pass.observed, pass.observed.desired_deployments(), Health::Installed)?;
     let phase = match problem {
         DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_) => CsvPhase::InstallReady,
         _ => otherwise,

@@ -11,7 +11,7 @@ use olm_api::v1alpha1::subscription::SubscriptionConfig;
 use super::Observed;
 use super::exposure::exposure_problem;
 use crate::csv::certs::{ServingCert, cert_deployments};
-use crate::csv::deployment::{DeploymentProblem, check_drift, check_health, desired_deployment};
+use crate::csv::deployment::{DeploymentProblem, Health, check_drift, check_health, desired_deployment};
 
 /// Problems with `spec.install` that no retry fixes.
 pub(super) fn invalid_strategy(csv: &ClusterServiceVersion) -> Option<String> {
@@ -65,8 +65,8 @@ pub fn desired_deployments(
         .collect()
 }
 
-/// The first problem of the installed strategy: drift before health.
-pub(super) fn strategy_problem(observed: &Observed<'_>, desired: &[Deployment]) -> Option<DeploymentProblem> {
+/// The first problem of the installed strategy: drift before health (judged as `health`).
+pub(super) fn strategy_problem(observed: &Observed<'_>, desired: &[Deployment], health: Health) -> Option<DeploymentProblem> {
     let drift = desired
         .iter()
         .find_map(|want| check_drift(want, observed.deployments.get(&want.name_any())).err());
@@ -76,7 +76,7 @@ pub(super) fn strategy_problem(observed: &Observed<'_>, desired: &[Deployment]) 
     let health = desired
         .iter()
         .filter_map(|want| observed.deployments.get(&want.name_any()))
-        .find_map(|actual| check_health(actual).err());
+        .find_map(|actual| check_health(actual, health).err());
     match (health, exposure_problem(observed)) {
         (_, Some(problem)) if problem.needs_apply() => Some(problem),
         (Some(problem), _) => Some(problem),

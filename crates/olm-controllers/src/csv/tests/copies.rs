@@ -88,8 +88,20 @@ fn a_copy_without_its_original_deletes_itself() {
     copy.metadata.labels.get_or_insert_with(BTreeMap::new).insert(keys::COPIED_FROM_LABEL.into(), "operators".into());
     let no_rbac = crate::csv::decide::OwnedRbac::default();
     assert_eq!(decide_copy(&copy, None, &no_rbac).actions, vec![CsvAction::DeleteSelf]);
-    let original = etcd();
+    let mut original = etcd();
+    original.metadata.namespace = Some("operators".into());
+    copy.metadata.namespace = Some("team-a".into());
     assert!(decide_copy(&copy, Some(&original), &no_rbac).actions.is_empty());
+    // A copy whose olm.operatorNamespace someone changed is dangling: deleted (the original
+    // copies itself again), as upstream.
+    let annotated = |ns: &str| {
+        let mut copy = copy.clone();
+        copy.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(keys::OPERATOR_NAMESPACE_ANNOTATION.into(), ns.into());
+        decide_copy(&copy, Some(&original), &no_rbac).actions
+    };
+    assert!(annotated("operators").is_empty());
+    assert_eq!(annotated("team-a"), vec![CsvAction::DeleteSelf]);
+    assert_eq!(annotated("elsewhere"), vec![CsvAction::DeleteSelf]);
 }
 
 #[test]
