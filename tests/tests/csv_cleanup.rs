@@ -130,3 +130,42 @@ async fn cluster_rbac_left_in_a_deleted_namespace_is_removed() -> anyhow::Result
     waiter.cleanup().await?;
     Ok(())
 }
+
+/// An APIService labelled as made for a CSV that does not exist (its namespace gone, or the
+/// CSV) is deleted, as upstream deletes orphaned APIServices; one of an existing CSV, or not
+/// made for a CSV, stays.
+#[tokio::test]
+async fn an_apiservice_whose_csv_does_not_exist_is_deleted() -> anyhow::Result<()> {
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    let (cluster, _admin) = setup().await?;
+    let ns = cluster.namespace("orphaned-apiservice").await?;
+    let api_services: Api<APIService> = Api::all(cluster.client());
+    let group = format!("hats.{}.example.com", ns.name());
+    let name = format!("v1alpha1.{group}");
+    let create = |labels: serde_json::Value| {
+        let api_services = api_services.clone();
+        let object = json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"group": group, "version": "v1alpha1", "groupPriorityMinimum": 100, "versionPriority": 100}});
+        async move { api_services.create(&Default::default(), &serde_json::from_value::<APIService>(object)?).await.map_err(anyhow::Error::from) }
+    };
+    let gone = |what: &'static str| {
+        let (api_services, name) = (api_services.clone(), name.clone());
+        ns.wait_for(what, TIMEOUT, &["apiservices"], move || {
+            let (api_services, name) = (api_services.clone(), name.clone());
+            async move { Ok::<_, String>(api_services.get_opt(&name).await.map_err(|e| e.to_string())?.is_none().then_some(())) }
+        })
+    };
+    let owned_by = |namespace: &str| json!({keys::OWNER_LABEL: "hat-server.v1", keys::OWNER_KIND_LABEL: "ClusterServiceVersion", keys::OWNER_NAMESPACE_LABEL: namespace});
+    create(owned_by("nonexistent-namespace")).await?;
+    gone("the APIService of a CSV in a namespace that does not exist to be deleted").await?;
+    create(owned_by(ns.name())).await?;
+    gone("the APIService of a CSV that does not exist to be deleted").await?;
+    // Not made for a CSV: OLM leaves it alone.
+    create(json!({"app": "hats"})).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(api_services.get_opt(&name).await?.is_some(), "an APIService not made for a CSV is not OLM's to delete");
+    api_services.delete(&name, &DeleteParams::default()).await?;
+    ns.cleanup().await?;
+    Ok(())
+}

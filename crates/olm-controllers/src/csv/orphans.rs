@@ -6,6 +6,10 @@
 //! cluster RBAC owned by CSVs of a namespace that no longer exists is deleted when the namespace
 //! disappears, and by a sweep every [`SWEEP`] (namespaces gone while OLM was down, or a plan
 //! that wrote after the namespace's deletion).
+//!
+//! APIServices are cluster-scoped too: one labelled as owned by a CSV that does not exist (its
+//! namespace gone, or the CSV) is deleted when it appears or changes, and by the sweep, as
+//! upstream deletes orphaned APIServices.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,7 +17,8 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{DeleteParams, ListParams};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::api::{DeleteParams, ListParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use olm_api::keys;
@@ -37,6 +42,38 @@ pub fn vanished_owner_namespaces<'a>(
         .filter(|namespace| !namespace.is_empty() && !exists(namespace))
         .cloned()
         .collect()
+}
+
+/// The CSV (namespace, name) an object's owner labels name, when they name one.
+pub fn csv_owner(labels: &BTreeMap<String, String>) -> Option<(&str, &str)> {
+    if labels.get(keys::OWNER_KIND_LABEL).map(String::as_str) != Some("ClusterServiceVersion") {
+        return None;
+    }
+    let namespace = labels.get(keys::OWNER_NAMESPACE_LABEL).filter(|n| !n.is_empty())?;
+    let name = labels.get(keys::OWNER_LABEL).filter(|n| !n.is_empty())?;
+    Some((namespace, name))
+}
+
+/// Deletes `api_service` when the CSV its owner labels name does not exist (the cache of
+/// CSVs is synced before this runs, and a CSV is in it before OLM makes its APIService). The
+/// delete is guarded by the uid seen: a re-created APIService is judged again on its own.
+async fn delete_if_orphaned(ctx: &ControllerContext<CsvState>, api_service: &APIService) {
+    let Some((namespace, name)) = csv_owner(api_service.labels()) else {
+        return;
+    };
+    if ctx.state.csvs.get(Some(namespace), name).is_some() {
+        return;
+    }
+    let api_name = api_service.name_any();
+    let params = DeleteParams { preconditions: Some(Preconditions { uid: api_service.uid(), resource_version: None }), ..Default::default() };
+    match Api::<APIService>::all(ctx.client.clone()).delete(&api_name, &params).await {
+        Ok(_) => tracing::info!(apiservice = %api_name, csv = %format!("{namespace}/{name}"), "deleted an APIService whose owning CSV does not exist"),
+        Err(err) if olm_runtime::error::is_not_found(&err) => {}
+        Err(err) => {
+            let err = Error::api(format!("delete the orphaned APIService {api_name}"), err);
+            tracing::warn!(error = %err, "retried by the next sweep");
+        }
+    }
 }
 
 fn owned_by_csvs_of(namespace: &str) -> ListParams {
@@ -74,11 +111,18 @@ pub fn delete_cluster_rbac_of_deleted_namespaces(
     ctx: Arc<ControllerContext<CsvState>>,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let namespaces = ctx.state.namespaces.subscribe();
+    let api_services = ctx.state.api_services.subscribe();
     async move {
         enum Work {
             Gone(String),
+            ApiService(Arc<APIService>),
             Sweep,
         }
+        let api_service_store = ctx.state.api_services.store().clone();
+        let api_services = api_services.filter_map(move |a| {
+            let current = api_service_store.get(&ObjectRef::from_obj(a.as_ref())).is_some();
+            futures::future::ready((current && csv_owner(a.labels()).is_some()).then_some(Work::ApiService(a)))
+        });
         let store = ctx.state.namespaces.store().clone();
         let gone = namespaces.filter_map(move |ns| {
             let deleted = store.get(&ObjectRef::from_obj(ns.as_ref())).is_none();
@@ -90,27 +134,37 @@ pub fn delete_cluster_rbac_of_deleted_namespaces(
             interval.tick().await;
             Some((Work::Sweep, Some(interval)))
         });
-        let mut work = std::pin::pin!(futures::stream::select(gone, sweeps));
+        let mut work = std::pin::pin!(futures::stream::select(futures::stream::select(gone, api_services), sweeps));
         while let Some(item) = work.next().await {
             if !ctx.leadership.is_leader() {
                 continue;
             }
             match item {
                 Work::Gone(namespace) => delete_cluster_rbac_of(&ctx.client, &namespace).await,
-                Work::Sweep => match owner_namespaces(&ctx.client).await {
-                    Ok(labels) => {
-                        let namespaces = &ctx.state.namespaces;
-                        for namespace in vanished_owner_namespaces(&labels, |ns| namespaces.get(None, ns).is_some()) {
-                            tracing::info!(namespace, "deleting the cluster RBAC of CSVs of a namespace that no longer exists");
-                            delete_cluster_rbac_of(&ctx.client, &namespace).await;
-                        }
-                    }
-                    Err(err) => {
-                        let err = Error::api("list the ClusterRoles and ClusterRoleBindings made for CSVs", err);
-                        tracing::warn!(error = %err, "retried by the next sweep");
-                    }
-                },
+                Work::ApiService(api_service) => delete_if_orphaned(&ctx, &api_service).await,
+                Work::Sweep => sweep(&ctx).await,
             }
+        }
+    }
+}
+
+/// Every APIService made for a CSV that does not exist, and the cluster RBAC of CSVs of
+/// namespaces that no longer exist.
+async fn sweep(ctx: &ControllerContext<CsvState>) {
+    for api_service in ctx.state.api_services.list() {
+        delete_if_orphaned(ctx, &api_service).await;
+    }
+    match owner_namespaces(&ctx.client).await {
+        Ok(labels) => {
+            let namespaces = &ctx.state.namespaces;
+            for namespace in vanished_owner_namespaces(&labels, |ns| namespaces.get(None, ns).is_some()) {
+                tracing::info!(namespace, "deleting the cluster RBAC of CSVs of a namespace that no longer exists");
+                delete_cluster_rbac_of(&ctx.client, &namespace).await;
+            }
+        }
+        Err(err) => {
+            let err = Error::api("list the ClusterRoles and ClusterRoleBindings made for CSVs", err);
+            tracing::warn!(error = %err, "retried by the next sweep");
         }
     }
 }
@@ -138,5 +192,13 @@ mod tests {
         ];
         let vanished = vanished_owner_namespaces(&all, |ns| ns == "here");
         assert_eq!(vanished, BTreeSet::from(["gone".to_owned()]));
+    }
+
+    #[test]
+    fn the_csv_an_object_is_made_for_is_named_by_its_owner_labels() {
+        assert_eq!(csv_owner(&labels("ClusterServiceVersion", "ops")), Some(("ops", "etcdoperator.v0.9.4")));
+        assert_eq!(csv_owner(&labels("OperatorGroup", "ops")), None);
+        assert_eq!(csv_owner(&labels("ClusterServiceVersion", "")), None);
+        assert_eq!(csv_owner(&BTreeMap::new()), None);
     }
 }
