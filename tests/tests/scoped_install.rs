@@ -247,8 +247,11 @@ async fn a_group_naming_a_missing_service_account_waits_for_it() -> anyhow::Resu
     })
     .await?;
     assert_eq!(phase(&plan), Some(&InstallPlanPhase::Installing));
-    let (status, _, message) = installed_condition(&plan).context("Installed condition")?;
+    let (status, _, words) = installed_condition(&plan).context("Installed condition")?;
     assert_eq!(status, ConditionStatus::False);
+    // The condition says it in upstream's words (clients compare them), status.message explains.
+    assert_eq!(words, format!("please make sure the service account exists. sa=ghost operatorgroup={}/og", ns.name()));
+    let message = plan.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
     assert!(
         message.contains("\"ghost\"") && message.contains("does not exist") && message.contains(&format!("OperatorGroup {}/og", ns.name())),
         "{message}"
@@ -339,7 +342,9 @@ async fn without_an_operator_group_nothing_is_installed_until_one_exists() -> an
         installed_condition(p).is_some_and(|(_, reason, _)| reason == Some(InstallPlanConditionReason::InstallCheckFailed))
     })
     .await?;
-    let (_, _, message) = installed_condition(&plan).context("Installed condition")?;
+    let (_, _, words) = installed_condition(&plan).context("Installed condition")?;
+    assert_eq!(words, "no operator group found that is managing this namespace");
+    let message = plan.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
     assert!(message.contains(&format!("no OperatorGroup in namespace {}", ns.name())), "{message}");
     subscription_pending_with(&ns, "no OperatorGroup").await?;
     let csvs: Api<ClusterServiceVersion> = ns.api();

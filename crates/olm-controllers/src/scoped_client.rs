@@ -99,6 +99,22 @@ pub fn install_identity(namespace: &str, groups: &[&OperatorGroup]) -> InstallId
     })
 }
 
+/// Upstream's words for why nobody can install into the namespace of `groups` (its scoped
+/// querier's errors, which clients compare verbatim in the InstallPlan's `Installed`
+/// condition); [`install_identity`]'s message explains it and says what to change.
+pub fn upstream_unavailable_words(groups: &[&OperatorGroup]) -> String {
+    match groups {
+        [] => "no operator group found that is managing this namespace".to_owned(),
+        [group] => format!(
+            "please make sure the service account exists. sa={} operatorgroup={}/{}",
+            group.spec.service_account_name.as_deref().unwrap_or_default(),
+            group.namespace().unwrap_or_default(),
+            group.name_any()
+        ),
+        several => format!("more than one operator group(s) are managing this namespace count={}", several.len()),
+    }
+}
+
 /// Why no impersonating client could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ScopedClientError {

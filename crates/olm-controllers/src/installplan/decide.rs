@@ -46,14 +46,10 @@ pub fn next(plan: &InstallPlan) -> Next {
     if status.plan.is_none() {
         return Next::Wait;
     }
+    // A plan without a phase, or Planning, is left as it is, as upstream leaves it: whoever
+    // writes the steps writes the phase (the Subscription controller always does), and a
+    // client may hold a plan there on purpose.
     match &status.phase {
-        InstallPlanPhase::None | InstallPlanPhase::Planning => {
-            if plan.spec.approved {
-                Next::Enter(InstallPlanPhase::Installing)
-            } else {
-                Next::Enter(InstallPlanPhase::RequiresApproval)
-            }
-        }
         InstallPlanPhase::RequiresApproval if plan.spec.approved => Next::Enter(InstallPlanPhase::Installing),
         InstallPlanPhase::RequiresApproval
             if !plan.annotations().contains_key(crate::plan_preview::PREVIEW_ANNOTATION) =>
@@ -173,12 +169,14 @@ fn without_refusal(previous: &InstallPlanStatus) -> Option<Vec<InstallPlanCondit
 
 /// The status while nobody can install the plan (no or several OperatorGroups, or the group's
 /// ServiceAccount is missing), as upstream: still `Installing`, `Installed=False` with reason
-/// `InstallCheckFailed` and the explanation; looked at again with backoff and whenever a group
+/// `InstallCheckFailed` and upstream's `words` (clients compare them), `status.message` and the
+/// Event with the explanation `message`; looked at again with backoff and whenever a group
 /// changes.
-pub fn blocked(previous: &InstallPlanStatus, message: String, now: Timestamp) -> (InstallPlanStatus, Duration, Option<EventNote>) {
+pub fn blocked(previous: &InstallPlanStatus, words: String, message: String, now: Timestamp) -> (InstallPlanStatus, Duration, Option<EventNote>) {
     let mut status = previous.clone();
-    let (condition, refused_for) = refused_condition(previous, InstallPlanConditionReason::InstallCheckFailed, message.clone(), now);
-    let event = refusal_event(previous, &condition);
+    let (condition, refused_for) = refused_condition(previous, InstallPlanConditionReason::InstallCheckFailed, words, now);
+    let changed = refusal_event(previous, &condition).is_some() || previous.message.as_deref() != Some(message.as_str());
+    let event = changed.then(|| EventNote::warning("InstallCheckFailed", "Install", message.clone()));
     status.phase = InstallPlanPhase::Installing;
     status.message = Some(message);
     status.conditions = Some(vec![condition]);
@@ -305,14 +303,8 @@ mod tests {
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::None), false)), Next::Wait, "no plan yet");
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::Installing), false)), Next::Wait, "bundles still being pulled");
         assert_eq!(next(&plan(true, Some(InstallPlanPhase::RequiresApproval), false)), Next::Wait, "approved while pulling");
-        assert_eq!(
-            next(&plan(true, Some(InstallPlanPhase::None), true)),
-            Next::Enter(InstallPlanPhase::Installing)
-        );
-        assert_eq!(
-            next(&plan(false, Some(InstallPlanPhase::None), true)),
-            Next::Enter(InstallPlanPhase::RequiresApproval)
-        );
+        assert_eq!(next(&plan(true, Some(InstallPlanPhase::None), true)), Next::Wait, "no phase: left alone, as upstream");
+        assert_eq!(next(&plan(false, Some(InstallPlanPhase::Planning), true)), Next::Wait, "Planning: left alone");
         let mut waiting = plan(false, Some(InstallPlanPhase::RequiresApproval), true);
         assert_eq!(next(&waiting), Next::Preview, "a plan waiting for approval gets its preview once");
         waiting.annotations_mut().insert(crate::plan_preview::PREVIEW_ANNOTATION.into(), "{}".into());
@@ -488,18 +480,21 @@ mod tests {
             ..Default::default()
         };
         let message = "OperatorGroup team/og installs operators as ServiceAccount \"installer\" (spec.serviceAccountName), which does not exist".to_owned();
-        let (s, delay, event) = blocked(&start, message.clone(), t0);
-        assert_eq!(event.map(|e| e.reason), Some("InstallCheckFailed".into()));
+        let words = "please make sure the service account exists. sa=installer operatorgroup=team/og".to_owned();
+        let (s, delay, event) = blocked(&start, words.clone(), message.clone(), t0);
+        let event = event.expect("an Event");
+        assert_eq!((event.reason.as_str(), event.message.as_str()), ("InstallCheckFailed", message.as_str()), "the Event explains");
         assert_eq!(s.phase, InstallPlanPhase::Installing);
         assert_eq!(s.message.as_deref(), Some(message.as_str()));
         let condition = s.conditions.clone().unwrap_or_default().remove(0);
+        assert_eq!(condition.message.as_deref(), Some(words.as_str()), "upstream's words in the condition");
         assert_eq!(condition.reason, Some(InstallPlanConditionReason::InstallCheckFailed));
         assert_eq!(condition.status, Some(ConditionStatus::False));
         assert_eq!(delay, Duration::from_secs(2));
         // Once it can run, a transient error does not inherit the time spent blocked, and the
         // stale condition goes.
         let later = Timestamp::from_second(1000 + 3600).expect("time");
-        let (blocked_long, delay, event) = blocked(&s, message, later);
+        let (blocked_long, delay, event) = blocked(&s, words, message, later);
         assert!(event.is_none());
         assert_eq!(delay, Duration::from_secs(60), "slows down to once a minute");
         assert_eq!(

@@ -580,7 +580,8 @@ async fn execute_plan(
     let installer = match installer {
         Ok(installer) => installer,
         Err(err) => {
-            let (status, delay, event) = decide::blocked(&base, err.to_string(), now);
+            let words = crate::scoped_client::upstream_unavailable_words(&groups.iter().map(Arc::as_ref).collect::<Vec<_>>());
+            let (status, delay, event) = decide::blocked(&base, words, err.to_string(), now);
             if previous.message != status.message {
                 tracing::info!(category = err.category(), "InstallPlan waits: {err}");
             }
