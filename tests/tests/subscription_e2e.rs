@@ -442,6 +442,19 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
         })
         .await?;
     assert!(invalid.message.unwrap_or_default().contains("spec.address"));
+    // An unknown sourceType is accepted by the API (a plain string, as upstream's CRD) and
+    // reported by OLM as an invalid spec.
+    create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: goose\nspec:\n  sourceType: goose\n").await?;
+    let goose = ns
+        .wait_for("CatalogSource goose reports SpecInvalidError", TIMEOUT, OBJECTS, || {
+            let api = api.clone();
+            async move {
+                let c = api.get("goose").await.map_err(|e| e.to_string())?;
+                Ok::<_, String>(c.status.filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("SpecInvalidError")))
+            }
+        })
+        .await?;
+    assert!(goose.message.unwrap_or_default().contains("unknown sourcetype: goose"));
     // An image catalog is pulled by OLM itself (no registry Pod): an unreachable registry is
     // named in the status, with the image, and nothing else is created.
     create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: from.image\nspec:\n  sourceType: grpc\n  image: 127.0.0.1:1/operatorhubio/catalog:latest\n").await?;

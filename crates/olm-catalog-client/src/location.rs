@@ -28,7 +28,7 @@ pub enum Source {
 pub fn source(catalog: &CatalogSource) -> Result<Source, String> {
     let spec = &catalog.spec;
     let non_empty = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-    match spec.source_type {
+    match &spec.source_type {
         SourceType::Grpc => {
             // As upstream, the image wins when both are set.
             if let Some(image) = non_empty(&spec.image) {
@@ -46,6 +46,7 @@ pub fn source(catalog: &CatalogSource) -> Result<Source, String> {
                 spec.source_type.as_str()
             )),
         },
+        SourceType::Other(other) => Err(format!("unknown sourcetype: {other} (spec.sourceType must be grpc, configmap or internal)")),
     }
 }
 

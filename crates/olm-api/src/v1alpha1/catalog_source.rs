@@ -13,14 +13,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::cluster_service_version::{CsvReason, Icon};
-use crate::enums::closed_string_enum;
+use crate::enums::{closed_string_enum, open_string_enum};
 use crate::unknown::{ExtraFields, keep_unknown_fields};
 
 /// The poll interval used when `spec.updateStrategy.registryPoll.interval` does not parse.
 pub const DEFAULT_REGISTRY_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
-closed_string_enum! {
-    /// `spec.sourceType`.
+open_string_enum! {
+    /// `spec.sourceType` (a plain string in upstream's CRD: an unknown type is accepted, and
+    /// the CatalogSource reports it as an invalid spec).
     pub enum SourceType {
         /// Deprecated; behaves like `configmap`.
         Internal = "internal",
