@@ -189,7 +189,7 @@ async fn a_missing_permission_is_reported_and_granting_it_completes_the_install(
     assert_eq!(reason, Some(InstallPlanConditionReason::InstallComponentFailed));
     for part in [
         format!("ServiceAccount {}/installer", ns.name()),
-        "may not get rolebindings".to_owned(),
+        "may not create rolebindings".to_owned(),
         format!("in namespace {}", ns.name()),
         "Grant it get,create,patch on rolebindings.rbac.authorization.k8s.io".to_owned(),
     ] {
@@ -437,7 +437,7 @@ async fn cluster_permissions_need_cluster_grants_for_the_service_account() -> an
     .await?;
     let (_, _, message) = installed_condition(&plan).context("Installed condition")?;
     for part in [
-        "may not get clusterrolebindings (API group rbac.authorization.k8s.io) at cluster scope",
+        "may not create clusterrolebindings (API group rbac.authorization.k8s.io) at cluster scope",
         "kubectl create clusterrole",
         &format!("--serviceaccount={}:installer", ns.name()),
     ] {

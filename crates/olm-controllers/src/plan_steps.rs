@@ -285,14 +285,15 @@ pub fn bundle_steps(
 /// the CSV, by uid) with their bindings, then everything else. When the plan is installed with
 /// a group's ServiceAccount (`scoped`), bindings wait for their roles: without the `bind` verb
 /// (OLM's own account has it), binding a role that does not exist yet is refused as an
-/// escalation.
+/// escalation; and the CSV goes before the CRDs, as upstream orders steps, so that an account
+/// that may not install the operator is refused before OLM writes a CRD for it.
 pub fn execution_rank(step: &Step, scoped: bool) -> u8 {
-    match step.resource.kind.as_str() {
-        "CustomResourceDefinition" | "ClusterServiceVersion" => 0,
-        "ServiceAccount" | "Role" | "ClusterRole" => 1,
-        "RoleBinding" | "ClusterRoleBinding" if !scoped => 1,
-        "RoleBinding" | "ClusterRoleBinding" => 2,
-        _ => 3,
+    match (step.resource.kind.as_str(), scoped) {
+        ("ClusterServiceVersion", _) | ("CustomResourceDefinition", false) => 0,
+        ("CustomResourceDefinition", true) => 1,
+        ("ServiceAccount" | "Role" | "ClusterRole", _) | ("RoleBinding" | "ClusterRoleBinding", false) => 2,
+        ("RoleBinding" | "ClusterRoleBinding", true) => 3,
+        _ => 4,
     }
 }
 

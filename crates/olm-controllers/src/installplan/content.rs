@@ -53,6 +53,11 @@ pub fn with_api_of_manifest(mut step: Step) -> Step {
     if let Some((group, version)) = api_version.as_deref().and_then(|v| v.split_once('/')) {
         r.group = group.to_owned();
         r.version = version.to_owned();
+    } else if r.kind == "CustomResourceDefinition" {
+        // Only the version named (upstream's e2e suite writes `version: v1` and a manifest with
+        // `apiVersion: v1`): a CRD has one group, and upstream reads only the version too.
+        r.group = "apiextensions.k8s.io".to_owned();
+        r.version = api_version.filter(|v| !v.is_empty()).unwrap_or_else(|| "v1".to_owned());
     }
     step
 }
@@ -88,6 +93,8 @@ mod tests {
         assert_eq!((role.resource.group.as_str(), role.resource.version.as_str()), ("rbac.authorization.k8s.io", "v1"));
         let service = with_api_of_manifest(step("", "v1", "Service", r#"{"apiVersion":"v1"}"#));
         assert_eq!((service.resource.group.as_str(), service.resource.version.as_str()), ("", "v1"));
+        let bare_crd = with_api_of_manifest(step("", "v1", "CustomResourceDefinition", r#"{"apiVersion":"v1"}"#));
+        assert_eq!((bare_crd.resource.group.as_str(), bare_crd.resource.version.as_str()), ("apiextensions.k8s.io", "v1"));
         let named = with_api_of_manifest(step("apps", "v1", "Deployment", r#"{"apiVersion":"other/v9"}"#));
         assert_eq!(named.resource.group, "apps", "a step naming its group keeps it");
     }
