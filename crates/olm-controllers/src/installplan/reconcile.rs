@@ -273,6 +273,7 @@ async fn apply_step(
     installer: &Installer,
     owner_uid: Option<&str>,
     crd_existed: Option<bool>,
+    plan: Option<&str>,
 ) -> Result<Applied, StepError> {
     let r = &step.resource;
     let Some((plural, namespaced)) = resource_of(&r.group, &r.kind) else {
@@ -327,6 +328,15 @@ async fn apply_step(
     }
     if r.kind == "ClusterServiceVersion" {
         stamp_csv(&mut manifest, &ctx.state.groups.list_in(namespace));
+    }
+    // A Subscription a plan creates (a dependency's) names the plan, which it then shows as
+    // its InstallPlan, as upstream.
+    if r.kind == "Subscription"
+        && let Some(plan) = plan
+        && let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut)
+        && let Some(annotations) = metadata.entry("annotations").or_insert_with(|| json!({})).as_object_mut()
+    {
+        annotations.insert(olm_api::keys::GENERATED_BY_ANNOTATION.to_owned(), json!(plan));
     }
     let existed = match (is_crd, crd_existed) {
         (true, Some(existed)) => existed,
@@ -425,7 +435,7 @@ async fn recheck_crd(
         Some(crd) if established(&serde_json::to_value(&crd).unwrap_or(Value::Null)) => StepStatus::Created,
         Some(_) => StepStatus::WaitingForApi,
         // Deleted meanwhile: apply it again (as OLM: `apply_step` never uses the installer for CRDs).
-        None => return apply_step(ctx, step, namespace, installer, None, None).await,
+        None => return apply_step(ctx, step, namespace, installer, None, None, None).await,
     };
     Ok(Applied { status, csv_uid: None })
 }
@@ -438,6 +448,8 @@ async fn recheck_crd(
 /// WaitingForApi): the CSV and RBAC do not depend on it, so they go on meanwhile.
 async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, steps: &[Step], installer: &Installer) -> Pass {
     let namespace = plan.namespace().unwrap_or_default();
+    let plan_name = plan.name_any();
+    let plan_name = plan_name.as_str();
     let mut out: Vec<Step> = steps.to_vec();
     let done = |step: &Step| matches!(step.status, StepStatus::Created | StepStatus::Present);
     let is_csv = |step: &Step| step.resource.kind == "ClusterServiceVersion";
@@ -506,7 +518,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
                 if step.status == StepStatus::WaitingForApi && step.resource.kind == "CustomResourceDefinition" {
                     recheck_crd(ctx, step, namespace, installer).await
                 } else {
-                    apply_step(ctx, step, namespace, installer, owner, existed).await
+                    apply_step(ctx, step, namespace, installer, owner, existed, Some(plan_name)).await
                 }
             }
         }))

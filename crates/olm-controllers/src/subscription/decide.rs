@@ -394,6 +394,9 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
             Some(new)
         }
         Resolved::Unpacking { plan: Some(new), .. } | Resolved::UnpackFailed { plan: Some(new), .. } => Some(new),
+        // No plan referenced yet, but one is observed: the plan that created this
+        // Subscription (observe: `olm.generated-by`).
+        _ if st.install_plan_ref.is_none() => o.plan.as_ref(),
         _ => None,
     };
     if let Some(new) = shown {

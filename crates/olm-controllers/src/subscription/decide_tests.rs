@@ -325,3 +325,16 @@ fn a_bundle_being_pulled_is_said_and_the_condition_goes_once_the_plan_is_written
     assert_eq!(gate(Some(&failed), false, None, true), Gate::Resolve);
     assert_ne!(gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true), Gate::Resolve);
 }
+
+#[test]
+fn a_subscription_a_plan_created_shows_that_plan() {
+    // A dependency's Subscription, created by plan install-x (observe found it through
+    // olm.generated-by): it references that plan, as upstream.
+    let s = sub();
+    let mut o = observed(&s, Resolved::Skipped);
+    o.plan = Some(plan(InstallPlanPhase::Complete));
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    assert_eq!(st.install_plan_ref.and_then(|r| r.name).as_deref(), Some("install-x"));
+    assert_eq!(st.install_plan.map(|r| r.name).as_deref(), Some("install-x"));
+    assert_eq!(st.install_plan_generation, Some(1));
+}

@@ -148,7 +148,15 @@ pub async fn observe(
     }
     views.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
 
-    // The referenced plan (read through when the cache lags behind our own create).
+    // The referenced plan (read through when the cache lags behind our own create). A
+    // Subscription an InstallPlan created (a dependency's) and that references none yet is
+    // shown the plan that created it (`olm.generated-by`), as upstream.
+    let generated_by = sub
+        .annotations()
+        .get(olm_api::keys::GENERATED_BY_ANNOTATION)
+        .filter(|_| previous.install_plan_ref.is_none())
+        .and_then(|name| state.plans.get(Some(&namespace), name))
+        .map(|p| plan_view(&p));
     let plan_name = previous.install_plan_ref.as_ref().and_then(|r| r.name.clone());
     let (plan, plan_missing) = match &plan_name {
         Some(plan_name) => {
@@ -168,7 +176,7 @@ pub async fn observe(
                 None => (None, true),
             }
         }
-        None => (None, false),
+        None => (generated_by, false),
     };
     let current = previous
         .current_csv
