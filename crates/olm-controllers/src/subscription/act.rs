@@ -170,10 +170,19 @@ pub async fn create_plan(
                 "InstallPlanCreated",
                 "Resolve",
                 format!(
-                    "InstallPlan {} installs {} ({})",
+                    "InstallPlan {} installs {} ({}){}",
                     created.name_any(),
                     created.spec.cluster_service_version_names.join(", "),
-                    approval.as_str()
+                    approval.as_str(),
+                    if created.spec.approved {
+                        String::new()
+                    } else {
+                        format!(
+                            "; approve it with kubectl patch installplan {} -n {} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
+                            created.name_any(),
+                            created.namespace().unwrap_or_default()
+                        )
+                    }
                 ),
             ),
         )

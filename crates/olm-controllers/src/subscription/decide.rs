@@ -462,16 +462,9 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
                         InstallPlanPhase::None => reasons::INSTALL_PLAN_NOT_YET_RECONCILED.to_owned(),
                         other => other.as_str().to_owned(),
                     };
-                    let message = match phase {
-                        InstallPlanPhase::RequiresApproval => Some(format!(
-                            "InstallPlan {} waits for approval: kubectl patch installplan {} -n {} --type merge -p '{{\"spec\":{{\"approved\":true}}}}'",
-                            p.name,
-                            p.name,
-                            o.sub.metadata.namespace.clone().unwrap_or_default()
-                        )),
-                        _ => p.message.clone(),
-                    };
-                    set_condition(&mut conditions, pending, ConditionStatus::True, Some(&reason), message, now);
+                    // The plan's own message, as upstream (empty while it waits for approval:
+                    // clients compare it); how to approve is in the InstallPlanCreated Event.
+                    set_condition(&mut conditions, pending, ConditionStatus::True, Some(&reason), p.message.clone(), now);
                 }
             }
         }
