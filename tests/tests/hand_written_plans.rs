@@ -98,3 +98,55 @@ async fn a_hand_written_crd_step_is_applied_and_says_which_csvs_it_came_with() -
     ns.cleanup().await?;
     Ok(())
 }
+
+/// A step of a kind the cluster does not serve (upstream's e2e suite writes a
+/// VerticalPodAutoscaler) waits in Installing with upstream's words, retried for the retry
+/// window as the API may be on its way; a kind the cluster serves but OLM does not install from
+/// bundles fails at once, naming it.
+#[tokio::test]
+async fn a_step_of_an_api_the_cluster_does_not_serve_is_retried_with_upstreams_message() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("hand-plan-missing").await?;
+    controllers::create_own_namespace_group(&ns, "og").await?;
+    let plans: Api<InstallPlan> = ns.api();
+    let write = |name: &'static str, group: &'static str, kind: &'static str| {
+        let (ns, plans) = (&ns, plans.clone());
+        async move {
+            create_from_yaml(
+                ns,
+                &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: {name}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: []\n"),
+            )
+            .await?;
+            let manifest = json!({"apiVersion": format!("{group}/v1"), "kind": kind, "metadata": {"name": "my.thing"}});
+            let status = json!({"status": {"phase": "Installing", "catalogSources": [], "plan": [{
+                "resolving": "test-csv", "status": "Unknown",
+                "resource": {"name": "my.thing", "version": "v1", "kind": kind, "group": group,
+                             "sourceName": "", "sourceNamespace": "", "manifest": manifest.to_string()}}]}});
+            plans.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+            anyhow::Ok(())
+        }
+    };
+    let status_of = |name: &'static str, want: InstallPlanPhase, what: &'static str| {
+        let plans = plans.clone();
+        ns.wait_for(what, TIMEOUT, &["installplans"], move || {
+            let (plans, want) = (plans.clone(), want.clone());
+            async move {
+                let status = plans.get(name).await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+                Ok::<_, String>((status.phase == want && status.message.is_some()).then_some(status))
+            }
+        })
+    };
+    write("missing-api", "verticalpodautoscalers.autoscaling.k8s.io", "VerticalPodAutoscaler").await?;
+    let waiting = status_of("missing-api", InstallPlanPhase::Installing, "the plan of a missing API Installing, with a message").await?;
+    let message = waiting.message.unwrap_or_default();
+    assert!(
+        message.contains("api-server resource not found installing VerticalPodAutoscaler my.thing: GroupVersionKind verticalpodautoscalers.autoscaling.k8s.io/v1, Kind=VerticalPodAutoscaler not found on the cluster"),
+        "{message}"
+    );
+    write("served-kind", "batch", "CronJob").await?;
+    let failed = status_of("served-kind", InstallPlanPhase::Failed, "the plan of a served but unsupported kind Failed").await?;
+    let message = failed.message.unwrap_or_default();
+    assert!(message.contains("is a CronJob (batch/v1), which OLM does not install from bundles"), "{message}");
+    ns.cleanup().await?;
+    Ok(())
+}

@@ -277,13 +277,7 @@ async fn apply_step(
 ) -> Result<Applied, StepError> {
     let r = &step.resource;
     let Some((plural, namespaced)) = resource_of(&r.group, &r.kind) else {
-        return Err(StepError::new(
-            format!(
-                "bundle object {} of {} is a {} ({}/{}), which OLM does not install from bundles",
-                r.name, step.resolving, r.kind, r.group, r.version
-            ),
-            false,
-        ));
+        return Err(unsupported(ctx, step).await);
     };
     let mut manifest: Value = serde_json::from_str(r.manifest.as_deref().unwrap_or("{}")).map_err(|err| {
         StepError::new(format!("the manifest of step {} is not valid JSON: {err}", describe(step, namespace)), false)
@@ -389,6 +383,35 @@ async fn apply_step(
     };
     let csv_uid = (r.kind == "ClusterServiceVersion").then(|| applied.uid()).flatten();
     Ok(Applied { status, csv_uid })
+}
+
+/// The error for a step of a kind OLM does not install. When the API server does not serve
+/// that kind at all, it says so in upstream's words and is retried for the retry window (the API
+/// may be on its way, as upstream retries); a kind the cluster serves but OLM does not install
+/// from bundles fails at once.
+async fn unsupported(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> StepError {
+    let r = &step.resource;
+    let group_version = if r.group.is_empty() { r.version.clone() } else { format!("{}/{}", r.group, r.version) };
+    let served = match kube::discovery::oneshot::pinned_group(&ctx.client, &kube::core::GroupVersion::gv(&r.group, &r.version)).await {
+        Ok(group) => group.recommended_kind(&r.kind).is_some(),
+        Err(err) => api_status_code(&err) != Some(404),
+    };
+    if served {
+        return StepError::new(
+            format!(
+                "bundle object {} of {} is a {} ({group_version}), which OLM does not install from bundles",
+                r.name, step.resolving, r.kind
+            ),
+            false,
+        );
+    }
+    StepError::new(
+        format!(
+            "api-server resource not found installing {} {}: GroupVersionKind {group_version}, Kind={} not found on the cluster",
+            r.kind, r.name, r.kind
+        ),
+        true,
+    )
 }
 
 /// Write into a CSV manifest what the CSV controller would add first (see
