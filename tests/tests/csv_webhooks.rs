@@ -13,7 +13,7 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use olm_api::keys;
 use olm_api::v1::operator_group::OperatorGroup;
@@ -127,6 +127,34 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
     .await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", None, TIMEOUT).await?;
 
+    // A certificate Secret someone overwrites (here: a certificate for another host, as an
+    // expired or foreign CA would be) is noticed at once and replaced: new certificates, the
+    // webhook's caBundle follows, the CSV back to Succeeded.
+    let before = secrets.get("etcd-operator-service-cert").await?.data.unwrap_or_default();
+    let foreign = json!({"data": {"olmCAKey": base64_of(b"not a certificate")}});
+    secrets.patch("etcd-operator-service-cert", &PatchParams::default(), &Patch::Merge(&foreign)).await?;
+    ns.wait_for("the overwritten serving certificate to be replaced", TIMEOUT, &["clusterserviceversions", "secrets"], || {
+        let (secrets, before) = (secrets.clone(), before.clone());
+        async move {
+            let data = secrets.get("etcd-operator-service-cert").await.map_err(|e| e.to_string())?.data.unwrap_or_default();
+            let ca = data.get("olmCAKey").map(|b| b.0.clone()).unwrap_or_default();
+            let replaced = ca.starts_with(b"-----BEGIN CERTIFICATE-----") && Some(&ca) != before.get("olmCAKey").map(|b| &b.0);
+            Ok::<_, String>(replaced.then_some(()))
+        }
+    })
+    .await?;
+    wait_phase(&ns, CSV_NAME, "Succeeded", None, TIMEOUT).await?;
+    let new_ca = secrets.get("etcd-operator-service-cert").await?.data.unwrap_or_default()["olmCAKey"].0.clone();
+    ns.wait_for("the webhook's caBundle to follow the new CA", TIMEOUT, &["clusterserviceversions"], || {
+        let (configs, owned, new_ca) = (configs.clone(), owned.clone(), new_ca.clone());
+        async move {
+            let items = configs.list(&owned).await.map_err(|e| e.to_string())?.items;
+            let bundle = items.first().and_then(|c| c.webhooks.as_ref()?.first()?.client_config.ca_bundle.clone()).map(|b| b.0);
+            Ok::<_, String>((bundle.as_ref() == Some(&new_ca)).then_some(()))
+        }
+    })
+    .await?;
+
     // Delegated-auth RBAC for the serving Deployment, outside the namespace.
     let cluster_bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
     let kube_system_bindings: Api<RoleBinding> = Api::namespaced(client.clone(), "kube-system");
@@ -151,4 +179,9 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
     assert!(kube_system_bindings.get_opt("etcd-operator-service-auth-reader").await?.is_none());
     ns.cleanup().await?;
     Ok(())
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }

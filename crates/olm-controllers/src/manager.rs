@@ -266,6 +266,14 @@ impl Manager {
                     Api::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>::all(client.clone()),
                     watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
                 ),
+                serving_secrets: caches.watch_trimmed(
+                    Api::<PartialObjectMeta<k8s_openapi::api::core::v1::Secret>>::all(client.clone()),
+                    watcher::Config::default().labels(&csv::reconcile::deployment_selector()),
+                    |secret| {
+                        secret.metadata.annotations = None;
+                        secret.metadata.managed_fields = None;
+                    },
+                ),
                 managed_roles: caches.watch(
                     Api::<k8s_openapi::api::rbac::v1::Role>::all(client.clone()),
                     watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),

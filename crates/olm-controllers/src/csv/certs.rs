@@ -148,6 +148,20 @@ pub fn needs_rotation(stored: Option<&ServingCert>, rotate_at: Option<Timestamp>
     stored.is_none() || rotate_at.is_none_or(|at| at <= now)
 }
 
+/// Whether stored certificates can still serve `service` in `namespace` at `now`: the CA and
+/// the serving certificate parse, are valid, are not within [`ROTATE_BEFORE`] of expiring, and
+/// the certificate names the Service's host. Anything else (a Secret someone overwrote, a CA
+/// that expired while OLM was down) is replaced, as upstream's rotation check does.
+pub fn usable(stored: &ServingCert, service: &str, namespace: &str, now: Timestamp) -> bool {
+    let (Some(ca), Some(cert)) = (olm_pki::inspect_pem(&stored.ca_pem), olm_pki::inspect_pem(&stored.cert_pem)) else {
+        return false;
+    };
+    let at = now.as_second();
+    let margin = i64::try_from(ROTATE_BEFORE.as_secs()).unwrap_or(i64::MAX);
+    let host = format!("{service}.{namespace}.svc");
+    [&ca, &cert].iter().all(|c| c.valid_at(at) && at < c.not_after.saturating_sub(margin)) && cert.names.iter().any(|n| *n == host)
+}
+
 /// The rotation time of certificates generated at `generated`.
 pub fn rotate_at(generated: Timestamp) -> Timestamp {
     let validity = SignedDuration::try_from(CERT_VALIDITY.saturating_sub(ROTATE_BEFORE)).unwrap_or(SignedDuration::ZERO);

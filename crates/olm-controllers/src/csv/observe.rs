@@ -438,9 +438,10 @@ async fn observe_exposure(client: &kube::Client, state: &CsvState, csv: &Cluster
             .map_err(|err| Error::api(format!("read Secret {namespace}/{secret_name}"), err))?
             .as_ref()
             .and_then(certs::from_secret);
+        let service = certs::service_name(deployment);
         let cert = match stored {
-            Some(stored) if !certs::needs_rotation(Some(&stored), rotate_at, now) => stored,
-            _ => certs::generate(&certs::service_name(deployment), &namespace, now).map_err(|err| Error::InvalidObject {
+            Some(stored) if !certs::needs_rotation(Some(&stored), rotate_at, now) && certs::usable(&stored, &service, &namespace, now) => stored,
+            _ => certs::generate(&service, &namespace, now).map_err(|err| Error::InvalidObject {
                 kind: "ClusterServiceVersion",
                 name: format!("{namespace}/{}", csv.name_any()),
                 message: err.to_string(),

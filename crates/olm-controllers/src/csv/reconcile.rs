@@ -63,6 +63,10 @@ pub struct CsvState {
     pub validating_webhooks: Cache<ValidatingWebhookConfiguration>,
     /// MutatingWebhookConfigurations labelled `olm.owner.kind=ClusterServiceVersion`.
     pub mutating_webhooks: Cache<MutatingWebhookConfiguration>,
+    /// Secrets labelled `olm.owner.kind=ClusterServiceVersion` (the serving certificates),
+    /// their metadata only: a certificate Secret someone changes or deletes brings its CSV
+    /// back at once to check it.
+    pub serving_secrets: Cache<kube::core::PartialObjectMeta<k8s_openapi::api::core::v1::Secret>>,
     /// Roles labelled `olm.managed=true` (among them each OperatorCondition's).
     pub managed_roles: Cache<Role>,
     /// RoleBindings labelled `olm.managed=true`.
@@ -259,6 +263,7 @@ pub fn run(
         .watches_shared_stream(state.groups.subscribe(), watch::by_group(store.clone()))
         .watches_shared_stream(state.crds.subscribe(), watch::by_crd(store.clone()))
         .watches_shared_stream(state.service_accounts.subscribe(), watch::by_service_account(store.clone()))
+        .watches_shared_stream(state.serving_secrets.subscribe(), |secret| watch::by_owner_labels(secret.labels()))
         .watches_shared_stream(state.namespaces.subscribe(), move |_ns: Arc<Namespace>| all_namespace_csvs())
         .watches_shared_stream(state.olm_configs.subscribe(), move |_c: Arc<OLMConfig>| for_config())
         .reconcile_all_on(ctx.leadership.gained())
@@ -277,6 +282,7 @@ pub fn run(
         state.operator_conditions.synced().await;
         state.subscriptions.synced().await;
         state.api_services.synced().await;
+        state.serving_secrets.synced().await;
         state.validating_webhooks.synced().await;
         state.mutating_webhooks.synced().await;
         state.managed_roles.synced().await;

@@ -291,7 +291,9 @@ fn succeeded(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> Csv
     if let Some(next) = replacement(observed) {
         return being_replaced(pass, previous, next);
     }
-    let rotation_due = previous.certs_rotate_at.as_ref().is_some_and(|at| at.0 <= now);
+    // Due by the status, or the stored certificates cannot serve any more (observe generated
+    // fresh ones: the Secret was changed, or they expired).
+    let rotation_due = previous.certs_rotate_at.as_ref().is_some_and(|at| at.0 <= now) || observed.serving_certs.values().any(|c| c.fresh);
     if rotation_due && !cert_deployments(csv).is_empty() {
         return transition(
             previous,

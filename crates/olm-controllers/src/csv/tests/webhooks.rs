@@ -28,6 +28,16 @@ fn generated_certificates_name_the_service_and_round_trip_through_the_secret() {
     assert!(crate::csv::certs::needs_rotation(Some(&stored), None, now()));
     assert!(!crate::csv::certs::needs_rotation(Some(&stored), Some(rotate), now()));
     assert!(crate::csv::certs::needs_rotation(Some(&stored), Some(rotate), rotate));
+
+    // Usable: valid now, for the Service's host, and not about to expire; a Secret someone
+    // overwrote (another host, garbage) or an expired pair is not.
+    let usable = |cert: &crate::csv::certs::ServingCert, service: &str, at: Timestamp| crate::csv::certs::usable(cert, service, NS, at);
+    assert!(usable(&stored, "etcd-operator-service", now()));
+    assert!(!usable(&stored, "other-service", now()), "issued for another host");
+    assert!(!usable(&stored, "etcd-operator-service", now() + SignedDuration::from_hours(730 * 24)), "expired");
+    assert!(!usable(&stored, "etcd-operator-service", now() - SignedDuration::from_hours(72)), "not valid yet");
+    let garbage = crate::csv::certs::ServingCert { ca_pem: "not a certificate".into(), ..stored.clone() };
+    assert!(!usable(&garbage, "etcd-operator-service", now()));
 }
 
 #[test]
@@ -182,6 +192,14 @@ fn certificates_are_rotated_before_they_expire() {
     assert_eq!(world.decide().status.as_ref().and_then(|s| s.phase.clone()), Some(CsvPhase::Succeeded));
     if let Some(status) = world.csv.status.as_mut() {
         status.certs_rotate_at = Some(Time(now() - SignedDuration::from_secs(1)));
+    }
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::NeedsCertRotation));
+    // Not due by the status, but the stored pair could not serve (observe made fresh ones).
+    if let Some(status) = world.csv.status.as_mut() {
+        status.certs_rotate_at = Some(Time(now() + SignedDuration::from_hours(1)));
+    }
+    for cert in world.serving_certs.values_mut() {
+        cert.fresh = true;
     }
     assert_eq!(phase_reason(&world.decide()), (CsvPhase::InstallReady, CsvReason::NeedsCertRotation));
 }
