@@ -51,7 +51,21 @@ spec:
     message: the admin says so
 "#;
     let condition: OperatorCondition = yaml::from_str(text, "condition.yaml").expect("parses");
-    assert_eq!(condition.upgradeable(), Some((ConditionStatus::True, "the admin says so")));
+    assert_eq!(condition.upgradeable(), Some((ConditionStatus::True, "the admin says so".into())));
+    // Without the override: the operator's False counts at once.
+    let mut reported = condition.clone();
+    reported.spec.overrides = None;
+    assert_eq!(reported.upgradeable(), Some((ConditionStatus::False, "a migration is in progress".into())));
+    // A True status condition of another generation is outdated, as upstream says.
+    let status: serde_json::Value = serde_json::json!({"conditions": [{"type": "Upgradeable", "status": "True", "reason": "ok", "message": "fine",
+        "lastTransitionTime": "2026-01-02T03:04:05Z", "observedGeneration": 3}]});
+    let mut stale = reported.clone();
+    stale.spec.conditions = None;
+    stale.metadata.generation = Some(2);
+    stale.status = Some(serde_json::from_value(status).expect("status"));
+    assert_eq!(stale.upgradeable(), Some((ConditionStatus::False, "the operatorcondition status \"Upgradeable\"=\"True\" is outdated".into())));
+    stale.metadata.generation = Some(3);
+    assert_eq!(stale.upgradeable(), Some((ConditionStatus::True, "fine".into())));
 }
 
 #[test]

@@ -53,15 +53,26 @@ pub struct OperatorConditionStatus {
 impl OperatorCondition {
     /// The effective `Upgradeable` status and message: an override wins over the
     /// operator's report. `None` when neither says anything.
-    pub fn upgradeable(&self) -> Option<(crate::common::ConditionStatus, &str)> {
+    /// After the overrides, the operator's report: `False` in the spec counts at once; then,
+    /// as upstream, the status condition, which must be for the object's generation (a stale
+    /// one blocks: "the operatorcondition status ... is outdated").
+    pub fn upgradeable(&self) -> Option<(crate::common::ConditionStatus, std::borrow::Cow<'_, str>)> {
+        use crate::common::ConditionStatus;
         let overrides = self.spec.overrides.as_deref().unwrap_or_default();
         if let Some(o) = overrides.iter().find(|c| c.type_ == UPGRADEABLE) {
-            return Some((o.status.clone(), o.message.as_str()));
+            return Some((o.status.clone(), o.message.as_str().into()));
         }
-        let reported = self.spec.conditions.as_deref().unwrap_or_default();
-        reported
-            .iter()
-            .find(|c| c.type_ == UPGRADEABLE)
-            .map(|c| (crate::common::ConditionStatus::parse(&c.status), c.message.as_str()))
+        let reported = self.spec.conditions.as_deref().unwrap_or_default().iter().find(|c| c.type_ == UPGRADEABLE);
+        if let Some(c) = reported.filter(|c| ConditionStatus::parse(&c.status) == ConditionStatus::False) {
+            return Some((ConditionStatus::False, c.message.as_str().into()));
+        }
+        let status = self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default().iter().find(|c| c.type_ == UPGRADEABLE);
+        if let Some(c) = status {
+            if c.observed_generation != self.metadata.generation {
+                return Some((ConditionStatus::False, format!("the operatorcondition status \"{}\"=\"{}\" is outdated", c.type_, c.status).into()));
+            }
+            return Some((ConditionStatus::parse(&c.status), c.message.as_str().into()));
+        }
+        reported.map(|c| (ConditionStatus::parse(&c.status), c.message.as_str().into()))
     }
 }

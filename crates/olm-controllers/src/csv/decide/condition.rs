@@ -95,7 +95,9 @@ pub fn desired_condition_rbac(condition: &OperatorCondition) -> (Role, RoleBindi
 /// The OperatorCondition's status when it lags its spec (`None` when it does not): each
 /// condition the operator reports in `spec.conditions` is copied with `observedGeneration`
 /// set to the object's generation; the transition time stays when the status did not change.
-/// Conditions no longer reported are left as they are, as upstream does.
+/// Conditions no longer reported are left as they are, as upstream does. A status condition
+/// already written for this generation (or, by someone else, for a later one) is left too:
+/// upstream syncs on a change of the spec, not on every look.
 pub fn synced_condition_status(condition: &OperatorCondition) -> Option<olm_api::v2::OperatorConditionStatus> {
     let generation = condition.metadata.generation;
     let mut conditions = condition.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
@@ -103,7 +105,7 @@ pub fn synced_condition_status(condition: &OperatorCondition) -> Option<olm_api:
     for reported in condition.spec.conditions.iter().flatten() {
         let existing = conditions.iter_mut().find(|c| c.type_ == reported.type_);
         match existing {
-            Some(c) if c.status == reported.status && c.observed_generation == generation => {}
+            Some(c) if c.observed_generation.unwrap_or(0) >= generation.unwrap_or(0) => {}
             Some(c) => {
                 let transition = if c.status == reported.status {
                     c.last_transition_time.clone()
