@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use olm_api::keys;
 use olm_api::v1::operator_group::OperatorGroup;
-use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvReason};
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_api::v2::OperatorCondition;
 
@@ -59,7 +59,15 @@ pub(super) fn related(
 pub(super) fn by_group(store: Store<ClusterServiceVersion>) -> impl Fn(Arc<OperatorGroup>) -> Refs + Send + Sync + 'static {
     move |group: Arc<OperatorGroup>| {
         let ns = group.namespace();
-        select(&store, |c| c.namespace() == ns && !c.is_copied())
+        // A group's olm.providedAPIs changing can end a conflict with another group: the CSVs
+        // anywhere that failed for one are looked at again (few, and only those).
+        let failed_on_group_apis = |c: &ClusterServiceVersion| {
+            matches!(
+                c.status.as_ref().and_then(|s| s.reason.as_ref()),
+                Some(CsvReason::InterOperatorGroupOwnerConflict | CsvReason::CannotModifyStaticOperatorGroupProvidedApis)
+            )
+        };
+        select(&store, |c| !c.is_copied() && (c.namespace() == ns || failed_on_group_apis(c)))
     }
 }
 
