@@ -429,44 +429,17 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
         })
         .await?;
     }
-    let invalid = ns
-        .wait_for("CatalogSource invalid reports SpecInvalidError", TIMEOUT, OBJECTS, || {
-            let api = api.clone();
-            async move {
-                let c = api.get("invalid").await.map_err(|e| e.to_string())?;
-                Ok::<_, String>(
-                    c.status
-                        .filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("SpecInvalidError")),
-                )
-            }
-        })
-        .await?;
+    let invalid = catalog_status_with_reason(&ns, "invalid", "SpecInvalidError").await?;
     assert!(invalid.message.unwrap_or_default().contains("spec.address"));
     // An unknown sourceType is accepted by the API (a plain string, as upstream's CRD) and
     // reported by OLM as an invalid spec.
     create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: goose\nspec:\n  sourceType: goose\n").await?;
-    let goose = ns
-        .wait_for("CatalogSource goose reports SpecInvalidError", TIMEOUT, OBJECTS, || {
-            let api = api.clone();
-            async move {
-                let c = api.get("goose").await.map_err(|e| e.to_string())?;
-                Ok::<_, String>(c.status.filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("SpecInvalidError")))
-            }
-        })
-        .await?;
+    let goose = catalog_status_with_reason(&ns, "goose", "SpecInvalidError").await?;
     assert!(goose.message.unwrap_or_default().contains("unknown sourcetype: goose"));
     // An image catalog is pulled by OLM itself (no registry Pod): an unreachable registry is
     // named in the status, with the image, and nothing else is created.
     create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: from.image\nspec:\n  sourceType: grpc\n  image: 127.0.0.1:1/operatorhubio/catalog:latest\n").await?;
-    let unreachable = ns
-        .wait_for("CatalogSource from.image reports its registry unreachable", TIMEOUT, OBJECTS, || {
-            let api = api.clone();
-            async move {
-                let c = api.get("from.image").await.map_err(|e| e.to_string())?;
-                Ok::<_, String>(c.status.filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("RegistryServerError")))
-            }
-        })
-        .await?;
+    let unreachable = catalog_status_with_reason(&ns, "from.image", "RegistryServerError").await?;
     let message = unreachable.message.unwrap_or_default();
     assert!(
         message.contains("cannot reach registry 127.0.0.1:1 for image 127.0.0.1:1/operatorhubio/catalog:latest"),
@@ -481,15 +454,7 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
         "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: late\nspec:\n  sourceType: configmap\n  configMap: late\n",
     )
     .await?;
-    let late = ns
-        .wait_for("CatalogSource late reports ConfigMapError", TIMEOUT, OBJECTS, || {
-            let api = api.clone();
-            async move {
-                let c = api.get("late").await.map_err(|e| e.to_string())?;
-                Ok::<_, String>(c.status.filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some("ConfigMapError")))
-            }
-        })
-        .await?;
+    let late = catalog_status_with_reason(&ns, "late", "ConfigMapError").await?;
     assert!(late.message.unwrap_or_default().contains("does not exist"));
     let mut late_cm = configmap.clone();
     late_cm["metadata"]["name"] = json!("late");
@@ -562,6 +527,20 @@ async fn http_and_configmap_catalogs_are_read() -> anyhow::Result<()> {
     ns.cleanup().await?;
     server.shutdown();
     Ok(())
+}
+
+/// The status of CatalogSource `name` once it reports `reason`.
+async fn catalog_status_with_reason(ns: &TestNamespace, name: &str, reason: &str) -> anyhow::Result<olm_api::v1alpha1::catalog_source::CatalogSourceStatus> {
+    let api: Api<CatalogSource> = ns.api();
+    ns.wait_for(&format!("CatalogSource {name} to report {reason}"), TIMEOUT, OBJECTS, || {
+        let api = api.clone();
+        async move {
+            let c = api.get(name).await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(c.status.filter(|s| s.reason.as_ref().map(|r| r.as_str()) == Some(reason)))
+        }
+    })
+    .await
+    .map_err(anyhow::Error::from)
 }
 
 /// `/metrics` of the in-process manager.
