@@ -150,3 +150,56 @@ async fn a_step_of_an_api_the_cluster_does_not_serve_is_retried_with_upstreams_m
     ns.cleanup().await?;
     Ok(())
 }
+
+/// A hand-written step naming a ClusterServiceVersion as owner without its uid (as upstream's
+/// e2e suite writes it) waits while that CSV does not exist, and completes once it does, with
+/// the uid filled in.
+#[tokio::test]
+async fn a_step_owned_by_a_csv_named_without_uid_waits_for_it() -> anyhow::Result<()> {
+    use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("hand-plan-owner").await?;
+    controllers::create_own_namespace_group(&ns, "og").await?;
+    let owned = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "test-owned", "ownerReferences": [{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "name": "test-owner", "uid": ""}]}});
+    let plans: Api<InstallPlan> = ns.api();
+    let waiting = tokio::spawn({
+        let ns_name = ns.name().to_owned();
+        let plans = plans.clone();
+        async move {
+            // Meanwhile: Installing, saying which owner it waits for.
+            let deadline = std::time::Instant::now() + TIMEOUT;
+            loop {
+                if let Ok(plan) = plans.get("owned-plan").await {
+                    let status = plan.status.unwrap_or_default();
+                    let message = status.message.unwrap_or_default();
+                    if status.phase == InstallPlanPhase::Installing && message.contains(&format!("owner ClusterServiceVersion {ns_name}/test-owner does not exist")) {
+                        return Ok(());
+                    }
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(anyhow::anyhow!("the plan never said it waits for its owner"));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    });
+    let completed = run_hand_written_plan(&ns, "owned-plan", "", "ConfigMap", "v1", &owned);
+    let create_owner = async {
+        waiting.await??;
+        create_from_yaml(
+            &ns,
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\nmetadata:\n  name: test-owner\nspec:\n  displayName: owner\n  install:\n    strategy: deployment\n    spec:\n      deployments: []\n",
+        )
+        .await
+    };
+    let (completed, created) = tokio::join!(completed, create_owner);
+    created?;
+    completed?;
+    let csv: ClusterServiceVersion = ns.api().get("test-owner").await?;
+    let cm: k8s_openapi::api::core::v1::ConfigMap = ns.api().get("test-owned").await?;
+    let owners = cm.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.first().map(|o| o.uid.clone()), csv.metadata.uid, "the owner's uid filled in");
+    ns.cleanup().await?;
+    Ok(())
+}

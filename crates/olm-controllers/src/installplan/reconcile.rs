@@ -309,6 +309,7 @@ async fn apply_step(
         manifest["apiVersion"] = json!(api_resource.api_version);
     }
     if namespaced {
+        fill_csv_owner_uids(ctx, step, namespace, &mut manifest).await?;
         manifest["metadata"]["namespace"] = json!(namespace);
         if r.kind != "ClusterServiceVersion"
             && r.kind != "Subscription"
@@ -383,6 +384,32 @@ async fn apply_step(
     };
     let csv_uid = (r.kind == "ClusterServiceVersion").then(|| applied.uid()).flatten();
     Ok(Applied { status, csv_uid })
+}
+
+/// A manifest (written by hand) naming a ClusterServiceVersion of the namespace as owner
+/// without its uid gets the uid, as upstream fills it in; while that CSV does not exist the step
+/// waits, retried for the retry window.
+async fn fill_csv_owner_uids(ctx: &ControllerContext<InstallPlanState>, step: &Step, namespace: &str, manifest: &mut Value) -> Result<(), StepError> {
+    let Some(owners) = manifest.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
+    let csvs: Api<olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+    for owner in owners.iter_mut() {
+        let is_csv = owner.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion");
+        let has_uid = owner.get("uid").and_then(Value::as_str).is_some_and(|u| !u.is_empty());
+        let Some(name) = owner.get("name").and_then(Value::as_str).map(str::to_owned).filter(|_| is_csv && !has_uid) else {
+            continue;
+        };
+        let found = csvs.get_opt(&name).await.map_err(|err| step_error(step, namespace, "get", None, &err))?;
+        let Some(uid) = found.and_then(|csv| csv.uid()) else {
+            return Err(StepError::new(
+                format!("{}: its owner ClusterServiceVersion {namespace}/{name} does not exist (yet)", describe(step, namespace)),
+                true,
+            ));
+        };
+        owner["uid"] = json!(uid);
+    }
+    Ok(())
 }
 
 /// The error for a step of a kind OLM does not install. When the API server does not serve
