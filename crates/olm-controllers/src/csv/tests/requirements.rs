@@ -40,6 +40,16 @@ fn missing_crds_and_service_account_keep_it_pending_with_requirement_status() {
     assert_eq!(find("etcdrestores.etcd.database.coreos.com"), Some(StatusReason::Present));
     assert_eq!(find("etcd-operator"), Some(StatusReason::NotPresent));
     assert!(decision.requeue_after.is_some(), "requirements are re-checked periodically");
+
+    // A CRD that does not serve the version the CSV names: upstream's words.
+    world.crds.insert(
+        "etcdrestores.etcd.database.coreos.com".into(),
+        CrdState { served_versions: vec!["v1".into()], established: true, names_accepted: true, ..Default::default() },
+    );
+    let decision = world.decide();
+    let requirements = decision.status.as_ref().and_then(|s| s.requirement_status.clone()).expect("requirement status");
+    let restores = requirements.iter().find(|r| r.name == "etcdrestores.etcd.database.coreos.com").expect("entry");
+    assert_eq!((restores.status.clone(), restores.message.as_str()), (StatusReason::NotPresent, "CRD version not served"));
 }
 
 #[test]
