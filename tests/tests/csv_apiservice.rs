@@ -39,7 +39,13 @@ async fn an_existing_apiservice_is_adopted_only_when_no_other_csv_owns_it() -> a
     let group = format!("{name}.example.com");
     let api_name = format!("v1alpha1.{group}");
 
-    // Made earlier for another operator of the namespace (local: no Service behind it).
+    // Made earlier for another operator of the namespace (local: no Service behind it). That
+    // operator's CSV exists: an APIService whose CSV does not is an orphan, and OLM deletes it.
+    olm_e2e::controllers::create_from_yaml(
+        &ns,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\nmetadata:\n  name: other-operator.v1.0.0\nspec:\n  displayName: other\n  install:\n    strategy: deployment\n    spec:\n      deployments: []\n",
+    )
+    .await?;
     let api_services: Api<APIService> = Api::all(client.clone());
     let existing = APIService {
         metadata: ObjectMeta {

@@ -160,7 +160,8 @@ async fn a_step_owned_by_a_csv_named_without_uid_waits_for_it() -> anyhow::Resul
     let (cluster, _) = controllers::setup().await?;
     let ns = cluster.namespace("hand-plan-owner").await?;
     controllers::create_own_namespace_group(&ns, "og").await?;
-    let owned = json!({"apiVersion": "v1", "kind": "ConfigMap",
+    // No apiVersion or kind: upstream's suite serializes a typed object without them.
+    let owned = json!({
         "metadata": {"name": "test-owned", "ownerReferences": [{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "name": "test-owner", "uid": ""}]}});
     let plans: Api<InstallPlan> = ns.api();
     let waiting = tokio::spawn({

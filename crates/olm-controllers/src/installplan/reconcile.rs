@@ -305,8 +305,14 @@ async fn apply_step(
     };
     // A manifest whose apiVersion names no group where the step names one (a hand-written CRD
     // step: `apiVersion: v1`) is applied as the step says; the API server refuses it otherwise.
-    if !r.group.is_empty() && manifest.get("apiVersion").and_then(Value::as_str).is_none_or(|v| !v.contains('/')) {
+    // A manifest without apiVersion or kind (a client serialized a typed object without them, as
+    // upstream's e2e suite does) takes them from the step, as upstream does.
+    let written_api_version = manifest.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    if written_api_version.is_empty() || (!r.group.is_empty() && !written_api_version.contains('/')) {
         manifest["apiVersion"] = json!(api_resource.api_version);
+    }
+    if manifest.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+        manifest["kind"] = json!(r.kind);
     }
     if namespaced {
         fill_csv_owner_uids(ctx, step, namespace, &mut manifest).await?;
