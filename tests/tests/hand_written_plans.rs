@@ -17,8 +17,8 @@ use serde_json::json;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Create the approved plan `name` and write its status by hand: one step applying `manifest`
-/// for the CSV `resolving`; wait until it is Complete.
-async fn run_hand_written_plan(ns: &TestNamespace, name: &str, resolving: &str, kind: &str, version: &str, manifest: &serde_json::Value) -> anyhow::Result<()> {
+/// (a `kind` of `group`/`version`) for the CSV `resolving`.
+async fn write_hand_written_plan(ns: &TestNamespace, name: &str, resolving: &str, (group, version, kind): (&str, &str, &str), manifest: &serde_json::Value) -> anyhow::Result<()> {
     create_from_yaml(
         ns,
         &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: {name}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: []\n"),
@@ -27,9 +27,16 @@ async fn run_hand_written_plan(ns: &TestNamespace, name: &str, resolving: &str, 
     let plans: Api<InstallPlan> = ns.api();
     let status = json!({"status": {"phase": "Installing", "catalogSources": [], "plan": [{
         "resolving": resolving, "status": "Unknown",
-        "resource": {"name": manifest["metadata"]["name"], "version": version, "kind": kind, "group": "",
+        "resource": {"name": manifest["metadata"]["name"], "version": version, "kind": kind, "group": group,
                      "sourceName": "", "sourceNamespace": "", "manifest": manifest.to_string()}}]}});
     plans.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+    Ok(())
+}
+
+/// [`write_hand_written_plan`] (no group named) and wait until the plan is Complete.
+async fn run_hand_written_plan(ns: &TestNamespace, name: &str, resolving: &str, kind: &str, version: &str, manifest: &serde_json::Value) -> anyhow::Result<()> {
+    write_hand_written_plan(ns, name, resolving, ("", version, kind), manifest).await?;
+    let plans: Api<InstallPlan> = ns.api();
     ns.wait_for(&format!("InstallPlan {name} Complete"), TIMEOUT, &["installplans"], || {
         let plans = plans.clone();
         async move {
@@ -110,21 +117,9 @@ async fn a_step_of_an_api_the_cluster_does_not_serve_is_retried_with_upstreams_m
     controllers::create_own_namespace_group(&ns, "og").await?;
     let plans: Api<InstallPlan> = ns.api();
     let write = |name: &'static str, group: &'static str, kind: &'static str| {
-        let (ns, plans) = (&ns, plans.clone());
-        async move {
-            create_from_yaml(
-                ns,
-                &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata:\n  name: {name}\nspec:\n  approval: Automatic\n  approved: true\n  clusterServiceVersionNames: []\n"),
-            )
-            .await?;
-            let manifest = json!({"apiVersion": format!("{group}/v1"), "kind": kind, "metadata": {"name": "my.thing"}});
-            let status = json!({"status": {"phase": "Installing", "catalogSources": [], "plan": [{
-                "resolving": "test-csv", "status": "Unknown",
-                "resource": {"name": "my.thing", "version": "v1", "kind": kind, "group": group,
-                             "sourceName": "", "sourceNamespace": "", "manifest": manifest.to_string()}}]}});
-            plans.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await?;
-            anyhow::Ok(())
-        }
+        let manifest = json!({"apiVersion": format!("{group}/v1"), "kind": kind, "metadata": {"name": "my.thing"}});
+        let ns = &ns;
+        async move { write_hand_written_plan(ns, name, "test-csv", (group, "v1", kind), &manifest).await }
     };
     let status_of = |name: &'static str, want: InstallPlanPhase, what: &'static str| {
         let plans = plans.clone();

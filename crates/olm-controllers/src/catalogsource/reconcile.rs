@@ -230,18 +230,14 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
 /// ConfigMap with it. One merge patch the first time, guarded by the resourceVersion read (a
 /// concurrent change makes it fail and the reconcile retries).
 async fn ensure_owned(api: &Api<ConfigMap>, cm: ConfigMap, catalog: &CatalogSource) -> Result<ConfigMap> {
-    let uid = catalog.uid().unwrap_or_default();
     let mut owners = cm.metadata.owner_references.clone().unwrap_or_default();
-    if uid.is_empty() || owners.iter().any(|o| o.uid == uid) {
+    let Some(owner) = catalog.owner_ref(&()).filter(|o| !owners.iter().any(|existing| existing.uid == o.uid)) else {
         return Ok(cm);
-    }
+    };
     owners.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-        api_version: CatalogSource::api_version(&()).into_owned(),
-        kind: CatalogSource::kind(&()).into_owned(),
-        name: catalog.name_any(),
-        uid,
         controller: Some(false),
         block_owner_deletion: Some(false),
+        ..owner
     });
     let name = cm.name_any();
     let patch = serde_json::json!({"metadata": {"resourceVersion": cm.resource_version(), "ownerReferences": owners}});

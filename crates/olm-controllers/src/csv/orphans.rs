@@ -24,6 +24,7 @@ use kube::{Api, ResourceExt};
 use olm_api::keys;
 use olm_runtime::{ControllerContext, Error};
 
+use super::decide::OwnerLabels;
 use super::reconcile::CsvState;
 
 /// How often the cluster RBAC of CSVs is checked for owners in vanished namespaces.
@@ -44,21 +45,12 @@ pub fn vanished_owner_namespaces<'a>(
         .collect()
 }
 
-/// The CSV (namespace, name) an object's owner labels name, when they name one.
-pub fn csv_owner(labels: &BTreeMap<String, String>) -> Option<(&str, &str)> {
-    if labels.get(keys::OWNER_KIND_LABEL).map(String::as_str) != Some("ClusterServiceVersion") {
-        return None;
-    }
-    let namespace = labels.get(keys::OWNER_NAMESPACE_LABEL).filter(|n| !n.is_empty())?;
-    let name = labels.get(keys::OWNER_LABEL).filter(|n| !n.is_empty())?;
-    Some((namespace, name))
-}
-
 /// Deletes `api_service` when the CSV its owner labels name does not exist (the cache of
 /// CSVs is synced before this runs, and a CSV is in it before OLM makes its APIService). The
 /// delete is guarded by the uid seen: a re-created APIService is judged again on its own.
 async fn delete_if_orphaned(ctx: &ControllerContext<CsvState>, api_service: &APIService) {
-    let Some((namespace, name)) = csv_owner(api_service.labels()) else {
+    let owner = OwnerLabels::of(api_service.labels());
+    let Some((namespace, name)) = owner.csv() else {
         return;
     };
     if ctx.state.csvs.get(Some(namespace), name).is_some() {
@@ -121,7 +113,7 @@ pub fn delete_cluster_rbac_of_deleted_namespaces(
         let api_service_store = ctx.state.api_services.store().clone();
         let api_services = api_services.filter_map(move |a| {
             let current = api_service_store.get(&ObjectRef::from_obj(a.as_ref())).is_some();
-            futures::future::ready((current && csv_owner(a.labels()).is_some()).then_some(Work::ApiService(a)))
+            futures::future::ready((current && OwnerLabels::of(a.labels()).csv().is_some()).then_some(Work::ApiService(a)))
         });
         let store = ctx.state.namespaces.store().clone();
         let gone = namespaces.filter_map(move |ns| {
@@ -196,7 +188,8 @@ mod tests {
 
     #[test]
     fn the_csv_an_object_is_made_for_is_named_by_its_owner_labels() {
-        assert_eq!(csv_owner(&labels("ClusterServiceVersion", "ops")), Some(("ops", "etcdoperator.v0.9.4")));
+        let csv_owner = |labels: &BTreeMap<String, String>| OwnerLabels::of(labels).csv().map(|(ns, name)| (ns.to_owned(), name.to_owned()));
+        assert_eq!(csv_owner(&labels("ClusterServiceVersion", "ops")), Some(("ops".to_owned(), "etcdoperator.v0.9.4".to_owned())));
         assert_eq!(csv_owner(&labels("OperatorGroup", "ops")), None);
         assert_eq!(csv_owner(&labels("ClusterServiceVersion", "")), None);
         assert_eq!(csv_owner(&BTreeMap::new()), None);

@@ -141,8 +141,7 @@ pub(super) fn by_subscription(store: Store<ClusterServiceVersion>) -> impl Fn(Ar
 /// Generated cluster-scoped objects lead back to their CSV through the owner labels.
 pub(super) fn by_owner_labels(labels: &BTreeMap<String, String>) -> Option<ObjectRef<ClusterServiceVersion>> {
     let owner = OwnerLabels::of(labels);
-    (owner.kind == "ClusterServiceVersion" && !owner.name.is_empty())
-        .then(|| ObjectRef::<ClusterServiceVersion>::new(&owner.name).within(&owner.namespace))
+    owner.csv().map(|(namespace, name)| ObjectRef::<ClusterServiceVersion>::new(name).within(namespace))
 }
 
 /// An APIService leads to its owner (labels) and to every CSV that owns it (an adoption

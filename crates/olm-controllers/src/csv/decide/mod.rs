@@ -162,6 +162,12 @@ impl OwnerLabels {
         }
     }
 
+    /// The CSV (namespace, name) they name, when they name one.
+    pub fn csv(&self) -> Option<(&str, &str)> {
+        (self.kind == "ClusterServiceVersion" && !self.namespace.is_empty() && !self.name.is_empty())
+            .then_some((self.namespace.as_str(), self.name.as_str()))
+    }
+
     /// Whether they name `csv`.
     pub fn is(&self, csv: &ClusterServiceVersion) -> bool {
         self.kind == "ClusterServiceVersion"
