@@ -301,6 +301,13 @@ pub fn check_health(actual: &Deployment, health: Health) -> Result<(), Deploymen
             "waiting for deployment {name} to report status"
         )));
     };
+    // The generation first, as `kubectl rollout status`: a deadline passed by the previous
+    // spec (the version being replaced, or rolled back from) says nothing of this one.
+    if status.observed_generation.unwrap_or(0) < generation {
+        return Err(DeploymentProblem::Waiting(format!(
+            "waiting for deployment {name} spec update to be observed"
+        )));
+    }
     let conditions = status.conditions.as_deref().unwrap_or_default();
     if conditions
         .iter()
@@ -308,11 +315,6 @@ pub fn check_health(actual: &Deployment, health: Health) -> Result<(), Deploymen
     {
         return Err(DeploymentProblem::Unrecoverable(format!(
             "deployment {name} exceeded its progress deadline"
-        )));
-    }
-    if status.observed_generation.unwrap_or(0) < generation {
-        return Err(DeploymentProblem::Waiting(format!(
-            "waiting for deployment {name} spec update to be observed"
         )));
     }
     let replicas = actual.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
@@ -373,6 +375,24 @@ mod tests {
         assert!(matches!(check_health(&unready, Health::Rollout), Err(DeploymentProblem::Waiting(m)) if m.contains("0 of 1 updated replicas are available")));
         let done = rollout(json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1, "conditions": available}));
         assert!(check_health(&done, Health::Rollout).is_ok());
+    }
+
+    #[test]
+    fn a_passed_progress_deadline_counts_only_for_the_spec_it_was_passed_by() {
+        let deployment = |observed: i64| -> Deployment {
+            serde_json::from_value(json!({
+                "metadata": {"name": "op", "generation": 3},
+                "spec": {"replicas": 1, "selector": {}, "template": {}},
+                "status": {"observedGeneration": observed, "replicas": 1, "updatedReplicas": 0, "conditions": [
+                    {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+                ]},
+            }))
+            .expect("a deployment")
+        };
+        // The spec of the version that failed, then a new spec applied (a rollback) that the
+        // Deployment controller has not seen yet: waiting, not failed.
+        assert!(matches!(check_health(&deployment(3), Health::Rollout), Err(DeploymentProblem::Unrecoverable(m)) if m == "deployment op exceeded its progress deadline"));
+        assert!(matches!(check_health(&deployment(2), Health::Rollout), Err(DeploymentProblem::Waiting(m)) if m.contains("spec update to be observed")));
     }
 
     #[test]

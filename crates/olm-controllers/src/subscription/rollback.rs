@@ -104,6 +104,13 @@ pub fn decide(sub: &Subscription, csvs: &[Arc<ClusterServiceVersion>]) -> Decisi
         ));
         return decision;
     };
+    decision.step = Step::Reinstall { from: from.clone(), to: to.clone() };
+    let said = status.conditions.iter().flatten().find(|c| c.type_ == SubscriptionConditionType::RolledBack);
+    if said.and_then(|c| c.message.as_deref()).is_some_and(|m| about(m, &from)) {
+        // This rollback is under way and said so: keep its first word on why (the failed CSV
+        // moves on to Replacing, which would turn an automatic rollback into a requested one).
+        return decision;
+    }
     let how = match why {
         Some(ref why) => format!(
             "the upgrade to {from} failed ({why}) and is rolled back to {to} ({AUTO_ROLLBACK_ANNOTATION})"
@@ -114,13 +121,16 @@ pub fn decide(sub: &Subscription, csvs: &[Arc<ClusterServiceVersion>]) -> Decisi
         "{how}; {from} is not installed again until the catalog offers a newer version or the annotation {ROLLED_BACK_FROM_ANNOTATION} is removed"
     );
     let reason = if why.is_some() { UPGRADE_FAILED } else { ROLLBACK_REQUESTED };
-    let said = status.conditions.iter().flatten().any(|c| c.type_ == SubscriptionConditionType::RolledBack);
-    if !said {
+    if said.is_none() {
         decision.event = Some(EventNote::warning(reason, "Rollback", message.clone()));
     }
     decision.condition = Some((reason, message));
-    decision.step = Step::Reinstall { from, to };
     decision
+}
+
+/// Whether a `RolledBack` message is about the rollback from `from` (either wording above).
+fn about(message: &str, from: &str) -> bool {
+    message.starts_with(&format!("the upgrade to {from} failed (")) || message.starts_with(&format!("rolling back from {from} to "))
 }
 
 /// The CSV `sub` rolls back, when `bundles` are that rollback's (one of them replaces it).
@@ -199,5 +209,29 @@ mod tests {
 
         let nothing_before = decide(&asked, &[csv("etcd.v2", None, "Succeeded")]);
         assert!(matches!(nothing_before.step, Step::Impossible(ref why) if why.contains("replaces no earlier version")));
+    }
+
+    #[test]
+    fn an_automatic_rollback_stays_one_while_the_failed_csv_moves_on() {
+        let failed = [csv("etcd.v1", None, "Replacing"), csv("etcd.v2", Some("etcd.v1"), "Failed")];
+        let first = decide(&sub(json!({AUTO_ROLLBACK_ANNOTATION: "true"}), "etcd.v2"), &failed);
+        let (reason, message) = first.condition.expect("a condition");
+        // OLM wrote the annotation and the condition; then etcd.v2 went to Replacing.
+        let mut marked = sub(json!({AUTO_ROLLBACK_ANNOTATION: "true", ROLLED_BACK_FROM_ANNOTATION: "etcd.v2"}), "etcd.v2");
+        marked.status.as_mut().unwrap().conditions = Some(vec![serde_json::from_value(json!({
+            "type": "RolledBack", "status": "True", "reason": reason, "message": message
+        }))
+        .unwrap()]);
+        let replacing = [csv("etcd.v1", None, "Pending"), csv("etcd.v2", Some("etcd.v1"), "Replacing")];
+        let later = decide(&marked, &replacing);
+        assert_eq!(later.step, Step::Reinstall { from: "etcd.v2".into(), to: "etcd.v1".into() });
+        assert_eq!((later.condition, later.event), (None, None), "the UpgradeFailed condition is kept, not turned into RollbackRequested");
+
+        // A rollback from another version is a new one, and says so.
+        let mut newer = marked.clone();
+        newer.metadata.annotations.as_mut().unwrap().insert(ROLLED_BACK_FROM_ANNOTATION.into(), "etcd.v3".into());
+        newer.status.as_mut().unwrap().current_csv = Some("etcd.v3".into());
+        let again = decide(&newer, &[csv("etcd.v3", Some("etcd.v2"), "Succeeded")]);
+        assert_eq!(again.condition.map(|c| c.0), Some(ROLLBACK_REQUESTED));
     }
 }

@@ -390,14 +390,17 @@ fn failed(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDec
 
 /// How an installed CSV (Succeeded or Failed) answers a problem with its strategy (`None`
 /// when there is none): what applying again fixes goes back to InstallReady, anything else to
-/// `otherwise`, both with `reason`.
+/// `otherwise`, both with `reason`; a Deployment past its progress deadline fails the CSV, as
+/// upstream: applying the same spec again cannot help, and would cycle a Failed CSV through
+/// the phases.
 fn reinstall(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, reason: CsvReason, otherwise: CsvPhase) -> Option<CsvDecision> {
     let problem = strategy_problem(pass.observed, pass.observed.desired_deployments(), Health::Installed)?;
-    let phase = match problem {
-        DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_) => CsvPhase::InstallReady,
-        _ => otherwise,
+    let (phase, reason, message) = match problem {
+        DeploymentProblem::Unrecoverable(message) => (CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}")),
+        DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_) => (CsvPhase::InstallReady, reason, format!("installing: {}", problem.message())),
+        _ => (otherwise, reason, format!("installing: {}", problem.message())),
     };
-    Some(transition(previous, phase, reason, format!("installing: {}", problem.message()), pass.now))
+    Some(transition(previous, phase, reason, message, pass.now).requeue(REQUEUE_RESYNC))
 }
 
 /// Replacing: Deleting once the replacement has Succeeded (the oldest of the chain first).

@@ -145,6 +145,32 @@ fn a_deleted_deployment_fails_then_reinstalls() {
 }
 
 #[test]
+fn a_deployment_past_its_progress_deadline_keeps_the_csv_failed() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    for deployment in world.deployments.values_mut() {
+        let status = deployment.status.as_mut().expect("a status");
+        status.conditions.get_or_insert_default().push(DeploymentCondition {
+            type_: "Progressing".into(),
+            status: "False".into(),
+            reason: Some("ProgressDeadlineExceeded".into()),
+            ..Default::default()
+        });
+    }
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::InstallCheckFailed));
+    let message = decision.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
+    assert_eq!(message, "install failed: deployment etcd-operator exceeded its progress deadline");
+
+    // As upstream: applying the same Deployment again cannot help, so the Failed CSV stays
+    // Failed (no cycle through Pending and Installing, no new Event).
+    world.csv.status = decision.status.clone();
+    let again = world.decide();
+    assert_eq!(phase_reason(&again), (CsvPhase::Failed, CsvReason::InstallCheckFailed));
+    assert!(again.events.is_empty(), "{:?}", again.events);
+    assert!(again.actions.is_empty(), "nothing applied: {:?}", again.actions);
+}
+
+#[test]
 fn failed_with_healthy_components_recovers_to_succeeded() {
     let world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::ComponentUnhealthy))).with_installed_deployments();
     assert_eq!(phase_reason(&world.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
