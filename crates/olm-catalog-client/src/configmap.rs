@@ -72,9 +72,14 @@ pub fn documents(data: &BTreeMap<String, String>) -> Result<Vec<olm_catalog::Doc
             .and_then(Value::as_str)
             .ok_or_else(|| format!("data.{PACKAGES_KEY}[{i}] has no packageName"))?;
         let channels = package.get("channels").and_then(Value::as_array).cloned().unwrap_or_default();
-        let default_channel = package
-            .get("defaultChannel")
-            .and_then(Value::as_str)
+        // As upstream's loader (`PackageChannel.IsDefaultChannel`): a package's only channel is
+        // its default, whatever `defaultChannel` names.
+        let only = match channels.as_slice() {
+            [only] => only.get("name").and_then(Value::as_str),
+            _ => None,
+        };
+        let default_channel = only
+            .or_else(|| package.get("defaultChannel").and_then(Value::as_str))
             .or_else(|| channels.first().and_then(|c| c.get("name")).and_then(Value::as_str))
             .unwrap_or_default();
         docs.push(json!({"schema": "olm.package", "name": name, "defaultChannel": default_channel}));
@@ -258,6 +263,19 @@ mod tests {
         names.sort_unstable();
         assert_eq!(names, ["demo.v1", "demo.v1.5", "demo.v2"], "demo.v1.5 is only skipped, and still a member");
         assert_eq!(channel.head().map(|h| h.name.as_str()), Some("demo.v2"));
+    }
+
+    #[test]
+    fn a_package_with_one_channel_has_it_as_default_whatever_default_channel_names() {
+        // Upstream's e2e suite writes such packages (defaultChannel "stable", one channel
+        // "myapp-stable"), and upstream's registry serves them with that channel as default.
+        let mut data = data();
+        let packages = data[PACKAGES_KEY].replace("  - name: stable\n", "  - name: myapp-stable\n");
+        data.insert(PACKAGES_KEY.into(), packages);
+        let content = content(CatalogKey::new("legacy", "ns"), 0, &data).expect("served");
+        let package = content.catalog.package("demo").expect("the package is served");
+        assert_eq!(package.default_channel, "myapp-stable");
+        assert_eq!(package.default_head().map(|h| h.name.as_str()), Some("demo.v2"));
     }
 
     #[test]

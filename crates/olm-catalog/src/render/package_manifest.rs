@@ -57,7 +57,9 @@ fn as_package_manifest(doc: &Value, file: &Path) -> Option<Result<PackageManifes
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_string();
-    if default_channel.is_empty() && channels.len() == 1 {
+    if channels.len() == 1 {
+        // As upstream's loader (`PackageChannel.IsDefaultChannel`): the only channel is the
+        // default, whatever `defaultChannel` names.
         default_channel = channels[0].0.clone();
     }
     Some(Ok(PackageManifest {
@@ -237,4 +239,26 @@ pub fn render_package_manifests(
         }
     }
     Ok((documents, problems))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_only_channel_is_the_default_whatever_default_channel_names() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let manifest = |channels: &str| format!("packageName: demo\ndefaultChannel: stable\nchannels:\n{channels}");
+        std::fs::write(dir.path().join("demo.package.yaml"), manifest("- name: myapp-stable\n  currentCSV: demo.v1\n")).expect("written");
+        let found = find_package_manifest(dir.path()).expect("read").expect("a package manifest");
+        assert_eq!(found.default_channel, "myapp-stable", "as upstream's loader");
+
+        std::fs::write(
+            dir.path().join("demo.package.yaml"),
+            manifest("- name: alpha\n  currentCSV: demo.v2\n- name: beta\n  currentCSV: demo.v2\n"),
+        )
+        .expect("written");
+        let found = find_package_manifest(dir.path()).expect("read").expect("a package manifest");
+        assert_eq!(found.default_channel, "stable", "kept, and reported as missing by validation");
+    }
 }
