@@ -3,6 +3,8 @@
 #   bash fuzz/run.sh 10                 # the short CI run: keeps the targets building
 #   bash fuzz/run.sh 600 cel_rule       # one target, longer
 #   FUZZ_RUNS=1000000 bash fuzz/run.sh 0 fbc_load   # until 10^6 executions, however long
+#   FUZZ_FORK=2 FUZZ_RUNS=1000000 bash fuzz/run.sh 0 fbc_load   # the same, on two cores: one
+#       libFuzzer run (fork mode) whose workers share the corpus; -runs counts them all
 # Each target's seeds (fuzz/seeds/<target>) are copied into its corpus: for long runs (over a
 # minute, or FUZZ_RUNS) fuzz/corpus/<target>, not committed, which keeps what libFuzzer finds
 # between runs; for short ones a scratch directory. The large hostile inputs of issue #25
@@ -71,6 +73,9 @@ for target in "${targets[@]}"; do
         limit=(-max_total_time="$seconds")
         echo "== $target: fuzzing for ${seconds}s"
     fi
+    if [ -n "${FUZZ_FORK:-}" ]; then
+        limit+=(-fork="$FUZZ_FORK")
+    fi
     started=$(date +%s)
     log="$(mktemp)"
     # Seeds up to 64 KiB: the real catalog files chosen as seeds fit; larger inputs are the
@@ -80,9 +85,15 @@ for target in "${targets[@]}"; do
         "${limit[@]}" >"$log" 2>&1
     result=$?
     set -e
-    grep -E '^(#[0-9]+ *(INITED|DONE)|==[0-9]+== ERROR|SUMMARY|artifact_prefix|Test unit written)' "$log" || true
-    runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo "?")
-    rate=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo "?")
+    grep -E '^(#[0-9]+ *(INITED|DONE)|==[0-9]+== ERROR|SUMMARY|artifact_prefix|Test unit written|INFO: fuzzed for|INFO: exiting)' "$log" || true
+    if [ -n "${FUZZ_FORK:-}" ]; then
+        # Fork mode: the parent's progress lines ("#<runs>: cov: … exec/s: …") count every worker.
+        runs=$(grep -oE '^#[0-9]+: cov' "$log" | tail -n 1 | grep -oE '[0-9]+' || echo "?")
+        rate=$(( ${runs/\?/0} / ( $(date +%s) - started + 1 ) ))
+    else
+        runs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo "?")
+        rate=$(grep -oE 'stat::average_exec_per_sec: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo "?")
+    fi
     if [ "$result" -ne 0 ]; then
         tail -n 60 "$log"
         summary+=("$target: FAILED (exit $result) after $runs executions; see fuzz/artifacts/$target/")

@@ -9,8 +9,10 @@
 //! gives the outcome. By default only the specs that need nothing but API objects run (class A of
 //! bench/upstream-e2e/classes.tsv); the others need real pods, images or upstream's own
 //! Deployments and are reported as not applicable (`--all` runs them too). Specs run one at a
-//! time unless `--jobs N`: upstream runs its parallel processes on separate clusters, so specs on
-//! one cluster may disturb each other.
+//! time unless `--jobs N` or `--clusters N`. Upstream runs its parallel processes on separate
+//! clusters, and specs sharing one do disturb each other (a spec's teardown deletes every CRD
+//! OLM installed, the other spec's too), so `--clusters N` starts N private control planes
+//! with olm-rs and runs one spec at a time on each; `--jobs N` runs N at a time on each.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -23,11 +25,14 @@ use serde_json::Value;
 
 use crate::upstream_e2e_report::{self as report, Outcome, Spec, SpecResult};
 
-pub const USAGE: &str = "olm-bench --upstream-e2e [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--not-passing] [--keep] [--rerender]";
+pub const USAGE: &str = "olm-bench --upstream-e2e [--focus REGEX] [--out FILE] [--clusters N] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--not-passing] [--keep] [--rerender]";
 
-/// Private state and ports: `olm dev up` uses 28000, the tests 29000, the benchmark 46000-47600.
+/// Private state and ports: `olm dev up` uses 28000, the tests 29000, the benchmark 46000-47600;
+/// cluster N (from 0) has ports from `PORT_BASE + N * CLUSTER_PORT_STRIDE`.
 const STATE_DIR: &str = "/tmp/upstream-e2e-state";
 const PORT_BASE: u16 = 37400;
+const CLUSTER_PORT_STRIDE: u16 = 1000;
+const MAX_CLUSTERS: usize = 4;
 /// The suite's `-namespace` (its OperatorGroup `opgroup` is made here, once, before any spec) and
 /// olm-rs's global catalog namespace (`-olmNamespace`, `-catalogNamespace`).
 const TEST_NAMESPACE: &str = "operators";
@@ -37,6 +42,8 @@ pub struct Options {
     pub focus: Option<String>,
     pub out: PathBuf,
     pub jobs: usize,
+    /// Private control planes the specs are shared out to.
+    pub clusters: usize,
     pub spec_timeout: Duration,
     /// No spec starts after this long; those left are "not run" (their previous rows stay).
     pub budget: Option<Duration>,
@@ -61,6 +68,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
         focus: None,
         out: workspace.join("CONFORMANCE.md"),
         jobs: 1,
+        clusters: 1,
         spec_timeout: Duration::from_secs(300),
         budget: None,
         all: false,
@@ -81,6 +89,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
             "--focus" => opts.focus = Some(args.next().context("--focus needs a regular expression")?.clone()),
             "--out" => opts.out = PathBuf::from(args.next().context("--out needs a file")?),
             "--jobs" => opts.jobs = usize::try_from(number(a, args.next())?.max(1))?,
+            "--clusters" => opts.clusters = usize::try_from(number(a, args.next())?.clamp(1, MAX_CLUSTERS as u64))?,
             "--spec-timeout" => opts.spec_timeout = Duration::from_secs(number(a, args.next())?.max(30)),
             "--budget" => opts.budget = Some(Duration::from_secs(60 * number(a, args.next())?)),
             "--all" => opts.all = true,
@@ -131,27 +140,41 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     std::fs::copy(&opts.olm, &olm_copy).with_context(|| format!("copying {}", opts.olm.display()))?;
     opts.olm = olm_copy;
 
-    let env = Env { olm: opts.olm.clone(), state_dir: state.join("state"), log: state.join("olm-dev.log") };
-    let _ = env.dev(&["down", "--purge"]);
+    let envs: Vec<Env> = (0..opts.clusters).map(|n| Env::new(&opts.olm, &state, n)).collect();
+    for env in &envs {
+        let _ = env.dev(&["down", "--purge"]);
+    }
     let _ = std::fs::remove_dir_all(&reports);
     std::fs::create_dir_all(&reports)?;
     let results = if to_run.is_empty() && !opts.kubectl_operator {
         Ok(Vec::new())
     } else {
-        eprintln!("starting olm-rs on a private control plane (state {}, ports from {PORT_BASE})", env.state_dir.display());
-        prepare_cluster(&env, workspace).map(|kubeconfig| {
+        let prepared: anyhow::Result<Vec<PathBuf>> = envs
+            .iter()
+            .map(|env| {
+                eprintln!("starting olm-rs on a private control plane (state {}, ports from {})", env.state_dir.display(), env.port_base);
+                prepare_cluster(env, workspace)
+            })
+            .collect();
+        prepared.map(|kubeconfigs| {
             if opts.kubectl_operator {
-                record_kubectl_operator(workspace, &env, &kubeconfig);
+                record_kubectl_operator(workspace, &envs[0], &kubeconfigs[0]);
             }
             let deadline = opts.budget.map(|b| started + b);
-            let suite = Suite { bin, dir, kubeconfig, reports: reports.clone(), timeout: opts.spec_timeout, deadline };
-            run_specs(&suite, to_run, opts.jobs)
+            let suites: Vec<Suite> = kubeconfigs
+                .into_iter()
+                .map(|kubeconfig| Suite { bin: bin.clone(), dir: dir.clone(), kubeconfig, reports: reports.clone(), timeout: opts.spec_timeout, deadline })
+                .collect();
+            let workers: Vec<&Suite> = suites.iter().flat_map(|s| std::iter::repeat_n(s, opts.jobs)).collect();
+            run_specs(&workers, to_run)
         })
     };
-    if opts.keep {
-        eprintln!("--keep: the control plane still runs; stop it with OLM_DEV_STATE_DIR={} OLM_DEV_PORT_BASE={PORT_BASE} {} dev down --purge", env.state_dir.display(), opts.olm.display());
-    } else {
-        let _ = env.dev(&["down", "--purge"]);
+    for env in &envs {
+        if opts.keep {
+            eprintln!("--keep: the control plane still runs; stop it with OLM_DEV_STATE_DIR={} OLM_DEV_PORT_BASE={} {} dev down --purge", env.state_dir.display(), env.port_base, opts.olm.display());
+        } else {
+            let _ = env.dev(&["down", "--purge"]);
+        }
     }
     let mut results = results?;
     results.extend(not_run.into_iter().map(|spec| not_ran(&opts, spec)));
@@ -161,6 +184,7 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
         date: jiff::Zoned::now().strftime("%Y-%m-%d %H:%M %Z").to_string(),
         command: command_line(args),
         jobs: opts.jobs,
+        clusters: opts.clusters,
         spec_timeout: opts.spec_timeout,
         elapsed: started.elapsed(),
     };
@@ -331,12 +355,24 @@ struct Env {
     olm: PathBuf,
     state_dir: PathBuf,
     log: PathBuf,
+    port_base: u16,
 }
 
 impl Env {
+    /// Cluster `n` (from 0): the first keeps the paths of single-cluster runs.
+    fn new(olm: &Path, state: &Path, n: usize) -> Env {
+        let suffix = if n == 0 { String::new() } else { format!("-{n}") };
+        Env {
+            olm: olm.to_path_buf(),
+            state_dir: state.join(format!("state{suffix}")),
+            log: state.join(format!("olm-dev{suffix}.log")),
+            port_base: PORT_BASE + CLUSTER_PORT_STRIDE * u16::try_from(n).unwrap_or(0),
+        }
+    }
+
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.olm);
-        cmd.args(args).env("OLM_DEV_STATE_DIR", &self.state_dir).env("OLM_DEV_PORT_BASE", PORT_BASE.to_string()).stdin(Stdio::null());
+        cmd.args(args).env("OLM_DEV_STATE_DIR", &self.state_dir).env("OLM_DEV_PORT_BASE", self.port_base.to_string()).stdin(Stdio::null());
         cmd
     }
 
@@ -357,7 +393,7 @@ impl Env {
     fn layout(&self) -> anyhow::Result<olm_dev::Layout> {
         let mut layout = olm_dev::Layout::from_env().context("olm-dev layout")?;
         layout.state_dir.clone_from(&self.state_dir);
-        layout.set_port_base(PORT_BASE).context("port base")?;
+        layout.set_port_base(self.port_base).context("port base")?;
         Ok(layout)
     }
 }
@@ -403,9 +439,10 @@ fn prepare_cluster(env: &Env, workspace: &Path) -> anyhow::Result<PathBuf> {
     Ok(layout.kubeconfig())
 }
 
-/// Run every spec, `jobs` at a time, each in its own process, taking the files in turn (so that
-/// a budget leaves every file some specs); specs the budget leaves out are "not run".
-fn run_specs(suite: &Suite, specs: Vec<Spec>, jobs: usize) -> Vec<SpecResult> {
+/// Run every spec, one per worker at a time (a worker is a cluster's suite), each in its own
+/// process, taking the files in turn (so that a budget leaves every file some specs); specs the
+/// budget leaves out are "not run".
+fn run_specs(workers: &[&Suite], specs: Vec<Spec>) -> Vec<SpecResult> {
     // Specs sharing a line (table entries) run together.
     let mut groups: Vec<(String, Vec<Spec>)> = Vec::new();
     for spec in specs {
@@ -430,8 +467,9 @@ fn run_specs(suite: &Suite, specs: Vec<Spec>, jobs: usize) -> Vec<SpecResult> {
     let queue = Mutex::new(groups.into_iter().enumerate().collect::<VecDeque<_>>());
     let done = Mutex::new(Vec::new());
     std::thread::scope(|s| {
-        for _ in 0..jobs.min(total) {
-            s.spawn(|| {
+        for &suite in workers.iter().take(total) {
+            let (queue, done) = (&queue, &done);
+            s.spawn(move || {
                 loop {
                     if suite.deadline.is_some_and(|d| Instant::now() > d) {
                         break;
