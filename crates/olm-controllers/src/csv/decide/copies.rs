@@ -58,8 +58,11 @@ pub(crate) fn copy_is_current(existing: &ClusterServiceVersion, wanted: &Cluster
         wanted.is_some() && existing.annotations().get(key) == wanted
     };
     // The hashes cover the spec, labels, annotations and copied status; the status itself is
-    // compared too, since a hand edit of a copy's status leaves its annotations as they were.
-    let status_key = |c: &ClusterServiceVersion| c.status.as_ref().map(|s| (s.phase.clone(), s.reason.clone(), s.message.clone()));
+    // compared too, times included, since a hand edit of a copy's status leaves its
+    // annotations as they were.
+    let status_key = |c: &ClusterServiceVersion| {
+        c.status.as_ref().map(|s| (s.phase.clone(), s.reason.clone(), s.message.clone(), s.last_update_time.clone(), s.last_transition_time.clone()))
+    };
     same(keys::COPY_HASH_SPEC_ANNOTATION)
         && same(keys::COPY_HASH_STATUS_ANNOTATION)
         && wanted.labels().iter().all(|(k, v)| existing.labels().get(k) == Some(v))

@@ -209,6 +209,12 @@ fn a_copy_trimmed_in_the_cache_is_still_known_to_be_current() {
     let failed = set_phase(&status, CsvPhase::Failed, CsvReason::InstallCheckFailed, "install failed", now());
     assert!(!copy_is_current(&cached, &copy_of(&original, "team-a", &failed)));
 
+    // A hand edit of the copy's status, even of a time alone (upstream's csv_e2e_test.go:573), is
+    // reverted.
+    let mut edited = cached.clone();
+    edited.status.as_mut().expect("a status").last_update_time = Some(Time(Timestamp::from_second(1).expect("a time")));
+    assert!(!copy_is_current(&edited, &wanted));
+
     // An original is never trimmed.
     let mut kept = original.clone();
     trim_copy(&mut kept);
