@@ -117,6 +117,8 @@ struct Suite {
 pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     let mut opts = options(workspace, args)?;
     let started = Instant::now();
+    // The commit of the olm binary run, taken now: a commit made during the run is not in it.
+    let commit = git_commit(workspace);
     let version = crate::tools::olm_upstream_version(workspace)?;
     let (bin, dir) = crate::tools::build_upstream_e2e(&version)?;
     let built = started.elapsed();
@@ -180,7 +182,7 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     results.extend(not_run.into_iter().map(|spec| not_ran(&opts, spec)));
     let run = report::RunInfo {
         upstream_version: version,
-        commit: git_commit(workspace),
+        commit,
         date: jiff::Zoned::now().strftime("%Y-%m-%d %H:%M %Z").to_string(),
         command: command_line(args),
         jobs: opts.jobs,

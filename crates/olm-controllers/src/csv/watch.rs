@@ -30,7 +30,9 @@ fn select(store: &Store<ClusterServiceVersion>, keep: impl Fn(&ClusterServiceVer
         .collect()
 }
 
-/// Replacement-chain neighbours and copies/originals react to each other; a CSV that is gone
+/// Replacement-chain neighbours and copies/originals react to each other; CSVs that failed on
+/// an owner conflict look again when another CSV changes or goes (the owner of their CRD or
+/// APIService may be gone: replaced by a version that no longer owns it); a CSV that is gone
 /// from the cache leaves the metrics.
 pub(super) fn related(
     store: Store<ClusterServiceVersion>,
@@ -51,8 +53,13 @@ pub(super) fn related(
                     || changed.spec.replaces.as_deref() == Some(c.name_any().as_str())))
                 || (c.name_any() == name && c.labels().get(keys::COPIED_FROM_LABEL) == Some(&ns))
                 || (c.name_any() == name && origin.as_deref() == c.namespace().as_deref())
+                || (!changed.is_copied() && !c.is_copied() && failed_on_owner_conflict(c))
         })
     }
+}
+
+fn failed_on_owner_conflict(csv: &ClusterServiceVersion) -> bool {
+    csv.status.as_ref().and_then(|s| s.reason.as_ref()) == Some(&CsvReason::OwnerConflict)
 }
 
 /// The non-copied CSVs of the group's namespace.
@@ -160,5 +167,38 @@ pub(super) fn by_api_service(store: Store<ClusterServiceVersion>) -> impl Fn(Arc
         refs.extend(by_owner_labels(api.labels()));
         refs.dedup();
         refs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::{reflector, watcher};
+    use serde_json::json;
+
+    fn csv(name: &str, replaces: Option<&str>, reason: &str) -> ClusterServiceVersion {
+        serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"displayName": name, "replaces": replaces, "install": {"strategy": "deployment"}},
+            "status": {"phase": "Failed", "reason": reason}
+        }))
+        .expect("a CSV")
+    }
+
+    /// Upstream's subscription_e2e_test.go:1995: nginx-new-b owns a CRD that nginx-a owned; it
+    /// fails on the conflict while nginx-a waits to be replaced, and installs once nginx-a goes.
+    #[test]
+    fn a_csv_failed_on_an_owner_conflict_looks_again_when_another_csv_goes() {
+        let (store, mut writer) = reflector::store();
+        let conflicted = csv("nginx-new-b", Some("nginx-b"), "OwnerConflict");
+        let bystander = csv("nginx-c", None, "InstallCheckFailed");
+        for c in [&conflicted, &bystander] {
+            writer.apply_watcher_event(&watcher::Event::Apply(c.clone()));
+        }
+        let metrics = CsvMetrics::register(&mut prometheus_client::registry::Registry::default());
+        let related = related(store, metrics);
+        let gone = Arc::new(csv("nginx-a", None, "Replaced"));
+        assert_eq!(related(gone), vec![ObjectRef::from_obj(&conflicted)]);
     }
 }
