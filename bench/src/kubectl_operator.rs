@@ -64,6 +64,10 @@ use crate::tools::{cache_root, go, run as go_run};
 /// containers/image instead of gpgme, and no btrfs/devicemapper graph drivers, so no C headers
 /// beyond libc are needed. The version is stamped as the Makefile stamps it from git.
 /// First build: about 5 minutes on 2 shared cores (5 min 8 s measured, most modules downloaded).
+/// How long the run waits for Kubernetes' garbage collector to remove what an uninstall left to
+/// it: two of its 30-second discovery resyncs.
+const GC_WAIT: Duration = Duration::from_secs(75);
+
 pub fn build() -> anyhow::Result<PathBuf> {
     let cache = cache_root()?;
     let bin_dir = cache.join(format!("bin/kubectl-operator-{VERSION}"));
@@ -209,6 +213,24 @@ impl Env {
             args.extend(["-n", ns]);
         }
         self.exec(&args, None).map(|o| o.ok()).unwrap_or(false)
+    }
+
+    /// Poll `left` (what is still there) until it is empty, for at most [`GC_WAIT`]: the objects
+    /// OLM made for a CSV or Subscription go by Kubernetes' garbage collector after `kubectl
+    /// operator uninstall` returns, and a collector that started before OLM's CRDs existed learns
+    /// of them at its next discovery resync (every 30 s), as with upstream OLM.
+    fn wait_collected(&self, left: impl Fn() -> Vec<String>) -> Result<Duration, Vec<String>> {
+        let start = Instant::now();
+        loop {
+            let now_left = left();
+            if now_left.is_empty() {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() > GC_WAIT {
+                return Err(now_left);
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
     }
 
     /// Wait until `csv` is the only CSV of `namespace` and the only one among the component refs of
@@ -651,7 +673,6 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
             ("csv", env.exists("clusterserviceversions.operators.coreos.com", "etcdoperator.v0.9.4", Some(&ns_a))),
             ("operand", env.exists("etcdclusters.etcd.database.coreos.com", "example", Some(&ns_a))),
             ("operatorgroup", env.exists("operatorgroups.operators.coreos.com", &ns_a, Some(&ns_a))),
-            ("deployment etcd-operator", env.exists("deployments", "etcd-operator", Some(&ns_a))),
         ]
         .iter()
         .filter(|(_, there)| *there)
@@ -664,7 +685,11 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
         if !crd {
             return Err("the CRD was deleted without --delete-operator".into());
         }
-        Ok(format!("{what}; OperatorGroup and operator Deployment gone, CRDs kept"))
+        let deployment = || if env.exists("deployments", "etcd-operator", Some(&ns_a)) { vec!["deployment etcd-operator".to_owned()] } else { Vec::new() };
+        let collected = env
+            .wait_collected(deployment)
+            .map_err(|left| format!("still there {} s after uninstall: {}", GC_WAIT.as_secs(), left.join(", ")))?;
+        Ok(format!("{what}; OperatorGroup gone, CRDs kept; the operator Deployment collected by the garbage collector {:.1} s later", collected.as_secs_f64()))
     });
     r.step(&format!("kubectl operator uninstall etcd -n {ns_a} --operand-strategy delete --delete-operator-groups"), Some(&o), v);
 
@@ -1037,21 +1062,22 @@ pub fn run(kubectl_operator: &Path, kubeconfig: &Path, path: &OsStr) -> anyhow::
     );
 
     // Nothing of etcd left in the namespaces the plugin uninstalled from.
-    let leftovers: Vec<String> = [&ns_a, &ns_b, &ns_c, &ns_e, &ns_w]
-        .iter()
-        .filter_map(|ns| {
-            let objs = env.get(&["get", "subscriptions.operators.coreos.com,installplans.operators.coreos.com,clusterserviceversions.operators.coreos.com,deployments,serviceaccounts,roles,rolebindings", "-n", ns, "-o", "name"]);
-            let objs: Vec<&str> = objs.lines().filter(|l| !l.ends_with("/default")).collect();
-            (!objs.is_empty()).then(|| format!("{ns}: {}", objs.join(" ")))
-        })
-        .collect();
+    let leftovers = || -> Vec<String> {
+        [&ns_a, &ns_b, &ns_c, &ns_e, &ns_w]
+            .iter()
+            .filter_map(|ns| {
+                let objs = env.get(&["get", "subscriptions.operators.coreos.com,installplans.operators.coreos.com,clusterserviceversions.operators.coreos.com,deployments,serviceaccounts,roles,rolebindings", "-n", ns, "-o", "name"]);
+                let objs: Vec<&str> = objs.lines().filter(|l| !l.ends_with("/default")).collect();
+                (!objs.is_empty()).then(|| format!("{ns}: {}", objs.join(" ")))
+            })
+            .collect()
+    };
     r.step(
         "kubectl get subscriptions,installplans,csv,deployments,serviceaccounts,roles,rolebindings (each namespace)",
         None,
-        if leftovers.is_empty() {
-            Ok("nothing OLM made for etcd is left after the uninstalls".into())
-        } else {
-            Err(format!("left behind: {}", leftovers.join("; ")))
+        match env.wait_collected(leftovers) {
+            Ok(waited) => Ok(format!("nothing OLM made for etcd is left after the uninstalls (garbage collection done {:.1} s after this check began)", waited.as_secs_f64())),
+            Err(left) => Err(format!("left behind {} s after the check began: {}", GC_WAIT.as_secs(), left.join("; "))),
         },
     );
 
