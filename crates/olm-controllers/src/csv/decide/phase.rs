@@ -243,9 +243,7 @@ fn installing(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> Cs
             transition(previous, CsvPhase::Succeeded, CsvReason::InstallSucceeded, "install strategy completed with no errors", now),
         )
         .requeue(REQUEUE_RESYNC),
-        Some(DeploymentProblem::Unrecoverable(message)) => {
-            transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}"), now)
-        }
+        Some(DeploymentProblem::Unrecoverable(message)) => install_check_failed(previous, &message, now),
         Some(problem) if problem.needs_apply() && !matches!(problem, DeploymentProblem::Missing(_)) => transition(
             previous,
             CsvPhase::InstallReady,
@@ -395,12 +393,17 @@ fn failed(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDec
 /// the phases.
 fn reinstall(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, reason: CsvReason, otherwise: CsvPhase) -> Option<CsvDecision> {
     let problem = strategy_problem(pass.observed, pass.observed.desired_deployments(), Health::Installed)?;
-    let (phase, reason, message) = match problem {
-        DeploymentProblem::Unrecoverable(message) => (CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}")),
-        DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_) => (CsvPhase::InstallReady, reason, format!("installing: {}", problem.message())),
-        _ => (otherwise, reason, format!("installing: {}", problem.message())),
+    let phase = match problem {
+        DeploymentProblem::Unrecoverable(ref message) => return Some(install_check_failed(previous, message, pass.now).requeue(REQUEUE_RESYNC)),
+        DeploymentProblem::Updated(_) | DeploymentProblem::AnnotationsMissing(_) => CsvPhase::InstallReady,
+        _ => otherwise,
     };
-    Some(transition(previous, phase, reason, message, pass.now).requeue(REQUEUE_RESYNC))
+    Some(transition(previous, phase, reason, format!("installing: {}", problem.message()), pass.now).requeue(REQUEUE_RESYNC))
+}
+
+/// A Deployment that will not become available (past its progress deadline) fails the CSV.
+fn install_check_failed(previous: &ClusterServiceVersionStatus, message: &str, now: Timestamp) -> CsvDecision {
+    transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}"), now)
 }
 
 /// Replacing: Deleting once the replacement has Succeeded (the oldest of the chain first).
