@@ -126,6 +126,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
         let state = installplan::InstallPlanState {
             plans: plans.clone(),
             groups: shared.groups.clone(),
+            csvs: shared.csvs.clone(),
             clients: crate::scoped_client::ScopedClients::new(client.clone()),
             metrics: shared.catalog_metrics.clone(),
             write_failures,

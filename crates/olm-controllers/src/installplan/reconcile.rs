@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::reflector::ObjectRef;
 use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, InstallPlanStatus, Step, StepStatus};
 use serde_json::{Value, json};
 use tracing::instrument;
@@ -41,6 +42,9 @@ pub struct InstallPlanState {
     pub plans: Cache<InstallPlan>,
     /// Every OperatorGroup: the namespace's group says with whose permissions to install.
     pub groups: Cache<OperatorGroup>,
+    /// Every CSV (trimmed): which CSVs a shared CRD's installed-alongside annotations name
+    /// still exist.
+    pub csvs: Cache<ClusterServiceVersion>,
     /// OLM's client and the ServiceAccount-impersonating ones derived from it.
     pub clients: ScopedClients,
     /// The catalog-operator metrics.
@@ -364,7 +368,7 @@ async fn apply_step(
         },
     };
     if is_crd {
-        let alongside = super::alongside::for_step(&ctx.client, &r.name, namespace, &step.resolving)
+        let alongside = super::alongside::for_step(&ctx.client, &r.name, namespace, &step.resolving, |ns, name| ctx.state.csvs.get(Some(ns), name))
             .await
             .map_err(|err| step_error(step, namespace, "get", None, &err))?;
         if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -756,6 +760,7 @@ pub fn run(
     async move {
         state.plans.synced().await;
         state.groups.synced().await;
+        state.csvs.synced().await;
         controller
             .run(|plan, ctx| guarded(plan, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()))
