@@ -301,6 +301,7 @@ impl Manager {
                 subscriptions: subscriptions.clone(),
                 csvs: csvs.clone(),
                 crds: shared.crds.clone(),
+                labelled: Default::default(),
             };
             let ctx = Arc::new(ControllerContext::new(
                 (crate::FIELD_MANAGER_PREFIX, crate::operator::NAME),

@@ -129,6 +129,11 @@ fn crd_state(crd: &CustomResourceDefinition) -> CrdState {
     }
 }
 
+/// What a CSV reads of a CRD: its uid and [`crd_state`].
+pub(super) fn crd_view(crd: &CustomResourceDefinition) -> (Option<String>, String) {
+    (crd.uid(), format!("{:?}", crd_state(crd)))
+}
+
 /// Read everything one pass over `csv` decides from.
 pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<ClusterServiceVersion>) -> Result<Observation> {
     let state = &ctx.state;

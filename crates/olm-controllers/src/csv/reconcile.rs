@@ -261,7 +261,10 @@ pub fn run(
         .watches_shared_stream(state.csvs.subscribe(), watch::related(store.clone(), ctx.state.metrics.clone()))
         .owns_shared_stream(state.deployments.subscribe())
         .watches_shared_stream(state.groups.subscribe(), watch::by_group(store.clone()))
-        .watches_shared_stream(state.crds.subscribe(), watch::by_crd(store.clone()))
+        // Only what a CSV reads of a CRD wakes its CSVs: every install of a shared CRD writes its
+        // annotations and labels (installed-alongside, the Operator's), which would otherwise
+        // wake every CSV of that operator in the cluster for each install.
+        .watches_shared_stream(state.crds.subscribe_changes(super::observe::crd_view), watch::by_crd(store.clone()))
         .watches_shared_stream(state.service_accounts.subscribe(), watch::by_service_account(store.clone()))
         .watches_shared_stream(state.serving_secrets.subscribe(), |secret| watch::by_owner_labels(secret.labels()))
         .watches_shared_stream(state.namespaces.subscribe(), move |_ns: Arc<Namespace>| all_namespace_csvs())

@@ -127,22 +127,16 @@ where
 
     fn changes(&self) -> BoxStream<'static, String> {
         let store = self.cache.store().clone();
-        // The Operators each labelled object was last seen a component of (labelled objects
-        // only, so this stays as small as the Operators' components).
-        let mut seen: HashMap<(Option<String>, String), Vec<String>> = HashMap::new();
+        let (skip, conditions) = (self.skip, self.conditions);
+        let mut seen = Seen::default();
         self.cache
             .subscribe()
             .flat_map(move |obj| {
                 let key = (obj.meta().namespace.clone(), obj.name_any());
-                let now = operators_of(obj.as_ref());
                 let present = store.get(&ObjectRef::from_obj(obj.as_ref())).is_some();
-                let before = if present && !now.is_empty() {
-                    seen.insert(key, now.clone())
-                } else {
-                    seen.remove(&key)
-                };
-                let names: BTreeSet<String> = now.into_iter().chain(before.into_iter().flatten()).collect();
-                futures::stream::iter(names)
+                let now = if present && !skip(&obj) { operators_of(obj.as_ref()) } else { Vec::new() };
+                let digest = if now.is_empty() { 0 } else { conditions_digest(&conditions(&obj)) };
+                futures::stream::iter(seen.changed(key, now, digest))
             })
             .boxed()
     }
@@ -151,6 +145,43 @@ where
         let cache = self.cache.clone();
         async move { cache.synced().await }.boxed()
     }
+}
+
+/// What each labelled object was last seen as: the Operators it is a component of and a digest
+/// of its conditions (labelled objects only, so this stays as small as the Operators'
+/// components).
+#[derive(Default)]
+pub struct Seen(HashMap<(Option<String>, String), (Vec<String>, u64)>);
+
+impl Seen {
+    /// The Operators whose status a change of the object `key` concerns, now a component of
+    /// `now` (empty: of none, or gone) with conditions `digest`: when its conditions changed,
+    /// those it is a component of now and those it was before; otherwise only those it joined
+    /// or left. A change of anything else (a shared CRD's annotations, which every install of
+    /// its operator writes; a Deployment's replica counts) changes no Operator's status, nor
+    /// does another Operator's label on a shared CRD change this one's: reconciling every
+    /// Operator a shared CRD names on each install made the installs quadratic.
+    pub fn changed(&mut self, key: (Option<String>, String), now: Vec<String>, digest: u64) -> BTreeSet<String> {
+        let before = if now.is_empty() { self.0.remove(&key) } else { self.0.insert(key, (now.clone(), digest)) };
+        let Some((before, before_digest)) = before else {
+            return now.into_iter().collect();
+        };
+        let (now, before): (BTreeSet<String>, BTreeSet<String>) = (now.into_iter().collect(), before.into_iter().collect());
+        if before_digest == digest || now.is_empty() {
+            // Gone or unlabelled (now empty) concerns every Operator it was in, as the
+            // difference says.
+            now.symmetric_difference(&before).cloned().collect()
+        } else {
+            now.union(&before).cloned().collect()
+        }
+    }
+}
+
+/// A digest of a component's conditions (what its Operator's status shows of it besides its
+/// reference).
+fn conditions_digest(conditions: &Option<Vec<OperatorComponentCondition>>) -> u64 {
+    let json = serde_json::to_vec(conditions).unwrap_or_default();
+    std::hash::BuildHasher::hash_one(&std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(), json)
 }
 
 /// The CRDs the Operator's CSVs own (CSVs labelled `label`, copies left out), with their

@@ -61,6 +61,41 @@ pub struct OperatorState {
     pub csvs: Cache<ClusterServiceVersion>,
     /// Every CRD (trimmed).
     pub crds: Cache<CustomResourceDefinition>,
+    /// The labels this controller added lately.
+    pub labelled: Labelled,
+}
+
+/// How long a label this controller added is taken as there while the watch cache may not
+/// show it yet.
+const LABEL_SETTLES: Duration = Duration::from_secs(30);
+
+/// The labels this controller added in the last [`LABEL_SETTLES`], by object and label: the
+/// events of a new Subscription (and the reconciles of a new Operator) come faster than its
+/// label reaches the cache, and each would label it again (4.5 patches per install, each a
+/// write that wakes every watcher of the kind; for a shared CRD an object as large as the
+/// installs of its operator). A label removed since is added again once this has passed, by the
+/// next event or the sweep.
+#[derive(Clone, Default)]
+pub struct Labelled(Arc<std::sync::Mutex<std::collections::HashMap<(String, String), std::time::Instant>>>);
+
+impl Labelled {
+    /// Whether `label` on `object` (`Kind namespace/name`) was added lately; if not, it is
+    /// recorded as added `now` (the caller adds it).
+    pub fn lately_or_now(&self, object: &str, label: &str, now: std::time::Instant) -> bool {
+        let mut added = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        added.retain(|_, at| now.duration_since(*at) < LABEL_SETTLES);
+        let key = (object.to_owned(), label.to_owned());
+        if added.contains_key(&key) {
+            return true;
+        }
+        added.insert(key, now);
+        false
+    }
+
+    /// Forget `label` on `object`: adding it failed (the next event or sweep tries again).
+    pub fn failed(&self, object: &str, label: &str) {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).remove(&(object.to_owned(), label.to_owned()));
+    }
 }
 
 impl OperatorState {
@@ -78,7 +113,7 @@ async fn reconcile(operator: Arc<Operator>, ctx: Arc<ControllerContext<OperatorS
         return Ok(Action::await_change());
     };
     let state = &ctx.state;
-    adopt_owned_crds(&ctx, &label).await;
+    let labels_failed = adopt_owned_crds(&ctx, &label).await;
     let mut refs: Vec<RichReference> = state.sources.iter().flat_map(|source| source.refs(&label)).collect();
     for crd in owned_crd_refs(&state.csvs.list(), &state.crds, &label) {
         // A CRD a user labelled as well is listed once.
@@ -90,7 +125,7 @@ async fn reconcile(operator: Arc<Operator>, ctx: Arc<ControllerContext<OperatorS
     if operator.status.as_ref() != Some(&status) {
         ctx.status.apply_cluster(operator.as_ref(), &status).await?;
     }
-    Ok(Action::await_change())
+    Ok(if labels_failed { Action::requeue(SWEEP) } else { Action::await_change() })
 }
 
 /// Create the Operator `name` when something is labelled for it and it does not exist.
@@ -132,22 +167,26 @@ where
         return;
     }
     let namespace = obj.namespace().unwrap_or_default();
+    let object = format!("{} {namespace}/{}", K::kind(&()), obj.name_any());
+    if ctx.state.labelled.lately_or_now(&object, label, std::time::Instant::now()) {
+        return;
+    }
     let patch = json!({"metadata": {"labels": {label: ""}}});
     let params = PatchParams {
         field_manager: Some(ctx.field_manager()),
         ..Default::default()
     };
     if let Err(err) = Api::<K>::namespaced(ctx.client.clone(), &namespace).patch(&obj.name_any(), &params, &Patch::Merge(&patch)).await {
-        let what = format!("label {} {namespace}/{} for its Operator", K::kind(&()), obj.name_any());
-        tracing::warn!(error = %Error::api(what, err), "retried within a minute");
+        ctx.state.labelled.failed(&object, label);
+        tracing::warn!(error = %Error::api(format!("label {object} for its Operator"), err), "retried within a minute");
     }
 }
 
 /// Label the CRDs the Operator's CSVs own, as upstream's adoption does, with a merge patch (so
 /// that the label of every operator installed with a shared CRD stays): `kubectl operator
 /// uninstall --delete-all` deletes the CRDs it finds among the Operator's components after the
-/// CSV is gone. Only a CRD without the label is written.
-async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) {
+/// CSV is gone. Only a CRD without the label is written. True when labelling one failed.
+async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) -> bool {
     let state = &ctx.state;
     let names: BTreeSet<String> = state
         .csvs
@@ -156,9 +195,11 @@ async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) {
         .filter(|csv| !csv.is_copied() && csv.labels().contains_key(label))
         .flat_map(|csv| csv.spec.owned_crds().iter().map(|crd| crd.name.clone()).collect::<Vec<_>>())
         .collect();
+    let mut failed = false;
     for name in names {
         let Some(crd) = state.crds.get(None, &name) else { continue };
-        if crd.labels().contains_key(label) {
+        let object = format!("CustomResourceDefinition {name}");
+        if crd.labels().contains_key(label) || state.labelled.lately_or_now(&object, label, std::time::Instant::now()) {
             continue;
         }
         let patch = json!({"metadata": {"labels": {label: ""}}});
@@ -167,9 +208,12 @@ async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) {
             ..Default::default()
         };
         if let Err(err) = Api::<CustomResourceDefinition>::all(ctx.client.clone()).patch(&name, &params, &Patch::Merge(&patch)).await {
-            tracing::warn!(error = %Error::api(format!("label CustomResourceDefinition {name} for its Operator"), err), "retried on the next change");
+            state.labelled.failed(&object, label);
+            failed = true;
+            tracing::warn!(error = %Error::api(format!("label CustomResourceDefinition {name} for its Operator"), err), "retried within a minute");
         }
     }
+    failed
 }
 
 /// Label a Subscription, and the CSV it installed when that has no label, for their Operator.

@@ -6,7 +6,7 @@ use olm_api::v1::operator::RichReference;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason};
 use serde_json::json;
 
-use super::components::{conditions_from, csv_conditions, desired_status};
+use super::components::{Seen, conditions_from, csv_conditions, desired_status};
 
 fn reference(kind: &str, api_version: &str, namespace: Option<&str>, name: &str) -> RichReference {
     RichReference {
@@ -89,4 +89,42 @@ fn conditions_of_any_kind_are_read_by_name() {
     assert!(conditions[0].last_update_time.is_some());
     assert_eq!(conditions_from::<serde_json::Value>(None), None);
     assert_eq!(conditions_from(Some(&json!([]))), None);
+}
+
+#[test]
+fn only_a_change_of_membership_or_conditions_concerns_operators() {
+    let key = || (Some("team-a".to_owned()), "etcd-operator".to_owned());
+    let names = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<std::collections::BTreeSet<String>>();
+    let mut seen = Seen::default();
+    assert_eq!(seen.changed(key(), vec!["etcd.team-a".into()], 1), names(&["etcd.team-a"]), "a new component");
+    assert_eq!(seen.changed(key(), vec!["etcd.team-a".into()], 1), names(&[]), "annotations or replicas changed");
+    assert_eq!(seen.changed(key(), vec!["etcd.team-a".into()], 2), names(&["etcd.team-a"]), "its conditions changed");
+    assert_eq!(
+        seen.changed(key(), vec!["etcd.team-a".into(), "etcd.team-b".into()], 2),
+        names(&["etcd.team-b"]),
+        "labelled for one more Operator (a shared CRD): that one only"
+    );
+    assert_eq!(
+        seen.changed(key(), vec!["etcd.team-b".into()], 3),
+        names(&["etcd.team-a", "etcd.team-b"]),
+        "left one while its conditions changed: both"
+    );
+    assert_eq!(seen.changed(key(), vec![], 0), names(&["etcd.team-b"]), "unlabelled or deleted");
+    assert_eq!(seen.changed(key(), vec![], 0), names(&[]), "an object never labelled");
+}
+
+#[test]
+fn a_label_added_lately_is_not_added_again_until_it_had_time_to_show() {
+    let labelled = super::Labelled::default();
+    let start = std::time::Instant::now();
+    let sub = "Subscription team-a/etcd";
+    assert!(!labelled.lately_or_now(sub, "operators.coreos.com/etcd.team-a", start), "first time: add it");
+    assert!(labelled.lately_or_now(sub, "operators.coreos.com/etcd.team-a", start + std::time::Duration::from_secs(1)), "the cache lags");
+    assert!(!labelled.lately_or_now("Subscription team-b/etcd", "operators.coreos.com/etcd.team-b", start), "another object");
+    assert!(
+        !labelled.lately_or_now(sub, "operators.coreos.com/etcd.team-a", start + super::LABEL_SETTLES),
+        "still missing once it had time to show: removed since, add it again"
+    );
+    labelled.failed(sub, "operators.coreos.com/etcd.team-a");
+    assert!(!labelled.lately_or_now(sub, "operators.coreos.com/etcd.team-a", start + super::LABEL_SETTLES), "a failed patch is retried");
 }
