@@ -57,6 +57,8 @@ pub struct Shared<'a> {
     pub plans: Option<&'a Cache<InstallPlan>>,
     /// The catalog-operator metrics.
     pub catalog_metrics: &'a crate::catalog_metrics::CatalogMetrics,
+    /// One writer at a time per CRD (shared with the Operator controller).
+    pub crd_writes: &'a crate::crd_writes::CrdWrites,
     pub images: &'a Arc<olm_image::ImageClient>,
 }
 
@@ -127,6 +129,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
             plans: plans.clone(),
             groups: shared.groups.clone(),
             csvs: shared.csvs.clone(),
+            crd_writes: shared.crd_writes.clone(),
             clients: crate::scoped_client::ScopedClients::new(client.clone()),
             metrics: shared.catalog_metrics.clone(),
             write_failures,

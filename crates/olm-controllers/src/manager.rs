@@ -190,6 +190,7 @@ impl Manager {
         );
 
         let runs = |kind: ControllerKind| kinds.contains(&kind);
+        let crd_writes = crate::crd_writes::CrdWrites::default();
         // One Subscription cache for the CSV controller (spec.config), the Subscription
         // controller and the Operator controller.
         let subscriptions = (runs(ControllerKind::Csv) || runs(ControllerKind::Subscription) || runs(ControllerKind::Operator))
@@ -302,6 +303,7 @@ impl Manager {
                 csvs: csvs.clone(),
                 crds: shared.crds.clone(),
                 labelled: Default::default(),
+                crd_writes: crd_writes.clone(),
             };
             let ctx = Arc::new(ControllerContext::new(
                 (crate::FIELD_MANAGER_PREFIX, crate::operator::NAME),
@@ -325,6 +327,7 @@ impl Manager {
                 subscriptions: subscriptions.as_ref(),
                 plans: plans.as_ref(),
                 images: &config.images,
+                crd_writes: &crd_writes,
             },
             crate::catalog_operator::Selection {
                 catalogsource: kinds.contains(&ControllerKind::CatalogSource),

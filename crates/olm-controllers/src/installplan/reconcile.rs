@@ -45,6 +45,8 @@ pub struct InstallPlanState {
     /// Every CSV (trimmed): which CSVs a shared CRD's installed-alongside annotations name
     /// still exist.
     pub csvs: Cache<ClusterServiceVersion>,
+    /// One writer at a time per CRD (shared with the Operator controller).
+    pub crd_writes: crate::crd_writes::CrdWrites,
     /// OLM's client and the ServiceAccount-impersonating ones derived from it.
     pub clients: ScopedClients,
     /// The catalog-operator metrics.
@@ -367,6 +369,8 @@ async fn apply_step(
             Err(err) => return Err(step_error(step, namespace, "get", step_installer, &err)),
         },
     };
+    // A CRD's annotations are read, extended and applied under its lock (see `crd_writes`).
+    let _crd_write = if is_crd { Some(ctx.state.crd_writes.lock(&r.name).await) } else { None };
     if is_crd {
         let alongside = super::alongside::for_step(&ctx.client, &r.name, namespace, &step.resolving, |ns, name| ctx.state.csvs.get(Some(ns), name))
             .await

@@ -63,6 +63,8 @@ pub struct OperatorState {
     pub crds: Cache<CustomResourceDefinition>,
     /// The labels this controller added lately.
     pub labelled: Labelled,
+    /// One writer at a time per CRD (shared with the InstallPlan controller).
+    pub crd_writes: crate::crd_writes::CrdWrites,
 }
 
 /// How long a label this controller added is taken as there while the watch cache may not
@@ -207,6 +209,7 @@ async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) -
             field_manager: Some(ctx.field_manager()),
             ..Default::default()
         };
+        let _write = state.crd_writes.lock(&name).await;
         if let Err(err) = Api::<CustomResourceDefinition>::all(ctx.client.clone()).patch(&name, &params, &Patch::Merge(&patch)).await {
             state.labelled.failed(&object, label);
             failed = true;
