@@ -117,7 +117,7 @@ where
             let key = (obj.meta().namespace.clone(), obj.meta().name.clone().unwrap_or_default());
             let present = store.get(&ObjectRef::from_obj(obj.as_ref())).is_some();
             let changed = if present {
-                let current = std::hash::BuildHasher::hash_one(&std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(), view(&obj));
+                let current = digest(view(&obj));
                 let changed = seen.get(&key) != Some(&current);
                 seen.insert(key, current);
                 changed
@@ -128,6 +128,12 @@ where
             futures::future::ready(changed.then_some(obj))
         })
     }
+}
+
+/// A digest of `value` that stays the same within the process (what a change filter keeps of
+/// each object instead of the object).
+pub fn digest(value: impl std::hash::Hash) -> u64 {
+    std::hash::BuildHasher::hash_one(&std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(), value)
 }
 
 /// What a cache does to every object before storing it: drop what no controller reads and

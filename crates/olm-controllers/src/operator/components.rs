@@ -167,9 +167,7 @@ impl Seen {
             return now.into_iter().collect();
         };
         let (now, before): (BTreeSet<String>, BTreeSet<String>) = (now.into_iter().collect(), before.into_iter().collect());
-        if before_digest == digest || now.is_empty() {
-            // Gone or unlabelled (now empty) concerns every Operator it was in, as the
-            // difference says.
+        if before_digest == digest {
             now.symmetric_difference(&before).cloned().collect()
         } else {
             now.union(&before).cloned().collect()
@@ -180,8 +178,7 @@ impl Seen {
 /// A digest of a component's conditions (what its Operator's status shows of it besides its
 /// reference).
 fn conditions_digest(conditions: &Option<Vec<OperatorComponentCondition>>) -> u64 {
-    let json = serde_json::to_vec(conditions).unwrap_or_default();
-    std::hash::BuildHasher::hash_one(&std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(), json)
+    olm_runtime::cache::digest(serde_json::to_vec(conditions).unwrap_or_default())
 }
 
 /// The CRDs the Operator's CSVs own (CSVs labelled `label`, copies left out), with their
