@@ -57,27 +57,9 @@ fn lists(operator: &Operator, kind: &str, namespace: &str, name: &str) -> bool {
 async fn an_installed_operator_lists_its_components() -> anyhow::Result<()> {
     let (cluster, _) = controllers::setup().await?;
     let server = etcd_catalog_server(true).await?;
-    let ns = cluster.namespace("operator-api").await?;
-    let namespace = ns.name().to_owned();
     let address = server.grpc_addrs.get("community").context("gRPC address of community")?.to_string();
-    create_from_yaml(
-        &ns,
-        &format!("apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:\n  targetNamespaces: [{namespace}]\n"),
-    )
-    .await?;
-    create_from_yaml(
-        &ns,
-        &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: community\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n"),
-    )
-    .await?;
-    create_from_yaml(
-        &ns,
-        &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {namespace}\n  name: etcd\n  channel: singlenamespace-alpha\n  installPlanApproval: Automatic\n"
-        ),
-    )
-    .await?;
-    controllers::wait_csv_succeeded(&ns, "etcdoperator.v0.9.4", TIMEOUT, OBJECTS).await?;
+    let ns = install_etcd(&cluster, "operator-api", &address).await?;
+    let namespace = ns.name().to_owned();
     let sub: Subscription = ns.api().get("etcd").await?;
     let plan = sub.status.as_ref().and_then(|s| s.install_plan_ref.as_ref()).context("the Subscription names its plan")?.name.clone().unwrap_or_default();
 
@@ -141,6 +123,68 @@ async fn an_installed_operator_lists_its_components() -> anyhow::Result<()> {
     assert!(again.metadata.deletion_timestamp.is_none());
 
     ns.cleanup().await?;
+    Ok(())
+}
+
+/// Install the etcd operator into a new namespace from the catalog server at `address`; the
+/// namespace, once its CSV Succeeded.
+async fn install_etcd(cluster: &olm_testkit::TestCluster, prefix: &str, address: &str) -> anyhow::Result<TestNamespace> {
+    let ns = cluster.namespace(prefix).await?;
+    let namespace = ns.name().to_owned();
+    create_from_yaml(
+        &ns,
+        &format!("apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: og\nspec:\n  targetNamespaces: [{namespace}]\n"),
+    )
+    .await?;
+    create_from_yaml(
+        &ns,
+        &format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: community\nspec:\n  sourceType: grpc\n  address: \"{address}\"\n"),
+    )
+    .await?;
+    create_from_yaml(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: etcd\nspec:\n  source: community\n  sourceNamespace: {namespace}\n  name: etcd\n  channel: singlenamespace-alpha\n  installPlanApproval: Automatic\n"
+        ),
+    )
+    .await?;
+    controllers::wait_csv_succeeded(&ns, "etcdoperator.v0.9.4", TIMEOUT, OBJECTS).await?;
+    Ok(ns)
+}
+
+/// The field managers that own `label` on the object `managed` describes.
+fn label_owners(managed: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry], label: &str) -> Vec<String> {
+    let field = format!("f:{label}");
+    managed
+        .iter()
+        .filter(|entry| {
+            entry.fields_v1.as_ref().and_then(|f| f.0.pointer("/f:metadata/f:labels")).and_then(|labels| labels.get(&field)).is_some()
+        })
+        .map(|entry| entry.manager.clone().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_shared_crd_keeps_every_installs_label_in_the_plans_own_write() -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let (cluster, _) = controllers::setup().await?;
+    let server = etcd_catalog_server(true).await?;
+    let address = server.grpc_addrs.get("community").context("gRPC address of community")?.to_string();
+    let first = install_etcd(&cluster, "shared-crd-a", &address).await?;
+    let second = install_etcd(&cluster, "shared-crd-b", &address).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    for ns in [&first, &second] {
+        let label = format!("operators.coreos.com/etcd.{}", ns.name());
+        let crd = crds.get("etcdclusters.etcd.database.coreos.com").await?;
+        assert!(crd.labels().contains_key(&label), "the shared CRD carries {label}: {:?}", crd.labels());
+        // The plan applied the label with the CRD (one write per install), and the second
+        // install's apply kept the first's: the Operator controller had nothing to add.
+        let owners = label_owners(crd.metadata.managed_fields.as_deref().unwrap_or_default(), &label);
+        assert!(owners.iter().any(|m| m == "olm/installplan"), "{label} is applied by the plans: owned by {owners:?}");
+        assert!(!owners.iter().any(|m| m == "olm/operator"), "{label} needed no second write: owned by {owners:?}");
+    }
+    first.cleanup().await?;
+    second.cleanup().await?;
     Ok(())
 }
 

@@ -62,12 +62,10 @@ fn split_api_version(api_version: &str) -> (String, String) {
 
 fn step(resolving: &str, source: &StepSource, object: &Value) -> Step {
     let mut labelled;
-    // A CRD is shared by every install of its operator: applied by one field manager, its
-    // label would be the last install's only. The Operator controller labels it instead, with
-    // a merge patch that keeps every install's label.
-    let shared = object.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition");
+    // A CRD is shared by every install of its operator: the plan applies it with the labels it
+    // already carries (see `installplan::alongside`), so every install's label stays.
     let object = match &source.component_label {
-        Some(label) if !shared && object.get("metadata").is_some_and(Value::is_object) => {
+        Some(label) if object.get("metadata").is_some_and(Value::is_object) => {
             labelled = object.clone();
             if let Some(metadata) = labelled.get_mut("metadata").and_then(Value::as_object_mut) {
                 let labels = metadata.entry("labels").or_insert_with(|| json!({}));
@@ -331,7 +329,7 @@ mod tests {
             component_label: Some("operators.coreos.com/etcd.team-a".into()),
         };
         let steps = bundle_steps(&bundle(), &source, "team-a", None).expect("steps");
-        for step in steps.iter().filter(|s| s.resource.kind != "CustomResourceDefinition") {
+        for step in &steps {
             let object: Value = serde_json::from_str(step.resource.manifest.as_deref().unwrap_or_default()).expect("json");
             assert_eq!(
                 object.pointer("/metadata/labels/operators.coreos.com~1etcd.team-a"),
@@ -341,8 +339,6 @@ mod tests {
                 step.resource.name
             );
         }
-        let crd: Value = serde_json::from_str(steps[1].resource.manifest.as_deref().unwrap_or_default()).expect("json");
-        assert_eq!(crd.pointer("/metadata/labels/operators.coreos.com~1etcd.team-a"), None, "a shared CRD is not labelled");
         let kinds: Vec<_> = steps.iter().map(|s| s.resource.kind.as_str()).collect();
         assert_eq!(
             kinds,

@@ -35,20 +35,46 @@ pub fn annotations(csvs: &[(String, String)]) -> BTreeMap<String, String> {
     csvs.iter().map(|(ns, name)| (key(ns, name), format!("{ns}/{name}"))).collect()
 }
 
-/// The installed-alongside annotations a CRD step applies for the CSV `namespace/name`: those
-/// of the CRD on the cluster whose CSV still exists and is no copy, and this CSV's. `csv` reads
-/// a CSV from the watch cache (None: gone), as upstream reads its lister: a live read of every
-/// CSV a shared CRD names made each install of an operator cost one request per earlier install
-/// (1,000 namespaces: half a million reads).
+/// What a CRD step applies besides its manifest, read from the CRD on the cluster.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SharedMetadata {
+    /// The installed-alongside annotations (see [`for_step`]).
+    pub annotations: BTreeMap<String, String>,
+    /// The Operator component labels (`operators.coreos.com/<operator>`) the CRD carries: the
+    /// step applies them with its own, so that the field manager every plan applies with keeps
+    /// every install's label (it would otherwise remove those of earlier installs), and the
+    /// Operator controller finds the CRD labelled instead of writing it a second time.
+    pub component_labels: BTreeMap<String, String>,
+}
+
+/// What a CRD step applies for the CSV `namespace/name` besides its manifest: the
+/// installed-alongside annotations of the CRD on the cluster whose CSV still exists and is no
+/// copy, and this CSV's; the CRD's component labels. `csv` reads a CSV from the watch cache
+/// (None: gone), as upstream reads its lister: a live read of every CSV a shared CRD names made
+/// each install of an operator cost one request per earlier install (1,000 namespaces: half a
+/// million reads). The CRD itself is read live, under its write lock, so nothing another write
+/// just added is lost.
 pub async fn for_step(
     client: &kube::Client,
     crd: &str,
     namespace: &str,
     name: &str,
     csv: impl Fn(&str, &str) -> Option<Arc<ClusterServiceVersion>>,
-) -> Result<BTreeMap<String, String>, kube::Error> {
+) -> Result<SharedMetadata, kube::Error> {
     let existing = Api::<CustomResourceDefinition>::all(client.clone()).get_opt(crd).await?;
-    Ok(keep_existing(existing.map(|crd| installed_alongside(crd.annotations())).unwrap_or_default(), namespace, name, csv))
+    let on_crd = existing.as_ref().map(|crd| installed_alongside(crd.annotations())).unwrap_or_default();
+    let component_labels = existing.as_ref().map(|crd| component_labels(crd.labels())).unwrap_or_default();
+    Ok(SharedMetadata { annotations: keep_existing(on_crd, namespace, name, csv), component_labels })
+}
+
+/// The Operator component labels among `labels`.
+fn component_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let operators: Vec<&str> = olm_api::keys::component_of(labels.keys()).collect();
+    labels
+        .iter()
+        .filter(|(key, _)| key.strip_prefix(olm_api::keys::OPERATOR_COMPONENT_LABEL_PREFIX).is_some_and(|name| operators.contains(&name)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// The annotations for `on_crd` (what the CRD names) whose CSV still exists and is no copy, and
@@ -98,6 +124,16 @@ mod tests {
             csv.metadata.labels = Some(BTreeMap::from([(olm_api::keys::COPIED_FROM_LABEL.to_owned(), "a".to_owned())]));
         }
         Arc::new(csv)
+    }
+
+    #[test]
+    fn only_operator_component_labels_are_carried() {
+        let on_crd = BTreeMap::from([
+            ("operators.coreos.com/etcd.team-a".to_owned(), String::new()),
+            ("operators.coreos.com/".to_owned(), String::new()),
+            ("app".to_owned(), "etcd".to_owned()),
+        ]);
+        assert_eq!(component_labels(&on_crd), BTreeMap::from([("operators.coreos.com/etcd.team-a".to_owned(), String::new())]));
     }
 
     #[test]

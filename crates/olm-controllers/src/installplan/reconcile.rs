@@ -369,16 +369,24 @@ async fn apply_step(
             Err(err) => return Err(step_error(step, namespace, "get", step_installer, &err)),
         },
     };
-    // A CRD's annotations are read, extended and applied under its lock (see `crd_writes`).
+    // A CRD's annotations and labels are read, extended and applied under its lock (see
+    // `crd_writes`).
     let _crd_write = if is_crd { Some(ctx.state.crd_writes.lock(&r.name).await) } else { None };
     if is_crd {
-        let alongside = super::alongside::for_step(&ctx.client, &r.name, namespace, &step.resolving, |ns, name| ctx.state.csvs.get(Some(ns), name))
+        let shared = super::alongside::for_step(&ctx.client, &r.name, namespace, &step.resolving, |ns, name| ctx.state.csvs.get(Some(ns), name))
             .await
             .map_err(|err| step_error(step, namespace, "get", None, &err))?;
         if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
-            let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
-            if let Some(map) = annotations.as_object_mut() {
-                map.extend(alongside.into_iter().map(|(k, v)| (k, json!(v))));
+            for (field, values) in [("annotations", shared.annotations), ("labels", shared.component_labels)] {
+                let map = metadata.entry(field).or_insert_with(|| json!({}));
+                if !map.is_object() {
+                    *map = json!({});
+                }
+                if let Some(map) = map.as_object_mut() {
+                    for (k, v) in values {
+                        map.entry(k).or_insert(json!(v));
+                    }
+                }
             }
         }
     }

@@ -187,7 +187,9 @@ where
 /// Label the CRDs the Operator's CSVs own, as upstream's adoption does, with a merge patch (so
 /// that the label of every operator installed with a shared CRD stays): `kubectl operator
 /// uninstall --delete-all` deletes the CRDs it finds among the Operator's components after the
-/// CSV is gone. Only a CRD without the label is written. True when labelling one failed.
+/// CSV is gone. Only a CRD without the label is written: a plan's CRD step applies the label
+/// itself, so this writes CRDs installed otherwise (by hand, by another OLM, before the
+/// Subscription was labelled). True when labelling one failed.
 async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) -> bool {
     let state = &ctx.state;
     let names: BTreeSet<String> = state
