@@ -131,6 +131,10 @@ pub struct Scale {
     /// in [`RESTART_WATCH`] after its caches synced (verb resource → count), over nothing
     /// that changed.
     pub writes_after_restart: Option<Vec<(String, u64)>>,
+    /// Ours only: the writes the first `olm run` sent in the [`RESTART_WATCH`] just before it
+    /// was stopped: what was still going on, which the restarted process may finish (a storm
+    /// is what the restart adds beyond it).
+    pub writes_before_restart: Option<Vec<(String, u64)>>,
 }
 
 /// How long the restarted `olm run` is watched for writes.
@@ -167,7 +171,7 @@ const CACHED_KINDS: &[(&str, Option<&str>)] = &[
 ];
 
 /// Controller sets the follower probes run (`olm run --controllers`; "" = all).
-const PROBE_SETS: &[&str] = &["", "operatorgroup", "csv", "catalogsource", "subscription", "installplan"];
+const PROBE_SETS: &[&str] = &["", "operatorgroup", "csv", "catalogsource", "subscription", "installplan", "operator"];
 const PROBE_LEASE: &str = "olm-bench-probe-lock";
 
 /// A Lease held by nobody running, valid for an hour: `olm run --leader-elect` replicas on it
@@ -857,11 +861,25 @@ fn requests_between(before: &str, after: &str) -> Vec<(String, u64)> {
 
 const WRITE_VERBS: [&str; 6] = ["create", "apply", "patch", "update", "delete", "deletecollection"];
 
-/// Restart `olm run` (ours) and count the writes the new process sends in [`RESTART_WATCH`]
-/// after its /readyz says every cache synced: a restart over a settled cluster should write
-/// next to nothing.
-fn writes_after_restart(started: &mut Started, tools: &Tools, layout: &olm_dev::Layout, work: &Path) -> anyhow::Result<Vec<(String, u64)>> {
+/// Count the writes `olm run` (ours) sends in a [`RESTART_WATCH`], then restart it and count
+/// the writes the new process sends in [`RESTART_WATCH`] after its /readyz says every cache
+/// synced: a restart over a settled cluster should write next to nothing more than the first
+/// process was still writing.
+/// Returns (writes in the [`RESTART_WATCH`] before the restart, writes after it).
+fn writes_around_restart(started: &mut Started, tools: &Tools, layout: &olm_dev::Layout, work: &Path) -> anyhow::Result<(Vec<(String, u64)>, Vec<(String, u64)>)> {
     let admin = started.admin_addr.clone().context("olm run's admin address")?;
+    let first = save_metrics(started, &work.join("e2e-ours-scale-metrics-before-restart-start.txt")).context("olm run's /metrics")?;
+    std::thread::sleep(RESTART_WATCH);
+    let last = save_metrics(started, &work.join("e2e-ours-scale-metrics-before-restart-end.txt")).context("olm run's /metrics")?;
+    let before = api_requests(&first);
+    let writes_before: Vec<(String, u64)> = api_requests(&last)
+        .into_iter()
+        .map(|(key, n)| {
+            let delta = n.saturating_sub(before.get(&key).copied().unwrap_or(0));
+            (key, delta)
+        })
+        .filter(|(key, n)| *n > 0 && WRITE_VERBS.contains(&key.split(' ').next().unwrap_or("")))
+        .collect();
     let index = started.procs.iter().position(|p| p.label == "olm run").context("the olm run process")?;
     drop(started.procs.remove(index));
     let proc = Proc::spawn(
@@ -879,10 +897,11 @@ fn writes_after_restart(started: &mut Started, tools: &Tools, layout: &olm_dev::
     })?;
     std::thread::sleep(RESTART_WATCH);
     let metrics = save_metrics(started, &work.join("e2e-ours-scale-metrics-restarted.txt")).context("the restarted olm run's /metrics")?;
-    Ok(api_requests(&metrics)
+    let writes_after = api_requests(&metrics)
         .into_iter()
         .filter(|(key, n)| *n > 0 && WRITE_VERBS.contains(&key.split(' ').next().unwrap_or("")))
-        .collect())
+        .collect();
+    Ok((writes_before, writes_after))
 }
 
 /// What the all-namespaces CSV watch knows: (namespace, name) → (phase, copied).
@@ -1133,7 +1152,12 @@ fn scale(
     } else {
         Vec::new()
     };
-    let writes_after_restart = if imp == Impl::Ours { Some(writes_after_restart(&mut started, tools, layout, work)?) } else { None };
+    let (writes_before_restart, writes_after_restart) = if imp == Impl::Ours {
+        let (before, after) = writes_around_restart(&mut started, tools, layout, work)?;
+        (Some(before), Some(after))
+    } else {
+        (None, None)
+    };
     let memory = started
         .procs
         .iter()
@@ -1154,7 +1178,7 @@ fn scale(
     // only upstream's must be gone before ours starts.
     let namespace_timeout = if imp == Impl::Ours { Duration::ZERO } else { Duration::from_secs(60 + 2 * n as u64) };
     cleanup(layout, &Selection::Label(label), started.procs, &global.group, namespace_timeout);
-    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, catalog_updates, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, writes_after_restart })
+    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, catalog_updates, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, writes_after_restart, writes_before_restart })
 }
 
 /// The scale run's catalog updates: a copy of the catalog directory that the catalog server

@@ -452,6 +452,17 @@ fn requests_paragraph(o: &mut String, s: &crate::e2e::Scale) -> anyhow::Result<(
             if shown.is_empty() { String::new() } else { format!(" ({})", shown.join(", ")) }
         )?;
     }
+    if let Some(writes) = &s.writes_before_restart {
+        let total: u64 = writes.iter().map(|(_, n)| n).sum();
+        let shown: Vec<String> = writes.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+        writeln!(
+            o,
+            "For comparison, the first `olm run` sent {total} writes in the {} s before it was stopped{} (work still \
+             going on, which the restarted process may finish).\n",
+            crate::e2e::RESTART_WATCH.as_secs(),
+            if shown.is_empty() { String::new() } else { format!(" ({})", shown.join(", ")) }
+        )?;
+    }
     Ok(())
 }
 
