@@ -6,17 +6,16 @@
 //! installed and `kubectl get operator X -o yaml` what belongs to it.
 //!
 //! Objects get the label where they are made: InstallPlan steps label every object of a bundle
-//! (`plan_steps`), the Subscription controller its InstallPlans, and the CSV controller what
-//! it creates for a labelled CSV. CRDs are the exception: shared by every install of their
-//! operator, they are not in the plan's steps labelled (one field manager applying them would
-//! keep only the last install's label); this controller labels the CRDs the Operator's CSVs
-//! own with a merge patch, once per operator, as upstream's adoption does, and lists them by
-//! ownership meanwhile. This controller only labels what a user made: the
-//! Subscription, and the CSV it installed when that CSV has no label (an install made before
-//! OLM labelled). An Operator is created when something is labelled for it; deleted while
+//! (`plan_steps`; a shared CRD keeps the labels of every install, see `installplan::shared_crd`),
+//! the Subscription controller its InstallPlans, and the CSV controller what it creates for a
+//! labelled CSV. This controller labels what a user made: the Subscription, and the CSV it
+//! installed when that CSV has no label (an install made before OLM labelled); and, as
+//! upstream's adoption does, the CRDs the Operator's CSVs own when they lack the label (CRDs
+//! installed otherwise), listing them by ownership meanwhile. An Operator is created when something is labelled for it; deleted while
 //! components remain, it comes back (upstream's behaviour); deleted once none remain, it
 //! stays deleted.
 
+mod backlog;
 pub mod components;
 
 use std::collections::BTreeSet;
@@ -239,47 +238,59 @@ async fn adopt_subscription(ctx: &ControllerContext<OperatorState>, sub: &Subscr
 
 /// What changes on the cluster asks of the Operators besides their status: an Operator for
 /// newly labelled components (or one deleted while components remain), a label on every
-/// Subscription. Runs while leading; a sweep every [`SWEEP`] retries what failed.
+/// Subscription. Runs while leading; a sweep every [`SWEEP`] retries what failed. The changes
+/// are read into a [`backlog::Backlog`] as they come, while its writes go one at a time.
 async fn keep_operators(
     ctx: Arc<ControllerContext<OperatorState>>,
     names: impl futures::Stream<Item = String> + Unpin,
     subscriptions: impl futures::Stream<Item = Arc<Subscription>> + Unpin,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    enum Work {
-        Operator(String),
-        Subscription(Arc<Subscription>),
-        Sweep,
-    }
+    use backlog::Work;
     let state = ctx.state.clone();
     for source in state.sources.iter() {
         source.synced().await;
     }
     state.operators.synced().await;
     state.subscriptions.synced().await;
-    let mut work = std::pin::pin!(futures::stream::select(
-        futures::stream::select(names.map(Work::Operator), subscriptions.map(Work::Subscription)),
+    let backlog = backlog::Backlog::default();
+    let changes = futures::stream::select(
+        futures::stream::select(
+            names.map(Work::Operator),
+            subscriptions.map(|sub| Work::Subscription(sub.namespace().unwrap_or_default(), sub.name_any())),
+        ),
         ticks(SWEEP).map(|()| Work::Sweep),
     )
-    .take_until(shutdown));
-    while let Some(item) = work.next().await {
-        if !ctx.leadership.is_leader() {
-            continue;
-        }
-        match item {
-            Work::Operator(name) => ensure_operator(&ctx, &name).await,
-            Work::Subscription(sub) => adopt_subscription(&ctx, &sub).await,
-            Work::Sweep => {
-                let names: BTreeSet<String> = state.sources.iter().flat_map(|source| source.operators()).collect();
-                for name in names {
-                    ensure_operator(&ctx, &name).await;
+    .take_until(shutdown);
+    let intake = async {
+        changes.for_each(|work| futures::future::ready(backlog.add(work))).await;
+        backlog.close();
+    };
+    let worker = async {
+        while let Some(work) = backlog.next().await {
+            if !ctx.leadership.is_leader() {
+                continue;
+            }
+            match work {
+                Work::Operator(name) => ensure_operator(&ctx, &name).await,
+                Work::Subscription(namespace, name) => {
+                    if let Some(sub) = state.subscriptions.get(Some(&namespace), &name) {
+                        adopt_subscription(&ctx, &sub).await;
+                    }
                 }
-                for sub in state.subscriptions.list() {
-                    adopt_subscription(&ctx, &sub).await;
+                Work::Sweep => {
+                    let names: BTreeSet<String> = state.sources.iter().flat_map(|source| source.operators()).collect();
+                    for name in names {
+                        ensure_operator(&ctx, &name).await;
+                    }
+                    for sub in state.subscriptions.list() {
+                        adopt_subscription(&ctx, &sub).await;
+                    }
                 }
             }
         }
-    }
+    };
+    futures::join!(intake, worker);
 }
 
 /// A tick every `period`, the first one a period from now.
