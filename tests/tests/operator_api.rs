@@ -170,21 +170,32 @@ async fn a_shared_crd_keeps_every_installs_label_in_the_plans_own_write() -> any
     let (cluster, _) = controllers::setup().await?;
     let server = etcd_catalog_server(true).await?;
     let address = server.grpc_addrs.get("community").context("gRPC address of community")?.to_string();
-    let first = install_etcd(&cluster, "shared-crd-a", &address).await?;
-    let second = install_etcd(&cluster, "shared-crd-b", &address).await?;
+    // At the same time: their plans may share one write of each CRD.
+    let (first, second, third) = tokio::try_join!(
+        install_etcd(&cluster, "shared-crd-a", &address),
+        install_etcd(&cluster, "shared-crd-b", &address),
+        install_etcd(&cluster, "shared-crd-c", &address),
+    )?;
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
-    for ns in [&first, &second] {
+    for ns in [&first, &second, &third] {
         let label = format!("operators.coreos.com/etcd.{}", ns.name());
         let crd = crds.get("etcdclusters.etcd.database.coreos.com").await?;
         assert!(crd.labels().contains_key(&label), "the shared CRD carries {label}: {:?}", crd.labels());
+        let alongside = format!("{}/etcdoperator.v0.9.4", ns.name());
+        assert!(
+            crd.annotations().iter().any(|(k, v)| k.starts_with("operatorframework.io/installed-alongside-") && *v == alongside),
+            "the shared CRD says it was installed alongside {alongside}: {:?}",
+            crd.annotations()
+        );
         // The plan applied the label with the CRD (one write per install), and the second
         // install's apply kept the first's: the Operator controller had nothing to add.
         let owners = label_owners(crd.metadata.managed_fields.as_deref().unwrap_or_default(), &label);
         assert!(owners.iter().any(|m| m == "olm/installplan"), "{label} is applied by the plans: owned by {owners:?}");
         assert!(!owners.iter().any(|m| m == "olm/operator"), "{label} needed no second write: owned by {owners:?}");
     }
-    first.cleanup().await?;
-    second.cleanup().await?;
+    for ns in [first, second, third] {
+        ns.cleanup().await?;
+    }
     Ok(())
 }
 

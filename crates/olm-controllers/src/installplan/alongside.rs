@@ -38,7 +38,7 @@ pub fn annotations(csvs: &[(String, String)]) -> BTreeMap<String, String> {
 /// What a CRD step applies besides its manifest, read from the CRD on the cluster.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct SharedMetadata {
-    /// The installed-alongside annotations (see [`for_step`]).
+    /// The installed-alongside annotations (see [`for_write`]).
     pub annotations: BTreeMap<String, String>,
     /// The Operator component labels (`operators.coreos.com/<operator>`) the CRD carries: the
     /// step applies them with its own, so that the field manager every plan applies with keeps
@@ -47,28 +47,27 @@ pub struct SharedMetadata {
     pub component_labels: BTreeMap<String, String>,
 }
 
-/// What a CRD step applies for the CSV `namespace/name` besides its manifest: the
-/// installed-alongside annotations of the CRD on the cluster whose CSV still exists and is no
-/// copy, and this CSV's; the CRD's component labels. `csv` reads a CSV from the watch cache
-/// (None: gone), as upstream reads its lister: a live read of every CSV a shared CRD names made
-/// each install of an operator cost one request per earlier install (1,000 namespaces: half a
-/// million reads). The CRD itself is read live, under its write lock, so nothing another write
-/// just added is lost.
-pub async fn for_step(
+/// What a write of a CRD for the CSVs `csvs` (`namespace`, `name`) applies besides its
+/// manifest: the installed-alongside annotations of the CRD on the cluster whose CSV still
+/// exists and is no copy, and those CSVs'; the CRD's component labels. `csv` reads a CSV from the
+/// watch cache (None: gone), as upstream reads its lister: a live read of every CSV a shared CRD
+/// names made each install of an operator cost one request per earlier install (1,000
+/// namespaces: half a million reads). The CRD itself is read live, under its write lock, so
+/// nothing another write just added is lost.
+pub async fn for_write(
     client: &kube::Client,
     crd: &str,
-    namespace: &str,
-    name: &str,
+    csvs: &[(String, String)],
     csv: impl Fn(&str, &str) -> Option<Arc<ClusterServiceVersion>>,
 ) -> Result<SharedMetadata, kube::Error> {
     let existing = Api::<CustomResourceDefinition>::all(client.clone()).get_opt(crd).await?;
     let on_crd = existing.as_ref().map(|crd| installed_alongside(crd.annotations())).unwrap_or_default();
     let component_labels = existing.as_ref().map(|crd| component_labels(crd.labels())).unwrap_or_default();
-    Ok(SharedMetadata { annotations: keep_existing(on_crd, namespace, name, csv), component_labels })
+    Ok(SharedMetadata { annotations: keep_existing(on_crd, csvs, csv), component_labels })
 }
 
 /// The Operator component labels among `labels`.
-fn component_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+pub fn component_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let operators: Vec<&str> = olm_api::keys::component_of(labels.keys()).collect();
     labels
         .iter()
@@ -78,21 +77,18 @@ fn component_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, Strin
 }
 
 /// The annotations for `on_crd` (what the CRD names) whose CSV still exists and is no copy, and
-/// for `namespace/name`.
+/// for `written` (the CSVs the write is for).
 fn keep_existing(
     on_crd: Vec<(String, String)>,
-    namespace: &str,
-    name: &str,
+    written: &[(String, String)],
     csv: impl Fn(&str, &str) -> Option<Arc<ClusterServiceVersion>>,
 ) -> BTreeMap<String, String> {
     let mut csvs: Vec<(String, String)> = on_crd
         .into_iter()
-        .filter(|(ns, csv_name)| (ns.as_str(), csv_name.as_str()) != (namespace, name))
+        .filter(|named| !written.contains(named))
         .filter(|(ns, csv_name)| csv(ns, csv_name).is_some_and(|found| !found.is_copied()))
         .collect();
-    if !namespace.is_empty() && !name.is_empty() {
-        csvs.push((namespace.to_owned(), name.to_owned()));
-    }
+    csvs.extend(written.iter().filter(|(ns, name)| !ns.is_empty() && !name.is_empty()).cloned());
     annotations(&csvs)
 }
 
@@ -146,8 +142,9 @@ mod tests {
         ];
         let cluster = [csv("a", "x.v1", false), csv("c", "x.v1", true), csv("d", "x.v2", false)];
         let lookup = |ns: &str, name: &str| cluster.iter().find(|c| c.namespace().as_deref() == Some(ns) && c.name_any() == name).cloned();
-        let kept = keep_existing(on_crd, "d", "x.v2", lookup);
-        let expected: Vec<(String, String)> = vec![("a".into(), "x.v1".into()), ("d".into(), "x.v2".into())];
+        let written = [("d".to_owned(), "x.v2".to_owned()), ("e".to_owned(), "x.v2".to_owned())];
+        let kept = keep_existing(on_crd, &written, lookup);
+        let expected: Vec<(String, String)> = vec![("a".into(), "x.v1".into()), ("d".into(), "x.v2".into()), ("e".into(), "x.v2".into())];
         assert_eq!(kept, annotations(&expected));
     }
 }

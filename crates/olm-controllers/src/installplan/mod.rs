@@ -11,6 +11,7 @@ pub mod decide;
 pub mod preview;
 pub mod reconcile;
 pub mod scope;
+mod shared_crd;
 pub mod crd_upgrade;
 
 pub use reconcile::{InstallPlanState, NAME, run};

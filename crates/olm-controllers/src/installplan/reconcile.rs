@@ -233,13 +233,11 @@ async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Re
     let manifest: Value = serde_json::from_str(r.manifest.as_deref().unwrap_or("{}"))
         .map_err(|err| StepError::new(format!("the manifest of step {} is not valid JSON: {err}", describe(step, "")), false))?;
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
-    // First from the API server's watch cache (no storage read): most installs bring new CRDs.
-    // A CRD created elsewhere a moment ago may be missed; the API server itself still refuses
-    // an update that drops a stored version.
-    if get_cached_opt(&api, &r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?.is_none() {
-        return Ok(false);
-    }
-    let existing = api.get_opt(&r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?;
+    // From the API server's watch cache (no storage read): most installs bring new CRDs, and
+    // the write of a shared CRD reads it live anyway, under its lock (`shared_crd`). A CRD
+    // created or changed elsewhere a moment ago may be missed here; the API server itself
+    // still refuses an update that drops a stored version.
+    let existing = get_cached_opt(&api, &r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?;
     let Some(existing) = existing else { return Ok(false) };
     let mut existing = serde_json::to_value(&existing).unwrap_or(Value::Null);
     if let Err(message) = stored_versions_kept(&existing, &manifest) {
@@ -369,33 +367,16 @@ async fn apply_step(
             Err(err) => return Err(step_error(step, namespace, "get", step_installer, &err)),
         },
     };
-    // A CRD's annotations and labels are read, extended and applied under its lock (see
-    // `crd_writes`).
-    let _crd_write = if is_crd { Some(ctx.state.crd_writes.lock(&r.name).await) } else { None };
-    if is_crd {
-        let shared = super::alongside::for_step(&ctx.client, &r.name, namespace, &step.resolving, |ns, name| ctx.state.csvs.get(Some(ns), name))
-            .await
-            .map_err(|err| step_error(step, namespace, "get", None, &err))?;
-        if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
-            for (field, values) in [("annotations", shared.annotations), ("labels", shared.component_labels)] {
-                let map = metadata.entry(field).or_insert_with(|| json!({}));
-                if !map.is_object() {
-                    *map = json!({});
-                }
-                if let Some(map) = map.as_object_mut() {
-                    for (k, v) in values {
-                        map.entry(k).or_insert(json!(v));
-                    }
-                }
-            }
-        }
+    let applied = if is_crd {
+        super::shared_crd::apply(ctx, &api, &r.name, namespace, &step.resolving, manifest).await
+    } else {
+        api.patch(&r.name, &PatchParams::apply(&ctx.field_manager()).force(), &Patch::Apply(&manifest)).await.map_err(|err| ("patch", err))
     }
-    let params = PatchParams::apply(&ctx.field_manager()).force();
-    let applied = api.patch(&r.name, &params, &Patch::Apply(&manifest)).await.map_err(|err| {
+    .map_err(|(verb, err)| {
         if is_not_found(&err) {
             tracing::info!(step = %describe(step, namespace), "API not served yet");
         }
-        step_error(step, namespace, "patch", step_installer, &err)
+        step_error(step, namespace, verb, step_installer, &err)
     })?;
     let status = if is_crd && !established(&serde_json::to_value(&applied).unwrap_or(Value::Null)) {
         StepStatus::WaitingForApi

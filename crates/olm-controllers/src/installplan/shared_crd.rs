@@ -1,0 +1,95 @@
+//! A plan's CRD step written: with the installed-alongside annotations and Operator labels of
+//! every install of the CRD, one writer at a time, and one write for the plans waiting with the
+//! same manifest (see `crate::crd_writes`).
+
+use std::sync::Arc;
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::Api;
+use serde_json::{Value, json};
+
+use super::alongside;
+use super::reconcile::InstallPlanState;
+use crate::crd_writes::Share;
+use olm_runtime::ControllerContext;
+
+/// Apply `manifest`, the CRD `name` of a step installing the CSV `namespace/csv`, and return it
+/// as the API server left it. The manifest's own Operator labels are its share; the rest of it
+/// must equal another step's for the two to share a write. An error comes with the verb that
+/// failed.
+pub async fn apply(
+    ctx: &ControllerContext<InstallPlanState>,
+    api: &Api<DynamicObject>,
+    name: &str,
+    namespace: &str,
+    csv: &str,
+    mut manifest: Value,
+) -> Result<DynamicObject, (&'static str, kube::Error)> {
+    let (digest, labels) = without_shares(&manifest);
+    let writes = &ctx.state.crd_writes;
+    let ticket = writes.join(name, digest, Share { namespace: namespace.to_owned(), csv: csv.to_owned(), labels });
+    let _lock = writes.lock(name).await;
+    if let Some(written) = ticket.written() {
+        return Ok(written.as_ref().clone());
+    }
+    let batch = ticket.batch();
+    let csvs: Vec<(String, String)> = batch.iter().map(|(_, share)| (share.namespace.clone(), share.csv.clone())).collect();
+    let shared = alongside::for_write(&ctx.client, name, &csvs, |ns, name| ctx.state.csvs.get(Some(ns), name))
+        .await
+        .map_err(|err| ("get", err))?;
+    let labels = shared.component_labels.into_iter().chain(batch.iter().flat_map(|(_, share)| share.labels.clone()));
+    if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+        for (field, values) in [("annotations", shared.annotations.into_iter().collect::<Vec<_>>()), ("labels", labels.collect())] {
+            let map = metadata.entry(field).or_insert_with(|| json!({}));
+            if !map.is_object() {
+                *map = json!({});
+            }
+            if let Some(map) = map.as_object_mut() {
+                for (k, v) in values {
+                    map.entry(k).or_insert(json!(v));
+                }
+            }
+        }
+    }
+    let params = PatchParams::apply(&ctx.field_manager()).force();
+    let applied = api.patch(name, &params, &Patch::Apply(&manifest)).await.map_err(|err| ("patch", err))?;
+    if batch.len() > 1 {
+        tracing::debug!(crd = name, installs = batch.len(), "one write for several installs of a shared CRD");
+    }
+    ticket.wrote(&batch.iter().map(|(ticket, _)| *ticket).collect::<Vec<_>>(), Arc::new(applied.clone()));
+    Ok(applied)
+}
+
+/// The digest of `manifest` without its Operator labels, and those labels.
+fn without_shares(manifest: &Value) -> (u64, std::collections::BTreeMap<String, String>) {
+    let mut rest = manifest.clone();
+    let mut labels = std::collections::BTreeMap::new();
+    if let Some(map) = rest.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
+        let all: std::collections::BTreeMap<String, String> =
+            map.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect();
+        labels = alongside::component_labels(&all);
+        map.retain(|k, _| !labels.contains_key(k));
+    }
+    (olm_runtime::cache::digest(rest.to_string()), labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifests_differing_only_in_their_operator_labels_share_a_write() {
+        let crd = |label: &str| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "etcdclusters.etcd.database.coreos.com", "labels": {label: "", "app": "etcd"}},
+                   "spec": {"group": "etcd.database.coreos.com"}})
+        };
+        let (a, a_labels) = without_shares(&crd("operators.coreos.com/etcd.a"));
+        let (b, _) = without_shares(&crd("operators.coreos.com/etcd.b"));
+        assert_eq!(a, b);
+        assert_eq!(a_labels.keys().collect::<Vec<_>>(), ["operators.coreos.com/etcd.a"]);
+        let mut changed = crd("operators.coreos.com/etcd.a");
+        changed["spec"]["group"] = json!("other");
+        assert_ne!(without_shares(&changed).0, a, "another spec writes itself");
+    }
+}
