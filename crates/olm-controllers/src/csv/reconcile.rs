@@ -85,6 +85,10 @@ pub fn deployment_selector() -> String {
 /// (names, versions served, conversion, conditions, uid), without the schemas, printer columns
 /// and subresources, which make OLM's own CRDs alone megabytes.
 pub fn trim_cached_crd(crd: &mut CustomResourceDefinition) {
+    // One per install of a shared CRD, read live by the plan that writes it (`installplan::alongside`).
+    if let Some(annotations) = crd.metadata.annotations.as_mut() {
+        annotations.retain(|key, _| !key.starts_with(keys::INSTALLED_ALONGSIDE_ANNOTATION_PREFIX));
+    }
     for version in &mut crd.spec.versions {
         version.schema = None;
         version.additional_printer_columns = None;

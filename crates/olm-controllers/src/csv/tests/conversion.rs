@@ -180,3 +180,20 @@ fn deleting_a_csv_that_nothing_replaces_removes_its_conversion_webhook_from_the_
     world.peers = vec![next];
     assert!(!world.decide().actions.iter().any(|a| matches!(a, CsvAction::ResetCrdConversion { .. })));
 }
+
+#[test]
+fn the_cached_crd_keeps_its_labels_but_not_the_installed_alongside_annotations() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let mut crd = CustomResourceDefinition::default();
+    crd.metadata.annotations = Some(
+        [
+            ("operatorframework.io/installed-alongside-4f5029d97012e166".to_owned(), "ns/test-csv".to_owned()),
+            ("app.kubernetes.io/note".to_owned(), "kept".to_owned()),
+        ]
+        .into(),
+    );
+    crd.metadata.labels = Some([("operators.coreos.com/etcd.ns".to_owned(), String::new())].into());
+    crate::csv::reconcile::trim_cached_crd(&mut crd);
+    assert_eq!(crd.annotations().keys().collect::<Vec<_>>(), ["app.kubernetes.io/note"]);
+    assert!(crd.labels().contains_key("operators.coreos.com/etcd.ns"), "the Operator controller reads the labels");
+}
