@@ -130,6 +130,34 @@ where
     }
 }
 
+/// Hand a watch event, already applied to `store`, to the subscribers. A changed object goes
+/// as the store holds it, so however many subscribers there are and however long they take to
+/// read it, it is one copy; a deleted one as the event carries it. The objects of a (re)list go
+/// together once it is done, from the store: sent one by one as listed, each was a second copy,
+/// held until controllers that start only once every cache has listed read it (1,000
+/// namespaces: a restarted `olm run` ended 40 MB larger than the first).
+fn fan_out<K>(event: &watcher::Event<K>, store: &Store<K>, subscribers: &Subscribers<K>)
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    let send = |objects: &mut dyn Iterator<Item = Arc<K>>| {
+        let mut subs = subscribers.lock().unwrap_or_else(|p| p.into_inner());
+        for obj in objects {
+            // A closed channel means its controller stopped: forget it.
+            subs.retain(|tx| tx.unbounded_send(obj.clone()).is_ok());
+        }
+    };
+    match event {
+        watcher::Event::Apply(obj) => {
+            let stored = store.get(&ObjectRef::from_obj(obj)).unwrap_or_else(|| Arc::new(obj.clone()));
+            send(&mut std::iter::once(stored));
+        }
+        watcher::Event::Delete(obj) => send(&mut std::iter::once(Arc::new(obj.clone()))),
+        watcher::Event::InitDone => send(&mut store.state().into_iter()),
+        watcher::Event::Init | watcher::Event::InitApply(_) => {}
+    }
+}
+
 /// A digest of `value` that stays the same within the process (what a change filter keeps of
 /// each object instead of the object).
 pub fn digest(value: impl std::hash::Hash) -> u64 {
@@ -309,6 +337,7 @@ impl Caches {
                     synced_tx.send_replace(true);
                 }
             });
+            let fan_out_store = store.clone();
             let watch = async move {
                 watcher(api, config)
                     .default_backoff()
@@ -316,13 +345,7 @@ impl Caches {
                     .reflect(writer)
                     .for_each(|event| {
                         match event {
-                            Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) | watcher::Event::Delete(obj)) => {
-                                let obj = Arc::new(obj);
-                                let mut subs = subscribers.lock().unwrap_or_else(|p| p.into_inner());
-                                // A closed channel means its controller stopped: forget it.
-                                subs.retain(|tx| tx.unbounded_send(obj.clone()).is_ok());
-                            }
-                            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+                            Ok(event) => fan_out(&event, &fan_out_store, &subscribers),
                             Err(err) => {
                                 tracing::warn!(cache = %name, %err, "watch failed; retrying with backoff");
                             }
@@ -389,11 +412,10 @@ mod tests {
         let cache = Cache { store, name: "ConfigMap".into(), subscribers: subscribers.clone(), synced };
         let mut changes = Box::pin(cache.subscribe_changes(|cm: &ConfigMap| (cm.metadata.uid.clone(), cm.data.clone())));
         // What the watch task does with each event: store, then fan out.
+        let fan_out_store = cache.store.clone();
         let mut emit = |event: watcher::Event<ConfigMap>| {
             writer.apply_watcher_event(&event);
-            let (watcher::Event::Apply(obj) | watcher::Event::Delete(obj)) = event else { unreachable!() };
-            let obj = Arc::new(obj);
-            subscribers.lock().unwrap().iter().for_each(|tx| tx.unbounded_send(obj.clone()).unwrap());
+            super::fan_out(&event, &fan_out_store, &subscribers);
         };
         let mut next = || changes.next().now_or_never().flatten().map(|cm| cm.metadata.resource_version.clone().unwrap());
         emit(watcher::Event::Apply(config_map("u1", "1", "10")));
@@ -413,6 +435,30 @@ mod tests {
         emit(watcher::Event::Apply(config_map("u3", "2", "16")));
         assert_eq!(next().as_deref(), Some("16"));
         assert_eq!(next(), None);
+    }
+
+    #[test]
+    fn subscribers_get_the_stored_copy_and_a_list_once_it_is_done() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let subscribers: Subscribers<ConfigMap> = Arc::default();
+        let (_synced_tx, synced) = tokio::sync::watch::channel(true);
+        let cache = Cache { store: store.clone(), name: "ConfigMap".into(), subscribers: subscribers.clone(), synced };
+        let (mut first, mut second) = (Box::pin(cache.subscribe()), Box::pin(cache.subscribe()));
+        let mut emit = |event: watcher::Event<ConfigMap>| {
+            writer.apply_watcher_event(&event);
+            super::fan_out(&event, &store, &subscribers);
+        };
+        emit(watcher::Event::Init);
+        emit(watcher::Event::InitApply(config_map("u1", "1", "10")));
+        assert!(first.next().now_or_never().is_none(), "nothing while the list goes on");
+        emit(watcher::Event::InitDone);
+        let listed = first.next().now_or_never().flatten().expect("the listed object once the list is done");
+        assert_eq!(listed.metadata.resource_version.as_deref(), Some("10"));
+        emit(watcher::Event::Apply(config_map("u1", "2", "11")));
+        let _listed = second.next().now_or_never().flatten().expect("the listed object");
+        let (a, b) = (first.next().now_or_never().flatten().expect("a change"), second.next().now_or_never().flatten().expect("a change"));
+        assert!(Arc::ptr_eq(&a, &b), "one copy for every subscriber");
+        assert!(Arc::ptr_eq(&a, &cache.get(Some("ns"), "a").expect("stored")), "the store's own");
     }
 
     #[test]
