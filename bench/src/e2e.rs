@@ -861,25 +861,30 @@ fn requests_between(before: &str, after: &str) -> Vec<(String, u64)> {
 
 const WRITE_VERBS: [&str; 6] = ["create", "apply", "patch", "update", "delete", "deletecollection"];
 
-/// Count the writes `olm run` (ours) sends in a [`RESTART_WATCH`], then restart it and count
-/// the writes the new process sends in [`RESTART_WATCH`] after its /readyz says every cache
-/// synced: a restart over a settled cluster should write next to nothing more than the first
-/// process was still writing.
-/// Returns (writes in the [`RESTART_WATCH`] before the restart, writes after it).
-fn writes_around_restart(started: &mut Started, tools: &Tools, layout: &olm_dev::Layout, work: &Path) -> anyhow::Result<(Vec<(String, u64)>, Vec<(String, u64)>)> {
-    let admin = started.admin_addr.clone().context("olm run's admin address")?;
-    let first = save_metrics(started, &work.join("e2e-ours-scale-metrics-before-restart-start.txt")).context("olm run's /metrics")?;
-    std::thread::sleep(RESTART_WATCH);
-    let last = save_metrics(started, &work.join("e2e-ours-scale-metrics-before-restart-end.txt")).context("olm run's /metrics")?;
-    let before = api_requests(&first);
-    let writes_before: Vec<(String, u64)> = api_requests(&last)
+/// The writes (by verb and resource) between two /metrics readings of one process; `before`
+/// empty: since it started.
+fn writes_between(before: &str, after: &str) -> Vec<(String, u64)> {
+    let before = api_requests(before);
+    api_requests(after)
         .into_iter()
         .map(|(key, n)| {
             let delta = n.saturating_sub(before.get(&key).copied().unwrap_or(0));
             (key, delta)
         })
         .filter(|(key, n)| *n > 0 && WRITE_VERBS.contains(&key.split(' ').next().unwrap_or("")))
-        .collect();
+        .collect()
+}
+
+/// Count the writes `olm run` (ours) sends in a [`RESTART_WATCH`], then restart it and count
+/// the writes the new process sends in [`RESTART_WATCH`] after its /readyz says every cache
+/// synced: a restart over a settled cluster should write next to nothing more than the first
+/// process was still writing. Returns (writes before the restart, writes after it).
+fn writes_around_restart(started: &mut Started, tools: &Tools, layout: &olm_dev::Layout, work: &Path) -> anyhow::Result<(Vec<(String, u64)>, Vec<(String, u64)>)> {
+    let admin = started.admin_addr.clone().context("olm run's admin address")?;
+    let first = save_metrics(started, &work.join("e2e-ours-scale-metrics-before-restart-start.txt")).context("olm run's /metrics")?;
+    std::thread::sleep(RESTART_WATCH);
+    let last = save_metrics(started, &work.join("e2e-ours-scale-metrics-before-restart-end.txt")).context("olm run's /metrics")?;
+    let writes_before = writes_between(&first, &last);
     let index = started.procs.iter().position(|p| p.label == "olm run").context("the olm run process")?;
     drop(started.procs.remove(index));
     let proc = Proc::spawn(
@@ -897,11 +902,7 @@ fn writes_around_restart(started: &mut Started, tools: &Tools, layout: &olm_dev:
     })?;
     std::thread::sleep(RESTART_WATCH);
     let metrics = save_metrics(started, &work.join("e2e-ours-scale-metrics-restarted.txt")).context("the restarted olm run's /metrics")?;
-    let writes_after = api_requests(&metrics)
-        .into_iter()
-        .filter(|(key, n)| *n > 0 && WRITE_VERBS.contains(&key.split(' ').next().unwrap_or("")))
-        .collect();
-    Ok((writes_before, writes_after))
+    Ok((writes_before, writes_between("", &metrics)))
 }
 
 /// What the all-namespaces CSV watch knows: (namespace, name) → (phase, copied).

@@ -427,6 +427,13 @@ fn reconciles_table(o: &mut String, r: &E2e) -> anyhow::Result<()> {
 }
 
 /// Ours: what the installs cost the API server, and what a restart writes.
+/// The total of `writes` and their list in parentheses (empty when there are none).
+fn writes_summary(writes: &[(String, u64)]) -> (u64, String) {
+    let total = writes.iter().map(|(_, n)| n).sum();
+    let shown: Vec<String> = writes.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+    (total, if shown.is_empty() { String::new() } else { format!(" ({})", shown.join(", ")) })
+}
+
 fn requests_paragraph(o: &mut String, s: &crate::e2e::Scale) -> anyhow::Result<()> {
     if !s.requests.is_empty() {
         let total: u64 = s.requests.iter().map(|(_, n)| n).sum();
@@ -441,26 +448,24 @@ fn requests_paragraph(o: &mut String, s: &crate::e2e::Scale) -> anyhow::Result<(
         )?;
     }
     if let Some(writes) = &s.writes_after_restart {
-        let total: u64 = writes.iter().map(|(_, n)| n).sum();
-        let shown: Vec<String> = writes.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+        let (total, shown) = writes_summary(writes);
         writeln!(
             o,
             "`olm run` restarted after the steady reading (SIGTERM, a new process): in the {} s after its caches synced it \
              sent **{total} writes** over {} namespaces where nothing had changed{}.\n",
             crate::e2e::RESTART_WATCH.as_secs(),
             s.namespaces,
-            if shown.is_empty() { String::new() } else { format!(" ({})", shown.join(", ")) }
+            shown
         )?;
     }
     if let Some(writes) = &s.writes_before_restart {
-        let total: u64 = writes.iter().map(|(_, n)| n).sum();
-        let shown: Vec<String> = writes.iter().map(|(kind, n)| format!("{kind}: {n}")).collect();
+        let (total, shown) = writes_summary(writes);
         writeln!(
             o,
             "For comparison, the first `olm run` sent {total} writes in the {} s before it was stopped{} (work still \
              going on, which the restarted process may finish).\n",
             crate::e2e::RESTART_WATCH.as_secs(),
-            if shown.is_empty() { String::new() } else { format!(" ({})", shown.join(", ")) }
+            shown
         )?;
     }
     Ok(())

@@ -68,10 +68,9 @@ pub async fn for_write(
 
 /// The Operator component labels among `labels`.
 pub fn component_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let operators: Vec<&str> = olm_api::keys::component_of(labels.keys()).collect();
     labels
         .iter()
-        .filter(|(key, _)| key.strip_prefix(olm_api::keys::OPERATOR_COMPONENT_LABEL_PREFIX).is_some_and(|name| operators.contains(&name)))
+        .filter(|(key, _)| olm_api::keys::component_of([*key]).next().is_some())
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
