@@ -12,7 +12,10 @@
 //! - the etcd journey: a Manual Subscription with startingCSV 0.9.0 waits for approval, then
 //!   walks to 0.9.4 Succeeded (the operator's pods on kwok); the leader controller pod is
 //!   deleted while an install runs, the other replica takes the Lease and the install
-//!   completes; uninstalling (Subscription and CSV deleted) keeps the CRDs and the CRs.
+//!   completes; uninstalling (Subscription and CSV deleted) keeps the CRDs and the CRs;
+//! - OLM installed with its Helm chart (`olm dev up --in-cluster --helm`): with OLM's
+//!   Deployments deleted, helm takes over every other object manifests/ applied and creates the
+//!   Deployments again; the pods are Ready on the real node and an install succeeds.
 //!
 //! Needs root (buildah, debootstrap, the real node): skipped with a message otherwise.
 
@@ -98,11 +101,10 @@ spec:
     )
 }
 
-/// `ServiceAccount/<ns>/<name> -> <role>` for every binding in manifests/ whose subject is one of
-/// OLM's ServiceAccounts.
-fn manifest_bindings() -> Vec<String> {
+/// Every object of manifests/*.yaml (not crds/).
+fn manifest_objects() -> Vec<serde_json::Value> {
     let dir = olm_e2e::repo().join("manifests");
-    let mut found = Vec::new();
+    let mut objects = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("manifests/").flatten() {
         let path = entry.path();
         if path.extension().is_none_or(|x| x != "yaml") {
@@ -113,21 +115,81 @@ fn manifest_bindings() -> Vec<String> {
             if doc.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
                 continue;
             }
-            let value: serde_json::Value = serde_saphyr::from_str(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            if !matches!(value["kind"].as_str(), Some("ClusterRoleBinding" | "RoleBinding")) {
-                continue;
-            }
-            let role = value["roleRef"]["name"].as_str().unwrap_or_default().to_owned();
-            for subject in value["subjects"].as_array().into_iter().flatten() {
-                if subject["kind"] == "ServiceAccount" && subject["namespace"] == OLM_NS {
-                    found.push(format!("ServiceAccount/{OLM_NS}/{} -> {role}", subject["name"].as_str().unwrap_or_default()));
-                }
+            objects.push(serde_saphyr::from_str(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+        }
+    }
+    objects
+}
+
+/// `ServiceAccount/<ns>/<name> -> <role>` for every binding in manifests/ whose subject is one of
+/// OLM's ServiceAccounts.
+fn manifest_bindings() -> Vec<String> {
+    let mut found = Vec::new();
+    for value in manifest_objects() {
+        if !matches!(value["kind"].as_str(), Some("ClusterRoleBinding" | "RoleBinding")) {
+            continue;
+        }
+        let role = value["roleRef"]["name"].as_str().unwrap_or_default().to_owned();
+        for subject in value["subjects"].as_array().into_iter().flatten() {
+            if subject["kind"] == "ServiceAccount" && subject["namespace"] == OLM_NS {
+                found.push(format!("ServiceAccount/{OLM_NS}/{} -> {role}", subject["name"].as_str().unwrap_or_default()));
             }
         }
     }
     found.sort();
     found.dedup();
     found
+}
+
+/// `Kind/name <managed-by label> <Helm release annotation>` of every object of manifests/ as the
+/// cluster has it.
+fn release_ownership(cluster: &Cluster<'_>) -> Vec<String> {
+    let mut by_namespace: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for object in manifest_objects() {
+        let field = |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+        by_namespace.entry(field("/metadata/namespace")).or_default().push(format!("{}/{}", field("/kind"), field("/metadata/name")));
+    }
+    let mut lines = Vec::new();
+    for (namespace, objects) in by_namespace {
+        let mut args: Vec<&str> = vec!["get"];
+        args.extend(objects.iter().map(String::as_str));
+        if !namespace.is_empty() {
+            args.extend(["-n", &namespace]);
+        }
+        args.extend(["-o", "json"]);
+        let got: serde_json::Value = serde_json::from_str(&cluster.ok(&args)).expect("kubectl's JSON");
+        // One object comes as itself, several as a List.
+        let items = if got["kind"] == "List" { got["items"].as_array().cloned().unwrap_or_default() } else { vec![got] };
+        for item in items {
+            let field = |pointer: &str| item.pointer(pointer).and_then(serde_json::Value::as_str).unwrap_or("-").to_owned();
+            lines.push(format!(
+                "{}/{} {} {}",
+                field("/kind"),
+                field("/metadata/name"),
+                field("/metadata/labels/app.kubernetes.io~1managed-by"),
+                field("/metadata/annotations/meta.helm.sh~1release-name")
+            ));
+        }
+    }
+    lines
+}
+
+/// Every OLM pod is Running and Ready on the real node from the image pushed to `registry`;
+/// returns the pods' names.
+fn assert_olm_pods(cluster: &Cluster<'_>, registry: &str) -> Vec<String> {
+    let pods = cluster.ok(&[
+        "get", "pods", "-n", OLM_NS, "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase} {.status.conditions[?(@.type==\"Ready\")].status} {.spec.containers[0].image}{\"\\n\"}{end}",
+    ]);
+    eprintln!("{pods}");
+    let lines: Vec<&str> = pods.lines().collect();
+    assert_eq!(lines.len(), 6, "two pods each of olm-catalog, olm-operator, packageserver:\n{pods}");
+    for line in &lines {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(words[1..4], ["olm-dev-real-node", "Running", "True"], "{line}");
+        assert!(words[4].starts_with(&format!("{registry}/olm/olm@sha256:")), "runs the image built here: {line}");
+    }
+    lines.iter().map(|l| l.split(' ').next().unwrap_or_default().to_owned()).collect()
 }
 
 /// The pod holding the controllers' Lease (its identity is `<pod name>-<pid>`).
@@ -152,18 +214,7 @@ fn olm_runs_as_pods_from_its_own_image() {
     let registry = format!("127.0.0.1:{}", env.base + 500);
 
     // Every OLM pod on the real node, Ready, from the image built here.
-    let pods = cluster.ok(&[
-        "get", "pods", "-n", OLM_NS, "-o",
-        "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase} {.status.conditions[?(@.type==\"Ready\")].status} {.spec.containers[0].image}{\"\\n\"}{end}",
-    ]);
-    eprintln!("{pods}");
-    let lines: Vec<&str> = pods.lines().collect();
-    assert_eq!(lines.len(), 6, "two pods each of olm-catalog, olm-operator, packageserver:\n{pods}");
-    for line in &lines {
-        let words: Vec<&str> = line.split(' ').collect();
-        assert_eq!(words[1..4], ["olm-dev-real-node", "Running", "True"], "{line}");
-        assert!(words[4].starts_with(&format!("{registry}/olm/olm@sha256:")), "runs the image built here: {line}");
-    }
+    assert_olm_pods(&cluster, &registry);
     let status = env.olm(&["dev", "status"]);
     assert!(status.status.success(), "olm dev status is healthy:\n{}", text(&status));
     assert!(text(&status).contains("deployment/olm-operator") && text(&status).contains("2/2 ready"), "{}", text(&status));
@@ -279,6 +330,32 @@ fn olm_runs_as_pods_from_its_own_image() {
     let out = cluster.kubectl(&["replace", "-f", "-"], Some(&restored));
     assert!(out.status.success(), "{}", text(&out));
     cluster.wait_csv(denied, "etcdoperator.v0.9.4", Duration::from_secs(240));
+
+    // OLM from its Helm chart. Without OLM's Deployments, helm must create them; everything
+    // else manifests/ applied it takes over (--take-ownership).
+    let before = assert_olm_pods(&cluster, &registry);
+    cluster.ok(&["delete", "deployment", "olm-catalog", "olm-operator", "packageserver", "-n", OLM_NS]);
+    cluster.wait("OLM's pods to go with their Deployments", Duration::from_secs(120), || {
+        let pods = cluster.ok(&["get", "pods", "-n", OLM_NS, "-o", "name"]);
+        if pods.is_empty() { Ok(()) } else { Err(pods) }
+    });
+    let helm_up = env.olm(&["dev", "up", "--in-cluster", "--helm"]);
+    assert!(helm_up.status.success(), "olm dev up --in-cluster --helm failed:\n{}", text(&helm_up));
+    eprintln!("olm dev up --in-cluster --helm:\n{}", String::from_utf8_lossy(&helm_up.stdout));
+    let release = cluster.ok(&["get", "secrets", "-n", OLM_NS, "-l", "owner=helm,name=olm,status=deployed", "-o", "name"]);
+    assert_eq!(release.lines().count(), 1, "one deployed revision of the Helm release olm: {release:?}");
+    let owned = release_ownership(&cluster);
+    assert_eq!(owned.len(), manifest_objects().len(), "every object of manifests/ is there: {owned:#?}");
+    for line in &owned {
+        assert!(line.ends_with(" Helm olm"), "every object of OLM belongs to the Helm release olm: {line}\n{owned:#?}");
+    }
+    let after = assert_olm_pods(&cluster, &registry);
+    assert!(after.iter().all(|pod| !before.contains(pod)), "the pods are new, from the Deployments helm created: {before:?} then {after:?}");
+    let table = cluster.ok(&["get", "packagemanifests", "-n", OLM_NS]);
+    assert!(table.lines().any(|l| l.starts_with("etcd ")), "{table}");
+    let charted = "olm-in-cluster-helm";
+    cluster.apply(&subscription(charted, "Automatic", None));
+    cluster.wait_csv(charted, "etcdoperator.v0.9.4", Duration::from_secs(180));
 
     let down = env.down();
     assert!(down.status.success(), "olm dev down --purge: {}", text(&down));

@@ -57,6 +57,12 @@ enum DevCommand {
         /// directory, else the source tree this binary was built from.
         #[arg(long, value_name = "DIR", requires = "in_cluster")]
         source: Option<std::path::PathBuf>,
+        /// With --in-cluster: install OLM with its Helm chart (the chart `olm release` writes;
+        /// helm is built from the Go module proxy into the cache) instead of applying
+        /// manifests/: `helm upgrade --install olm` in the OLM namespace with the image built
+        /// here. Takes over the objects an earlier `--in-cluster` applied.
+        #[arg(long, requires = "in_cluster")]
+        helm: bool,
     },
     /// Stop everything `olm dev up` started: the OLM host processes, the registry, then the
     /// control plane (the APIService is removed first so namespace deletion never hangs).
@@ -137,7 +143,10 @@ enum ClusterCommand {
 pub fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let command = match args.command {
         DevCommand::Cluster(command) => command,
-        DevCommand::Up { in_cluster: true, source, .. } => return super::dev_in_cluster::up(source.as_deref()),
+        DevCommand::Up { in_cluster: true, source, helm, .. } => {
+            let installer = if helm { super::dev_in_cluster::Installer::HelmChart } else { super::dev_in_cluster::Installer::Manifests };
+            return super::dev_in_cluster::up(source.as_deref(), installer);
+        }
         DevCommand::Up { catalog, real_node, .. } => return super::dev_up::up(catalog.as_deref(), real_node),
         DevCommand::Image(ImageCommand::Build { source }) => return super::dev_in_cluster::image_build(source.as_deref()),
         DevCommand::Down { purge } => return super::dev_up::down(purge),

@@ -1,11 +1,12 @@
 //! `olm dev up --in-cluster` and `olm dev image build`: OLM as cluster admins run it — pods on
 //! the real node, from the image the repository's Dockerfile builds, under the RBAC of
 //! `manifests/` — instead of host processes. The manifests are applied as they are, with only
-//! the image reference changed; the `olm` namespace is pointed at the real node by annotations
-//! (PodNodeSelector, PodTolerationRestriction), so the Deployments need no edit for that either.
+//! the image reference changed, or (`--helm`) installed with the Helm chart made of them; the
+//! `olm` namespace is pointed at the real node by annotations (PodNodeSelector,
+//! PodTolerationRestriction), so the Deployments need no edit for that either.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -19,6 +20,17 @@ pub const MANIFESTS_IMAGE: &str = "ghcr.io/olm-rs/olm:latest";
 const OLM_NAMESPACE: &str = "olm";
 /// The Deployments of manifests/, all in [`OLM_NAMESPACE`].
 pub const DEPLOYMENTS: [&str; 3] = ["olm-catalog", "olm-operator", "packageserver"];
+/// The Helm release `--helm` installs, stored in [`OLM_NAMESPACE`].
+pub const HELM_RELEASE: &str = "olm";
+
+/// How `up --in-cluster` installs OLM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Installer {
+    /// manifests/ applied server-side with kubectl, the image replaced.
+    Manifests,
+    /// The Helm chart `olm release` writes, with `helm upgrade --install`.
+    HelmChart,
+}
 
 /// Where `up --in-cluster` records that OLM runs as pods, and from which image.
 fn mode_file(layout: &Layout) -> PathBuf {
@@ -89,7 +101,7 @@ fn rendered_manifests(source: &Path, image: &str) -> anyhow::Result<Vec<(String,
 }
 
 /// `olm dev up --in-cluster`.
-pub fn up(source: Option<&Path>) -> anyhow::Result<ExitCode> {
+pub fn up(source: Option<&Path>, installer: Installer) -> anyhow::Result<ExitCode> {
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
     let progress = Progress::new();
     let source = source_dir(source)?;
@@ -126,18 +138,10 @@ pub fn up(source: Option<&Path>) -> anyhow::Result<ExitCode> {
     wait.extend(names.iter().map(String::as_str));
     kubectl(&layout, &wait, None)?;
 
-    let manifests = rendered_manifests(&source, &built.reference)?;
-    for (index, (name, text)) in manifests.iter().enumerate() {
-        kubectl(&layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(text)).with_context(|| format!("applying manifests/{name}"))?;
-        if index == 0 {
-            // Before any Deployment exists, so no pod is ever scheduled to kwok.
-            let annotations = olm_dev::real_node_namespace_annotations();
-            let mut args = vec!["annotate", "--overwrite", "namespace", OLM_NAMESPACE];
-            args.extend(annotations.iter().map(String::as_str));
-            kubectl(&layout, &args, None)?;
-        }
+    match installer {
+        Installer::Manifests => apply_manifests(&layout, &progress, &source, &built.reference)?,
+        Installer::HelmChart => install_chart(&layout, &progress, &built.reference)?,
     }
-    progress.say(format!("applied {} files of manifests/ with image {}", manifests.len(), built.reference));
     let mode = mode_file(&layout);
     std::fs::create_dir_all(mode.parent().unwrap_or(&layout.state_dir)).with_context(|| format!("cannot create {}", mode.display()))?;
     std::fs::write(&mode, format!("{}\n", built.reference)).with_context(|| format!("cannot write {}", mode.display()))?;
@@ -158,10 +162,79 @@ pub fn up(source: Option<&Path>) -> anyhow::Result<ExitCode> {
     })?;
     println!("OLM is running as pods on the real node ({}).", format_duration(progress.elapsed()));
     println!("  image:     {} (built from {}/Dockerfile)", built.reference, source.display());
+    if installer == Installer::HelmChart {
+        println!("  installed: Helm release {OLM_NAMESPACE}/{HELM_RELEASE} (`helm status {HELM_RELEASE} -n {OLM_NAMESPACE}`)");
+    }
     println!("  pods:      kubectl -n {OLM_NAMESPACE} get pods -o wide");
     println!("  catalog:   CatalogSource {OLM_NAMESPACE}/{CATALOG_NAME} -> olm-catalog.{OLM_NAMESPACE}.svc:50051");
     println!("use it with: eval \"$(olm dev env)\"   then e.g.: kubectl get packagemanifests -n {OLM_NAMESPACE}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sends every pod of the OLM namespace to the real node; called before any Deployment exists,
+/// so no OLM pod is ever scheduled to kwok.
+fn annotate_for_real_node(layout: &Layout) -> anyhow::Result<()> {
+    let annotations = olm_dev::real_node_namespace_annotations();
+    let mut args = vec!["annotate", "--overwrite", "namespace", OLM_NAMESPACE];
+    args.extend(annotations.iter().map(String::as_str));
+    kubectl(layout, &args, None)?;
+    Ok(())
+}
+
+/// manifests/ applied server-side, file by file, with `image`.
+fn apply_manifests(layout: &Layout, progress: &Progress, source: &Path, image: &str) -> anyhow::Result<()> {
+    let manifests = rendered_manifests(source, image)?;
+    for (index, (name, text)) in manifests.iter().enumerate() {
+        kubectl(layout, &["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(text)).with_context(|| format!("applying manifests/{name}"))?;
+        if index == 0 {
+            annotate_for_real_node(layout)?;
+        }
+    }
+    progress.say(format!("applied {} files of manifests/ with image {image}", manifests.len()));
+    Ok(())
+}
+
+/// The Helm chart (`olm release`'s chart/, written under the state directory) installed or
+/// upgraded as release [`HELM_RELEASE`] with `image`. The OLM namespace is made (and sent to the
+/// real node) first; `--take-ownership` lets helm adopt it and whatever an earlier
+/// `--in-cluster` applied from manifests/. The CRDs were applied server-side before: helm
+/// installs a chart's crds/ only when they are missing and never upgrades them.
+fn install_chart(layout: &Layout, progress: &Progress, image: &str) -> anyhow::Result<()> {
+    olm_dev::ensure_helm_built(layout, progress).context("building helm from the Go module proxy")?;
+    let namespace = olm_dev::kubectl(layout, &["get", "namespace", OLM_NAMESPACE, "--ignore-not-found", "-o", "name"], None).map_err(|e| anyhow::anyhow!(e))?;
+    if namespace.trim().is_empty() {
+        kubectl(layout, &["create", "namespace", OLM_NAMESPACE], None)?;
+    }
+    annotate_for_real_node(layout)?;
+
+    let helm_dir = layout.state_dir.join("olm").join("helm");
+    let chart = helm_dir.join("chart");
+    if chart.exists() {
+        std::fs::remove_dir_all(&chart).with_context(|| format!("cannot remove {}", chart.display()))?;
+    }
+    let crds = olm_api::crds::render_yaml().context("rendering OLM's CRDs")?;
+    super::chart::write(&chart, &crds, image)?;
+    let mut helm = Command::new(layout.helm());
+    helm.args(["upgrade", "--install", HELM_RELEASE])
+        .arg(&chart)
+        .args(["--namespace", OLM_NAMESPACE, "--take-ownership", "--kubeconfig"])
+        .arg(layout.kubeconfig())
+        // helm's own cache, configuration and data beside the environment, not in the user's.
+        .env("HELM_CACHE_HOME", helm_dir.join("cache"))
+        .env("HELM_CONFIG_HOME", helm_dir.join("config"))
+        .env("HELM_DATA_HOME", helm_dir.join("data"));
+    let out = helm.output().with_context(|| format!("cannot run {}", layout.helm().display()))?;
+    if !out.status.success() {
+        bail!(
+            "helm upgrade --install {HELM_RELEASE} {} failed ({}): {}{}",
+            chart.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        );
+    }
+    progress.say(format!("installed the Helm chart {} as release {OLM_NAMESPACE}/{HELM_RELEASE} with image {image}", chart.display()));
+    Ok(())
 }
 
 /// The in-cluster Deployments' readiness for `olm dev status`: (line per Deployment, all ready).
