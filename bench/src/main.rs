@@ -14,7 +14,7 @@
 //! end-to-end part only, for working on it; published figures need both. `--unpack ROUNDS` runs
 //! only the bundle-unpack comparison on a real node (root; unpack.rs) and prints its section.
 //! `--chaos [--seed N] [--kills N] [--namespaces N]` runs only the chaos run (chaos.rs) and
-//! writes RELIABILITY.md. `--upstream-e2e [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]`
+//! writes RELIABILITY.md. `--upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]`
 //! runs only upstream OLM's own e2e suite against olm-rs (upstream_e2e.rs) and writes CONFORMANCE.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm.
 
 mod catalogs;
@@ -32,6 +32,7 @@ mod tools;
 mod unpack;
 mod kubectl_operator;
 mod upstream_e2e;
+mod upstream_e2e_ci;
 mod upstream_e2e_report;
 
 use std::path::{Path, PathBuf};
@@ -55,7 +56,7 @@ pub struct Options {
     pub unpack_rounds: Option<usize>,
 }
 
-const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] [--scale-create-concurrency N] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N] | --upstream-e2e [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]";
+const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] [--scale-create-concurrency N] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N] | --upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]";
 
 fn number(flag: &str, value: Option<String>) -> anyhow::Result<u64> {
     let v = value.with_context(|| format!("{flag} needs a number"))?;

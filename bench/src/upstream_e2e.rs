@@ -13,6 +13,8 @@
 //! clusters, and specs sharing one do disturb each other (a spec's teardown deletes every CRD
 //! OLM installed, the other spec's too), so `--clusters N` starts N private control planes
 //! with olm-rs and runs one spec at a time on each; `--jobs N` runs N at a time on each.
+//! `--ci` runs only CI's subset and writes no report (upstream_e2e_ci.rs); `--build-only`
+//! builds the suite into the cache and stops (CI builds it at low priority while its tests run).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -25,7 +27,7 @@ use serde_json::Value;
 
 use crate::upstream_e2e_report::{self as report, Outcome, Spec, SpecResult};
 
-pub const USAGE: &str = "olm-bench --upstream-e2e [--focus REGEX] [--out FILE] [--clusters N] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--not-passing] [--keep] [--rerender]";
+pub const USAGE: &str = "olm-bench --upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--clusters N] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--not-passing] [--keep] [--rerender]";
 
 /// Private state and ports: `olm dev up` uses 28000, the tests 29000, the benchmark 46000-47600;
 /// cluster N (from 0) has ports from `PORT_BASE + N * CLUSTER_PORT_STRIDE`.
@@ -57,6 +59,11 @@ pub struct Options {
     /// Also run `kubectl operator`'s OLM v0 commands on the environment (kubectl_operator.rs)
     /// and keep what they printed in [`KUBECTL_OPERATOR_RUN`].
     pub kubectl_operator: bool,
+    /// Only CI's subset (upstream_e2e_ci.rs): a failed spec once more, no report written, and
+    /// an error unless every spec passed.
+    pub ci: bool,
+    /// Build the suite (or find it built) and stop.
+    pub build_only: bool,
     pub olm: PathBuf,
 }
 
@@ -76,6 +83,8 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
         keep: false,
         rerender: false,
         kubectl_operator: false,
+        ci: false,
+        build_only: false,
         olm: crate::tools::find_olm(workspace)?,
     };
     let mut args = args.iter();
@@ -97,6 +106,8 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
             "--keep" => opts.keep = true,
             "--rerender" => opts.rerender = true,
             "--kubectl-operator" => opts.kubectl_operator = true,
+            "--ci" => opts.ci = true,
+            "--build-only" => opts.build_only = true,
             other => bail!("unknown argument {other:?}; {USAGE}"),
         }
     }
@@ -122,15 +133,23 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     let version = crate::tools::olm_upstream_version(workspace)?;
     let (bin, dir) = crate::tools::build_upstream_e2e(&version)?;
     let built = started.elapsed();
+    if opts.build_only {
+        eprintln!("upstream e2e {version}: {} (built or found in {:.0} s)", bin.display(), built.as_secs_f64());
+        return Ok(());
+    }
     let state = PathBuf::from(STATE_DIR);
     let mut specs = list_specs(&bin, &dir, opts.focus.as_deref(), &state)?;
+    if opts.ci {
+        crate::upstream_e2e_ci::select(&mut specs, &crate::upstream_e2e_ci::listed(workspace)?)?;
+    }
     if opts.not_passing {
         let passing = report::passing(&std::fs::read_to_string(&opts.out).unwrap_or_default());
         for spec in &mut specs {
             spec.selected &= !report::passed(&passing, spec);
         }
     }
-    let reports = state.join("reports");
+    // CI's run keeps its reports apart: a full run's stay for `--rerender`.
+    let reports = state.join(if opts.ci { "reports-ci" } else { "reports" });
     if opts.rerender {
         return rerender(&opts, specs, &reports);
     }
@@ -149,7 +168,7 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&reports);
     std::fs::create_dir_all(&reports)?;
     let results = if to_run.is_empty() && !opts.kubectl_operator {
-        Ok(Vec::new())
+        Ok((Vec::new(), Vec::new()))
     } else {
         let prepared: anyhow::Result<Vec<PathBuf>> = envs
             .iter()
@@ -168,7 +187,8 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
                 .map(|kubeconfig| Suite { bin: bin.clone(), dir: dir.clone(), kubeconfig, reports: reports.clone(), timeout: opts.spec_timeout, deadline })
                 .collect();
             let workers: Vec<&Suite> = suites.iter().flat_map(|s| std::iter::repeat_n(s, opts.jobs)).collect();
-            run_specs(&workers, to_run)
+            let results = run_specs(&workers, to_run);
+            if opts.ci { crate::upstream_e2e_ci::retry_failed(results, |specs| run_specs(&workers, specs)) } else { (results, Vec::new()) }
         })
     };
     for env in &envs {
@@ -178,7 +198,10 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
             let _ = env.dev(&["down", "--purge"]);
         }
     }
-    let mut results = results?;
+    let (mut results, flaky) = results?;
+    if opts.ci {
+        return crate::upstream_e2e_ci::verdict(&results, &flaky, started.elapsed(), &reports);
+    }
     results.extend(not_run.into_iter().map(|spec| not_ran(&opts, spec)));
     let run = report::RunInfo {
         upstream_version: version,

@@ -24,6 +24,7 @@ pub struct Spec {
     pub selected: bool,
 }
 
+#[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     Passed,
     /// First line of the failure and where in upstream's code it failed.
@@ -222,6 +223,7 @@ pub fn render(run: &RunInfo, results: &[SpecResult], previous: &str) -> String {
     let _ = writeln!(t, "Upstream's Ginkgo suite (test/e2e of github.com/operator-framework/operator-lifecycle-manager **{}**, the version bench/go/resolver-driver pins), compiled unchanged, run against olm-rs on a private local control plane (kube-apiserver, etcd, kwok; `olm dev up`): one spec per `e2e.test` process, `-namespace=operators -olmNamespace=olm -catalogNamespace=olm`, with a CatalogSource `olm/operatorhubio-catalog` (the bundled community catalog's image) for its BeforeSuite.\n", run.upstream_version);
     let _ = writeln!(t, "Last run: {} on olm-rs {}: **{} specs ran, {} passed, {} failed** ({}, {} s per spec at most; {:.0} min).\n", run.date, run.commit, here.len(), here_passed, here.len() - here_passed, at_a_time(run), run.spec_timeout.as_secs(), run.elapsed.as_secs_f64() / 60.0);
     let _ = writeln!(t, "Regenerate (a `--focus` or `--budget` keeps the rows of the specs it leaves out):\n\n```sh\n{}\n```\n", run.command);
+    let _ = writeln!(t, "CI runs a subset of the passing specs on every change; a spec that fails there runs once more, and CI fails if it fails again (`olm-bench --upstream-e2e --ci`; the list and why each is in it: bench/upstream-e2e/ci.tsv).\n");
     let _ = writeln!(t, "All {} specs: **{} pass, {} fail, {} not applicable, {} pending, {} not run**.\n", rows.len(), count("pass"), count("fail"), count("not applicable"), count("pending"), count("not run"));
     let _ = writeln!(t, "Classes (what a spec needs): A = only API objects; Apod = asserts the registry Pod, Service or NetworkPolicy upstream makes for image catalogs; Acm = asserts upstream's ConfigMap-server pods; Aapi = owns an APIService whose backend must become Available; B = a serving pod, an image or an unpack Job; C = upstream's own Deployments or their metrics; S = always skipped; P:X = pending upstream. Only A runs by default (`--all` runs the others). Causes of a non-pass: bug in olm-rs, deliberate difference, needs real pods or images, pending.\n");
 
