@@ -9,9 +9,40 @@ use futures::{Stream, StreamExt, future::BoxFuture};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::admin::Readiness;
+
+/// Counts one cache: (objects, bytes of their compact JSON).
+type Census = Box<dyn Fn() -> (usize, usize) + Send + Sync>;
+
+/// The caches made while `OLM_DEBUG_CACHES` was set, for [`census`].
+static CENSUS: Mutex<Vec<(String, Census)>> = Mutex::new(Vec::new());
+
+/// Every cache made while `OLM_DEBUG_CACHES` was set: (name, objects, bytes of their compact
+/// JSON). A memory investigation's figure of what each kind holds (the decoded objects take
+/// a few times their JSON); it serializes every object, so it is for debugging only.
+pub fn census() -> Vec<(String, usize, usize)> {
+    let caches = CENSUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    caches.iter().map(|(name, count)| {
+        let (objects, bytes) = count();
+        (name.clone(), objects, bytes)
+    }).collect()
+}
+
+fn register_census<K: Resource<DynamicType = ()> + Clone + Serialize + Send + Sync + 'static>(name: &str, store: &Store<K>) {
+    if std::env::var_os("OLM_DEBUG_CACHES").is_none() {
+        return;
+    }
+    let store = store.clone();
+    let count: Census = Box::new(move || {
+        let objects = store.state();
+        let bytes = objects.iter().map(|o| serde_json::to_vec(o.as_ref()).map_or(0, |v| v.len())).sum();
+        (objects.len(), bytes)
+    });
+    CENSUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((name.to_owned(), count));
+}
 
 /// The annotation `kubectl apply` (client-side) records the applied object in.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -300,7 +331,7 @@ impl Caches {
     /// Add a cache of `api` filtered by `config`. The watch runs only after `start`.
     pub fn watch<K>(&mut self, api: Api<K>, config: watcher::Config) -> Cache<K>
     where
-        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Serialize + Send + Sync + 'static,
     {
         self.watch_trimmed(api, config, |_| {})
     }
@@ -309,13 +340,14 @@ impl Caches {
     /// fields no controller reads, which would otherwise cost memory for every object.
     pub fn watch_trimmed<K>(&mut self, api: Api<K>, config: watcher::Config, trim: fn(&mut K)) -> Cache<K>
     where
-        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Serialize + Send + Sync + 'static,
     {
         let name = match &config.label_selector {
             Some(selector) => format!("{}[{selector}]", K::kind(&())),
             None => K::kind(&()).into_owned(),
         };
         let (store, writer) = reflector::store::<K>();
+        register_census(&name, &store);
         let subscribers: Subscribers<K> = Arc::default();
         self.readiness.register(name.clone());
         let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);

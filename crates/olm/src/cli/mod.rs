@@ -70,19 +70,31 @@ enum Command {
     Version,
 }
 
+/// The jemalloc arena of the watch caches' thread (`olm run`), u32::MAX until it has one.
+static CACHE_ARENA: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
 /// With `OLM_DEBUG_ALLOC` set, print the allocator's figures to stderr every 5 s from a
 /// task of the current runtime: what memory measurements need to tell live heap from
-/// fragmentation and from pages not yet returned.
+/// fragmentation and from pages not yet returned; `caches=` is what the watch caches' arena
+/// holds live. With `OLM_DEBUG_CACHES` set too, every minute a `CACHE` line per watch cache:
+/// its objects and the bytes of their JSON (olm_runtime::cache::census).
 fn spawn_alloc_report() {
     #[cfg(feature = "jemalloc")]
     if std::env::var_os("OLM_DEBUG_ALLOC").is_some() {
         tokio::spawn(async {
-            use tikv_jemalloc_ctl::{epoch, stats};
-            loop {
+            use tikv_jemalloc_ctl::{Access, AsName, epoch, stats};
+            let census = std::env::var_os("OLM_DEBUG_CACHES").is_some();
+            for tick in 1u64.. {
                 tokio::time::sleep(std::time::Duration::from_secs(5)).await;
                 let _ = epoch::advance();
+                let arena = CACHE_ARENA.load(std::sync::atomic::Ordering::Relaxed);
+                let in_arena = |what: &str| -> usize {
+                    let name = format!("stats.arenas.{arena}.{what}.allocated\0");
+                    name.as_bytes().name().read().unwrap_or(0)
+                };
+                let caches = if arena == u32::MAX { 0 } else { in_arena("small") + in_arena("large") };
                 eprintln!(
-                    "ALLOC allocated={} active={} resident={} mapped={} retained={} metadata={}",
+                    "ALLOC allocated={} active={} resident={} mapped={} retained={} metadata={} caches={caches}",
                     stats::allocated::read().unwrap_or(0),
                     stats::active::read().unwrap_or(0),
                     stats::resident::read().unwrap_or(0),
@@ -90,6 +102,11 @@ fn spawn_alloc_report() {
                     stats::retained::read().unwrap_or(0),
                     stats::metadata::read().unwrap_or(0),
                 );
+                if census && tick % 12 == 0 {
+                    for (name, objects, bytes) in olm_runtime::cache::census() {
+                        eprintln!("CACHE {name} objects={objects} json_bytes={bytes}");
+                    }
+                }
             }
         });
     }

@@ -110,8 +110,8 @@ fn cache_thread_init() -> Option<fn()> {
     fn own_arena() {
         use tikv_jemalloc_ctl::{Access, AsName};
         let arena: Result<u32, _> = b"arenas.create\0".name().read();
-        match arena.and_then(|arena| b"thread.arena\0".name().write(arena)) {
-            Ok(()) => {}
+        match arena.and_then(|arena| b"thread.arena\0".name().write(arena).map(|()| arena)) {
+            Ok(arena) => super::CACHE_ARENA.store(arena, std::sync::atomic::Ordering::Relaxed),
             Err(err) => {
                 eprintln!("olm: cannot give the caches an allocator arena of their own: {err}")
             }
