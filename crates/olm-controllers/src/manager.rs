@@ -290,7 +290,11 @@ impl Manager {
         }
         if let (true, Some(shared), Some(subscriptions), Some(plans)) = (runs(ControllerKind::Operator), &csv_caches, &subscriptions, &plans) {
             let state = crate::operator::OperatorState {
-                operators: caches.watch(Api::<olm_api::v1::operator::Operator>::all(client.clone()), watcher::Config::default()),
+                operators: caches.watch_trimmed(
+                    Api::<olm_api::v1::operator::Operator>::all(client.clone()),
+                    watcher::Config::default(),
+                    crate::operator::trim_cached_operator,
+                ),
                 sources: Arc::new(component_sources(&mut caches, &client, ComponentCaches {
                     namespaces: &namespaces,
                     service_accounts: &service_accounts,

@@ -29,7 +29,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use olm_api::keys;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use olm_api::v1::operator::{Operator, OperatorSpec, RichReference};
+use olm_api::v1::operator::{Operator, OperatorSpec, OperatorStatus, RichReference};
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::subscription::Subscription;
 use serde_json::json;
@@ -45,6 +45,33 @@ pub const NAME: &str = "operator";
 /// How often every labelled object is checked for a missing Operator or label (what a failed
 /// create or patch left behind is retried then).
 const SWEEP: Duration = Duration::from_secs(60);
+
+/// The annotation the Operator cache keeps in place of an Operator's status: a digest of it.
+/// Only in the cache; never written.
+const CACHED_STATUS_DIGEST: &str = "olm.rs/cached-status-digest";
+
+/// What the Operator cache keeps of an Operator: everything but its status, which lists every
+/// component with its conditions (the most of an Operator, several KiB per install at 1,000
+/// namespaces) and is read only to tell whether the status changed; its digest instead.
+pub fn trim_cached_operator(operator: &mut Operator) {
+    let digest = status_digest(operator.status.take().as_ref());
+    operator.annotations_mut().insert(CACHED_STATUS_DIGEST.into(), digest);
+}
+
+/// A digest of a status as status writes compare them: timestamps and nulls left out, no
+/// status the same as an empty one.
+fn status_digest(status: Option<&OperatorStatus>) -> String {
+    let value = status.map_or_else(|| json!({}), |s| serde_json::to_value(s).unwrap_or_default());
+    format!("{:016x}", olm_runtime::cache::digest(olm_runtime::status::without_timestamps(&value).to_string()))
+}
+
+/// The digest of the status an Operator of the cache has (an untrimmed one's, computed).
+fn observed_status_digest(operator: &Operator) -> String {
+    match operator.annotations().get(CACHED_STATUS_DIGEST) {
+        Some(digest) => digest.clone(),
+        None => status_digest(operator.status.as_ref()),
+    }
+}
 
 /// The caches the Operator controller reads.
 #[derive(Clone)]
@@ -123,7 +150,7 @@ async fn reconcile(operator: Arc<Operator>, ctx: Arc<ControllerContext<OperatorS
         }
     }
     let status = desired_status(&label, refs);
-    if operator.status.as_ref() != Some(&status) {
+    if observed_status_digest(&operator) != status_digest(Some(&status)) {
         ctx.status.apply_cluster(operator.as_ref(), &status).await?;
     }
     Ok(if labels_failed { Action::requeue(SWEEP) } else { Action::await_change() })

@@ -128,3 +128,35 @@ fn a_label_added_lately_is_not_added_again_until_it_had_time_to_show() {
     labelled.failed(sub, "operators.coreos.com/etcd.team-a");
     assert!(!labelled.lately_or_now(sub, "operators.coreos.com/etcd.team-a", start + super::LABEL_SETTLES), "a failed patch is retried");
 }
+
+#[test]
+fn the_cache_keeps_a_digest_of_the_status_that_tells_a_change_but_not_a_new_timestamp() {
+    use olm_api::v1::operator::{Operator, OperatorComponentCondition, OperatorSpec};
+    let condition = |message: &str, at: &str| OperatorComponentCondition {
+        type_: "Succeeded".into(),
+        status: ConditionStatus::True,
+        reason: Some("InstallSucceeded".into()),
+        message: Some(message.into()),
+        last_update_time: Some(Time(at.parse::<Timestamp>().expect("time"))),
+        last_transition_time: None,
+    };
+    let status = |message: &str, at: &str| {
+        let mut csv = reference("ClusterServiceVersion", "operators.coreos.com/v1alpha1", Some("team-a"), "etcdoperator.v0.9.4");
+        csv.conditions = Some(vec![condition(message, at)]);
+        desired_status("operators.coreos.com/etcd.team-a", vec![csv])
+    };
+    let mut operator = Operator::new("etcd.team-a", OperatorSpec::default());
+    operator.status = Some(status("install strategy completed", "2026-11-28T08:00:00Z"));
+    let untrimmed = operator.clone();
+    super::trim_cached_operator(&mut operator);
+    assert!(operator.status.is_none(), "the cache keeps no components");
+    assert_eq!(super::observed_status_digest(&operator), super::observed_status_digest(&untrimmed), "trimmed or not, the same digest");
+    let observed = super::observed_status_digest(&operator);
+    assert_eq!(observed, super::status_digest(Some(&status("install strategy completed", "2026-11-28T09:30:00Z"))), "a new timestamp is no change");
+    assert_ne!(observed, super::status_digest(Some(&status("install strategy completed again", "2026-11-28T08:00:00Z"))), "a new message is");
+    assert_ne!(observed, super::status_digest(None), "no status at all is");
+
+    let mut empty = Operator::new("etcd.team-b", OperatorSpec::default());
+    super::trim_cached_operator(&mut empty);
+    assert_eq!(super::observed_status_digest(&empty), super::status_digest(Some(&olm_api::v1::operator::OperatorStatus::default())), "no status is an empty one");
+}
