@@ -35,7 +35,8 @@ pub async fn csv_succeeded(ns: &TestNamespace, name: &str, timeout: Duration) ->
         .await?)
 }
 
-/// Wait until the CSV `name` is gone, replaced by a newer one; it must never be Failed.
+/// Wait until the CSV `name` is gone, replaced by a newer one; it must never be Failed. Call it
+/// once the replacement exists: a CSV not made yet is gone too.
 pub async fn csv_replaced(ns: &TestNamespace, name: &str, timeout: Duration) -> anyhow::Result<()> {
     let csvs: Api<ClusterServiceVersion> = ns.api();
     Ok(ns

@@ -228,8 +228,9 @@ async fn a_conflict_on_the_first_status_write_of_every_kind_is_retried() -> anyh
     let _manager = ScopedManager::start(cluster.kubeconfig(), Some(faults.clone())).await?;
     // From 0.9.2: an install and an upgrade, so every kind writes its status more than once.
     subscribe(&ns, &grpc_address(&server)?, Some("etcdoperator.v0.9.2")).await?;
-    journey::csv_replaced(&ns, "etcdoperator.v0.9.2", TIMEOUT).await?;
+    // The head first: before 0.9.2 is made, "0.9.2 gone" already holds.
     journey::csv_succeeded(&ns, HEAD, TIMEOUT).await?;
+    journey::csv_replaced(&ns, "etcdoperator.v0.9.2", TIMEOUT).await?;
     journey::at_latest(&ns, "etcd", HEAD, TIMEOUT).await?;
     assert_installed_once(&ns, HEAD).await?;
     let conflicts = faults.conflicts();
