@@ -552,7 +552,8 @@ copy-hash annotations), the icon, description, keywords, maintainers, links, rel
 alm-examples of every other CSV (a copy is written from a fresh read of its original), the schemas of CRDs, the rules \
 kube-controller-manager aggregates into OperatorGroup ClusterRoles, the pod templates of operator Deployments (drift is \
 told by the generation at which OLM applied or last checked each one, csv/deployment.rs `VerifiedSpecs`; a Deployment \
-changed since is read whole once), and the steps and bundle lookups of Complete InstallPlans; one Subscription cache \
+changed since is read whole once), the steps and bundle lookups of Complete InstallPlans, \
+and the components of every Operator's status (a digest of it instead); one Subscription cache \
 serves both controllers that read Subscriptions; CSVs of the same operator share one copy of their install strategy and \
 requirement status (olm-runtime cache.rs `Interner`), which are most of what is left of an original CSV. What is left is the decoded form of what reconciles do read. (2) **The \
 leader's growth beyond the all-controllers follower** comes from the installing itself: reconciles in flight (at most 16 \
