@@ -310,8 +310,9 @@ impl ServedCatalog {
         let (packages, channels, bundles) = snapshot.catalog.counts();
         let left_out = snapshot.left_out.len();
         if changed {
-            self.current.store(Some(Arc::new(snapshot)));
+            // The counts first: whoever sees the new snapshot sees its counts too.
             self.metrics.set_snapshot_counts(&self.name, packages, channels, bundles, left_out);
+            self.current.store(Some(Arc::new(snapshot)));
         }
         self.metrics.record_reload_success(&self.name, now);
         if let Ok(mut status) = self.status.lock() {
