@@ -225,13 +225,12 @@ fn install_chart(layout: &Layout, progress: &Progress, image: &str) -> anyhow::R
         .env("HELM_DATA_HOME", helm_dir.join("data"));
     let out = helm.output().with_context(|| format!("cannot run {}", layout.helm().display()))?;
     if !out.status.success() {
-        bail!(
-            "helm upgrade --install {HELM_RELEASE} {} failed ({}): {}{}",
-            chart.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim(),
-            String::from_utf8_lossy(&out.stdout).trim()
-        );
+        let said: Vec<String> = [&out.stderr, &out.stdout]
+            .iter()
+            .map(|text| String::from_utf8_lossy(text).trim().to_owned())
+            .filter(|text| !text.is_empty())
+            .collect();
+        bail!("helm upgrade --install {HELM_RELEASE} {} failed ({}):\n{}", chart.display(), out.status, said.join("\n"));
     }
     progress.say(format!("installed the Helm chart {} as release {OLM_NAMESPACE}/{HELM_RELEASE} with image {image}", chart.display()));
     Ok(())
