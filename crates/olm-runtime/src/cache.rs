@@ -14,20 +14,35 @@ use serde::de::DeserializeOwned;
 
 use super::admin::Readiness;
 
-/// Counts one cache: (objects, bytes of their compact JSON).
-type Census = Box<dyn Fn() -> (usize, usize) + Send + Sync>;
+/// One cache's figures: objects, bytes of their compact JSON, and heap bytes of a clone of
+/// each (0 without a counter).
+type Census = Box<dyn Fn(Option<fn() -> u64>) -> (usize, usize, usize) + Send + Sync>;
 
 /// The caches made while `OLM_DEBUG_CACHES` was set, for [`census`].
 static CENSUS: Mutex<Vec<(String, Census)>> = Mutex::new(Vec::new());
 
-/// Every cache made while `OLM_DEBUG_CACHES` was set: (name, objects, bytes of their compact
-/// JSON). A memory investigation's figure of what each kind holds (the decoded objects take
-/// a few times their JSON); it serializes every object, so it is for debugging only.
-pub fn census() -> Vec<(String, usize, usize)> {
+/// One watch cache's figures of [`census`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheCensus {
+    pub name: String,
+    pub objects: usize,
+    /// Bytes of the objects' compact JSON.
+    pub json_bytes: usize,
+    /// Heap bytes a clone of each object and of its key in the store allocate (parts shared
+    /// between objects, such as interned install strategies, count as none): what the decoded
+    /// objects cost, but for the store's hash table. 0 when no counter was given.
+    pub heap_bytes: usize,
+}
+
+/// Every cache made while `OLM_DEBUG_CACHES` was set. A memory investigation's figure of what
+/// each kind holds; it serializes and clones every object, so it is for debugging only.
+/// `thread_allocated` reads the bytes this thread has allocated so far (jemalloc's
+/// `thread.allocated`), which tells the heap bytes of each clone.
+pub fn census(thread_allocated: Option<fn() -> u64>) -> Vec<CacheCensus> {
     let caches = CENSUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     caches.iter().map(|(name, count)| {
-        let (objects, bytes) = count();
-        (name.clone(), objects, bytes)
+        let (objects, json_bytes, heap_bytes) = count(thread_allocated);
+        CacheCensus { name: name.clone(), objects, json_bytes, heap_bytes }
     }).collect()
 }
 
@@ -36,10 +51,19 @@ fn register_census<K: Resource<DynamicType = ()> + Clone + Serialize + Send + Sy
         return;
     }
     let store = store.clone();
-    let count: Census = Box::new(move || {
+    let count: Census = Box::new(move |thread_allocated| {
         let objects = store.state();
-        let bytes = objects.iter().map(|o| serde_json::to_vec(o.as_ref()).map_or(0, |v| v.len())).sum();
-        (objects.len(), bytes)
+        let json_bytes = objects.iter().map(|o| serde_json::to_vec(o.as_ref()).map_or(0, |v| v.len())).sum();
+        let heap_bytes = thread_allocated.map_or(0, |allocated| {
+            objects.iter().map(|o| {
+                let before = allocated();
+                let copy = (K::clone(o), ObjectRef::from_obj(o.as_ref()));
+                let after = allocated();
+                drop(copy);
+                after.saturating_sub(before) as usize
+            }).sum()
+        });
+        (objects.len(), json_bytes, heap_bytes)
     });
     CENSUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((name.to_owned(), count));
 }

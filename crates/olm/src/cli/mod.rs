@@ -77,7 +77,8 @@ static CACHE_ARENA: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32:
 /// task of the current runtime: what memory measurements need to tell live heap from
 /// fragmentation and from pages not yet returned; `caches=` is what the watch caches' arena
 /// holds live. With `OLM_DEBUG_CACHES` set too, every minute a `CACHE` line per watch cache:
-/// its objects and the bytes of their JSON (olm_runtime::cache::census).
+/// its objects, the bytes of their JSON and the heap bytes of a clone of them
+/// (olm_runtime::cache::census).
 fn spawn_alloc_report() {
     #[cfg(feature = "jemalloc")]
     if std::env::var_os("OLM_DEBUG_ALLOC").is_some() {
@@ -103,13 +104,20 @@ fn spawn_alloc_report() {
                     stats::metadata::read().unwrap_or(0),
                 );
                 if census && tick % 12 == 0 {
-                    for (name, objects, bytes) in olm_runtime::cache::census() {
-                        eprintln!("CACHE {name} objects={objects} json_bytes={bytes}");
+                    for cache in olm_runtime::cache::census(Some(thread_allocated)) {
+                        eprintln!("CACHE {} objects={} json_bytes={} heap_bytes={}", cache.name, cache.objects, cache.json_bytes, cache.heap_bytes);
                     }
                 }
             }
         });
     }
+}
+
+/// Bytes this thread has allocated so far (jemalloc's `thread.allocated`), for the caches'
+/// census.
+#[cfg(feature = "jemalloc")]
+fn thread_allocated() -> u64 {
+    tikv_jemalloc_ctl::thread::allocatedp::read().map_or(0, |counter| counter.get())
 }
 
 /// For one-shot commands (render, validate, push): the libraries' warnings (a repaired YAML
