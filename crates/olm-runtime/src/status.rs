@@ -43,6 +43,13 @@ pub fn same_ignoring_timestamps(observed: Option<&Value>, desired: &Value) -> bo
     without_timestamps(observed.unwrap_or(&empty)) == without_timestamps(desired)
 }
 
+fn to_status_value<K: Resource<DynamicType = ()>, S: Serialize>(desired: &S) -> Result<Value> {
+    serde_json::to_value(desired).map_err(|source| Error::Serialize {
+        what: format!("{} status", K::kind(&())),
+        source,
+    })
+}
+
 /// Writes `.status` of one kind with one field manager.
 #[derive(Clone)]
 pub struct StatusWriter {
@@ -123,15 +130,28 @@ impl StatusWriter {
         self.write(Api::all(self.client.clone()), obj, desired).await
     }
 
+    /// Apply `desired` as the status of the namespaced `obj` without comparing it with the
+    /// observed one: for a caller that compared already, timestamps included.
+    pub async fn replace<K, S>(&self, obj: &K, desired: &S) -> Result<bool>
+    where
+        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+            + Clone
+            + Serialize
+            + DeserializeOwned
+            + std::fmt::Debug,
+        S: Serialize,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), &obj.namespace().unwrap_or_default());
+        let desired = to_status_value::<K, S>(desired)?;
+        self.send(api, obj, desired).await
+    }
+
     async fn write<K, S>(&self, api: Api<K>, obj: &K, desired: &S) -> Result<bool>
     where
         K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
         S: Serialize,
     {
-        let desired = serde_json::to_value(desired).map_err(|source| Error::Serialize {
-            what: format!("{} status", K::kind(&())),
-            source,
-        })?;
+        let desired = to_status_value::<K, S>(desired)?;
         let observed = serde_json::to_value(obj).map_err(|source| Error::Serialize {
             what: format!("{} {}", K::kind(&()), obj.name_any()),
             source,
@@ -139,6 +159,13 @@ impl StatusWriter {
         if same_ignoring_timestamps(observed.get("status"), &desired) {
             return Ok(false);
         }
+        self.send(api, obj, desired).await
+    }
+
+    async fn send<K>(&self, api: Api<K>, obj: &K, desired: Value) -> Result<bool>
+    where
+        K: Resource<DynamicType = ()> + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+    {
         let name = obj.name_any();
         let patch = json!({
             "apiVersion": K::api_version(&()),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
@@ -30,32 +30,72 @@ use super::reconcile::CsvState;
 /// annotations) goes first, in order. Then the OperatorCondition, which nothing in the pass
 /// waits for, at the same time as everything else in order (the operator's Deployment among
 /// it: what the install waits for should not queue behind writes it does not need). The
-/// provided APIs' ClusterRoles are left to `apply_api_roles`, after the status. Copies are best
-/// effort (a namespace may be going away); every other failure stops the pass.
+/// provided APIs' ClusterRoles are left to `apply_api_roles` and the copies to `act_copies`,
+/// after the status. Every failure stops the pass.
 pub(super) async fn act(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) -> Result<()> {
     let apply = PatchParams::apply(&ctx.field_manager()).force();
     let installer = Installer::of(ctx, csv);
-    let mut copies = Copies::default();
     let is_metadata = |a: &CsvAction| matches!(a, CsvAction::AddFinalizer { .. } | CsvAction::Label(_) | CsvAction::Annotate(_));
     let is_side = |a: &CsvAction| matches!(a, CsvAction::ApplyOperatorCondition(_));
     let is_later = |a: &CsvAction| matches!(a, CsvAction::ApplyApiRole(_));
     for action in decision.actions.iter().filter(|a| is_metadata(a)) {
-        act_one(ctx, csv, &installer, action, &apply, &mut copies).await?;
+        act_one(ctx, csv, &installer, action, &apply).await?;
     }
     let side = act_at_once(ctx, csv, &installer, decision.actions.iter().filter(|a| is_side(a)), &apply);
     let ordered = async {
-        for action in decision.actions.iter().filter(|a| !is_metadata(a) && !is_side(a) && !is_later(a)) {
-            act_one(ctx, csv, &installer, action, &apply, &mut copies).await?;
+        for action in decision.actions.iter().filter(|a| !is_metadata(a) && !is_side(a) && !is_later(a) && !is_copy(a)) {
+            act_one(ctx, csv, &installer, action, &apply).await?;
         }
         Ok(())
     };
     futures::future::try_join(side, ordered).await?;
-    // A copy failure must not hide the status of the CSV itself: copies are retried on the
-    // next pass (the periodic resync at the latest).
-    if let Some(err) = copies.error {
-        tracing::warn!(%err, error.category = err.category(), "some copies failed; retrying on the next pass");
-    }
     Ok(())
+}
+
+fn is_copy(action: &CsvAction) -> bool {
+    matches!(action, CsvAction::ApplyCopy(_) | CsvAction::SetCopyStatus { .. } | CsvAction::DeleteCopy { .. })
+}
+
+/// The decision's copies, after `act` and the status: a pass stopped by a failure in `act` (a
+/// lifted role the group's ServiceAccount may not write) tells no other namespace that the
+/// operator runs, and the CSV's own status does not wait for its copies.
+pub(super) async fn act_copies(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, decision: &CsvDecision) {
+    let copies: Vec<&CsvAction> = decision.actions.iter().filter(|a| is_copy(a)).collect();
+    if !copies.is_empty() {
+        write_copies(ctx, csv, &copies).await;
+    }
+}
+
+/// Copies written at once: an all-namespaces operator has one in every namespace, and one
+/// after the other they held its pass (and its status) for a minute at 1,000 namespaces.
+const COPIES_AT_ONCE: usize = 8;
+
+/// Write, update and delete the copies of `csv`, [`COPIES_AT_ONCE`] at a time. Best effort:
+/// a copy failure must not hide the status of the CSV itself (a namespace may be going
+/// away); failed copies are retried on the next pass (the periodic resync at the latest).
+async fn write_copies(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVersion, actions: &[&CsvAction]) {
+    let namespace = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    // A copy carries what the cache leaves out of the original: read it whole, once.
+    let mut full_original = None;
+    if actions.iter().any(|a| matches!(a, CsvAction::ApplyCopy(_))) {
+        let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+        match api.get(&name).await {
+            Ok(full) => full_original = Some(full),
+            Err(err) => {
+                let err = Error::api(format!("read ClusterServiceVersion {namespace}/{name} to copy it"), err);
+                tracing::warn!(%err, error.category = err.category(), "cannot copy the CSV; retrying on the next pass");
+            }
+        }
+    }
+    let (full_original, name) = (full_original.as_ref(), name.as_str());
+    let writes: Vec<futures::future::BoxFuture<'_, Result<()>>> =
+        actions.iter().map(|action| write_copy(ctx, action, full_original, name).boxed()).collect();
+    let results: Vec<Result<()>> = futures::stream::iter(writes).buffer_unordered(COPIES_AT_ONCE).collect().await;
+    let failed: Vec<Error> = results.into_iter().filter_map(Result::err).collect();
+    if let Some(err) = failed.first() {
+        tracing::warn!(%err, error.category = err.category(), failed = failed.len(), "some copies failed; retrying on the next pass");
+    }
 }
 
 /// The provided APIs' ClusterRoles, all at once, after the status: nothing waits for them,
@@ -73,18 +113,8 @@ async fn act_at_once<'a>(
     actions: impl Iterator<Item = &'a CsvAction>,
     apply: &PatchParams,
 ) -> Result<()> {
-    futures::future::try_join_all(
-        actions.map(|action| async move { act_one(ctx, csv, installer, action, apply, &mut Copies::default()).await }),
-    )
-        .await?;
+    futures::future::try_join_all(actions.map(|action| async move { act_one(ctx, csv, installer, action, apply).await })).await?;
     Ok(())
-}
-
-/// What the copies of one pass share: the original read whole once, and the first failure.
-#[derive(Default)]
-struct Copies {
-    full_original: Option<ClusterServiceVersion>,
-    error: Option<Error>,
 }
 
 /// Apply one action. What grants the operator something is written by `installer`.
@@ -94,7 +124,6 @@ async fn act_one(
     installer: &Installer,
     action: &CsvAction,
     apply: &PatchParams,
-    copies: &mut Copies,
 ) -> Result<()> {
     let namespace = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
@@ -140,15 +169,8 @@ async fn act_one(
         CsvAction::ApplyCrdConversion { crd, conversion } => apply_crd_conversion(ctx, installer, crd, conversion).await,
         CsvAction::ResetCrdConversion { crd } => reset_crd_conversion(ctx, crd).await,
         CsvAction::DeleteWebhook { kind, name: config_name } => delete_webhook(ctx, kind, config_name).await,
-        // Copies, best effort.
-        CsvAction::ApplyCopy(copy) => {
-            copy_into(ctx, &namespace, &name, copy, copies).await;
-            Ok(())
-        }
-        CsvAction::DeleteCopy { namespace: target } => {
-            delete_copy(ctx, target, &name, copies).await;
-            Ok(())
-        }
+        // Copies: `write_copies`.
+        CsvAction::ApplyCopy(_) | CsvAction::SetCopyStatus { .. } | CsvAction::DeleteCopy { .. } => Ok(()),
     }
 }
 
@@ -334,25 +356,17 @@ async fn reset_crd_conversion(ctx: &ControllerContext<CsvState>, crd: &str) -> R
     Ok(())
 }
 
-/// Write `copy` (decided from the cached original) with the full content of the original
-/// `namespace/name`, read once per pass. Failures are kept in `copies`.
-async fn copy_into(ctx: &ControllerContext<CsvState>, namespace: &str, name: &str, copy: &ClusterServiceVersion, copies: &mut Copies) {
-    if copies.full_original.is_none() {
-        let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
-        match api.get(name).await {
-            Ok(full) => copies.full_original = Some(full),
-            Err(err) => {
-                // Best effort like every copy: retried on the next pass.
-                copies.error.get_or_insert(Error::api(format!("read ClusterServiceVersion {namespace}/{name} to copy it"), err));
-                return;
-            }
-        }
-    }
-    let Some(full) = &copies.full_original else { return };
-    let copy = super::decide::with_full_content(copy, full);
-    if let Err(err) = apply_copy(ctx, &copy).await {
-        tracing::warn!(target_namespace = %copy.namespace().unwrap_or_default(), %err, "cannot copy the CSV");
-        copies.error.get_or_insert(err);
+/// One copy action of [`write_copies`].
+async fn write_copy(ctx: &ControllerContext<CsvState>, action: &CsvAction, full_original: Option<&ClusterServiceVersion>, name: &str) -> Result<()> {
+    match action {
+        CsvAction::ApplyCopy(copy) => match full_original {
+            Some(full) => apply_copy(ctx, &super::decide::with_full_content(copy, full)).await,
+            // Already reported: the original could not be read.
+            None => Ok(()),
+        },
+        CsvAction::SetCopyStatus { namespace: target, status } => set_copy_status(ctx, target, name, status).await,
+        CsvAction::DeleteCopy { namespace: target } => delete_copy(ctx, target, name).await,
+        _ => Ok(()),
     }
 }
 
@@ -373,15 +387,36 @@ async fn apply_copy(ctx: &ControllerContext<CsvState>, copy: &ClusterServiceVers
     Ok(())
 }
 
-/// Delete the copy `target/name`; a failure is kept in `copies`.
-async fn delete_copy(ctx: &ControllerContext<CsvState>, target: &str, name: &str, copies: &mut Copies) {
+/// Write the status of the copy `target/name`, which the decision found different (times
+/// included: a hand edit of a time is reverted too).
+async fn set_copy_status(
+    ctx: &ControllerContext<CsvState>,
+    target: &str,
+    name: &str,
+    status: &olm_api::v1alpha1::cluster_service_version::ClusterServiceVersionStatus,
+) -> Result<()> {
+    let copy = ClusterServiceVersion {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(target.to_owned()),
+            ..Default::default()
+        },
+        spec: Default::default(),
+        status: None,
+    };
+    ctx.status.replace(&copy, status).await.map(|_| ())
+}
+
+/// Delete the copy `target/name` (gone already is no error).
+async fn delete_copy(ctx: &ControllerContext<CsvState>, target: &str, name: &str) -> Result<()> {
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), target);
     match api.delete(name, &DeleteParams::background()).await {
-        Ok(_) => tracing::info!(target_namespace = %target, "deleted copied CSV"),
-        Err(err) if is_not_found(&err) => {}
-        Err(err) => {
-            copies.error.get_or_insert(Error::api(format!("delete copied ClusterServiceVersion {target}/{name}"), err));
+        Ok(_) => {
+            tracing::info!(target_namespace = %target, "deleted copied CSV");
+            Ok(())
         }
+        Err(err) if is_not_found(&err) => Ok(()),
+        Err(err) => Err(Error::api(format!("delete copied ClusterServiceVersion {target}/{name}"), err)),
     }
 }
 

@@ -21,7 +21,7 @@ use olm_api::v1alpha1::subscription::Subscription;
 use olm_api::v2::OperatorCondition;
 use tracing::instrument;
 
-use super::act::{act, apply_api_roles, delete_cluster_rbac_of_deleted_csvs};
+use super::act::{act, act_copies, apply_api_roles, delete_cluster_rbac_of_deleted_csvs};
 use super::decide::{CsvAction, CsvDecision, Observed, OwnedRbac, decide, decide_copy, set_phase};
 use super::observe::{observe, owned_rbac};
 use super::watch;
@@ -121,6 +121,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         };
         let decision = decide_copy(&csv, original.as_deref(), &rbac);
         act(&ctx, &csv, &decision).await?;
+        act_copies(&ctx, &csv, &decision).await;
         return Ok(action_for(decision.requeue_after));
     }
 
@@ -132,6 +133,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     if let Some(decision) = super::decide::decide_deletion(&csv, replaced_by_peer) {
         // Nothing else to observe on the way out.
         act(&ctx, &csv, &decision).await?;
+        act_copies(&ctx, &csv, &decision).await;
         return Ok(action_for(decision.requeue_after));
     }
 
@@ -208,6 +210,7 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     for note in &decision.events {
         ctx.events.publish(&reference, note).await;
     }
+    act_copies(&ctx, &csv, &decision).await;
     apply_api_roles(&ctx, &csv, &decision).await?;
     Ok(action_for(decision.requeue_after))
 }

@@ -14,60 +14,99 @@ use olm_runtime::EventNote;
 use super::{CsvAction, CsvDecision, Observed, OwnedRbac, REQUEUE_RESYNC};
 use crate::metadata::is_copiable;
 
-/// The copy of `csv` OLM places in `namespace`.
-pub fn copy_of(csv: &ClusterServiceVersion, namespace: &str, status: &ClusterServiceVersionStatus) -> ClusterServiceVersion {
-    let own_ns = csv.namespace().unwrap_or_default();
-    let mut labels = csv.labels().clone();
-    // A copy is no component of the operator's Operator (upstream disowns copies).
-    labels.retain(|key, _| keys::component_of([key]).next().is_none());
-    labels.insert(keys::COPIED_FROM_LABEL.to_owned(), own_ns.clone());
-    let mut annotations = csv.annotations().clone();
-    annotations.remove(keys::TARGET_NAMESPACES_ANNOTATION);
-    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    let copy_status = ClusterServiceVersionStatus {
-        phase: status.phase.clone(),
-        reason: Some(CsvReason::Copied),
-        message: Some(format!("The operator is running in {own_ns} but is managing this namespace")),
-        last_update_time: status.last_update_time.clone(),
-        last_transition_time: status.last_transition_time.clone(),
-        ..Default::default()
-    };
-    // The hashes let a copy be compared without its content: the cache keeps copies without
-    // their spec (one per namespace for every all-namespaces operator).
-    let copied = serde_json::json!({"spec": &csv.spec, "labels": &labels, "annotations": &annotations});
-    let status_key = serde_json::json!([&copy_status.phase, &copy_status.reason, &copy_status.message]);
-    annotations.insert(keys::COPY_HASH_SPEC_ANNOTATION.to_owned(), crate::metadata::hash_json(&copied));
-    annotations.insert(keys::COPY_HASH_STATUS_ANNOTATION.to_owned(), crate::metadata::hash_json(&status_key));
-    ClusterServiceVersion {
-        metadata: ObjectMeta {
-            name: Some(csv.name_any()),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(labels),
-            annotations: Some(annotations),
+/// What every copy of one original carries whatever its namespace, made once per pass: with
+/// thousands of target namespaces, building and hashing a whole copy for each namespace on every
+/// pass of an all-namespaces operator was most of its CPU.
+pub struct CopyTemplate {
+    labels: BTreeMap<String, String>,
+    /// The original's annotations, minus what a copy must not carry, plus the spec hash.
+    annotations: BTreeMap<String, String>,
+    status: ClusterServiceVersionStatus,
+}
+
+/// How an existing copy differs from what it should be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyDrift {
+    /// Nothing to write.
+    None,
+    /// Only its status: one status write.
+    Status,
+    /// Its spec, labels or annotations (or it does not exist): the whole copy is written.
+    Content,
+}
+
+impl CopyTemplate {
+    /// The template of `csv`'s copies when its status is `status`.
+    pub fn of(csv: &ClusterServiceVersion, status: &ClusterServiceVersionStatus) -> Self {
+        let own_ns = csv.namespace().unwrap_or_default();
+        let mut labels = csv.labels().clone();
+        // A copy is no component of the operator's Operator (upstream disowns copies).
+        labels.retain(|key, _| keys::component_of([key]).next().is_none());
+        labels.insert(keys::COPIED_FROM_LABEL.to_owned(), own_ns.clone());
+        let mut annotations = csv.annotations().clone();
+        annotations.remove(keys::TARGET_NAMESPACES_ANNOTATION);
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        let status = ClusterServiceVersionStatus {
+            phase: status.phase.clone(),
+            reason: Some(CsvReason::Copied),
+            message: Some(format!("The operator is running in {own_ns} but is managing this namespace")),
+            last_update_time: status.last_update_time.clone(),
+            last_transition_time: status.last_transition_time.clone(),
             ..Default::default()
-        },
-        spec: csv.spec.clone(),
-        status: Some(copy_status),
+        };
+        // The hash lets a copy be compared without its content: the cache keeps copies without
+        // their spec (one per namespace for every all-namespaces operator). The status needs
+        // none: the cache keeps it, and it is written on its own.
+        let copied = serde_json::json!({"spec": &csv.spec, "labels": &labels, "annotations": &annotations});
+        annotations.insert(keys::COPY_HASH_SPEC_ANNOTATION.to_owned(), crate::metadata::hash_json(&copied));
+        CopyTemplate { labels, annotations, status }
+    }
+
+    /// The copy of `csv` (the original the template was made of) in `namespace`.
+    pub fn copy_into(&self, csv: &ClusterServiceVersion, namespace: &str) -> ClusterServiceVersion {
+        ClusterServiceVersion {
+            metadata: ObjectMeta {
+                name: Some(csv.name_any()),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(self.labels.clone()),
+                annotations: Some(self.annotations.clone()),
+                ..Default::default()
+            },
+            spec: csv.spec.clone(),
+            status: Some(self.status.clone()),
+        }
+    }
+
+    /// The status every copy carries.
+    pub fn status(&self) -> &ClusterServiceVersionStatus {
+        &self.status
+    }
+
+    /// How `existing` (maybe trimmed by the cache) differs from its template.
+    pub fn drift(&self, existing: &ClusterServiceVersion) -> CopyDrift {
+        let hash = self.annotations.get(keys::COPY_HASH_SPEC_ANNOTATION);
+        let content = hash.is_some()
+            && existing.annotations().get(keys::COPY_HASH_SPEC_ANNOTATION) == hash
+            && self.labels.iter().all(|(k, v)| existing.labels().get(k) == Some(v))
+            && !existing.annotations().contains_key(keys::TARGET_NAMESPACES_ANNOTATION);
+        // The status is compared times included: a hand edit of a copy's status, even of a
+        // time alone, is reverted (upstream's csv_e2e_test.go:573).
+        let status_key = |s: &ClusterServiceVersionStatus| {
+            (s.phase.clone(), s.reason.clone(), s.message.clone(), s.last_update_time.clone(), s.last_transition_time.clone())
+        };
+        if !content {
+            CopyDrift::Content
+        } else if existing.status.as_ref().map(status_key) != Some(status_key(&self.status)) {
+            CopyDrift::Status
+        } else {
+            CopyDrift::None
+        }
     }
 }
 
-/// Whether an existing copy already matches the wanted one.
-pub(crate) fn copy_is_current(existing: &ClusterServiceVersion, wanted: &ClusterServiceVersion) -> bool {
-    let same = |key: &str| {
-        let wanted = wanted.annotations().get(key);
-        wanted.is_some() && existing.annotations().get(key) == wanted
-    };
-    // The hashes cover the spec, labels, annotations and copied status; the status itself is
-    // compared too, times included, since a hand edit of a copy's status leaves its
-    // annotations as they were.
-    let status_key = |c: &ClusterServiceVersion| {
-        c.status.as_ref().map(|s| (s.phase.clone(), s.reason.clone(), s.message.clone(), s.last_update_time.clone(), s.last_transition_time.clone()))
-    };
-    same(keys::COPY_HASH_SPEC_ANNOTATION)
-        && same(keys::COPY_HASH_STATUS_ANNOTATION)
-        && wanted.labels().iter().all(|(k, v)| existing.labels().get(k) == Some(v))
-        && !existing.annotations().contains_key(keys::TARGET_NAMESPACES_ANNOTATION)
-        && status_key(existing) == status_key(wanted)
+/// The copy of `csv` OLM places in `namespace`.
+pub fn copy_of(csv: &ClusterServiceVersion, namespace: &str, status: &ClusterServiceVersionStatus) -> ClusterServiceVersion {
+    CopyTemplate::of(csv, status).copy_into(csv, namespace)
 }
 
 /// `copy` (decided from the cached, trimmed original) with the fields the cache leaves out
@@ -118,10 +157,14 @@ pub(super) fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>,
     if copiable && targets.is_some_and(|t| t == [String::new()]) {
         decision = lift_rbac(observed, decision);
     }
+    let template = CopyTemplate::of(csv, &status);
     for ns in wanted.iter().filter(|ns| !observed.taken_namespaces.contains(*ns)) {
-        let copy = copy_of(csv, ns, &status);
-        if existing.get(ns).is_none_or(|current| !copy_is_current(current, &copy)) {
-            decision = decision.act(CsvAction::ApplyCopy(Box::new(copy)));
+        match existing.get(ns).map_or(CopyDrift::Content, |current| template.drift(current)) {
+            CopyDrift::None => {}
+            CopyDrift::Status => {
+                decision = decision.act(CsvAction::SetCopyStatus { namespace: ns.clone(), status: Box::new(template.status().clone()) });
+            }
+            CopyDrift::Content => decision = decision.act(CsvAction::ApplyCopy(Box::new(template.copy_into(csv, ns)))),
         }
     }
     let mut removed = 0usize;

@@ -43,7 +43,7 @@ use crate::metadata::api_label_changes;
 
 pub use condition::{desired_condition_rbac, desired_operator_condition, synced_condition_status};
 #[cfg(test)]
-pub(crate) use copies::copy_is_current;
+pub use copies::{CopyDrift, CopyTemplate};
 pub use copies::{copy_of, decide_copy, tenant_rbac, with_full_content};
 pub use deletion::{decide_deletion, replacement_chain_of};
 pub use group::install_modes_support;
@@ -276,6 +276,13 @@ pub enum CsvAction {
     },
     /// Create or update a copy in another namespace (object and status).
     ApplyCopy(Box<ClusterServiceVersion>),
+    /// Write the status of the copy in a namespace, whose other content is current.
+    SetCopyStatus {
+        /// Namespace of the copy.
+        namespace: String,
+        /// Its status.
+        status: Box<ClusterServiceVersionStatus>,
+    },
     /// Delete the copy in a namespace that is no longer a target.
     DeleteCopy {
         /// Namespace of the copy.
@@ -310,6 +317,7 @@ impl CsvAction {
             Self::ResetCrdConversion { .. } => "ResetCrdConversion",
             Self::DeleteWebhook { .. } => "DeleteWebhook",
             Self::ApplyCopy(_) => "ApplyCopy",
+            Self::SetCopyStatus { .. } => "SetCopyStatus",
             Self::DeleteCopy { .. } => "DeleteCopy",
         }
     }

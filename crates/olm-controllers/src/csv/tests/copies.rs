@@ -184,36 +184,41 @@ fn a_copy_does_not_carry_the_operator_component_label() {
     assert_eq!(crate::metadata::component_labels(&original).len(), 1);
 }
 
-/// A copy is compared through its hash annotations, so the cache can keep it without its spec:
-/// a trimmed copy of the same original is current, one of a changed original or status is not.
+/// A copy is compared through its spec hash annotation and its status, so the cache can keep it
+/// without its spec: a trimmed copy of the same original is current, one of a changed original
+/// needs writing whole, one of a changed status only its status.
 #[test]
 fn a_copy_trimmed_in_the_cache_is_still_known_to_be_current() {
-    use crate::csv::decide::{copy_is_current, copy_of, trim_copy};
+    use crate::csv::decide::{CopyDrift, CopyTemplate, copy_of, trim_copy};
     let mut original = with_phase(etcd(), CsvPhase::Succeeded, CsvReason::InstallSucceeded);
     original.metadata.annotations.get_or_insert_with(Default::default).insert("alm-examples".into(), "[{}]".into());
     let status = original.status.clone().unwrap_or_default();
+    let template = CopyTemplate::of(&original, &status);
     let wanted = copy_of(&original, "team-a", &status);
     assert!(wanted.annotations().contains_key(keys::COPY_HASH_SPEC_ANNOTATION));
-    assert!(wanted.annotations().contains_key(keys::COPY_HASH_STATUS_ANNOTATION));
+    assert!(!wanted.annotations().contains_key(keys::COPY_HASH_STATUS_ANNOTATION), "the status is compared itself");
     assert_eq!(wanted.spec, original.spec, "the copy written carries the full spec");
 
     let mut cached = wanted.clone();
     trim_copy(&mut cached);
     assert_eq!(cached.spec, Default::default());
     assert!(!cached.annotations().contains_key("alm-examples"));
-    assert!(copy_is_current(&cached, &wanted));
+    assert_eq!(template.drift(&cached), CopyDrift::None);
 
     let mut changed = original.clone();
     changed.spec.description = Some("a new description".into());
-    assert!(!copy_is_current(&cached, &copy_of(&changed, "team-a", &status)));
+    assert_eq!(CopyTemplate::of(&changed, &status).drift(&cached), CopyDrift::Content);
+    let mut relabelled = cached.clone();
+    relabelled.metadata.labels.get_or_insert_with(Default::default).remove(keys::COPIED_FROM_LABEL);
+    assert_eq!(template.drift(&relabelled), CopyDrift::Content);
     let failed = set_phase(&status, CsvPhase::Failed, CsvReason::InstallCheckFailed, "install failed", now());
-    assert!(!copy_is_current(&cached, &copy_of(&original, "team-a", &failed)));
+    assert_eq!(CopyTemplate::of(&original, &failed).drift(&cached), CopyDrift::Status);
 
     // A hand edit of the copy's status, even of a time alone (upstream's csv_e2e_test.go:573), is
-    // reverted.
+    // reverted, by a status write alone.
     let mut edited = cached.clone();
     edited.status.as_mut().expect("a status").last_update_time = Some(Time(Timestamp::from_second(1).expect("a time")));
-    assert!(!copy_is_current(&edited, &wanted));
+    assert_eq!(template.drift(&edited), CopyDrift::Status);
 
     // An original is never trimmed.
     let mut kept = original.clone();
@@ -221,11 +226,48 @@ fn a_copy_trimmed_in_the_cache_is_still_known_to_be_current() {
     assert_eq!(kept, original);
 }
 
+/// A copy whose original changed only its phase gets a status write, not the whole copy again:
+/// with an all-namespaces operator, each phase of its install is one write per namespace.
+#[test]
+fn a_phase_change_rewrites_only_the_status_of_each_copy() {
+    use crate::csv::decide::{copy_of, trim_copy};
+    let og = group("global", &[""]);
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded)));
+    world.csv = annotate_for(with_phase(load(ETCD_CLUSTERWIDE_CSV), CsvPhase::Succeeded, CsvReason::InstallSucceeded), &og);
+    world.groups = vec![og];
+    world = world.with_installed_deployments();
+    // Copies written while the original was Installing.
+    let installing = set_phase(&world.csv.status.clone().unwrap_or_default(), CsvPhase::Installing, CsvReason::InstallSucceeded, "waiting", now());
+    world.copies = ["kube-system", "other"]
+        .iter()
+        .map(|ns| {
+            let mut copy = copy_of(&world.csv, ns, &installing);
+            trim_copy(&mut copy);
+            copy
+        })
+        .collect();
+    let decision = world.decide();
+    let written: Vec<(&str, String)> = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyCopy(copy) => Some(("whole", copy.namespace().unwrap_or_default())),
+            CsvAction::SetCopyStatus { namespace, status } => {
+                assert_eq!(status.phase, Some(CsvPhase::Succeeded));
+                assert_eq!(status.reason, Some(CsvReason::Copied));
+                Some(("status", namespace.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(written, vec![("status", "kube-system".to_owned()), ("status", "other".to_owned())]);
+}
+
 /// The cache keeps an original CSV without what only people read; a copy decided from that is
 /// written with those fields from the full original, and its hashes stay those of the decision.
 #[test]
 fn a_trimmed_original_still_yields_complete_copies() {
-    use crate::csv::decide::{copy_is_current, copy_of, trim_cached_csv, with_full_content};
+    use crate::csv::decide::{CopyDrift, CopyTemplate, copy_of, trim_cached_csv, with_full_content};
     let mut full = with_phase(etcd(), CsvPhase::Succeeded, CsvReason::InstallSucceeded);
     full.spec.description = Some("etcd is a distributed key value store".into());
     full.metadata.annotations.get_or_insert_with(Default::default).insert(keys::ALM_EXAMPLES_ANNOTATION.into(), "[{}]".into());
@@ -248,7 +290,7 @@ fn a_trimmed_original_still_yields_complete_copies() {
     // Next pass: the written copy, as the cache keeps it, is current for the same decision.
     let mut cached_copy = written.clone();
     trim_cached_csv(&mut cached_copy);
-    assert!(copy_is_current(&cached_copy, &copy_of(&cached, "team-a", &status)));
+    assert_eq!(CopyTemplate::of(&cached, &status).drift(&cached_copy), CopyDrift::None);
 }
 
 /// Every namespace's CSV of one operator carries the same install strategy: the cache holds
