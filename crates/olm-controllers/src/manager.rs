@@ -452,11 +452,22 @@ fn component_sources(caches: &mut Caches, client: &Client, from: ComponentCaches
     where
         K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
     {
-        // Only the metadata, and of that only what a reference reads.
+        // Only the metadata, and of that only what a reference reads: the name, and the
+        // component labels. Most of these objects are no component of any Operator (every
+        // namespace's kube-root-ca.crt, the OperatorGroups' ClusterRoles): of those only the
+        // name is kept, which is what tells that an object went or lost its labels.
         let cache = caches.watch_trimmed(Api::<PartialObjectMeta<K>>::all(client.clone()), watcher::Config::default(), |obj| {
-            obj.metadata.annotations = None;
-            obj.metadata.owner_references = None;
-            obj.metadata.finalizers = None;
+            let labels = obj.metadata.labels.take().and_then(|mut labels| {
+                labels.retain(|key, _| olm_api::keys::component_of([key]).next().is_some());
+                (!labels.is_empty()).then_some(labels)
+            });
+            obj.metadata = kube::api::ObjectMeta {
+                name: obj.metadata.name.take(),
+                namespace: obj.metadata.namespace.take(),
+                labels,
+                ..Default::default()
+            };
+            obj.types = None;
         });
         Box::new(Source::new(cache))
     }

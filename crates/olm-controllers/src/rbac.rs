@@ -132,16 +132,32 @@ pub fn provided_api_roles(csv: &ClusterServiceVersion, crd_uids: &BTreeMap<Strin
     roles
 }
 
+/// The label under which the watch cache keeps a digest of an aggregated role's aggregation
+/// rule in place of the rule. Only the cache's copies carry it; nothing writes it.
+const CACHED_AGGREGATION_DIGEST: &str = "olm.rs/cached-aggregation-digest";
+
 /// What the watch cache keeps of an OLM ClusterRole: an aggregated one without the rules
 /// kube-controller-manager aggregated into it (one copy per OperatorGroup of every provided
-/// API's rules), which `role_is_current` does not compare.
+/// API's rules), which `role_is_current` does not compare, and with a digest of its
+/// aggregation rule for the rule: each of the rule's selectors is a map of its own, and the
+/// three roles of every OperatorGroup hold one per API the group provides (at 1,000
+/// namespaces, most of what the cache of these roles held). The rule stays, emptied, so that
+/// the role still reads as aggregated.
 pub fn trim_cached_cluster_role(role: &mut ClusterRole) {
     if role.aggregation_rule.is_some() {
         role.rules = None;
+        let digest = aggregation_digest(role.aggregation_rule.as_ref());
+        role.aggregation_rule = Some(AggregationRule::default());
+        role.metadata.labels.get_or_insert_with(Default::default).insert(CACHED_AGGREGATION_DIGEST.to_owned(), digest);
     }
 }
 
+fn aggregation_digest(rule: Option<&AggregationRule>) -> String {
+    olm_api::unknown::json_digest(&rule).map_or_else(|_| String::new(), |digest| format!("{digest:016x}"))
+}
+
 /// Whether `existing` already is `wanted` (labels, owners, rules unless aggregated, aggregation).
+/// `existing` may be as the cache keeps it ([`trim_cached_cluster_role`]).
 pub fn role_is_current(existing: &ClusterRole, wanted: &ClusterRole) -> bool {
     let labels_ok = wanted.labels().iter().all(|(k, v)| existing.labels().get(k) == Some(v));
     let owners_ok = wanted.owner_references().iter().all(|w| existing.owner_references().iter().any(|e| e.uid == w.uid));
@@ -149,7 +165,11 @@ pub fn role_is_current(existing: &ClusterRole, wanted: &ClusterRole) -> bool {
     // controller: comparing them with the (empty) wanted ones would re-apply the role on every
     // reconcile.
     let rules_ok = wanted.aggregation_rule.is_some() || existing.rules == wanted.rules;
-    labels_ok && owners_ok && rules_ok && existing.aggregation_rule == wanted.aggregation_rule
+    let existing_aggregation = match existing.labels().get(CACHED_AGGREGATION_DIGEST) {
+        Some(digest) => digest.clone(),
+        None => aggregation_digest(existing.aggregation_rule.as_ref()),
+    };
+    labels_ok && owners_ok && rules_ok && existing_aggregation == aggregation_digest(wanted.aggregation_rule.as_ref())
 }
 
 #[cfg(test)]
@@ -186,6 +206,19 @@ mod tests {
             ..Default::default()
         }]);
         assert!(role_is_current(&existing, &wanted));
+        // As the cache keeps it: without the rules and the rule's selectors.
+        let mut cached = existing.clone();
+        trim_cached_cluster_role(&mut cached);
+        assert_eq!((cached.rules.as_ref(), cached.aggregation_rule.as_ref()), (None, Some(&AggregationRule::default())));
+        assert!(role_is_current(&cached, &wanted));
+        let mut other = wanted.clone();
+        other.aggregation_rule = Some(AggregationRule {
+            cluster_role_selectors: Some(vec![LabelSelector {
+                match_labels: Some([("olm.opgroup.permissions/aggregate-to-y-view".to_owned(), "true".to_owned())].into()),
+                ..Default::default()
+            }]),
+        });
+        assert!(!role_is_current(&cached, &other), "a changed aggregation rule is not current");
         existing.aggregation_rule = None;
         assert!(!role_is_current(&existing, &wanted), "a changed aggregation rule is not current");
         // A plain role's rules still count.
