@@ -50,6 +50,11 @@ fn to_status_value<K: Resource<DynamicType = ()>, S: Serialize>(desired: &S) -> 
     })
 }
 
+/// A namespaced kind whose status a [`StatusWriter`] writes.
+pub trait Namespaced: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Serialize + DeserializeOwned + std::fmt::Debug {}
+
+impl<K> Namespaced for K where K: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Serialize + DeserializeOwned + std::fmt::Debug {}
+
 /// Writes `.status` of one kind with one field manager.
 #[derive(Clone)]
 pub struct StatusWriter {
@@ -104,15 +109,7 @@ impl StatusWriter {
 
     /// Apply `desired` as the status of the namespaced `obj` unless it equals the observed
     /// status ignoring timestamps. Returns whether a write happened.
-    pub async fn apply<K, S>(&self, obj: &K, desired: &S) -> Result<bool>
-    where
-        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + Serialize
-            + DeserializeOwned
-            + std::fmt::Debug,
-        S: Serialize,
-    {
+    pub async fn apply<K: Namespaced, S: Serialize>(&self, obj: &K, desired: &S) -> Result<bool> {
         let api: Api<K> = Api::namespaced(self.client.clone(), &obj.namespace().unwrap_or_default());
         self.write(api, obj, desired).await
     }
@@ -132,15 +129,7 @@ impl StatusWriter {
 
     /// Apply `desired` as the status of the namespaced `obj` without comparing it with the
     /// observed one: for a caller that compared already, timestamps included.
-    pub async fn replace<K, S>(&self, obj: &K, desired: &S) -> Result<bool>
-    where
-        K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-            + Clone
-            + Serialize
-            + DeserializeOwned
-            + std::fmt::Debug,
-        S: Serialize,
-    {
+    pub async fn replace<K: Namespaced, S: Serialize>(&self, obj: &K, desired: &S) -> Result<bool> {
         let api: Api<K> = Api::namespaced(self.client.clone(), &obj.namespace().unwrap_or_default());
         let desired = to_status_value::<K, S>(desired)?;
         self.send(api, obj, desired).await

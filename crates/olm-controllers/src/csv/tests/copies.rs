@@ -3,13 +3,18 @@
 
 use super::*;
 
-#[test]
-fn all_namespaces_csv_is_copied_unless_disabled() {
+/// An all-namespaces etcd that Succeeded, its Deployment installed.
+fn succeeded_all_namespaces_world() -> World {
     let og = group("global", &[""]);
     let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded)));
     world.csv = annotate_for(with_phase(load(ETCD_CLUSTERWIDE_CSV), CsvPhase::Succeeded, CsvReason::InstallSucceeded), &og);
     world.groups = vec![og];
-    world = world.with_installed_deployments();
+    world.with_installed_deployments()
+}
+
+#[test]
+fn all_namespaces_csv_is_copied_unless_disabled() {
+    let mut world = succeeded_all_namespaces_world();
     let decision = world.decide();
     let copied: Vec<String> = decision
         .actions
@@ -231,11 +236,7 @@ fn a_copy_trimmed_in_the_cache_is_still_known_to_be_current() {
 #[test]
 fn a_phase_change_rewrites_only_the_status_of_each_copy() {
     use crate::csv::decide::{copy_of, trim_copy};
-    let og = group("global", &[""]);
-    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded)));
-    world.csv = annotate_for(with_phase(load(ETCD_CLUSTERWIDE_CSV), CsvPhase::Succeeded, CsvReason::InstallSucceeded), &og);
-    world.groups = vec![og];
-    world = world.with_installed_deployments();
+    let mut world = succeeded_all_namespaces_world();
     // Copies written while the original was Installing.
     let installing = set_phase(&world.csv.status.clone().unwrap_or_default(), CsvPhase::Installing, CsvReason::InstallSucceeded, "waiting", now());
     world.copies = ["kube-system", "other"]
