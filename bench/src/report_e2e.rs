@@ -547,10 +547,11 @@ const SCALE_CAUSES: &str = "Why ours grows per namespace (mechanisms in crates/o
 which take several times their JSON size (compare the follower rows with the JSON column); every follower, whatever its \
 controller set, carries the CSV, InstallPlan, OperatorGroup, Namespace, ServiceAccount and ClusterRole caches (manager.rs, \
 catalog_operator.rs). What the caches leave out (olm-runtime cache.rs `watch_trimmed`): managedFields and kubectl's \
-last-applied copy of every object, the spec and non-OLM annotations of copied CSVs (copies are compared by upstream's \
-copy-hash annotations), the icon, description, keywords, maintainers, links, related images, CRD descriptors and \
+last-applied copy of every object, the spec and non-OLM annotations of copied CSVs (copies are compared by their \
+spec-hash annotation and their status), the icon, description, keywords, maintainers, links, related images, CRD descriptors and \
 alm-examples of every other CSV (a copy is written from a fresh read of its original), the schemas of CRDs, the rules \
-kube-controller-manager aggregates into OperatorGroup ClusterRoles, the pod templates of operator Deployments (drift is \
+kube-controller-manager aggregates into OperatorGroup ClusterRoles and the selectors of their aggregation rules (a digest \
+instead), all but the name and component labels of what the Operator controller watches for its metadata only, the pod templates of operator Deployments (drift is \
 told by the generation at which OLM applied or last checked each one, csv/deployment.rs `VerifiedSpecs`; a Deployment \
 changed since is read whole once), the steps and bundle lookups of Complete InstallPlans, \
 and the components of every Operator's status (a digest of it instead); one Subscription cache \
