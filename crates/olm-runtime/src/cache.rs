@@ -15,8 +15,8 @@ use serde::de::DeserializeOwned;
 use super::admin::Readiness;
 
 /// One cache's figures: objects, bytes of their compact JSON, and heap bytes of a clone of
-/// each (0 without a counter).
-type Census = Box<dyn Fn(Option<fn() -> u64>) -> (usize, usize, usize) + Send + Sync>;
+/// each.
+type Census = Box<dyn Fn(fn() -> u64) -> (usize, usize, usize) + Send + Sync>;
 
 /// The caches made while `OLM_DEBUG_CACHES` was set, for [`census`].
 static CENSUS: Mutex<Vec<(String, Census)>> = Mutex::new(Vec::new());
@@ -30,7 +30,7 @@ pub struct CacheCensus {
     pub json_bytes: usize,
     /// Heap bytes a clone of each object and of its key in the store allocate (parts shared
     /// between objects, such as interned install strategies, count as none): what the decoded
-    /// objects cost, but for the store's hash table. 0 when no counter was given.
+    /// objects cost, but for the store's hash table.
     pub heap_bytes: usize,
 }
 
@@ -38,7 +38,7 @@ pub struct CacheCensus {
 /// each kind holds; it serializes and clones every object, so it is for debugging only.
 /// `thread_allocated` reads the bytes this thread has allocated so far (jemalloc's
 /// `thread.allocated`), which tells the heap bytes of each clone.
-pub fn census(thread_allocated: Option<fn() -> u64>) -> Vec<CacheCensus> {
+pub fn census(thread_allocated: fn() -> u64) -> Vec<CacheCensus> {
     let caches = CENSUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     caches.iter().map(|(name, count)| {
         let (objects, json_bytes, heap_bytes) = count(thread_allocated);
@@ -54,15 +54,13 @@ fn register_census<K: Resource<DynamicType = ()> + Clone + Serialize + Send + Sy
     let count: Census = Box::new(move |thread_allocated| {
         let objects = store.state();
         let json_bytes = objects.iter().map(|o| serde_json::to_vec(o.as_ref()).map_or(0, |v| v.len())).sum();
-        let heap_bytes = thread_allocated.map_or(0, |allocated| {
-            objects.iter().map(|o| {
-                let before = allocated();
-                let copy = (K::clone(o), ObjectRef::from_obj(o.as_ref()));
-                let after = allocated();
-                drop(copy);
-                after.saturating_sub(before) as usize
-            }).sum()
-        });
+        let heap_bytes = objects.iter().map(|o| {
+            let before = thread_allocated();
+            let copy = (K::clone(o), ObjectRef::from_obj(o.as_ref()));
+            let after = thread_allocated();
+            drop(copy);
+            after.saturating_sub(before) as usize
+        }).sum();
         (objects.len(), json_bytes, heap_bytes)
     });
     CENSUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push((name.to_owned(), count));

@@ -121,7 +121,6 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         };
         let decision = decide_copy(&csv, original.as_deref(), &rbac);
         act(&ctx, &csv, &decision).await?;
-        act_copies(&ctx, &csv, &decision).await;
         return Ok(action_for(decision.requeue_after));
     }
 
@@ -133,7 +132,6 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     if let Some(decision) = super::decide::decide_deletion(&csv, replaced_by_peer) {
         // Nothing else to observe on the way out.
         act(&ctx, &csv, &decision).await?;
-        act_copies(&ctx, &csv, &decision).await;
         return Ok(action_for(decision.requeue_after));
     }
 

@@ -104,7 +104,7 @@ fn spawn_alloc_report() {
                     stats::metadata::read().unwrap_or(0),
                 );
                 if census && tick % 12 == 0 {
-                    for cache in olm_runtime::cache::census(Some(thread_allocated)) {
+                    for cache in olm_runtime::cache::census(thread_allocated) {
                         eprintln!("CACHE {} objects={} json_bytes={} heap_bytes={}", cache.name, cache.objects, cache.json_bytes, cache.heap_bytes);
                     }
                 }
