@@ -43,8 +43,12 @@ pub(super) struct Observation {
     deployments: BTreeMap<String, Deployment>,
     /// The Deployments read whole from the API server (their spec was not verified).
     pub read_whole: Vec<String>,
-    all_csvs: Vec<Arc<ClusterServiceVersion>>,
+    /// The other CSVs of its namespace (copies left out).
+    peers: Vec<Arc<ClusterServiceVersion>>,
+    /// Its copies in other namespaces.
+    copies: Vec<Arc<ClusterServiceVersion>>,
     taken_namespaces: BTreeSet<String>,
+    /// Namespaces not being deleted; read only when its group targets more than its own.
     active_namespaces: Vec<String>,
     owned_rbac: OwnedRbac,
     operator_condition: Option<Arc<OperatorCondition>>,
@@ -63,7 +67,6 @@ impl Observation {
     pub fn observed(&self) -> Observed<'_> {
         let csv = self.csv.as_ref();
         let namespace = csv.namespace().unwrap_or_default();
-        let name = csv.name_any();
         let subscription_refs: Vec<&Subscription> = self.subscriptions.iter().map(Arc::as_ref).collect();
         let subscription = super::deployment::subscription_for(csv, &subscription_refs);
         let in_namespace = |g: &&OperatorGroup| g.namespace().as_deref() == Some(namespace.as_str());
@@ -86,22 +89,8 @@ impl Observation {
             },
             permissions: self.permissions.as_deref(),
             deployments: &self.deployments,
-            peers: self
-                .all_csvs
-                .iter()
-                .map(Arc::as_ref)
-                .filter(|c| c.namespace().as_deref() == Some(namespace.as_str()) && c.name_any() != name && !c.is_copied())
-                .collect(),
-            copies: self
-                .all_csvs
-                .iter()
-                .map(Arc::as_ref)
-                .filter(|c| {
-                    c.name_any() == name
-                        && c.namespace().as_deref() != Some(namespace.as_str())
-                        && c.labels().get(keys::COPIED_FROM_LABEL) == Some(&namespace)
-                })
-                .collect(),
+            peers: self.peers.iter().map(Arc::as_ref).collect(),
+            copies: self.copies.iter().map(Arc::as_ref).collect(),
             taken_namespaces: self.taken_namespaces.clone(),
             crd_uids: &self.crd_uids,
             cluster_roles: &self.cluster_roles,
@@ -176,12 +165,8 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
     // another operator. Owners in this CSV's replacement chain do not count (the InstallPlan
     // of an upgrade hands the account to the new version), nor owners that no longer exist.
     let own_uid = csv.uid().unwrap_or_default();
-    let namespace_csvs = state.csvs.list_in(&namespace);
-    let peer_refs: Vec<&ClusterServiceVersion> = namespace_csvs
-        .iter()
-        .map(Arc::as_ref)
-        .filter(|c| !c.is_copied() && c.name_any() != name)
-        .collect();
+    let csvs = related_csvs(&state.csvs, &namespace, &name);
+    let peer_refs: Vec<&ClusterServiceVersion> = csvs.peers.iter().map(Arc::as_ref).collect();
     let chain = super::decide::replacement_chain_of(csv, &peer_refs);
     let foreign_service_accounts: BTreeMap<String, Vec<String>> = declared
         .iter()
@@ -218,26 +203,25 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
         None
     };
     let (deployments, read_whole) = deployments(ctx, csv).await?;
-    let all_csvs = state.csvs.list();
-    let taken_namespaces: BTreeSet<String> = all_csvs
-        .iter()
-        .filter(|c| {
-            c.name_any() == name
-                && c.namespace().as_deref() != Some(namespace.as_str())
-                && c.labels().get(keys::COPIED_FROM_LABEL) != Some(&namespace)
-        })
-        .filter_map(|c| c.namespace())
-        .collect();
-    let active_namespaces: Vec<String> = state
-        .namespaces
-        .list()
-        .iter()
-        .filter(|ns| {
-            ns.metadata.deletion_timestamp.is_none()
-                && ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
-        })
-        .map(|ns| ns.name_any())
-        .collect();
+    // Every namespace's name, per pass of every CSV, was most of a pass at 1,000 namespaces:
+    // only a group that targets other namespaces needs them (for copies).
+    let targets_others = all_groups.iter().filter(|g| g.namespace().as_deref() == Some(namespace.as_str())).any(|g| {
+        g.status.as_ref().and_then(|s| s.namespaces.as_ref()).is_some_and(|targets| targets.iter().any(|t| *t != namespace))
+    });
+    let active_namespaces: Vec<String> = if targets_others {
+        state
+            .namespaces
+            .list()
+            .iter()
+            .filter(|ns| {
+                ns.metadata.deletion_timestamp.is_none()
+                    && ns.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Terminating")
+            })
+            .map(|ns| ns.name_any())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let all_namespaces = csv.annotations().get(keys::TARGET_NAMESPACES_ANNOTATION).is_some_and(String::is_empty);
     // Read in Failed too: a pass that finds the install healthy again lifts the roles before
     // it says Succeeded, so a lift the API server refuses keeps the CSV Failed (with one status
@@ -277,8 +261,9 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
         permissions,
         deployments,
         read_whole,
-        all_csvs,
-        taken_namespaces,
+        peers: csvs.peers,
+        copies: csvs.copies,
+        taken_namespaces: csvs.taken_namespaces,
         active_namespaces,
         owned_rbac,
         operator_condition,
@@ -290,6 +275,42 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
         exposure,
         now,
     })
+}
+
+/// The CSVs one pass relates its CSV to, found in one pass over the cache.
+struct RelatedCsvs {
+    /// The other CSVs of its namespace, copies left out.
+    peers: Vec<Arc<ClusterServiceVersion>>,
+    /// Its copies: of the same name, elsewhere, copied from its namespace.
+    copies: Vec<Arc<ClusterServiceVersion>>,
+    /// Namespaces where a CSV of the same name is no copy of it (no copy goes there).
+    taken_namespaces: BTreeSet<String>,
+}
+
+/// [`RelatedCsvs`] of the CSV `name` in `namespace`. Names are compared borrowed: this runs
+/// over every CSV of the cluster on every pass, so an allocation per CSV made passes O(N) in
+/// allocations.
+fn related_csvs(cache: &olm_runtime::Cache<ClusterServiceVersion>, namespace: &str, name: &str) -> RelatedCsvs {
+    let mut related = RelatedCsvs { peers: Vec::new(), copies: Vec::new(), taken_namespaces: BTreeSet::new() };
+    for c in cache.list() {
+        let same_name = c.metadata.name.as_deref() == Some(name);
+        match c.metadata.namespace.as_deref() {
+            Some(ns) if ns == namespace => {
+                if !same_name && !c.is_copied() {
+                    related.peers.push(c);
+                }
+            }
+            Some(ns) if same_name => {
+                if c.labels().get(keys::COPIED_FROM_LABEL).map(String::as_str) == Some(namespace) {
+                    related.copies.push(c);
+                } else {
+                    related.taken_namespaces.insert(ns.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    related
 }
 
 /// Whether an APIService's `Available` condition is True.
