@@ -13,6 +13,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::admin::Readiness;
+use super::cache_index::{self, IndexSlot};
+pub use super::cache_index::KeysOf;
 
 /// One cache's figures: objects, bytes of their compact JSON, and heap bytes of a clone of
 /// each.
@@ -77,6 +79,7 @@ where
     store: Store<K>,
     name: String,
     subscribers: Subscribers<K>,
+    index: IndexSlot<K>,
     // kube's `Store::wait_until_ready` wakes only the last of several concurrent waiters, so
     // exactly one task waits on it and publishes the result here for everybody else.
     synced: tokio::sync::watch::Receiver<bool>,
@@ -96,6 +99,7 @@ where
             store: self.store.clone(),
             name: self.name.clone(),
             subscribers: self.subscribers.clone(),
+            index: self.index.clone(),
             synced: self.synced.clone(),
         }
     }
@@ -133,6 +137,18 @@ where
             key = key.within(ns);
         }
         self.store.get(&key)
+    }
+
+    /// Index the objects by `keys` from now on (see [`Cache::indexed`]). Every clone of the
+    /// cache shares the index; asking again replaces it.
+    pub fn index_by(&self, keys: KeysOf<K>) {
+        cache_index::start(&self.index, &self.store, keys);
+    }
+
+    /// The objects whose keys include `key`, as the store holds them now; None when the cache
+    /// has no index.
+    pub fn indexed(&self, key: u64) -> Option<Vec<Arc<K>>> {
+        cache_index::get(&self.index, &self.store, key)
     }
 
     /// Wait for the initial list (returns at once when it already finished).
@@ -189,7 +205,7 @@ where
 /// together once it is done, from the store: sent one by one as listed, each was a second copy,
 /// held until controllers that start only once every cache has listed read it (1,000
 /// namespaces: a restarted `olm run` ended 40 MB larger than the first).
-fn fan_out<K>(event: &watcher::Event<K>, store: &Store<K>, subscribers: &Subscribers<K>)
+fn fan_out<K>(event: &watcher::Event<K>, store: &Store<K>, subscribers: &Subscribers<K>, index: &IndexSlot<K>)
 where
     K: Resource<DynamicType = ()> + Clone,
 {
@@ -203,10 +219,14 @@ where
     match event {
         watcher::Event::Apply(obj) => {
             let stored = store.get(&ObjectRef::from_obj(obj)).unwrap_or_else(|| Arc::new(obj.clone()));
+            cache_index::applied(index, &stored);
             send(&mut std::iter::once(stored));
         }
         watcher::Event::Delete(obj) => send(&mut std::iter::once(Arc::new(obj.clone()))),
-        watcher::Event::InitDone => send(&mut store.state().into_iter()),
+        watcher::Event::InitDone => {
+            cache_index::relisted(index, store);
+            send(&mut store.state().into_iter());
+        }
         watcher::Event::Init | watcher::Event::InitApply(_) => {}
     }
 }
@@ -371,12 +391,14 @@ impl Caches {
         let (store, writer) = reflector::store::<K>();
         register_census(&name, &store);
         let subscribers: Subscribers<K> = Arc::default();
+        let index: IndexSlot<K> = Arc::default();
         self.readiness.register(name.clone());
         let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
         let cache = Cache {
             store: store.clone(),
             name: name.clone(),
             subscribers: subscribers.clone(),
+            index: index.clone(),
             synced: synced_rx,
         };
         let readiness = self.readiness.clone();
@@ -399,7 +421,7 @@ impl Caches {
                     .reflect(writer)
                     .for_each(|event| {
                         match event {
-                            Ok(event) => fan_out(&event, &fan_out_store, &subscribers),
+                            Ok(event) => fan_out(&event, &fan_out_store, &subscribers, &index),
                             Err(err) => {
                                 tracing::warn!(cache = %name, %err, "watch failed; retrying with backoff");
                             }
@@ -463,13 +485,13 @@ mod tests {
         let (store, mut writer) = reflector::store::<ConfigMap>();
         let subscribers: Subscribers<ConfigMap> = Arc::default();
         let (_synced_tx, synced) = tokio::sync::watch::channel(true);
-        let cache = Cache { store, name: "ConfigMap".into(), subscribers: subscribers.clone(), synced };
+        let cache = Cache { store, name: "ConfigMap".into(), subscribers: subscribers.clone(), index: Default::default(), synced };
         let mut changes = Box::pin(cache.subscribe_changes(|cm: &ConfigMap| (cm.metadata.uid.clone(), cm.data.clone())));
         // What the watch task does with each event: store, then fan out.
         let fan_out_store = cache.store.clone();
         let mut emit = |event: watcher::Event<ConfigMap>| {
             writer.apply_watcher_event(&event);
-            super::fan_out(&event, &fan_out_store, &subscribers);
+            super::fan_out(&event, &fan_out_store, &subscribers, &Default::default());
         };
         let mut next = || changes.next().now_or_never().flatten().map(|cm| cm.metadata.resource_version.clone().unwrap());
         emit(watcher::Event::Apply(config_map("u1", "1", "10")));
@@ -496,11 +518,11 @@ mod tests {
         let (store, mut writer) = reflector::store::<ConfigMap>();
         let subscribers: Subscribers<ConfigMap> = Arc::default();
         let (_synced_tx, synced) = tokio::sync::watch::channel(true);
-        let cache = Cache { store: store.clone(), name: "ConfigMap".into(), subscribers: subscribers.clone(), synced };
+        let cache = Cache { store: store.clone(), name: "ConfigMap".into(), subscribers: subscribers.clone(), index: Default::default(), synced };
         let (mut first, mut second) = (Box::pin(cache.subscribe()), Box::pin(cache.subscribe()));
         let mut emit = |event: watcher::Event<ConfigMap>| {
             writer.apply_watcher_event(&event);
-            super::fan_out(&event, &store, &subscribers);
+            super::fan_out(&event, &store, &subscribers, &Default::default());
         };
         emit(watcher::Event::Init);
         emit(watcher::Event::InitApply(config_map("u1", "1", "10")));

@@ -34,6 +34,7 @@
 pub mod admin;
 pub mod backoff;
 pub mod cache;
+mod cache_index;
 pub mod client;
 pub mod controller;
 pub mod decision;

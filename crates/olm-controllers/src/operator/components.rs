@@ -53,8 +53,10 @@ impl<K> Source<K>
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
 {
-    /// Components of `cache`'s kind, without conditions.
+    /// Components of `cache`'s kind, without conditions. The cache gets indexed by component
+    /// label (the index is shared by the cache's other readers).
     pub fn new(cache: Cache<K>) -> Self {
+        cache.index_by(component_keys::<K>);
         Source {
             cache,
             conditions: |_| None,
@@ -77,10 +79,28 @@ where
     }
 
     fn components<'a>(&'a self, label: &'a str) -> impl Iterator<Item = Arc<K>> + 'a {
-        self.cache
-            .list()
-            .into_iter()
-            .filter(move |obj| obj.labels().contains_key(label) && !(self.skip)(obj))
+        labelled(&self.cache, label).into_iter().filter(move |obj| !(self.skip)(obj))
+    }
+}
+
+/// The index keys of an object: a digest of each of its component labels.
+pub fn component_keys<K: Resource>(obj: &K) -> Vec<u64> {
+    obj.labels()
+        .keys()
+        .filter(|key| keys::component_of([*key]).next().is_some())
+        .map(|key| olm_runtime::cache::digest(key.as_str()))
+        .collect()
+}
+
+/// The objects of `cache` labelled `label`: from its component-label index (a scan of every
+/// object when the cache has none).
+pub fn labelled<K>(cache: &Cache<K>, label: &str) -> Vec<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+{
+    match cache.indexed(olm_runtime::cache::digest(label)) {
+        Some(found) => found.into_iter().filter(|obj| obj.labels().contains_key(label)).collect(),
+        None => cache.store().state_filter(|obj| obj.labels().contains_key(label)),
     }
 }
 
@@ -132,7 +152,7 @@ where
         self.cache
             .subscribe()
             .flat_map(move |obj| {
-                let key = (obj.meta().namespace.clone(), obj.name_any());
+                let key = (obj.meta().namespace.as_deref(), obj.meta().name.as_deref());
                 let present = store.get(&ObjectRef::from_obj(obj.as_ref())).is_some();
                 let now = if present && !skip(&obj) { operators_of(obj.as_ref()) } else { Vec::new() };
                 let digest = if now.is_empty() { 0 } else { conditions_digest(&conditions(&obj)) };
@@ -148,10 +168,10 @@ where
 }
 
 /// What each labelled object was last seen as: the Operators it is a component of and a digest
-/// of its conditions (labelled objects only, so this stays as small as the Operators'
-/// components).
+/// of its conditions (labelled objects only, by a digest of their namespace and name, so this
+/// stays as small as the Operators' components).
 #[derive(Default)]
-pub struct Seen(HashMap<(Option<String>, String), (Vec<String>, u64)>);
+pub struct Seen(HashMap<u64, (Vec<String>, u64)>);
 
 impl Seen {
     /// The Operators whose status a change of the object `key` concerns, now a component of
@@ -161,7 +181,8 @@ impl Seen {
     /// its operator writes; a Deployment's replica counts) changes no Operator's status, nor
     /// does another Operator's label on a shared CRD change this one's: reconciling every
     /// Operator a shared CRD names on each install made the installs quadratic.
-    pub fn changed(&mut self, key: (Option<String>, String), now: Vec<String>, digest: u64) -> BTreeSet<String> {
+    pub fn changed(&mut self, key: impl std::hash::Hash, now: Vec<String>, digest: u64) -> BTreeSet<String> {
+        let key = olm_runtime::cache::digest(key);
         let before = if now.is_empty() { self.0.remove(&key) } else { self.0.insert(key, (now.clone(), digest)) };
         let Some((before, before_digest)) = before else {
             return now.into_iter().collect();

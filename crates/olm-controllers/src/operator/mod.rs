@@ -143,7 +143,7 @@ async fn reconcile(operator: Arc<Operator>, ctx: Arc<ControllerContext<OperatorS
     let state = &ctx.state;
     let labels_failed = adopt_owned_crds(&ctx, &label).await;
     let mut refs: Vec<RichReference> = state.sources.iter().flat_map(|source| source.refs(&label)).collect();
-    for crd in owned_crd_refs(&state.csvs.list(), &state.crds, &label) {
+    for crd in owned_crd_refs(&components::labelled(&state.csvs, &label), &state.crds, &label) {
         // A CRD a user labelled as well is listed once.
         if !refs.iter().any(|r| r.object == crd.object) {
             refs.push(crd);
@@ -218,11 +218,9 @@ where
 /// Subscription was labelled). True when labelling one failed.
 async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) -> bool {
     let state = &ctx.state;
-    let names: BTreeSet<String> = state
-        .csvs
-        .list()
+    let names: BTreeSet<String> = components::labelled(&state.csvs, label)
         .iter()
-        .filter(|csv| !csv.is_copied() && csv.labels().contains_key(label))
+        .filter(|csv| !csv.is_copied())
         .flat_map(|csv| csv.spec.owned_crds().iter().map(|crd| crd.name.clone()).collect::<Vec<_>>())
         .collect();
     let mut failed = false;
@@ -337,7 +335,17 @@ pub fn run(
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let shutdown = shutdown.shared();
     let state = ctx.state.clone();
-    let changed = futures::stream::select_all(state.sources.iter().map(|source| source.changes()));
+    // One stream of changed Operators per source, read by both the status reconciles and the
+    // keeper (each kept its own memory of every component before).
+    let (to_controller, changed) = futures::channel::mpsc::unbounded::<String>();
+    let (to_keeper, changed_for_keeper) = futures::channel::mpsc::unbounded::<String>();
+    let forward = futures::stream::select_all(state.sources.iter().map(|source| source.changes()))
+        .take_until(shutdown.clone())
+        .for_each(move |name| {
+            let _ = to_controller.unbounded_send(name.clone());
+            let _ = to_keeper.unbounded_send(name);
+            futures::future::ready(())
+        });
     let controller = Controller::for_shared_stream(state.operators.subscribe(), state.operators.store().clone())
         // No debounce: tools read the components right after an install (`kubectl operator
         // list-operands` reads the CSV from here once it has Succeeded); a reconcile writes
@@ -347,13 +355,7 @@ pub fn run(
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown.clone());
     // Subscribed now, before the caches start, so that the first list is seen too.
-    let names = futures::stream::select_all(
-        state
-            .sources
-            .iter()
-            .map(|source| source.changes())
-            .chain([state.operators.subscribe().map(|op| op.name_any()).boxed()]),
-    );
+    let names = futures::stream::select(changed_for_keeper, state.operators.subscribe().map(|op| op.name_any()));
     let keeper = keep_operators(ctx.clone(), names, state.subscriptions.subscribe().boxed(), shutdown);
     async move {
         state.operators.synced().await;
@@ -363,7 +365,7 @@ pub fn run(
         let statuses = controller
             .run(|operator, ctx| guarded(operator, ctx, reconcile), error_policy, ctx)
             .for_each(|_| futures::future::ready(()));
-        futures::join!(statuses, keeper);
+        futures::join!(statuses, keeper, forward);
     }
 }
 
