@@ -188,6 +188,8 @@ impl Manager {
             watcher::Config::default().labels(&format!("{}=true", olm_api::keys::MANAGED_LABEL)),
             crate::rbac::trim_cached_cluster_role,
         );
+        // The CSV and OperatorGroup controllers read the roles of one owner per pass.
+        cluster_roles.index_by(crate::metadata::owner_index_keys::<ClusterRole>);
 
         let runs = |kind: ControllerKind| kinds.contains(&kind);
         let crd_writes = crate::crd_writes::CrdWrites::default();

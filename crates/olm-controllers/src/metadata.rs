@@ -55,6 +55,30 @@ pub fn owner_labels_of(name: &str, namespace: &str, kind: &str) -> BTreeMap<Stri
     ])
 }
 
+/// The index key of a set of owner labels (name, namespace, kind), when it has all three.
+fn owner_key(labels: &BTreeMap<String, String>) -> Option<u64> {
+    let get = |key: &str| labels.get(key).map(String::as_str);
+    Some(olm_runtime::cache::digest((get(keys::OWNER_LABEL)?, get(keys::OWNER_NAMESPACE_LABEL)?, get(keys::OWNER_KIND_LABEL)?)))
+}
+
+/// The index keys of an object by its owner labels (`Cache::index_by`).
+pub fn owner_index_keys<K: Resource>(obj: &K) -> Vec<u64> {
+    obj.meta().labels.as_ref().and_then(owner_key).into_iter().collect()
+}
+
+/// The objects of `cache` carrying every label of `owner`: from its owner index (a scan of
+/// every object when it has none; per pass of every CSV and OperatorGroup, that was O(N)).
+pub fn carrying_owner<K>(cache: &olm_runtime::Cache<K>, owner: &BTreeMap<String, String>) -> Vec<std::sync::Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+{
+    let carries = |obj: &K| owner.iter().all(|(k, v)| obj.labels().get(k) == Some(v));
+    match owner_key(owner).and_then(|key| cache.indexed(key)) {
+        Some(found) => found.into_iter().filter(|obj| carries(obj)).collect(),
+        None => cache.store().state_filter(carries),
+    }
+}
+
 /// The owner labels OLM puts on everything it creates for a CSV.
 pub fn owner_labels(csv: &ClusterServiceVersion) -> BTreeMap<String, String> {
     owner_labels_of(&csv.name_any(), &csv.namespace().unwrap_or_default(), &ClusterServiceVersion::kind(&()))

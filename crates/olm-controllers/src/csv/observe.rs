@@ -148,11 +148,7 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
         .filter_map(|name| state.cluster_roles.get(None, &name).map(|role| (name, (*role).clone())))
         .collect();
     // Roles lifted for an all-namespaces group carry the CSV's owner labels.
-    for role in state
-        .cluster_roles
-        .store()
-        .state_filter(|r| owner.iter().all(|(k, v)| r.labels().get(k) == Some(v)))
-    {
+    for role in crate::metadata::carrying_owner(&state.cluster_roles, &owner) {
         cluster_roles.insert(role.name_any(), (*role).clone());
     }
     let declared = declared_service_accounts(csv);

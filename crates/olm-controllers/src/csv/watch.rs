@@ -46,13 +46,16 @@ pub(super) fn related(
             metrics.csv_count.set(i64::try_from(store.len()).unwrap_or(i64::MAX));
         }
         let origin = changed.labels().get(keys::COPIED_FROM_LABEL).cloned();
+        // Borrowed comparisons: this runs over every CSV for every change of one.
         select(&store, |c| {
-            let same_ns = c.namespace().as_deref() == Some(ns.as_str());
+            let c_name = c.metadata.name.as_deref().unwrap_or_default();
+            let c_ns = c.metadata.namespace.as_deref();
+            let same_ns = c_ns == Some(ns.as_str());
             (same_ns
                 && (c.spec.replaces.as_deref() == Some(name.as_str())
-                    || changed.spec.replaces.as_deref() == Some(c.name_any().as_str())))
-                || (c.name_any() == name && c.labels().get(keys::COPIED_FROM_LABEL) == Some(&ns))
-                || (c.name_any() == name && origin.as_deref() == c.namespace().as_deref())
+                    || changed.spec.replaces.as_deref() == Some(c_name)))
+                || (c_name == name && c.labels().get(keys::COPIED_FROM_LABEL) == Some(&ns))
+                || (c_name == name && origin.as_deref() == c_ns)
                 || (!changed.is_copied() && !c.is_copied() && failed_on_owner_conflict(c))
         })
     }
@@ -74,7 +77,7 @@ pub(super) fn by_group(store: Store<ClusterServiceVersion>) -> impl Fn(Arc<Opera
                 Some(CsvReason::InterOperatorGroupOwnerConflict | CsvReason::CannotModifyStaticOperatorGroupProvidedApis)
             )
         };
-        select(&store, |c| !c.is_copied() && (c.namespace() == ns || failed_on_group_apis(c)))
+        select(&store, |c| !c.is_copied() && (c.metadata.namespace == ns || failed_on_group_apis(c)))
     }
 }
 
@@ -93,7 +96,7 @@ pub(super) fn by_service_account(store: Store<ClusterServiceVersion>) -> impl Fn
     move |sa: Arc<ServiceAccount>| {
         let ns = sa.namespace();
         let sa_name = sa.name_any();
-        select(&store, |c| c.namespace() == ns && !c.is_copied() && declared_service_accounts(c).contains(&sa_name))
+        select(&store, |c| c.metadata.namespace == ns && !c.is_copied() && declared_service_accounts(c).contains(&sa_name))
     }
 }
 
@@ -114,7 +117,8 @@ pub(super) fn by_condition(store: Store<ClusterServiceVersion>) -> impl Fn(Arc<O
         let ns = condition.namespace();
         let owner = condition.name_any();
         select(&store, |c| {
-            c.namespace() == ns && (c.spec.replaces.as_deref() == Some(owner.as_str()) || (c.name_any() == owner && !c.is_copied()))
+            c.metadata.namespace == ns
+                && (c.spec.replaces.as_deref() == Some(owner.as_str()) || (c.metadata.name.as_deref() == Some(owner.as_str()) && !c.is_copied()))
         })
     }
 }

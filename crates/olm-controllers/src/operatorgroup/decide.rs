@@ -22,13 +22,14 @@ use crate::metadata::{member_annotations, operator_group_owner_labels, provided_
 use crate::rbac::{ROLE_TYPES, operator_group_aggregation, operator_group_role_prefix, role_is_current};
 use crate::selector;
 
-/// A namespace as the OperatorGroup controller sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NamespaceView {
+/// A namespace as the OperatorGroup controller sees it, borrowed from the cache: every pass
+/// of every group reads every namespace, so a copy of each was O(N) allocations per pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamespaceView<'a> {
     /// Name.
-    pub name: String,
+    pub name: &'a str,
     /// Labels.
-    pub labels: BTreeMap<String, String>,
+    pub labels: &'a BTreeMap<String, String>,
 }
 
 /// What the controller observed for one OperatorGroup.
@@ -39,7 +40,7 @@ pub struct Observed<'a> {
     /// How many OperatorGroups its namespace has (including this one).
     pub groups_in_namespace: usize,
     /// Every namespace of the cluster.
-    pub namespaces: &'a [NamespaceView],
+    pub namespaces: &'a [NamespaceView<'a>],
     /// The CSVs in the group's namespace (copies included; they are skipped).
     pub csvs: Vec<&'a ClusterServiceVersion>,
     /// The ClusterRoles labelled as owned by this group.
@@ -93,7 +94,7 @@ pub type OgDecision = Decision<OgAction, OperatorGroupStatus>;
 /// The resolved target namespaces: explicit list, else selector matches, else all (`[""]`).
 /// Sorted and deduplicated; explicit targets that do not exist (yet) are kept, as upstream does,
 /// so that an operator sees the namespace as soon as it is created.
-pub fn target_namespaces(group: &OperatorGroup, namespaces: &[NamespaceView]) -> Vec<String> {
+pub fn target_namespaces(group: &OperatorGroup, namespaces: &[NamespaceView<'_>]) -> Vec<String> {
     let spec = &group.spec;
     if let Some(targets) = spec.target_namespaces.as_ref().filter(|t| !t.is_empty()) {
         let set: BTreeSet<String> = targets.iter().filter(|t| !t.is_empty()).cloned().collect();
@@ -103,8 +104,8 @@ pub fn target_namespaces(group: &OperatorGroup, namespaces: &[NamespaceView]) ->
         Some(sel) => {
             let set: BTreeSet<String> = namespaces
                 .iter()
-                .filter(|ns| selector::matches(sel, &ns.labels))
-                .map(|ns| ns.name.clone())
+                .filter(|ns| selector::matches(sel, ns.labels))
+                .map(|ns| ns.name.to_owned())
                 .collect();
             set.into_iter().collect()
         }
@@ -302,11 +303,10 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
     if let Some(key) = group.namespace_label_key() {
         let labelled = targets != [String::new()];
         for ns in observed.namespaces {
-            let wanted = labelled && targets.contains(&ns.name);
-            let namespace = ns.name.clone();
+            let wanted = labelled && targets.iter().any(|t| t == ns.name);
             match (wanted, ns.labels.contains_key(&key)) {
-                (true, false) => decision = decision.act(OgAction::LabelNamespace { namespace, key: key.clone() }),
-                (false, true) => decision = decision.act(OgAction::UnlabelNamespace { namespace, key: key.clone() }),
+                (true, false) => decision = decision.act(OgAction::LabelNamespace { namespace: ns.name.to_owned(), key: key.clone() }),
+                (false, true) => decision = decision.act(OgAction::UnlabelNamespace { namespace: ns.name.to_owned(), key: key.clone() }),
                 _ => {}
             }
         }
@@ -317,14 +317,14 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
 /// The `olm.operatorgroup.uid/<uid>` labels that name no existing OperatorGroup (the group was
 /// deleted, maybe while OLM was down): `(namespace, key)` pairs to remove, as upstream's
 /// namespace sync removes them.
-pub fn stale_group_labels(namespaces: &[NamespaceView], group_uids: &BTreeSet<String>) -> Vec<(String, String)> {
+pub fn stale_group_labels(namespaces: &[NamespaceView<'_>], group_uids: &BTreeSet<String>) -> Vec<(String, String)> {
     namespaces
         .iter()
         .flat_map(|ns| {
             ns.labels
                 .keys()
                 .filter(|k| k.strip_prefix(keys::OPERATOR_GROUP_UID_LABEL_PREFIX).is_some_and(|uid| !group_uids.contains(uid)))
-                .map(|k| (ns.name.clone(), k.clone()))
+                .map(|k| (ns.name.to_owned(), k.clone()))
         })
         .collect()
 }

@@ -1,5 +1,6 @@
 //! Observe → decide → act for OperatorGroups.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -38,14 +39,14 @@ pub struct OgState {
     pub service_accounts: Cache<ServiceAccount>,
 }
 
-/// Namespaces as plain views.
-pub fn namespace_views(namespaces: &Cache<Namespace>) -> Vec<NamespaceView> {
+/// Namespaces as plain views of `namespaces`.
+pub fn namespace_views(namespaces: &[Arc<Namespace>]) -> Vec<NamespaceView<'_>> {
+    static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
     namespaces
-        .list()
         .iter()
         .map(|ns| NamespaceView {
-            name: ns.name_any(),
-            labels: ns.labels().clone(),
+            name: ns.metadata.name.as_deref().unwrap_or_default(),
+            labels: ns.metadata.labels.as_ref().unwrap_or(&NO_LABELS),
         })
         .collect()
 }
@@ -54,14 +55,12 @@ pub fn namespace_views(namespaces: &Cache<Namespace>) -> Vec<NamespaceView> {
 async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState>>) -> Result<Action> {
     let namespace = group.namespace().unwrap_or_default();
     let state = &ctx.state;
-    let namespaces = namespace_views(&state.namespaces);
+    let namespace_list = state.namespaces.list();
+    let namespaces = namespace_views(&namespace_list);
     let csvs = state.csvs.list_in(&namespace);
     let groups_in_namespace = state.groups.list_in(&namespace).len().max(1);
     let owner = crate::metadata::operator_group_owner_labels(&group);
-    let roles = state
-        .cluster_roles
-        .store()
-        .state_filter(|r| owner.iter().all(|(k, v)| r.labels().get(k) == Some(v)));
+    let roles = crate::metadata::carrying_owner(&state.cluster_roles, &owner);
     let observed = Observed {
         group: &group,
         groups_in_namespace,
@@ -136,7 +135,8 @@ async fn label_namespace(ctx: &ControllerContext<OgState>, namespace: &str, key:
 /// startup and after a group is deleted (a group deleted while OLM was down included).
 async fn remove_stale_group_labels(ctx: &ControllerContext<OgState>) {
     let uids = ctx.state.groups.list().iter().filter_map(|g| g.uid()).collect();
-    for (namespace, key) in super::decide::stale_group_labels(&namespace_views(&ctx.state.namespaces), &uids) {
+    let stale = super::decide::stale_group_labels(&namespace_views(&ctx.state.namespaces.list()), &uids);
+    for (namespace, key) in stale {
         match label_namespace(ctx, &namespace, &key, false).await {
             Ok(()) => tracing::info!(%namespace, label = %key, "removed the label of a deleted OperatorGroup"),
             Err(err) => tracing::warn!(%namespace, label = %key, "cannot remove the label of a deleted OperatorGroup: {err}"),

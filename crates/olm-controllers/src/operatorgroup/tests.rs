@@ -17,11 +17,13 @@ fn now() -> Timestamp {
     Timestamp::from_second(1_800_000_000).expect("valid timestamp")
 }
 
-fn namespaces() -> Vec<NamespaceView> {
+fn namespaces() -> Vec<NamespaceView<'static>> {
+    static TEAM_X: std::sync::LazyLock<BTreeMap<String, String>> = std::sync::LazyLock::new(|| BTreeMap::from([("team".into(), "x".into())]));
+    static NONE: BTreeMap<String, String> = BTreeMap::new();
     vec![
-        NamespaceView { name: "a".into(), labels: BTreeMap::from([("team".into(), "x".into())]) },
-        NamespaceView { name: "b".into(), labels: BTreeMap::new() },
-        NamespaceView { name: "ops".into(), labels: BTreeMap::from([("team".into(), "x".into())]) },
+        NamespaceView { name: "a", labels: &TEAM_X },
+        NamespaceView { name: "b", labels: &NONE },
+        NamespaceView { name: "ops", labels: &TEAM_X },
     ]
 }
 
@@ -183,11 +185,12 @@ fn only_groups_whose_targets_a_namespace_can_change_are_concerned_by_it() {
 #[test]
 fn a_namespace_no_longer_targeted_loses_the_group_label_and_deleted_groups_labels_go() {
     let key = "olm.operatorgroup.uid/1234".to_owned();
-    let mut ns = namespaces();
-    for view in &mut ns {
-        view.labels.insert(key.clone(), String::new());
+    let mut labels: Vec<BTreeMap<String, String>> = namespaces().iter().map(|view| view.labels.clone()).collect();
+    for l in &mut labels {
+        l.insert(key.clone(), String::new());
     }
-    ns[1].labels.insert("olm.operatorgroup.uid/gone".into(), String::new());
+    labels[1].insert("olm.operatorgroup.uid/gone".into(), String::new());
+    let ns: Vec<NamespaceView<'_>> = namespaces().iter().zip(&labels).map(|(view, labels)| NamespaceView { name: view.name, labels }).collect();
     // Targets only "a": "b" and "ops" lose the label.
     let og = group(OperatorGroupSpec { target_namespaces: Some(vec!["a".into()]), ..Default::default() });
     let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
