@@ -73,8 +73,8 @@ where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
 {
     let carries = |obj: &K| owner.iter().all(|(k, v)| obj.labels().get(k) == Some(v));
-    match owner_key(owner).and_then(|key| cache.indexed(key)) {
-        Some(found) => found.into_iter().filter(|obj| carries(obj)).collect(),
+    match owner_key(owner) {
+        Some(key) => cache.select(key, carries),
         None => cache.store().state_filter(carries),
     }
 }

@@ -151,6 +151,15 @@ where
         cache_index::get(&self.index, &self.store, key)
     }
 
+    /// The objects `keep` accepts, among those under `key` when the cache has an index (every
+    /// object `keep` accepts must have `key` among its keys), else among all.
+    pub fn select(&self, key: u64, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
+        match self.indexed(key) {
+            Some(found) => found.into_iter().filter(|obj| keep(obj)).collect(),
+            None => self.store.state_filter(keep),
+        }
+    }
+
     /// Wait for the initial list (returns at once when it already finished).
     pub async fn synced(&self) {
         let mut synced = self.synced.clone();

@@ -35,9 +35,14 @@ pub(crate) struct Index<K> {
 /// [`crate::cache::Cache::index_by`].
 pub(crate) type IndexSlot<K> = Arc<RwLock<Option<Index<K>>>>;
 
-impl<K> Index<K> {
-    fn new(keys: KeysOf<K>) -> Self {
-        Index { keys, entries: Entries { by_key: HashMap::new(), inserted_since_prune: 0 } }
+impl<K: Resource<DynamicType = ()> + Clone> Index<K> {
+    /// An index of `store`'s present objects by `keys`.
+    fn of(store: &Store<K>, keys: KeysOf<K>) -> Self {
+        let mut index = Index { keys, entries: Entries { by_key: HashMap::new(), inserted_since_prune: 0 } };
+        for obj in store.state() {
+            index.insert(&obj);
+        }
+        index
     }
 
     fn insert(&mut self, obj: &Arc<K>) {
@@ -60,16 +65,11 @@ impl<K> Index<K> {
 
 /// Start indexing `store`'s objects by `keys` (its present objects at once).
 pub(crate) fn start<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, store: &Store<K>, keys: KeysOf<K>) {
-    let mut index = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut fresh = Index::new(keys);
-    for obj in store.state() {
-        fresh.insert(&obj);
-    }
-    *index = Some(fresh);
+    *slot.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Index::of(store, keys));
 }
 
 /// Index `stored`, the store's object after a watch event.
-pub(crate) fn applied<K>(slot: &IndexSlot<K>, stored: &Arc<K>) {
+pub(crate) fn applied<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, stored: &Arc<K>) {
     if let Some(index) = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
         index.insert(stored);
     }
@@ -79,15 +79,13 @@ pub(crate) fn applied<K>(slot: &IndexSlot<K>, stored: &Arc<K>) {
 pub(crate) fn relisted<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, store: &Store<K>) {
     let mut guard = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(index) = guard.as_mut() {
-        let mut fresh = Index::new(index.keys);
-        for obj in store.state() {
-            fresh.insert(&obj);
-        }
-        *index = fresh;
+        *index = Index::of(store, index.keys);
     }
 }
 
-/// The store's current objects indexed under `key`, or None when the cache has no index.
+/// The store's current objects indexed under `key` (entries are made from the keys of the
+/// version they point to, so a current one is under its own keys), or None when the cache has
+/// no index.
 pub(crate) fn get<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, store: &Store<K>, key: u64) -> Option<Vec<Arc<K>>> {
     let guard = slot.read().unwrap_or_else(std::sync::PoisonError::into_inner);
     let index = guard.as_ref()?;
@@ -100,7 +98,6 @@ pub(crate) fn get<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, st
             // Only the version the store holds now: an older one still alive elsewhere may
             // have had other labels.
             .filter(|obj| store.get(&ObjectRef::from_obj(obj.as_ref())).is_some_and(|current| Arc::ptr_eq(&current, obj)))
-            .filter(|obj| (index.keys)(obj).contains(&key))
             .collect(),
     )
 }

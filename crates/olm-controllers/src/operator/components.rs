@@ -98,10 +98,7 @@ pub fn labelled<K>(cache: &Cache<K>, label: &str) -> Vec<Arc<K>>
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
 {
-    match cache.indexed(olm_runtime::cache::digest(label)) {
-        Some(found) => found.into_iter().filter(|obj| obj.labels().contains_key(label)).collect(),
-        None => cache.store().state_filter(|obj| obj.labels().contains_key(label)),
-    }
+    cache.select(olm_runtime::cache::digest(label), |obj| obj.labels().contains_key(label))
 }
 
 /// The reference upstream's Operator keeps of a component: kind, apiVersion, namespace, name.
