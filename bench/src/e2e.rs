@@ -447,10 +447,6 @@ impl Watches {
         }
         Ok(Watches { children, rx })
     }
-    /// Whether every stream is still running.
-    fn alive(&mut self) -> bool {
-        self.children.iter_mut().all(|c| matches!(c.try_wait(), Ok(None)))
-    }
 }
 
 impl Drop for Watches {
@@ -939,34 +935,15 @@ impl CsvState {
     }
 }
 
-fn csv_watch(layout: &olm_dev::Layout, log: &Path) -> anyhow::Result<Watches> {
-    Watches::start(
-        layout,
-        &[watch_args(
-            "csv",
-            None,
-            "{.type} {.object.metadata.namespace} {.object.metadata.name} {.object.status.phase} copiedFrom={.object.metadata.labels.olm\\.copiedFrom}",
-        )],
-        log,
-    )
-}
-
-/// Keep the CSV state current for `wait`, restarting the watch (bounded) if kubectl ends it.
-fn drain(watch: &mut Watches, state: &mut CsvState, layout: &olm_dev::Layout, log: &Path, wait: Duration, restarts: &mut usize) -> anyhow::Result<()> {
+/// Keep the CSV state current for `wait`, from the scale run's own watch (`csv_watch`).
+fn drain(watch: &mpsc::Receiver<(Instant, usize, String)>, state: &mut CsvState, wait: Duration) -> anyhow::Result<()> {
     let until = Instant::now() + wait;
     loop {
         let left = until.saturating_duration_since(Instant::now());
-        match watch.rx.recv_timeout(left.min(Duration::from_millis(200))) {
+        match watch.recv_timeout(left.min(Duration::from_millis(200))) {
             Ok((_, _, line)) => state.apply(&line),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {}
-        }
-        if !watch.alive() {
-            if *restarts >= 10 {
-                bail!("the CSV watch ended 10 times");
-            }
-            *restarts += 1;
-            *watch = csv_watch(layout, log)?;
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the CSV watch ended"),
         }
         if Instant::now() >= until {
             return Ok(());
@@ -1089,11 +1066,9 @@ fn scale(
         files.push(f);
     }
 
-    let watch_log = work.join(format!("e2e-{tag}-scale-csv"));
-    let mut watch = csv_watch(layout, &watch_log)?;
+    let watch = crate::csv_watch::start(&layout.kubeconfig())?;
     let mut state = CsvState::default();
-    let mut restarts = 0;
-    drain(&mut watch, &mut state, layout, &watch_log, Duration::from_millis(700), &mut restarts)?;
+    drain(&watch, &mut state, Duration::from_millis(700))?;
     let start_at = Instant::now();
     let deadline = start_at + opts.scale_timeout;
     create_files(layout, &files, opts.scale_timeout)?;
@@ -1103,7 +1078,7 @@ fn scale(
     let mut last_report = Instant::now();
     let mut churn = churn.map(|c| c.start(start_at));
     let settle = loop {
-        drain(&mut watch, &mut state, layout, &watch_log, Duration::from_millis(250), &mut restarts)?;
+        drain(&watch, &mut state, Duration::from_millis(250))?;
         if let Some(churn) = churn.as_mut() {
             churn.tick()?;
         }
@@ -1124,7 +1099,7 @@ fn scale(
         }
     };
     let updates_at_settle = churn.as_ref().map_or(0, |c| c.added);
-    drain(&mut watch, &mut state, layout, &watch_log, Duration::from_secs(2), &mut restarts)?;
+    drain(&watch, &mut state, Duration::from_secs(2))?;
     let settled = read_memory(&started.procs);
     let copied_at_settle = state.copied();
     let settled_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-settled.txt"))).unwrap_or_default();
@@ -1132,7 +1107,7 @@ fn scale(
     let requests = requests_between(&idle_metrics, &settled_metrics);
     let steady_at = Instant::now() + opts.steady_after;
     while Instant::now() < steady_at {
-        drain(&mut watch, &mut state, layout, &watch_log, Duration::from_secs(1).min(steady_at - Instant::now()), &mut restarts)?;
+        drain(&watch, &mut state, Duration::from_secs(1).min(steady_at - Instant::now()))?;
         if let Some(churn) = churn.as_mut() {
             churn.tick()?;
         }

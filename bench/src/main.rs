@@ -23,6 +23,7 @@ mod chaos_catalog;
 mod chaos_check;
 mod chaos_report;
 mod compare;
+mod csv_watch;
 mod e2e;
 mod report;
 mod report_e2e;

@@ -192,7 +192,8 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
          plus namespace `scale-SIDE-global` with a global OperatorGroup (no targetNamespaces) and a Subscription to `{}` \
          (channel {}); created by {} concurrent `kubectl create -f` of multi-document files (each in order namespace, \
          OperatorGroup, Subscription). **Settled** = every namespace's {} and the global {} Succeeded, read from one \
-         `kubectl get csv -A -w` stream; settled RSS 2 s after that, **steady** RSS {} later. Memory per namespace = \
+         watch of every CSV in the benchmark's process (names, labels and phase only; a `kubectl get -w` stream fell minutes \
+         behind on 2 busy cores at 1,000 namespaces, bench/src/csv_watch.rs); settled RSS 2 s after that, **steady** RSS {} later. Memory per namespace = \
          (controllers' settled RSS − idle RSS) / N, controllers being upstream's olm + catalog operators and our `olm run`; the \
          catalog server is listed but not counted. The cluster gets {} more fake kwok node(s) for the scale run (a node takes at most \
          {} pods; one operator pod per namespace). Copied CSVs = CSVs labelled `olm.copiedFrom` (upstream copies an \
