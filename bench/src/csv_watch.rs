@@ -9,11 +9,10 @@
 use std::borrow::Cow;
 use std::path::Path;
 use std::sync::mpsc;
-use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde::Deserialize;
 
 /// A CSV as the scale run reads it: the rest of each event is skipped while parsing.
@@ -68,9 +67,9 @@ fn line(kind: &str, csv: &CsvPhase) -> String {
 }
 
 /// Watch every CSV of the cluster `kubeconfig` reaches, from a thread of its own, sending each
-/// event's line with its arrival time (stream index 0) until the receiver is dropped. The
-/// watch is established (first list done) when this returns.
-pub(crate) fn start(kubeconfig: &Path) -> anyhow::Result<mpsc::Receiver<(Instant, usize, String)>> {
+/// event's line until the receiver is dropped. The watch is established (first list done) when
+/// this returns.
+pub(crate) fn start(kubeconfig: &Path) -> anyhow::Result<mpsc::Receiver<String>> {
     let (tx, rx) = mpsc::channel();
     let (ready_tx, ready_rx) = mpsc::channel::<anyhow::Result<()>>();
     let kubeconfig = kubeconfig.to_path_buf();
@@ -99,11 +98,12 @@ pub(crate) fn start(kubeconfig: &Path) -> anyhow::Result<mpsc::Receiver<(Instant
                 }
             };
             let mut ready = Some(ready_tx);
-            let mut events = watcher(kube::Api::<CsvPhase>::all(client), watcher::Config::default()).boxed();
+            // The watcher relists when the API server says Gone; the backoff paces a failing one.
+            let mut events = watcher(kube::Api::<CsvPhase>::all(client), watcher::Config::default()).default_backoff().boxed();
             while let Some(event) = events.next().await {
                 let sent = match event {
-                    Ok(watcher::Event::Apply(csv) | watcher::Event::InitApply(csv)) => tx.send((Instant::now(), 0, line("MODIFIED", &csv))),
-                    Ok(watcher::Event::Delete(csv)) => tx.send((Instant::now(), 0, line("DELETED", &csv))),
+                    Ok(watcher::Event::Apply(csv) | watcher::Event::InitApply(csv)) => tx.send(line("MODIFIED", &csv)),
+                    Ok(watcher::Event::Delete(csv)) => tx.send(line("DELETED", &csv)),
                     Ok(watcher::Event::InitDone) => {
                         if let Some(ready) = ready.take() {
                             let _ = ready.send(Ok(()));
@@ -111,11 +111,8 @@ pub(crate) fn start(kubeconfig: &Path) -> anyhow::Result<mpsc::Receiver<(Instant
                         Ok(())
                     }
                     Ok(watcher::Event::Init) => Ok(()),
-                    // The watcher retries by itself (relisting when the API server says Gone);
-                    // pace the retries of a failing list.
                     Err(err) => {
                         eprintln!("  CSV watch: {err}; retrying");
-                        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                         Ok(())
                     }
                 };

@@ -936,12 +936,12 @@ impl CsvState {
 }
 
 /// Keep the CSV state current for `wait`, from the scale run's own watch (`csv_watch`).
-fn drain(watch: &mpsc::Receiver<(Instant, usize, String)>, state: &mut CsvState, wait: Duration) -> anyhow::Result<()> {
+fn drain(watch: &mpsc::Receiver<String>, state: &mut CsvState, wait: Duration) -> anyhow::Result<()> {
     let until = Instant::now() + wait;
     loop {
         let left = until.saturating_duration_since(Instant::now());
         match watch.recv_timeout(left.min(Duration::from_millis(200))) {
-            Ok((_, _, line)) => state.apply(&line),
+            Ok(line) => state.apply(&line),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the CSV watch ended"),
         }
