@@ -59,6 +59,14 @@ pub const REQUEUE_WAITING: Duration = Duration::from_secs(10);
 /// Re-check period of a CSV whose requirements are not met (RBAC is not watched).
 pub const REQUEUE_REQUIREMENTS: Duration = Duration::from_secs(15);
 
+/// How often an Installing CSV's progress message is rewritten at most. A rollout passes
+/// through several messages ("spec update to be observed", "0 out of 1 new replicas have been
+/// updated", "0 of 1 updated replicas are available"); each was a write of the whole CSV status,
+/// an Event, and a change every controller watching CSVs (and the Operator's status) followed:
+/// most of an install's CSV writes, all of them while the API server is busiest. Upstream writes
+/// every one. A phase change (Succeeded, Failed, back to InstallReady) is never held back.
+pub const PROGRESS_REFRESH: Duration = Duration::from_secs(15);
+
 /// Minimum time a CSV stays Failed/InstallComponentFailed before it is reinstalled.
 pub const REINSTALL_PAUSE: Duration = Duration::from_secs(30);
 

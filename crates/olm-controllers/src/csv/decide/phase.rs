@@ -16,8 +16,8 @@ use crate::csv::api_registration;
 use super::strategy::{invalid_strategy, strategy_problem};
 use crate::csv::deployment::Health;
 use super::{
-    CsvAction, CsvDecision, INSTALL_TIMEOUT, Observed, REINSTALL_PAUSE, REQUEUE_REQUIREMENTS, REQUEUE_RESYNC,
-    REQUEUE_WAITING, transition,
+    CsvAction, CsvDecision, INSTALL_TIMEOUT, Observed, PROGRESS_REFRESH, REINSTALL_PAUSE, REQUEUE_REQUIREMENTS,
+    REQUEUE_RESYNC, REQUEUE_WAITING, transition,
 };
 use crate::csv::certs::{self, cert_deployments};
 use crate::csv::deployment::DeploymentProblem;
@@ -268,16 +268,32 @@ fn installing(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> Cs
                     now,
                 )
             } else {
-                transition(
+                let waiting = transition(
                     previous,
                     CsvPhase::Installing,
                     CsvReason::InstallWaiting,
                     format!("installing: {}", problem.message()),
                     now,
-                )
-                .requeue(REQUEUE_WAITING)
+                );
+                paced_progress(previous, waiting, now)
             }
         }
+    }
+}
+
+/// `waiting` (Installing, with the rollout's progress message), or, while the status written
+/// last is an Installing one younger than [`PROGRESS_REFRESH`], that status unchanged: no write
+/// until the refresh is due (then the message is brought up to date) or the phase changes.
+fn paced_progress(previous: &ClusterServiceVersionStatus, waiting: CsvDecision, now: Timestamp) -> CsvDecision {
+    let in_progress = previous.phase == Some(CsvPhase::Installing)
+        && matches!(previous.reason, Some(CsvReason::InstallSucceeded | CsvReason::InstallWaiting));
+    let refresh = SignedDuration::try_from(PROGRESS_REFRESH).unwrap_or(SignedDuration::from_secs(15));
+    match previous.last_update_time.as_ref().map(|t| t.0 + refresh) {
+        Some(due) if in_progress && now < due => {
+            let left = due.duration_since(now).unsigned_abs();
+            CsvDecision::status(previous.clone()).requeue(left.clamp(Duration::from_secs(1), REQUEUE_WAITING))
+        }
+        _ => waiting.requeue(REQUEUE_WAITING),
     }
 }
 

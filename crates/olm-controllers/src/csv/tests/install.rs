@@ -109,6 +109,37 @@ fn installing_waits_for_an_unavailable_deployment_then_times_out() {
     assert!(message.contains("kubectl describe pods -n "), "{message}");
 }
 
+/// A rollout's progress messages are written at most every PROGRESS_REFRESH: a status written
+/// moments ago stays as it is (no write, no Event) until the refresh is due, while the move to
+/// Succeeded goes at once.
+#[test]
+fn installing_progress_messages_are_paced_but_success_is_not() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Installing, CsvReason::InstallSucceeded))).with_installed_deployments();
+    if let Some(d) = world.deployments.get_mut("etcd-operator") {
+        d.status = Some(DeploymentStatus::default());
+    }
+    let written_at = |world: &mut World, ago: i64| {
+        if let Some(status) = world.csv.status.as_mut() {
+            status.last_update_time = Some(Time(now() - SignedDuration::from_secs(ago)));
+        }
+    };
+    written_at(&mut world, 5);
+    let held = world.decide();
+    assert_eq!(held.status, world.csv.status, "nothing new is written 5 s after the last write");
+    assert!(held.events.is_empty());
+    assert_eq!(held.requeue_after, Some(std::time::Duration::from_secs(10)), "looked at again when the refresh is due");
+
+    written_at(&mut world, 20);
+    let refreshed = world.decide();
+    assert_eq!(phase_reason(&refreshed), (CsvPhase::Installing, CsvReason::InstallWaiting));
+    let message = refreshed.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
+    assert!(message.starts_with("installing: waiting for deployment etcd-operator"), "{message}");
+
+    let mut available = World::etcd_ready(Some((CsvPhase::Installing, CsvReason::InstallWaiting))).with_installed_deployments();
+    written_at(&mut available, 1);
+    assert_eq!(phase_reason(&available.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+}
+
 #[test]
 fn installing_with_a_changed_deployment_goes_back_to_install_ready() {
     let mut world = World::etcd_ready(Some((CsvPhase::Installing, CsvReason::InstallSucceeded))).with_installed_deployments();
