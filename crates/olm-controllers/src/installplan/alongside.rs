@@ -7,11 +7,14 @@
 use std::collections::BTreeMap;
 use std::hash::Hasher as _;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
 use kube::{Api, ResourceExt};
 use olm_api::keys::INSTALLED_ALONGSIDE_ANNOTATION_PREFIX;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanConditionType, InstallPlanPhase};
 
 /// The annotation key for the CSV `namespace/name`.
 pub fn key(namespace: &str, name: &str) -> String {
@@ -48,22 +51,56 @@ pub struct SharedMetadata {
 }
 
 /// What a write of a CRD for the CSVs `csvs` (`namespace`, `name`) applies besides its
-/// manifest: the installed-alongside annotations of the CRD on the cluster whose CSV still
-/// exists and is no copy, and those CSVs'; the CRD's component labels. `csv` reads a CSV from the
-/// watch cache (None: gone), as upstream reads its lister: a live read of every CSV a shared CRD
-/// names made each install of an operator cost one request per earlier install (1,000
-/// namespaces: half a million reads). The CRD itself is read live, under its write lock, so
-/// nothing another write just added is lost.
+/// manifest: the installed-alongside annotations of the CRD on the cluster whose CSV is still
+/// installed (`installed`, see [`still_installed`]), and those CSVs'; the CRD's component
+/// labels. `installed` reads the watch caches, as upstream reads its lister: a live read of
+/// every CSV a shared CRD names made each install of an operator cost one request per earlier
+/// install (1,000 namespaces: half a million reads). The CRD itself is read live, under its
+/// write lock, so nothing another write just added is lost.
 pub async fn for_write(
     client: &kube::Client,
     crd: &str,
     csvs: &[(String, String)],
-    csv: impl Fn(&str, &str) -> Option<Arc<ClusterServiceVersion>>,
+    installed: impl Fn(&str, &str) -> bool,
 ) -> Result<SharedMetadata, kube::Error> {
     let existing = Api::<CustomResourceDefinition>::all(client.clone()).get_opt(crd).await?;
     let on_crd = existing.as_ref().map(|crd| installed_alongside(crd.annotations())).unwrap_or_default();
     let component_labels = existing.as_ref().map(|crd| component_labels(crd.labels())).unwrap_or_default();
-    Ok(SharedMetadata { annotations: keep_existing(on_crd, csvs, csv), component_labels })
+    Ok(SharedMetadata { annotations: keep_existing(on_crd, csvs, installed), component_labels })
+}
+
+/// How long after its plan completed a CSV missing from the cache still counts as installed:
+/// the plan's status and the CSV it created come on two watches, in either order.
+const CACHE_LAG_GRACE: Duration = Duration::from_secs(60);
+
+/// Whether the CSV `namespace/name` is still installed, for its installed-alongside
+/// annotation: it exists and is no copy (`csv`, from the cache), or one of `plans` (the
+/// namespace's) is still to create it. A plan writes its CRDs before its CSV, so the CSV of
+/// an install whose CRD step was just written is not there yet; dropping its annotation then
+/// (another install writing the CRD meanwhile) would lose it for good.
+pub fn still_installed(
+    name: &str,
+    csv: Option<Arc<ClusterServiceVersion>>,
+    plans: &[Arc<InstallPlan>],
+    now: Timestamp,
+) -> bool {
+    if let Some(csv) = csv {
+        return !csv.is_copied();
+    }
+    plans.iter().filter(|plan| plan.spec.cluster_service_version_names.iter().any(|n| n == name)).any(|plan| {
+        let status = plan.status.as_ref();
+        match status.map(|s| &s.phase) {
+            Some(InstallPlanPhase::Failed) => false,
+            Some(InstallPlanPhase::Complete) => status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .filter(|c| c.type_ == Some(InstallPlanConditionType::Installed))
+                .filter_map(|c| c.last_transition_time.as_ref())
+                .any(|since| Duration::try_from(now.duration_since(since.0)).is_ok_and(|ago| ago < CACHE_LAG_GRACE)),
+            _ => true,
+        }
+    })
 }
 
 /// The Operator component labels among `labels`.
@@ -75,18 +112,15 @@ pub fn component_labels(labels: &BTreeMap<String, String>) -> BTreeMap<String, S
         .collect()
 }
 
-/// The annotations for `on_crd` (what the CRD names) whose CSV still exists and is no copy, and
-/// for `written` (the CSVs the write is for).
+/// The annotations for `on_crd` (what the CRD names) whose CSV is still installed, and for
+/// `written` (the CSVs the write is for).
 fn keep_existing(
     on_crd: Vec<(String, String)>,
     written: &[(String, String)],
-    csv: impl Fn(&str, &str) -> Option<Arc<ClusterServiceVersion>>,
+    installed: impl Fn(&str, &str) -> bool,
 ) -> BTreeMap<String, String> {
-    let mut csvs: Vec<(String, String)> = on_crd
-        .into_iter()
-        .filter(|named| !written.contains(named))
-        .filter(|(ns, csv_name)| csv(ns, csv_name).is_some_and(|found| !found.is_copied()))
-        .collect();
+    let mut csvs: Vec<(String, String)> =
+        on_crd.into_iter().filter(|named| !written.contains(named)).filter(|(ns, csv_name)| installed(ns, csv_name)).collect();
     csvs.extend(written.iter().filter(|(ns, name)| !ns.is_empty() && !name.is_empty()).cloned());
     annotations(&csvs)
 }
@@ -140,10 +174,40 @@ mod tests {
             ("d".to_owned(), "x.v2".to_owned()),
         ];
         let cluster = [csv("a", "x.v1", false), csv("c", "x.v1", true), csv("d", "x.v2", false)];
-        let lookup = |ns: &str, name: &str| cluster.iter().find(|c| c.namespace().as_deref() == Some(ns) && c.name_any() == name).cloned();
+        let lookup = |ns: &str, name: &str| {
+            let found = cluster.iter().find(|c| c.namespace().as_deref() == Some(ns) && c.name_any() == name).cloned();
+            still_installed(name, found, &[], Timestamp::UNIX_EPOCH)
+        };
         let written = [("d".to_owned(), "x.v2".to_owned()), ("e".to_owned(), "x.v2".to_owned())];
         let kept = keep_existing(on_crd, &written, lookup);
         let expected: Vec<(String, String)> = vec![("a".into(), "x.v1".into()), ("d".into(), "x.v2".into()), ("e".into(), "x.v2".into())];
         assert_eq!(kept, annotations(&expected));
+    }
+
+    fn plan(csv: &str, phase: &str, installed_at: Timestamp) -> Arc<InstallPlan> {
+        let plan = serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": "install-abcde", "namespace": "a"},
+            "spec": {"clusterServiceVersionNames": [csv], "approval": "Automatic", "approved": true},
+            "status": {"phase": phase, "catalogSources": [],
+                       "conditions": [{"type": "Installed", "status": "True", "lastTransitionTime": installed_at.to_string()}]},
+        });
+        Arc::new(serde_json::from_value(plan).expect("a valid InstallPlan"))
+    }
+
+    #[test]
+    fn a_csv_its_plan_is_still_to_create_keeps_its_annotation() {
+        // Another install writes the shared CRD after this one's CRD step, before its CSV step
+        // (or before the cache has the CSV): its annotation must stay.
+        let now: Timestamp = "2026-11-29T12:00:00Z".parse().expect("a timestamp");
+        let earlier = |secs: i64| now - k8s_openapi::jiff::SignedDuration::from_secs(secs);
+        assert!(still_installed("x.v1", None, &[plan("x.v1", "Installing", earlier(0))], now), "its plan is installing");
+        assert!(still_installed("x.v1", None, &[plan("x.v1", "RequiresApproval", earlier(0))], now));
+        assert!(still_installed("x.v1", None, &[plan("x.v1", "Complete", earlier(5))], now), "the cache has the plan, not yet the CSV");
+        assert!(!still_installed("x.v1", None, &[plan("x.v1", "Complete", earlier(300))], now), "the CSV was deleted since");
+        assert!(!still_installed("x.v1", None, &[plan("x.v1", "Failed", earlier(0))], now), "its plan failed");
+        assert!(!still_installed("x.v1", None, &[plan("x.v2", "Installing", earlier(0))], now), "the plan installs another CSV");
+        assert!(!still_installed("x.v1", None, &[], now));
+        assert!(!still_installed("x.v1", Some(csv("a", "x.v1", true)), &[plan("x.v1", "Installing", earlier(0))], now), "a copy is no install");
     }
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::Api;
 use serde_json::{Value, json};
@@ -34,7 +35,14 @@ pub async fn apply(
     }
     let batch = ticket.batch();
     let csvs: Vec<(String, String)> = batch.iter().map(|(_, share)| (share.namespace.clone(), share.csv.clone())).collect();
-    let shared = alongside::for_write(&ctx.client, name, &csvs, |ns, name| ctx.state.csvs.get(Some(ns), name))
+    let now = Timestamp::now();
+    let installed = |ns: &str, csv: &str| {
+        let found = ctx.state.csvs.get(Some(ns), csv);
+        // The namespace's plans are read only for a CSV the cache does not have.
+        let plans = if found.is_none() { ctx.state.plans.list_in(ns) } else { Vec::new() };
+        alongside::still_installed(csv, found, &plans, now)
+    };
+    let shared = alongside::for_write(&ctx.client, name, &csvs, installed)
         .await
         .map_err(|err| ("get", err))?;
     let labels = shared.component_labels.into_iter().chain(batch.iter().flat_map(|(_, share)| share.labels.clone()));
