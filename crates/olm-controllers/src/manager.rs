@@ -190,6 +190,9 @@ impl Manager {
         );
         // The CSV and OperatorGroup controllers read the roles of one owner per pass.
         cluster_roles.index_by(crate::metadata::owner_index_keys::<ClusterRole>);
+        // Every controller reads the CSVs and groups of one namespace per pass.
+        csvs.index_namespaces();
+        groups.index_namespaces();
 
         let runs = |kind: ControllerKind| kinds.contains(&kind);
         let crd_writes = crate::crd_writes::CrdWrites::default();
@@ -197,6 +200,9 @@ impl Manager {
         // controller and the Operator controller.
         let subscriptions = (runs(ControllerKind::Csv) || runs(ControllerKind::Subscription) || runs(ControllerKind::Operator))
             .then(|| caches.watch(Api::<olm_api::v1alpha1::subscription::Subscription>::all(client.clone()), watcher::Config::default()));
+        if let Some(subscriptions) = &subscriptions {
+            subscriptions.index_namespaces();
+        }
         // One InstallPlan cache for the catalog operator's controllers and the Operator controller.
         let plans = (runs(ControllerKind::Subscription) || runs(ControllerKind::InstallPlan) || runs(ControllerKind::CatalogSource) || runs(ControllerKind::Operator))
             .then(|| {
@@ -206,6 +212,9 @@ impl Manager {
                     crate::catalog_operator::trim_finished_plan,
                 )
             });
+        if let Some(plans) = &plans {
+            plans.index_namespaces();
+        }
         // What the CSV controller reads and the Operator controller lists components from.
         let csv_caches = (runs(ControllerKind::Csv) || runs(ControllerKind::Operator)).then(|| CsvCaches::watch(&mut caches, &client));
 
@@ -418,7 +427,7 @@ struct CsvCaches {
 
 impl CsvCaches {
     fn watch(caches: &mut Caches, client: &Client) -> Self {
-        CsvCaches {
+        let watched = CsvCaches {
             crds: caches.watch_trimmed(
                 Api::<CustomResourceDefinition>::all(client.clone()),
                 watcher::Config::default(),
@@ -431,7 +440,10 @@ impl CsvCaches {
             ),
             operator_conditions: caches.watch(Api::<olm_api::v2::OperatorCondition>::all(client.clone()), watcher::Config::default()),
             api_services: caches.watch(Api::<APIService>::all(client.clone()), watcher::Config::default()),
-        }
+        };
+        // A CSV's pass reads its namespace's Deployments.
+        watched.deployments.index_namespaces();
+        watched
     }
 }
 

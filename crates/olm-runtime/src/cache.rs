@@ -124,10 +124,21 @@ where
         self.store.state()
     }
 
-    /// Cached objects in `namespace`.
+    /// Cached objects in `namespace`: from the namespace index when the cache has one
+    /// ([`Cache::index_namespaces`]), else by a pass over every object.
     pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
-        self.store
-            .state_filter(|obj| obj.meta().namespace.as_deref() == Some(namespace))
+        let in_namespace = |obj: &K| obj.meta().namespace.as_deref() == Some(namespace);
+        match cache_index::in_namespace(&self.index, &self.store, namespace) {
+            Some(found) => found.into_iter().filter(|obj| in_namespace(obj)).collect(),
+            None => self.store.state_filter(in_namespace),
+        }
+    }
+
+    /// Index the objects by namespace from now on, for [`Cache::list_in`]: for the caches
+    /// that controllers read a namespace of on every pass (at 1,000 namespaces, a pass over
+    /// every object per read was a tenth of `olm run`'s CPU).
+    pub fn index_namespaces(&self) {
+        cache_index::start_namespaces(&self.index, &self.store);
     }
 
     /// One object by namespace (None for cluster-scoped) and name.
@@ -139,8 +150,9 @@ where
         self.store.get(&key)
     }
 
-    /// Index the objects by `keys` from now on (see [`Cache::indexed`]). Every clone of the
-    /// cache shares the index; asking again replaces it.
+    /// Index the objects by `keys` too from now on (see [`Cache::indexed`]). Every clone of
+    /// the cache shares the index, and several readers may add their keys: a key two readers'
+    /// functions share only gives each more objects to filter.
     pub fn index_by(&self, keys: KeysOf<K>) {
         cache_index::start(&self.index, &self.store, keys);
     }
@@ -151,8 +163,8 @@ where
         cache_index::get(&self.index, &self.store, key)
     }
 
-    /// The objects `keep` accepts, among those under `key` when the cache has an index (every
-    /// object `keep` accepts must have `key` among its keys), else among all.
+    /// The objects `keep` accepts, among those under `key` when the cache is indexed by keys
+    /// (every object `keep` accepts must have `key` among its keys), else among all.
     pub fn select(&self, key: u64, keep: impl Fn(&K) -> bool) -> Vec<Arc<K>> {
         match self.indexed(key) {
             Some(found) => found.into_iter().filter(|obj| keep(obj)).collect(),

@@ -161,7 +161,13 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
     // another operator. Owners in this CSV's replacement chain do not count (the InstallPlan
     // of an upgrade hands the account to the new version), nor owners that no longer exist.
     let own_uid = csv.uid().unwrap_or_default();
-    let csvs = related_csvs(&state.csvs, &namespace, &name);
+    // Only a group that targets other namespaces needs every namespace's name and the CSVs
+    // of the same name elsewhere (for copies): reading them per pass of every CSV was most of
+    // a pass at 1,000 namespaces.
+    let targets_others = all_groups.iter().filter(|g| g.namespace().as_deref() == Some(namespace.as_str())).any(|g| {
+        g.status.as_ref().and_then(|s| s.namespaces.as_ref()).is_some_and(|targets| targets.iter().any(|t| *t != namespace))
+    });
+    let csvs = related_csvs(&state.csvs, &namespace, &name, targets_others);
     let peer_refs: Vec<&ClusterServiceVersion> = csvs.peers.iter().map(Arc::as_ref).collect();
     let chain = super::decide::replacement_chain_of(csv, &peer_refs);
     let foreign_service_accounts: BTreeMap<String, Vec<String>> = declared
@@ -199,11 +205,6 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
         None
     };
     let (deployments, read_whole) = deployments(ctx, csv).await?;
-    // Every namespace's name, per pass of every CSV, was most of a pass at 1,000 namespaces:
-    // only a group that targets other namespaces needs them (for copies).
-    let targets_others = all_groups.iter().filter(|g| g.namespace().as_deref() == Some(namespace.as_str())).any(|g| {
-        g.status.as_ref().and_then(|s| s.namespaces.as_ref()).is_some_and(|targets| targets.iter().any(|t| *t != namespace))
-    });
     let active_namespaces: Vec<String> = if targets_others {
         state
             .namespaces
@@ -273,40 +274,50 @@ pub(super) async fn observe(ctx: &ControllerContext<CsvState>, csv: &Arc<Cluster
     })
 }
 
-/// The CSVs one pass relates its CSV to, found in one pass over the cache.
+/// The CSVs one pass relates its CSV to.
 struct RelatedCsvs {
     /// The other CSVs of its namespace, copies left out.
     peers: Vec<Arc<ClusterServiceVersion>>,
     /// Its copies: of the same name, elsewhere, copied from its namespace.
     copies: Vec<Arc<ClusterServiceVersion>>,
-    /// Namespaces where a CSV of the same name is no copy of it (no copy goes there).
+    /// Namespaces where a CSV of the same name is no copy of it (no copy goes there); only
+    /// read when its group targets other namespaces.
     taken_namespaces: BTreeSet<String>,
 }
 
-/// [`RelatedCsvs`] of the CSV `name` in `namespace`. Names are compared borrowed: this runs
-/// over every CSV of the cluster on every pass, so an allocation per CSV made passes O(N) in
-/// allocations.
-fn related_csvs(cache: &olm_runtime::Cache<ClusterServiceVersion>, namespace: &str, name: &str) -> RelatedCsvs {
-    let mut related = RelatedCsvs { peers: Vec::new(), copies: Vec::new(), taken_namespaces: BTreeSet::new() };
-    for c in cache.list() {
-        let same_name = c.metadata.name.as_deref() == Some(name);
-        match c.metadata.namespace.as_deref() {
-            Some(ns) if ns == namespace => {
-                if !same_name && !c.is_copied() {
-                    related.peers.push(c);
-                }
-            }
-            Some(ns) if same_name => {
-                if c.labels().get(keys::COPIED_FROM_LABEL).map(String::as_str) == Some(namespace) {
-                    related.copies.push(c);
-                } else {
-                    related.taken_namespaces.insert(ns.to_owned());
-                }
-            }
-            _ => {}
-        }
-    }
-    related
+/// The key the CSV cache indexes a copy of `namespace/name` under.
+fn copy_key(namespace: &str, name: &str) -> u64 {
+    olm_runtime::cache::digest(("copy-of", namespace, name))
+}
+
+/// The keys the CSV controller indexes the CSV cache by: a copy's origin (see
+/// [`related_csvs`]).
+pub(super) fn copy_keys(csv: &ClusterServiceVersion) -> Vec<u64> {
+    let name = csv.metadata.name.as_deref().unwrap_or_default();
+    csv.labels().get(keys::COPIED_FROM_LABEL).map(|origin| copy_key(origin, name)).into_iter().collect()
+}
+
+/// [`RelatedCsvs`] of the CSV `name` in `namespace`, from the cache's namespace and copy
+/// indexes: a pass over every CSV of the cluster for every pass of every CSV made the
+/// controller quadratic in the number of namespaces. Only a CSV whose group targets other
+/// namespaces (`targets_others`) looks at every CSV, for the namespaces it cannot copy into.
+fn related_csvs(cache: &olm_runtime::Cache<ClusterServiceVersion>, namespace: &str, name: &str, targets_others: bool) -> RelatedCsvs {
+    let same_name = |c: &ClusterServiceVersion| c.metadata.name.as_deref() == Some(name);
+    let copied_from_here = |c: &ClusterServiceVersion| c.labels().get(keys::COPIED_FROM_LABEL).map(String::as_str) == Some(namespace);
+    let elsewhere = |c: &ClusterServiceVersion| c.metadata.namespace.as_deref().is_some_and(|ns| ns != namespace);
+    let peers = cache.list_in(namespace).into_iter().filter(|c| !same_name(c) && !c.is_copied()).collect();
+    let copies = cache.select(copy_key(namespace, name), |c| same_name(c) && elsewhere(c) && copied_from_here(c));
+    let taken_namespaces = if targets_others {
+        cache
+            .list()
+            .iter()
+            .filter(|c| same_name(c) && elsewhere(c) && !copied_from_here(c))
+            .filter_map(|c| c.metadata.namespace.clone())
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    RelatedCsvs { peers, copies, taken_namespaces }
 }
 
 /// Whether an APIService's `Available` condition is True.

@@ -245,6 +245,7 @@ pub fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let state = ctx.state.clone();
+    state.csvs.index_by(super::observe::copy_keys);
     let store = state.csvs.store().clone();
 
     let all_namespace_csvs = watch::all_namespace_csvs(store.clone());
