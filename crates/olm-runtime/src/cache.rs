@@ -5,7 +5,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
-use futures::{Stream, StreamExt, future::BoxFuture};
+use futures::{Stream, StreamExt, TryStreamExt, future::BoxFuture};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
@@ -243,7 +243,10 @@ where
             cache_index::applied(index, &stored);
             send(&mut std::iter::once(stored));
         }
-        watcher::Event::Delete(obj) => send(&mut std::iter::once(Arc::new(obj.clone()))),
+        watcher::Event::Delete(obj) => {
+            cache_index::gone(index, obj);
+            send(&mut std::iter::once(Arc::new(obj.clone())));
+        }
         watcher::Event::InitDone => {
             cache_index::relisted(index, store);
             send(&mut store.state().into_iter());
@@ -435,10 +438,17 @@ impl Caches {
                 }
             });
             let fan_out_store = store.clone();
+            let arriving_index = index.clone();
             let watch = async move {
                 watcher(api, config)
                     .default_backoff()
                     .modify(move |obj| prepare(obj, trim))
+                    // Named in the namespace index before the store has them (see cache_index).
+                    .inspect_ok(move |event| {
+                        if let watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) = event {
+                            cache_index::arriving(&arriving_index, obj);
+                        }
+                    })
                     .reflect(writer)
                     .for_each(|event| {
                         match event {

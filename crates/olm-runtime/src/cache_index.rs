@@ -4,12 +4,18 @@
 //! Operator controller quadratic in the number of namespaces: at 1,000 it was 40 % of `olm
 //! run`'s CPU; the passes of `Cache::list_in` were most of the rest.
 //!
-//! The index holds `Weak` references: it never keeps an object alive, a replaced or deleted
-//! object simply stops upgrading, and what it returns is checked against the store, so a
-//! stale entry can cost a lookup but never give a wrong answer. Dead entries are pruned as new
-//! ones arrive.
+//! The keys' index holds `Weak` references: it never keeps an object alive, a replaced or
+//! deleted object simply stops upgrading, and what it returns is checked against the store, so
+//! a stale entry can cost a lookup but never give a wrong answer. Dead entries are pruned as
+//! new ones arrive.
+//!
+//! The namespace index holds names, and gives the store's objects of those names. A name is
+//! added before the store gets the object and removed after the store lost it, so the index
+//! never misses what the store holds: `Cache::list_in` through it answers exactly as a pass
+//! over the store (a controller deciding from a list that missed an object for a moment, an
+//! InstallPlan say, could act twice).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, Weak};
 
 use kube::Resource;
@@ -30,15 +36,20 @@ struct Entries<K> {
 pub(crate) struct Index<K> {
     /// The keys functions (several readers may each index the cache by their own).
     keys: Vec<KeysOf<K>>,
-    /// Whether objects are indexed under [`namespace_key`] too.
-    by_namespace: bool,
     entries: Entries<K>,
+    /// The names of each namespace's objects, once asked for.
+    namespaces: Option<HashMap<String, HashSet<String>>>,
 }
 
-/// The key the objects of `namespace` are indexed under (see [`Index::by_namespace`]); a
-/// digest of a pair, so that it never equals a key of a `KeysOf` function's strings.
-fn namespace_key(namespace: &str) -> u64 {
-    crate::cache::digest(("namespace", namespace))
+/// The names of `store`'s objects, by namespace.
+fn names_of<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> HashMap<String, HashSet<String>> {
+    let mut names: HashMap<String, HashSet<String>> = HashMap::new();
+    for obj in store.state() {
+        if let (Some(ns), Some(name)) = (obj.meta().namespace.as_ref(), obj.meta().name.as_ref()) {
+            names.entry(ns.clone()).or_default().insert(name.clone());
+        }
+    }
+    names
 }
 
 /// Where a cache's index lives: shared by the cache's clones and its watch task, empty until
@@ -48,7 +59,8 @@ pub(crate) type IndexSlot<K> = Arc<RwLock<Option<Index<K>>>>;
 impl<K: Resource<DynamicType = ()> + Clone> Index<K> {
     /// An index of `store`'s present objects by `keys` and, with `by_namespace`, namespace.
     fn of(store: &Store<K>, keys: Vec<KeysOf<K>>, by_namespace: bool) -> Self {
-        let mut index = Index { keys, by_namespace, entries: Entries { by_key: HashMap::new(), inserted_since_prune: 0 } };
+        let namespaces = by_namespace.then(|| names_of(store));
+        let mut index = Index { keys, entries: Entries { by_key: HashMap::new(), inserted_since_prune: 0 }, namespaces };
         for obj in store.state() {
             index.insert(&obj);
         }
@@ -56,8 +68,7 @@ impl<K: Resource<DynamicType = ()> + Clone> Index<K> {
     }
 
     fn insert(&mut self, obj: &Arc<K>) {
-        let namespace = self.by_namespace.then(|| obj.meta().namespace.as_deref().map(namespace_key)).flatten();
-        for key in self.keys.iter().flat_map(|keys| keys(obj)).chain(namespace) {
+        for key in self.keys.iter().flat_map(|keys| keys(obj)) {
             let held = self.entries.by_key.entry(key).or_default();
             if !held.iter().any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(obj))) {
                 held.push(Arc::downgrade(obj));
@@ -78,7 +89,7 @@ impl<K: Resource<DynamicType = ()> + Clone> Index<K> {
 /// objects at once).
 pub(crate) fn start<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, store: &Store<K>, keys: KeysOf<K>) {
     let mut guard = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (mut all, by_namespace) = guard.as_ref().map(|index| (index.keys.clone(), index.by_namespace)).unwrap_or_default();
+    let (mut all, by_namespace) = guard.as_ref().map(|index| (index.keys.clone(), index.namespaces.is_some())).unwrap_or_default();
     if all.iter().any(|known| std::ptr::fn_addr_eq(*known, keys)) {
         return;
     }
@@ -95,6 +106,31 @@ pub(crate) fn start_namespaces<K: Resource<DynamicType = ()> + Clone>(slot: &Ind
 
 
 
+/// Name `obj` in the namespace index before the store gets it (a watch event's object).
+pub(crate) fn arriving<K: Resource<DynamicType = ()>>(slot: &IndexSlot<K>, obj: &K) {
+    let (Some(ns), Some(name)) = (obj.meta().namespace.as_ref(), obj.meta().name.as_ref()) else { return };
+    let mut guard = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(namespaces) = guard.as_mut().and_then(|index| index.namespaces.as_mut())
+        && !namespaces.get(ns).is_some_and(|names| names.contains(name))
+    {
+        namespaces.entry(ns.clone()).or_default().insert(name.clone());
+    }
+}
+
+/// Forget `obj`'s name in the namespace index once the store lost it (a deletion).
+pub(crate) fn gone<K: Resource<DynamicType = ()>>(slot: &IndexSlot<K>, obj: &K) {
+    let (Some(ns), Some(name)) = (obj.meta().namespace.as_ref(), obj.meta().name.as_ref()) else { return };
+    let mut guard = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(namespaces) = guard.as_mut().and_then(|index| index.namespaces.as_mut())
+        && let Some(names) = namespaces.get_mut(ns)
+    {
+        names.remove(name);
+        if names.is_empty() {
+            namespaces.remove(ns);
+        }
+    }
+}
+
 /// Index `stored`, the store's object after a watch event.
 pub(crate) fn applied<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, stored: &Arc<K>) {
     if let Some(index) = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner).as_mut() {
@@ -106,7 +142,7 @@ pub(crate) fn applied<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>
 pub(crate) fn relisted<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, store: &Store<K>) {
     let mut guard = slot.write().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(index) = guard.as_mut() {
-        *index = Index::of(store, std::mem::take(&mut index.keys), index.by_namespace);
+        *index = Index::of(store, std::mem::take(&mut index.keys), index.namespaces.is_some());
     }
 }
 
@@ -117,10 +153,18 @@ pub(crate) fn get<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, st
     lookup(slot, store, key, |index| !index.keys.is_empty())
 }
 
-/// The store's current objects in `namespace` (and maybe a few others whose namespace has
-/// the same digest), or None when the cache is not indexed by namespace.
+/// The store's objects in `namespace`, or None when the cache is not indexed by namespace.
 pub(crate) fn in_namespace<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, store: &Store<K>, namespace: &str) -> Option<Vec<Arc<K>>> {
-    lookup(slot, store, namespace_key(namespace), |index| index.by_namespace)
+    let guard = slot.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let namespaces = guard.as_ref()?.namespaces.as_ref()?;
+    Some(
+        namespaces
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter_map(|name| store.get(&ObjectRef::new(name).within(namespace)))
+            .collect(),
+    )
 }
 
 fn lookup<K: Resource<DynamicType = ()> + Clone>(
@@ -230,11 +274,26 @@ mod tests {
         assert_eq!(get(&slot, &store, crate::cache::digest("a")), None, "no keys function: keys are not read from it");
         start(&slot, &store, keys);
         assert_eq!(names(get(&slot, &store, crate::cache::digest("a"))), ["here", "there"], "keys added");
+        // As the cache's watch does: named first, then stored, then indexed by keys.
         let added = in_other("new");
+        arriving(&slot, &added);
+        assert_eq!(names(in_namespace(&slot, &store, "other")), ["there"], "only what the store holds");
         writer.apply_watcher_event(&watcher::Event::Apply(added.clone()));
+        assert_eq!(names(in_namespace(&slot, &store, "other")), ["new", "there"], "listed as soon as stored");
         applied(&slot, &store.get(&ObjectRef::from_obj(&added)).unwrap());
-        assert_eq!(names(in_namespace(&slot, &store, "other")), ["new", "there"], "the namespace index kept with the keys");
+        // A change is listed throughout, in the version the store holds.
+        let mut changed = in_other("new");
+        changed.metadata.labels = None;
+        arriving(&slot, &changed);
+        writer.apply_watcher_event(&watcher::Event::Apply(changed.clone()));
+        let listed = in_namespace(&slot, &store, "other").unwrap_or_default();
+        assert!(listed.iter().any(|c| c.metadata.name.as_deref() == Some("new") && c.metadata.labels.is_none()), "the current version");
+        writer.apply_watcher_event(&watcher::Event::Delete(changed.clone()));
+        assert_eq!(names(in_namespace(&slot, &store, "other")), ["there"], "gone from the store: not listed");
+        gone(&slot, &changed);
         assert_eq!(names(in_namespace(&slot, &store, "none")), Vec::<String>::new());
+        let held: usize = slot.read().unwrap().as_ref().unwrap().namespaces.as_ref().unwrap().values().map(HashSet::len).sum();
+        assert_eq!(held, 2, "a deleted object's name is forgotten");
     }
 
     #[test]
