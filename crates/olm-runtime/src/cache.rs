@@ -127,11 +127,8 @@ where
     /// Cached objects in `namespace`: from the namespace index when the cache has one
     /// ([`Cache::index_namespaces`]), else by a pass over every object.
     pub fn list_in(&self, namespace: &str) -> Vec<Arc<K>> {
-        let in_namespace = |obj: &K| obj.meta().namespace.as_deref() == Some(namespace);
-        match cache_index::in_namespace(&self.index, &self.store, namespace) {
-            Some(found) => found.into_iter().filter(|obj| in_namespace(obj)).collect(),
-            None => self.store.state_filter(in_namespace),
-        }
+        cache_index::in_namespace(&self.index, &self.store, namespace)
+            .unwrap_or_else(|| self.store.state_filter(|obj| obj.meta().namespace.as_deref() == Some(namespace)))
     }
 
     /// Index the objects by namespace from now on, for [`Cache::list_in`]: for the caches

@@ -104,8 +104,6 @@ pub(crate) fn start_namespaces<K: Resource<DynamicType = ()> + Clone>(slot: &Ind
     *guard = Some(Index::of(store, keys, true));
 }
 
-
-
 /// Name `obj` in the namespace index before the store gets it (a watch event's object).
 pub(crate) fn arriving<K: Resource<DynamicType = ()>>(slot: &IndexSlot<K>, obj: &K) {
     let (Some(ns), Some(name)) = (obj.meta().namespace.as_ref(), obj.meta().name.as_ref()) else { return };
@@ -150,7 +148,19 @@ pub(crate) fn relisted<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K
 /// made from the keys of the version they point to, so a current one is under its own keys),
 /// or None when the cache has no keys function.
 pub(crate) fn get<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSlot<K>, store: &Store<K>, key: u64) -> Option<Vec<Arc<K>>> {
-    lookup(slot, store, key, |index| !index.keys.is_empty())
+    let guard = slot.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let index = guard.as_ref().filter(|index| !index.keys.is_empty())?;
+    let Some(held) = index.entries.by_key.get(&key) else {
+        return Some(Vec::new());
+    };
+    Some(
+        held.iter()
+            .filter_map(Weak::upgrade)
+            // Only the version the store holds now: an older one still alive elsewhere may
+            // have had other labels.
+            .filter(|obj| store.get(&ObjectRef::from_obj(obj.as_ref())).is_some_and(|current| Arc::ptr_eq(&current, obj)))
+            .collect(),
+    )
 }
 
 /// The store's objects in `namespace`, or None when the cache is not indexed by namespace.
@@ -163,27 +173,6 @@ pub(crate) fn in_namespace<K: Resource<DynamicType = ()> + Clone>(slot: &IndexSl
             .into_iter()
             .flatten()
             .filter_map(|name| store.get(&ObjectRef::new(name).within(namespace)))
-            .collect(),
-    )
-}
-
-fn lookup<K: Resource<DynamicType = ()> + Clone>(
-    slot: &IndexSlot<K>,
-    store: &Store<K>,
-    key: u64,
-    indexed: fn(&Index<K>) -> bool,
-) -> Option<Vec<Arc<K>>> {
-    let guard = slot.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let index = guard.as_ref().filter(|index| indexed(index))?;
-    let Some(held) = index.entries.by_key.get(&key) else {
-        return Some(Vec::new());
-    };
-    Some(
-        held.iter()
-            .filter_map(Weak::upgrade)
-            // Only the version the store holds now: an older one still alive elsewhere may
-            // have had other labels.
-            .filter(|obj| store.get(&ObjectRef::from_obj(obj.as_ref())).is_some_and(|current| Arc::ptr_eq(&current, obj)))
             .collect(),
     )
 }
