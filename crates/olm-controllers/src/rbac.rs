@@ -21,8 +21,8 @@ pub const ROLE_TYPES: [(&str, &[&str]); 3] = [
 ];
 /// Longest object name Kubernetes accepts for a ClusterRole.
 const NAME_LIMIT: usize = 253;
-/// Characters the API server appends to a generateName.
-const GENERATED_SUFFIX: usize = 5;
+/// Characters the API server appends to a generateName (and OLM to an OperatorGroup role).
+pub const GENERATED_SUFFIX: usize = 5;
 
 /// FNV-1a, 64 bit: the hash upstream uses for API keys (`Kind.version.group`), as lower hex.
 pub fn gvk_hash(api: &str) -> String {

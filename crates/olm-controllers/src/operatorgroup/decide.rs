@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use olm_runtime::Decision;
 
 use crate::metadata::{member_annotations, operator_group_owner_labels, provided_apis};
-use crate::rbac::{ROLE_TYPES, operator_group_aggregation, operator_group_role_prefix, role_is_current};
+use crate::rbac::{GENERATED_SUFFIX, ROLE_TYPES, operator_group_aggregation, operator_group_role_prefix, role_is_current};
 use crate::selector;
 
 /// A namespace as the OperatorGroup controller sees it, borrowed from the cache: every pass
@@ -45,6 +45,9 @@ pub struct Observed<'a> {
     pub csvs: Vec<&'a ClusterServiceVersion>,
     /// The ClusterRoles labelled as owned by this group.
     pub cluster_roles: Vec<&'a ClusterRole>,
+    /// Names the group's roles could take ([`operator_group_role_names`]) that another
+    /// group's role already has.
+    pub taken_role_names: BTreeSet<String>,
     /// Whether `spec.serviceAccountName` exists in the group's namespace (None: not set).
     pub service_account_exists: Option<bool>,
 }
@@ -128,15 +131,32 @@ fn excluded_from_provided_apis(csv: &ClusterServiceVersion) -> bool {
     )
 }
 
-/// The group's `suffix` role. The name ends in 5 characters derived from the group's uid (upstream
-/// lets the API server pick them), so that re-applying never creates a second role.
-pub fn operator_group_role(group: &OperatorGroup, suffix: &str, apis: &BTreeSet<String>) -> ClusterRole {
-    let tag = crate::metadata::hash_json(&serde_json::Value::String(group.uid().unwrap_or_default()));
+/// How many names a group's role may try before giving up (each after another group's role
+/// took the one before).
+const ROLE_NAME_CANDIDATES: usize = 8;
+
+/// The names the group's `suffix` role may take, in order: `olm.og.<group>.<suffix>-` and 5
+/// characters derived from the group's uid (upstream lets the API server pick them), so that
+/// re-applying never creates a second role; then the same from the uid and a counter. Five
+/// characters collide often among a thousand groups of the same name in as many namespaces,
+/// and two groups writing one role would take turns rewriting it, each aggregating its own APIs.
+pub fn operator_group_role_names(group: &OperatorGroup, suffix: &str) -> impl Iterator<Item = String> {
+    let prefix = operator_group_role_prefix(&group.name_any(), suffix);
+    let uid = group.uid().unwrap_or_default();
+    (0..ROLE_NAME_CANDIDATES).map(move |n| {
+        let seed = if n == 0 { uid.clone() } else { format!("{uid}/{n}") };
+        let tag = crate::metadata::hash_json(&serde_json::Value::String(seed));
+        format!("{prefix}{}", &tag[..GENERATED_SUFFIX])
+    })
+}
+
+/// The group's `suffix` role, named `name`.
+pub fn operator_group_role(group: &OperatorGroup, name: String, suffix: &str, apis: &BTreeSet<String>) -> ClusterRole {
     let mut labels = operator_group_owner_labels(group);
     labels.insert(keys::MANAGED_LABEL.to_owned(), "true".to_owned());
     ClusterRole {
         metadata: ObjectMeta {
-            name: Some(format!("{}{}", operator_group_role_prefix(&group.name_any(), suffix), &tag[..5])),
+            name: Some(name),
             labels: Some(labels),
             ..Default::default()
         },
@@ -250,6 +270,7 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
         .map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
         .unwrap_or_default();
     let mut group_apis = current.clone();
+    let mut provided_apis_write = None;
     if !group.spec.static_provided_apis.unwrap_or(false) {
         let mut wanted: BTreeSet<String> = members
             .iter()
@@ -267,27 +288,32 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
         // all went keeps an empty one.
         if wanted != current {
             let value = wanted.iter().cloned().collect::<Vec<_>>().join(",");
-            decision = decision.act(OgAction::SetProvidedApis { value });
+            provided_apis_write = Some(OgAction::SetProvidedApis { value });
         }
         group_apis = wanted;
     }
 
     // The group's admin/edit/view roles aggregate the per-API roles of what it provides.
     for (suffix, _) in ROLE_TYPES {
-        let wanted = operator_group_role(group, suffix, &group_apis);
         let prefix = operator_group_role_prefix(&group.name_any(), suffix);
         let mut existing: Vec<&ClusterRole> = observed
             .cluster_roles
             .iter()
             .copied()
-            .filter(|r| r.name_any().starts_with(&prefix) && r.name_any().len() == prefix.len() + 5)
+            .filter(|r| r.name_any().starts_with(&prefix) && r.name_any().len() == prefix.len() + GENERATED_SUFFIX)
             .collect();
         existing.sort_by_key(|r| r.name_any());
         match existing.split_first() {
-            None => decision = decision.act(OgAction::ApplyClusterRole(Box::new(wanted))),
+            None => {
+                // All names taken cannot happen short of thousands of colliding groups; the
+                // next pass tries again.
+                if let Some(name) = operator_group_role_names(group, suffix).find(|name| !observed.taken_role_names.contains(name)) {
+                    let wanted = operator_group_role(group, name, suffix, &group_apis);
+                    decision = decision.act(OgAction::ApplyClusterRole(Box::new(wanted)));
+                }
+            }
             Some((first, extras)) => {
-                let mut wanted = wanted;
-                wanted.metadata.name = Some(first.name_any());
+                let wanted = operator_group_role(group, first.name_any(), suffix, &group_apis);
                 if !role_is_current(first, &wanted) {
                     decision = decision.act(OgAction::ApplyClusterRole(Box::new(wanted)));
                 }
@@ -296,6 +322,13 @@ pub fn decide(observed: &Observed<'_>, now: Timestamp) -> OgDecision {
                 }
             }
         }
+    }
+
+    // The annotation after the roles: its own event brings the next pass, which would write a
+    // role again if that role's event had not reached the cache yet (a role whose APIs a
+    // client sees in the annotation is then aggregated already, too).
+    if let Some(write) = provided_apis_write {
+        decision = decision.act(write);
     }
 
     // Target namespaces carry the group's uid label (not for all-namespaces groups); no other

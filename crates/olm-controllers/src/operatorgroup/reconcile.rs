@@ -1,6 +1,6 @@
 //! Observe → decide → act for OperatorGroups.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -61,12 +61,14 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
     let groups_in_namespace = state.groups.list_in(&namespace).len().max(1);
     let owner = crate::metadata::operator_group_owner_labels(&group);
     let roles = crate::metadata::carrying_owner(&state.cluster_roles, &owner);
+    let taken_role_names = taken_role_names(&state.cluster_roles, &group, &owner);
     let observed = Observed {
         group: &group,
         groups_in_namespace,
         namespaces: &namespaces,
         csvs: csvs.iter().map(Arc::as_ref).collect(),
         cluster_roles: roles.iter().map(Arc::as_ref).collect(),
+        taken_role_names,
         service_account_exists: group
             .spec
             .service_account_name
@@ -75,47 +77,81 @@ async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<ControllerContext<OgState
     };
     let decision = decide(&observed, Timestamp::now());
 
-    let params = PatchParams::default();
+    // The roles are independent of each other: written together, so that a pass (which a new
+    // member CSV waits for, in the queue behind other groups' passes) takes one round trip
+    // for them instead of three. Everything else goes in the decided order.
+    let mut roles = Vec::new();
     for action in &decision.actions {
-        match action {
-            OgAction::AnnotateCsv { name, annotations } => {
-                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                let patch = json!({ "metadata": { "annotations": annotations } });
-                api.patch(name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|err| Error::api(format!("annotate ClusterServiceVersion {namespace}/{name}"), err))?;
-                tracing::info!(csv = %name, "set OperatorGroup annotations on member CSV");
-            }
-            OgAction::SetProvidedApis { value } => {
-                let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &namespace);
-                let patch = json!({ "metadata": { "annotations": { keys::PROVIDED_APIS_ANNOTATION: value } } });
-                api.patch(&group.name_any(), &params, &Patch::Merge(&patch))
-                    .await
-                    .map_err(|err| Error::api(format!("set olm.providedAPIs on OperatorGroup {namespace}/{}", group.name_any()), err))?;
-            }
-            OgAction::ApplyClusterRole(role) => {
-                let api: Api<ClusterRole> = Api::all(ctx.client.clone());
-                let role_name = role.name_any();
-                api.patch(&role_name, &PatchParams::apply(&ctx.field_manager()).force(), &Patch::Apply(role.as_ref()))
-                    .await
-                    .map_err(|err| Error::api(format!("apply ClusterRole {role_name}"), err))?;
-            }
-            OgAction::DeleteClusterRole { name } => {
-                let api: Api<ClusterRole> = Api::all(ctx.client.clone());
-                match api.delete(name, &kube::api::DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(err) if olm_runtime::error::is_not_found(&err) => {}
-                    Err(err) => return Err(Error::api(format!("delete ClusterRole {name}"), err)),
-                }
-            }
-            OgAction::LabelNamespace { namespace: target, key } => label_namespace(&ctx, target, key, true).await?,
-            OgAction::UnlabelNamespace { namespace: target, key } => label_namespace(&ctx, target, key, false).await?,
+        if matches!(action, OgAction::ApplyClusterRole(_) | OgAction::DeleteClusterRole { .. }) {
+            roles.push(act(&ctx, &group, action));
+            continue;
         }
+        futures::future::try_join_all(roles.drain(..)).await?;
+        act(&ctx, &group, action).await?;
     }
+    futures::future::try_join_all(roles).await?;
     if let Some(status) = &decision.status {
         ctx.status.apply(group.as_ref(), status).await?;
     }
     Ok(action_for(decision.requeue_after))
+}
+
+/// Carry out one action of `group`'s decision.
+async fn act(ctx: &ControllerContext<OgState>, group: &OperatorGroup, action: &OgAction) -> Result<()> {
+    let namespace = group.namespace().unwrap_or_default();
+    let params = PatchParams::default();
+    match action {
+        OgAction::AnnotateCsv { name, annotations } => {
+            let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+            let patch = json!({ "metadata": { "annotations": annotations } });
+            api.patch(name, &params, &Patch::Merge(&patch))
+                .await
+                .map_err(|err| Error::api(format!("annotate ClusterServiceVersion {namespace}/{name}"), err))?;
+            tracing::info!(csv = %name, "set OperatorGroup annotations on member CSV");
+        }
+        OgAction::SetProvidedApis { value } => {
+            let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &namespace);
+            let patch = json!({ "metadata": { "annotations": { keys::PROVIDED_APIS_ANNOTATION: value } } });
+            api.patch(&group.name_any(), &params, &Patch::Merge(&patch))
+                .await
+                .map_err(|err| Error::api(format!("set olm.providedAPIs on OperatorGroup {namespace}/{}", group.name_any()), err))?;
+        }
+        OgAction::ApplyClusterRole(role) => {
+            let api: Api<ClusterRole> = Api::all(ctx.client.clone());
+            let role_name = role.name_any();
+            api.patch(&role_name, &PatchParams::apply(&ctx.field_manager()).force(), &Patch::Apply(role.as_ref()))
+                .await
+                .map_err(|err| Error::api(format!("apply ClusterRole {role_name}"), err))?;
+        }
+        OgAction::DeleteClusterRole { name } => {
+            let api: Api<ClusterRole> = Api::all(ctx.client.clone());
+            match api.delete(name, &kube::api::DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(err) if olm_runtime::error::is_not_found(&err) => {}
+                Err(err) => return Err(Error::api(format!("delete ClusterRole {name}"), err)),
+            }
+        }
+        OgAction::LabelNamespace { namespace: target, key } => label_namespace(ctx, target, key, true).await?,
+        OgAction::UnlabelNamespace { namespace: target, key } => label_namespace(ctx, target, key, false).await?,
+    }
+    Ok(())
+}
+
+/// The names `group`'s roles could take that a role of another owner has, up to the first free
+/// (or its own) name of each role.
+fn taken_role_names(roles: &Cache<ClusterRole>, group: &OperatorGroup, owner: &BTreeMap<String, String>) -> BTreeSet<String> {
+    let mut taken = BTreeSet::new();
+    for (suffix, _) in crate::rbac::ROLE_TYPES {
+        for name in super::decide::operator_group_role_names(group, suffix) {
+            match roles.get(None, &name) {
+                Some(role) if !owner.iter().all(|(k, v)| role.labels().get(k) == Some(v)) => {
+                    taken.insert(name);
+                }
+                _ => break,
+            }
+        }
+    }
+    taken
 }
 
 /// Adds (or removes) the group label `key` on namespace `namespace` (a merge patch; a

@@ -60,14 +60,14 @@ fn status_annotations_provided_apis_and_namespace_labels() {
     let ns = namespaces();
     let og = group(OperatorGroupSpec { target_namespaces: Some(vec!["ops".into()]), ..Default::default() });
     let unchecked = etcd();
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&unchecked], cluster_roles: vec![], service_account_exists: None };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&unchecked], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: None };
     assert!(
         !decide(&observed, now()).actions.iter().any(|a| matches!(a, OgAction::SetProvidedApis { .. })),
         "a CSV that has not passed the group checks provides nothing yet: no annotation is written"
     );
     let mut csv = etcd();
     csv.status = Some(ClusterServiceVersionStatus { phase: Some(CsvPhase::Pending), ..Default::default() });
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![], service_account_exists: None };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: None };
     let decision = decide(&observed, now());
     let status = decision.status.clone().expect("status");
     assert_eq!(status.namespaces, Some(vec!["ops".to_owned()]));
@@ -94,7 +94,7 @@ fn an_unchanged_group_keeps_its_last_updated_time() {
     let mut og = group(OperatorGroupSpec::default());
     let earlier = Time(Timestamp::from_second(1_700_000_000).expect("valid timestamp"));
     og.status = Some(OperatorGroupStatus { namespaces: Some(vec![String::new()]), last_updated: Some(earlier.clone()), ..Default::default() });
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: None };
     let decision = decide(&observed, now());
     assert_eq!(decision.status.and_then(|s| s.last_updated), Some(earlier));
     assert!(
@@ -109,7 +109,7 @@ fn a_second_group_sets_multiple_operator_group_and_stops_annotating() {
     let ns = namespaces();
     let og = group(OperatorGroupSpec::default());
     let csv = etcd();
-    let observed = Observed { group: &og, groups_in_namespace: 2, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![], service_account_exists: None };
+    let observed = Observed { group: &og, groups_in_namespace: 2, namespaces: &ns, csvs: vec![&csv], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: None };
     let decision = decide(&observed, now());
     let conditions = decision.status.clone().and_then(|s| s.conditions).unwrap_or_default();
     assert_eq!(conditions.len(), 1);
@@ -127,7 +127,7 @@ fn aggregated_roles_are_created_once_and_follow_the_provided_apis() {
         keys::PROVIDED_APIS_ANNOTATION.to_owned(),
         "EtcdCluster.v1beta2.etcd.database.coreos.com".to_owned(),
     )]));
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: None };
     let decision = decide(&observed, now());
     let roles: Vec<k8s_openapi::api::rbac::v1::ClusterRole> = decision
         .actions
@@ -144,20 +144,55 @@ fn aggregated_roles_are_created_once_and_follow_the_provided_apis() {
     let label = crate::rbac::aggregation_label("EtcdCluster.v1beta2.etcd.database.coreos.com", "view");
     assert_eq!(selectors[0].match_labels.clone().unwrap_or_default().get(&label).map(String::as_str), Some("true"));
     // Once they exist unchanged, nothing more is applied.
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: roles.iter().collect(), service_account_exists: None };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: roles.iter().collect(), taken_role_names: Default::default(), service_account_exists: None };
     assert!(!decide(&observed, now()).actions.iter().any(|a| matches!(a, OgAction::ApplyClusterRole(_))));
+}
+
+fn applied_roles(observed: &Observed<'_>) -> Vec<k8s_openapi::api::rbac::v1::ClusterRole> {
+    decide(observed, now())
+        .actions
+        .into_iter()
+        .filter_map(|a| match a {
+            OgAction::ApplyClusterRole(role) => Some(*role),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_role_name_another_group_holds_is_passed_over_for_the_next() {
+    let ns = namespaces();
+    let og = group(OperatorGroupSpec::default());
+    let first: Vec<String> = ["admin", "edit", "view"]
+        .iter()
+        .map(|suffix| super::decide::operator_group_role_names(&og, suffix).next().expect("a first name"))
+        .collect();
+    let free = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: None };
+    let names = |roles: &[k8s_openapi::api::rbac::v1::ClusterRole]| roles.iter().map(|r| r.metadata.name.clone().unwrap_or_default()).collect::<Vec<_>>();
+    assert_eq!(names(&applied_roles(&free)), first);
+
+    // A group of the same name elsewhere holds the first name of the view role.
+    let taken = Observed { taken_role_names: [first[2].clone()].into(), ..free };
+    let roles = applied_roles(&taken);
+    let chosen = names(&roles);
+    assert_eq!(chosen[..2], first[..2]);
+    assert!(chosen[2].starts_with("olm.og.og.view-") && chosen[2].len() == first[2].len() && chosen[2] != first[2], "{chosen:?}");
+
+    // Once the group's own role exists under that name, it is left alone.
+    let mine = Observed { cluster_roles: roles.iter().collect(), ..taken };
+    assert!(applied_roles(&mine).is_empty());
 }
 
 #[test]
 fn the_service_account_of_a_scoped_group_is_referenced_or_reported_missing() {
     let ns = namespaces();
     let og = group(OperatorGroupSpec { service_account_name: Some("scoped".into()), ..Default::default() });
-    let missing = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: Some(false) };
+    let missing = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: Some(false) };
     let status = decide(&missing, now()).status.expect("status");
     let condition = status.conditions.unwrap_or_default().into_iter().find(|c| c.type_ == "OperatorGroupServiceAccount").expect("condition");
     assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("True", "ServiceAccountNotFound"));
     assert!(condition.message.contains("scoped"));
-    let found = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: Some(true) };
+    let found = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: Some(true) };
     let status = decide(&found, now()).status.expect("status");
     assert_eq!(status.service_account_ref.and_then(|r| r.name).as_deref(), Some("scoped"));
     assert_eq!(status.conditions, None);
@@ -193,7 +228,7 @@ fn a_namespace_no_longer_targeted_loses_the_group_label_and_deleted_groups_label
     let ns: Vec<NamespaceView<'_>> = namespaces().iter().zip(&labels).map(|(view, labels)| NamespaceView { name: view.name, labels }).collect();
     // Targets only "a": "b" and "ops" lose the label.
     let og = group(OperatorGroupSpec { target_namespaces: Some(vec!["a".into()]), ..Default::default() });
-    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
+    let observed = Observed { group: &og, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: None };
     let unlabelled: Vec<String> = decide(&observed, now())
         .actions
         .iter()
@@ -205,7 +240,7 @@ fn a_namespace_no_longer_targeted_loses_the_group_label_and_deleted_groups_label
     assert_eq!(unlabelled, ["b", "ops"]);
     // Become all-namespaces: every namespace loses it.
     let all = group(OperatorGroupSpec::default());
-    let observed = Observed { group: &all, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], service_account_exists: None };
+    let observed = Observed { group: &all, groups_in_namespace: 1, namespaces: &ns, csvs: vec![], cluster_roles: vec![], taken_role_names: Default::default(), service_account_exists: None };
     let count = decide(&observed, now()).actions.iter().filter(|a| matches!(a, OgAction::UnlabelNamespace { .. })).count();
     assert_eq!(count, 3);
     // Labels of groups that no longer exist.
