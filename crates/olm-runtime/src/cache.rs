@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 use super::admin::Readiness;
 use super::cache_index::{self, IndexSlot};
+use super::cache_written::Written;
 pub use super::cache_index::KeysOf;
 
 /// One cache's figures: objects, bytes of their compact JSON, and heap bytes of a clone of
@@ -80,6 +81,10 @@ where
     name: String,
     subscribers: Subscribers<K>,
     index: IndexSlot<K>,
+    /// What this process wrote that the watch has not brought back yet ([`Cache::wrote`]).
+    written: Arc<Written<K>>,
+    /// What the watch does to every object before storing it (also done to written ones).
+    trim: fn(&mut K),
     // kube's `Store::wait_until_ready` wakes only the last of several concurrent waiters, so
     // exactly one task waits on it and publishes the result here for everybody else.
     synced: tokio::sync::watch::Receiver<bool>,
@@ -100,6 +105,8 @@ where
             name: self.name.clone(),
             subscribers: self.subscribers.clone(),
             index: self.index.clone(),
+            written: self.written.clone(),
+            trim: self.trim,
             synced: self.synced.clone(),
         }
     }
@@ -138,13 +145,24 @@ where
         cache_index::start_namespaces(&self.index, &self.store);
     }
 
-    /// One object by namespace (None for cluster-scoped) and name.
+    /// One object by namespace (None for cluster-scoped) and name: as this process last wrote
+    /// it when the watch has not brought that write back yet ([`Cache::wrote`]).
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         let mut key = ObjectRef::<K>::new(name);
         if let Some(ns) = namespace {
             key = key.within(ns);
         }
-        self.store.get(&key)
+        self.written.newer(&key, self.store.get(&key), std::time::Instant::now())
+    }
+
+    /// Record `answer`, the API server's answer to a write of an object this cache holds (it
+    /// must match the cache's selector): [`Cache::get`] returns it until the watch brings the
+    /// write, so that a pass woken meanwhile does not write it again.
+    pub fn wrote(&self, mut answer: K) {
+        let key = ObjectRef::from_obj(&answer);
+        let stored = self.store.get(&key);
+        prepare(&mut answer, self.trim);
+        self.written.record(stored.as_deref(), Arc::new(answer), std::time::Instant::now());
     }
 
     /// Index the objects by `keys` too from now on (see [`Cache::indexed`]). Every clone of
@@ -415,11 +433,14 @@ impl Caches {
         let index: IndexSlot<K> = Arc::default();
         self.readiness.register(name.clone());
         let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
+        let written: Arc<Written<K>> = Arc::default();
         let cache = Cache {
             store: store.clone(),
             name: name.clone(),
             subscribers: subscribers.clone(),
             index: index.clone(),
+            written: written.clone(),
+            trim,
             synced: synced_rx,
         };
         let readiness = self.readiness.clone();
@@ -449,7 +470,14 @@ impl Caches {
                     .reflect(writer)
                     .for_each(|event| {
                         match event {
-                            Ok(event) => fan_out(&event, &fan_out_store, &subscribers, &index),
+                            Ok(event) => {
+                                match &event {
+                                    watcher::Event::Apply(obj) | watcher::Event::Delete(obj) => written.seen(&ObjectRef::from_obj(obj)),
+                                    watcher::Event::Init => written.forget_all(),
+                                    watcher::Event::InitApply(_) | watcher::Event::InitDone => {}
+                                }
+                                fan_out(&event, &fan_out_store, &subscribers, &index);
+                            }
                             Err(err) => {
                                 tracing::warn!(cache = %name, %err, "watch failed; retrying with backoff");
                             }
@@ -513,7 +541,7 @@ mod tests {
         let (store, mut writer) = reflector::store::<ConfigMap>();
         let subscribers: Subscribers<ConfigMap> = Arc::default();
         let (_synced_tx, synced) = tokio::sync::watch::channel(true);
-        let cache = Cache { store, name: "ConfigMap".into(), subscribers: subscribers.clone(), index: Default::default(), synced };
+        let cache = Cache { store, name: "ConfigMap".into(), subscribers: subscribers.clone(), index: Default::default(), written: Default::default(), trim: |_| {}, synced };
         let mut changes = Box::pin(cache.subscribe_changes(|cm: &ConfigMap| (cm.metadata.uid.clone(), cm.data.clone())));
         // What the watch task does with each event: store, then fan out.
         let fan_out_store = cache.store.clone();
@@ -546,7 +574,7 @@ mod tests {
         let (store, mut writer) = reflector::store::<ConfigMap>();
         let subscribers: Subscribers<ConfigMap> = Arc::default();
         let (_synced_tx, synced) = tokio::sync::watch::channel(true);
-        let cache = Cache { store: store.clone(), name: "ConfigMap".into(), subscribers: subscribers.clone(), index: Default::default(), synced };
+        let cache = Cache { store: store.clone(), name: "ConfigMap".into(), subscribers: subscribers.clone(), index: Default::default(), written: Default::default(), trim: |_| {}, synced };
         let (mut first, mut second) = (Box::pin(cache.subscribe()), Box::pin(cache.subscribe()));
         let mut emit = |event: watcher::Event<ConfigMap>| {
             writer.apply_watcher_event(&event);

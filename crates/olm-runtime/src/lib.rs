@@ -35,6 +35,7 @@ pub mod admin;
 pub mod backoff;
 pub mod cache;
 mod cache_index;
+mod cache_written;
 pub mod client;
 pub mod controller;
 pub mod decision;

@@ -15,7 +15,8 @@ use kube::{Api, ResourceExt};
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v2::{OperatorCondition, OperatorConditionStatus};
 use olm_runtime::error::is_not_found;
-use olm_runtime::{ControllerContext, Error, Result};
+use olm_api::keys;
+use olm_runtime::{Cache, ControllerContext, Error, Result};
 use serde_json::json;
 
 use super::certs::{self};
@@ -155,11 +156,17 @@ async fn act_one(
         CsvAction::ApplyApiRole(role) => apply_cluster_scoped(&olm(ctx), role.as_ref(), apply).await,
         CsvAction::ApplyClusterRole(role) => apply_cluster_scoped(installer, role.as_ref(), apply).await,
         CsvAction::ApplyClusterRoleBinding(binding) => apply_cluster_scoped(installer, binding.as_ref(), apply).await,
-        CsvAction::ApplyRole(role) => apply_namespaced(installer, &role.namespace().unwrap_or_default(), role.as_ref(), apply).await,
-        CsvAction::ApplyRoleBinding(binding) => {
-            apply_namespaced(installer, &binding.namespace().unwrap_or_default(), binding.as_ref(), apply).await
+        CsvAction::ApplyRole(role) => {
+            let cache = is_managed(role.as_ref()).then_some(&ctx.state.managed_roles);
+            apply_namespaced_into(installer, &role.namespace().unwrap_or_default(), role.as_ref(), apply, cache).await
         }
-        CsvAction::ApplyOperatorCondition(condition) => apply_namespaced(&olm(ctx), &namespace, condition.as_ref(), apply).await,
+        CsvAction::ApplyRoleBinding(binding) => {
+            let cache = is_managed(binding.as_ref()).then_some(&ctx.state.managed_role_bindings);
+            apply_namespaced_into(installer, &binding.namespace().unwrap_or_default(), binding.as_ref(), apply, cache).await
+        }
+        CsvAction::ApplyOperatorCondition(condition) => {
+            apply_namespaced_into(&olm(ctx), &namespace, condition.as_ref(), apply, Some(&ctx.state.operator_conditions)).await
+        }
         CsvAction::ApplyOperatorConditionStatus(status) => apply_condition_status(ctx, &namespace, &name, status).await,
         // APIServices, webhooks and what serves them.
         CsvAction::ApplySecret(secret) => apply_namespaced(&olm(ctx), &namespace, secret.as_ref(), apply).await,
@@ -425,6 +432,11 @@ trait Applied: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serd
 
 impl<K> Applied for K where K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned {}
 
+/// Whether `object` is one the caches of `olm.managed` objects hold.
+fn is_managed<K: kube::Resource>(object: &K) -> bool {
+    object.meta().labels.as_ref().and_then(|labels| labels.get(keys::MANAGED_LABEL)).is_some_and(|v| v == "true")
+}
+
 /// OLM writing as itself, for what grants the operator nothing.
 fn olm(ctx: &ControllerContext<CsvState>) -> Installer {
     Installer::olm(ctx)
@@ -437,6 +449,20 @@ where
 {
     let api: Api<K> = Api::namespaced(writer.client()?, namespace);
     server_side_apply(&api, Some(namespace), &writer.as_whom(), object, params).await.map(drop)
+}
+
+/// [`apply_namespaced`] of an object `cache` holds (when given), telling it what was written:
+/// a pass woken before the watch brings the write then does not write it again.
+async fn apply_namespaced_into<K>(writer: &Installer, namespace: &str, object: &K, params: &PatchParams, cache: Option<&Cache<K>>) -> Result<()>
+where
+    K: Applied + kube::Resource<Scope = NamespaceResourceScope> + Send + Sync + 'static,
+{
+    let api: Api<K> = Api::namespaced(writer.client()?, namespace);
+    let answer = server_side_apply(&api, Some(namespace), &writer.as_whom(), object, params).await?;
+    if let Some(cache) = cache {
+        cache.wrote(answer);
+    }
+    Ok(())
 }
 
 /// Server-side apply the cluster-scoped `object` as `writer`.
