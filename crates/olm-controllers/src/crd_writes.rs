@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use kube::api::DynamicObject;
 
@@ -44,7 +45,13 @@ struct Inner {
     locks: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
     waiting: HashMap<String, Vec<Waiting>>,
     next_ticket: u64,
+    /// (CRD, Operator label) → when a write of this process carried it, for [`LABELS_SETTLE`].
+    labelled: HashMap<(String, String), Instant>,
 }
+
+/// How long a label a write carried is taken as on the CRD while the watch cache may not show
+/// it yet (a shared CRD's events are as large as its thousand installs' labels, and come late).
+const LABELS_SETTLE: Duration = Duration::from_secs(60);
 
 /// The per-CRD locks and waiting shares, shared by the controllers that write CRDs (cloning
 /// shares them).
@@ -60,6 +67,23 @@ impl CrdWrites {
     pub async fn lock(&self, name: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = self.inner().locks.entry(name.to_owned()).or_default().clone();
         lock.lock_owned().await
+    }
+
+    /// Whether a write of the CRD `name` by this process carried the Operator label `label`
+    /// lately: the Operator controller, which labels a CRD its cache shows without the label,
+    /// would otherwise label it again when the plan's write is not in its cache yet.
+    pub fn labelled_lately(&self, name: &str, label: &str, now: Instant) -> bool {
+        let inner = self.inner();
+        inner.labelled.get(&(name.to_owned(), label.to_owned())).is_some_and(|at| now.duration_since(*at) < LABELS_SETTLE)
+    }
+
+    /// A write of the CRD `name` carried `labels`.
+    pub fn carried(&self, name: &str, labels: impl IntoIterator<Item = String>, now: Instant) {
+        let mut inner = self.inner();
+        inner.labelled.retain(|_, at| now.duration_since(*at) < LABELS_SETTLE);
+        for label in labels {
+            inner.labelled.insert((name.to_owned(), label), now);
+        }
     }
 
     /// Offer `share` for the next write of the CRD `name` with a manifest of digest
@@ -105,12 +129,19 @@ impl Ticket {
 
     /// The write of `tickets`' shares succeeded and left the CRD as `object`.
     pub fn wrote(&self, tickets: &[u64], object: Arc<DynamicObject>) {
-        let mut inner = self.writes.inner();
-        for waiting in inner.waiting.get_mut(&self.crd).into_iter().flatten() {
-            if waiting.ticket != self.id && tickets.contains(&waiting.ticket) {
-                waiting.written = Some(object.clone());
+        let mut labels = Vec::new();
+        {
+            let mut inner = self.writes.inner();
+            for waiting in inner.waiting.get_mut(&self.crd).into_iter().flatten() {
+                if tickets.contains(&waiting.ticket) {
+                    labels.extend(waiting.share.labels.keys().cloned());
+                    if waiting.ticket != self.id {
+                        waiting.written = Some(object.clone());
+                    }
+                }
             }
         }
+        self.writes.carried(&self.crd, labels, Instant::now());
     }
 }
 
@@ -168,6 +199,14 @@ mod tests {
         assert!(other_manifest.written().is_none(), "another manifest writes itself");
         assert!(other_crd.written().is_none());
         assert_eq!(other_manifest.batch().len(), 1, "a written share is not written again");
+        // The Operator controller sees the labels the write carried as on the CRD for a while.
+        let now = Instant::now();
+        for labelled in ["operators.coreos.com/etcd.a", "operators.coreos.com/etcd.b"] {
+            assert!(writes.labelled_lately(CRD, labelled, now), "{labelled}");
+            assert!(!writes.labelled_lately(CRD, labelled, now + LABELS_SETTLE), "{labelled} after a while");
+        }
+        assert!(!writes.labelled_lately(CRD, "operators.coreos.com/etcd.c", now), "not written yet");
+        assert!(!writes.labelled_lately("etcdbackups.etcd.database.coreos.com", "operators.coreos.com/etcd.a", now), "another CRD");
     }
 
     #[test]

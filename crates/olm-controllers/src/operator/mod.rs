@@ -227,7 +227,8 @@ async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) -
     for name in names {
         let Some(crd) = state.crds.get(None, &name) else { continue };
         let object = format!("CustomResourceDefinition {name}");
-        if crd.labels().contains_key(label) || state.labelled.lately_or_now(&object, label, std::time::Instant::now()) {
+        let now = std::time::Instant::now();
+        if crd.labels().contains_key(label) || state.crd_writes.labelled_lately(&name, label, now) || state.labelled.lately_or_now(&object, label, now) {
             continue;
         }
         let patch = json!({"metadata": {"labels": {label: ""}}});
@@ -236,6 +237,10 @@ async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) -
             ..Default::default()
         };
         let _write = state.crd_writes.lock(&name).await;
+        // A plan's write may have carried the label while this waited for it.
+        if state.crd_writes.labelled_lately(&name, label, std::time::Instant::now()) {
+            continue;
+        }
         if let Err(err) = Api::<CustomResourceDefinition>::all(ctx.client.clone()).patch(&name, &params, &Patch::Merge(&patch)).await {
             state.labelled.failed(&object, label);
             failed = true;
