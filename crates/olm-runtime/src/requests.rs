@@ -79,6 +79,8 @@ pub fn count<B>(request: &http::Request<B>) {
         Some(sub) => format!("{}/{sub}", kind.resource),
         None => kind.resource,
     };
+    // `RUST_LOG=olm_runtime::requests=trace` lists every request: which objects a count is made of.
+    tracing::trace!(verb = kind.verb, path = request.uri().path(), "API request");
     api_requests().get_or_create(&RequestLabels { verb: kind.verb.to_owned(), resource }).inc();
 }
 
