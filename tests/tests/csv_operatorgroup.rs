@@ -304,8 +304,14 @@ async fn clusterwide_csv_is_copied_into_target_namespaces() -> anyhow::Result<()
         .await?;
     let rules = lifted.rules.unwrap_or_default();
     assert!(rules.iter().any(|r| r.resources == Some(vec!["namespaces".to_owned()])), "{rules:?}");
+    // Written right after the role: waited for too.
     let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(client.clone());
-    assert!(bindings.get_opt(&lifted_name).await?.is_some(), "lifted ClusterRoleBinding");
+    ns.wait_for("the operator's RoleBinding lifted to a ClusterRoleBinding", TIMEOUT, &[], || {
+        let bindings = bindings.clone();
+        let lifted_name = lifted_name.clone();
+        async move { bindings.get_opt(&lifted_name).await.map_err(|e| e.to_string()) }
+    })
+    .await?;
 
     let copies: Api<ClusterServiceVersion> = other.api();
     let copy = other
