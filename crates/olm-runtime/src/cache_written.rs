@@ -103,13 +103,19 @@ mod tests {
         cm.and_then(|cm| cm.data.as_ref().and_then(|d| d.get("k").cloned()))
     }
 
-    #[test]
-    fn a_write_reads_back_until_its_event_arrives() {
+    /// "new" (version 2) written over "old" (version 1), which the store still holds.
+    fn new_written_over_old() -> (Written<ConfigMap>, Instant, Arc<ConfigMap>, ObjectRef<ConfigMap>) {
         let written = Written::<ConfigMap>::default();
         let now = Instant::now();
         let old = config_map("1", "old");
         let key = ObjectRef::from_obj(old.as_ref());
         written.record(Some(&old), config_map("2", "new"), now);
+        (written, now, old, key)
+    }
+
+    #[test]
+    fn a_write_reads_back_until_its_event_arrives() {
+        let (written, now, old, key) = new_written_over_old();
         assert_eq!(value(written.newer(&key, Some(old.clone()), now)).as_deref(), Some("new"));
         written.seen(&key);
         assert_eq!(value(written.newer(&key, Some(old), now)).as_deref(), Some("old"), "after the event the store is the truth");
@@ -130,11 +136,7 @@ mod tests {
 
     #[test]
     fn a_write_stands_in_for_a_while_only_and_not_when_the_store_had_it() {
-        let written = Written::<ConfigMap>::default();
-        let now = Instant::now();
-        let old = config_map("1", "old");
-        let key = ObjectRef::from_obj(old.as_ref());
-        written.record(Some(&old), config_map("2", "new"), now);
+        let (written, now, old, key) = new_written_over_old();
         assert_eq!(value(written.newer(&key, Some(old.clone()), now + SETTLES)).as_deref(), Some("old"));
         // The store had the answer's version already (its event came first): nothing to stand in.
         let stored = config_map("3", "as the watch brought it");
