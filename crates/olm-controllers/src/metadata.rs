@@ -66,13 +66,18 @@ pub fn owner_index_keys<K: Resource>(obj: &K) -> Vec<u64> {
     obj.meta().labels.as_ref().and_then(owner_key).into_iter().collect()
 }
 
+/// Whether `obj` carries every label of `owner`.
+pub fn carries_owner<K: Resource>(obj: &K, owner: &BTreeMap<String, String>) -> bool {
+    owner.iter().all(|(k, v)| obj.labels().get(k) == Some(v))
+}
+
 /// The objects of `cache` carrying every label of `owner`: from its owner index (a scan of
 /// every object when it has none; per pass of every CSV and OperatorGroup, that was O(N)).
 pub fn carrying_owner<K>(cache: &olm_runtime::Cache<K>, owner: &BTreeMap<String, String>) -> Vec<std::sync::Arc<K>>
 where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
 {
-    let carries = |obj: &K| owner.iter().all(|(k, v)| obj.labels().get(k) == Some(v));
+    let carries = |obj: &K| carries_owner(obj, owner);
     match owner_key(owner) {
         Some(key) => cache.select(key, carries),
         None => cache.store().state_filter(carries),

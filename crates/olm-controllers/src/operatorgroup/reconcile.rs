@@ -144,7 +144,7 @@ fn taken_role_names(roles: &Cache<ClusterRole>, group: &OperatorGroup, owner: &B
     for (suffix, _) in crate::rbac::ROLE_TYPES {
         for name in super::decide::operator_group_role_names(group, suffix) {
             match roles.get(None, &name) {
-                Some(role) if !owner.iter().all(|(k, v)| role.labels().get(k) == Some(v)) => {
+                Some(role) if !crate::metadata::carries_owner(role.as_ref(), owner) => {
                     taken.insert(name);
                 }
                 _ => break,
