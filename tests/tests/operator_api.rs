@@ -202,3 +202,48 @@ async fn a_shared_crd_keeps_every_installs_label_in_the_plans_own_write() -> any
 fn lists_kind(operator: &Operator, kind: &str) -> bool {
     components(operator).iter().any(|(k, _, _)| k == kind)
 }
+
+/// Twelve installs of one operator at once make its CRDs busy (`crd_writes::BUSY_SHARES`): a
+/// plan may park its share of a CRD for the next write instead of writing it. Every plan still
+/// completes, and every CRD ends with every install's label and installed-alongside annotation.
+#[tokio::test]
+async fn a_burst_of_installs_leaves_every_install_on_the_shared_crds() -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
+    let (cluster, _) = controllers::setup().await?;
+    let server = etcd_catalog_server(true).await?;
+    let address = server.grpc_addrs.get("community").context("gRPC address of community")?.to_string();
+    let prefixes: Vec<String> = (0..12).map(|i| format!("crd-burst-{i}")).collect();
+    let installs = prefixes.iter().map(|prefix| install_etcd(&cluster, prefix, &address));
+    let namespaces = futures::future::try_join_all(installs).await?;
+    for ns in &namespaces {
+        let plans: Api<InstallPlan> = ns.api();
+        ns.wait_for("its InstallPlan Complete", TIMEOUT, OBJECTS, || {
+            let plans = plans.clone();
+            async move {
+                let list = plans.list(&Default::default()).await.map_err(|e| e.to_string())?;
+                let complete = !list.items.is_empty()
+                    && list.items.iter().all(|p| p.status.as_ref().is_some_and(|s| s.phase == InstallPlanPhase::Complete));
+                Ok::<_, String>(complete.then_some(()))
+            }
+        })
+        .await?;
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    for name in ["etcdclusters.etcd.database.coreos.com", "etcdbackups.etcd.database.coreos.com", "etcdrestores.etcd.database.coreos.com"] {
+        let crd = crds.get(name).await?;
+        for ns in &namespaces {
+            let label = format!("operators.coreos.com/etcd.{}", ns.name());
+            assert!(crd.labels().contains_key(&label), "{name} carries {label}");
+            let alongside = format!("{}/etcdoperator.v0.9.4", ns.name());
+            assert!(
+                crd.annotations().iter().any(|(k, v)| k.starts_with("operatorframework.io/installed-alongside-") && *v == alongside),
+                "{name} says it was installed alongside {alongside}"
+            );
+        }
+    }
+    for ns in namespaces {
+        ns.cleanup().await?;
+    }
+    Ok(())
+}

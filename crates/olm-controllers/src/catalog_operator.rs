@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use olm_api::v1::operator_group::OperatorGroup;
@@ -59,6 +60,8 @@ pub struct Shared<'a> {
     pub catalog_metrics: &'a crate::catalog_metrics::CatalogMetrics,
     /// One writer at a time per CRD (shared with the Operator controller).
     pub crd_writes: &'a crate::crd_writes::CrdWrites,
+    /// The CRD cache, when the manager has one (shared with the CSV and Operator controllers).
+    pub crds: Option<&'a Cache<CustomResourceDefinition>>,
     pub images: &'a Arc<olm_image::ImageClient>,
 }
 
@@ -130,6 +133,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
             groups: shared.groups.clone(),
             csvs: shared.csvs.clone(),
             crd_writes: shared.crd_writes.clone(),
+            crds: shared.crds.cloned(),
             clients: crate::scoped_client::ScopedClients::new(client.clone()),
             metrics: shared.catalog_metrics.clone(),
             write_failures,

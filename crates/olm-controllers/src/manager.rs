@@ -343,6 +343,7 @@ impl Manager {
                 plans: plans.as_ref(),
                 images: &config.images,
                 crd_writes: &crd_writes,
+                crds: csv_caches.as_ref().map(|shared| &shared.crds),
             },
             crate::catalog_operator::Selection {
                 catalogsource: kinds.contains(&ControllerKind::CatalogSource),

@@ -23,6 +23,10 @@ pub fn wait_for_api_delay(waited: Duration) -> Duration {
     (waited / 4).clamp(Duration::from_millis(20), Duration::from_secs(2))
 }
 
+/// How soon a plan whose CRD share is parked looks again (the share waits up to
+/// `crate::crd_writes::SHARE_WINDOW` for a write).
+pub const PARKED_RECHECK: Duration = Duration::from_secs(1);
+
 /// What to do with a plan now.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Next {
@@ -97,8 +101,12 @@ pub struct Pass {
     pub steps: Vec<Step>,
     /// The first error, which stopped the pass.
     pub error: Option<StepError>,
-    /// Some CRD is not Established yet.
+    /// Some CRD is not Established yet, or a CRD step's share is parked for the next write of
+    /// its CRD.
     pub waiting_for_api: bool,
+    /// A CRD step's share is parked (`crate::crd_writes`): the next look is a second away at
+    /// the soonest, not tens of milliseconds.
+    pub parked: bool,
 }
 
 fn installed_condition(
@@ -252,7 +260,8 @@ pub fn after_pass(previous: &InstallPlanStatus, pass: Pass, now: Timestamp) -> (
             status.phase = InstallPlanPhase::Installing;
             status.conditions = without_refusal(previous);
             status.message = None;
-            (status, Some(wait_for_api_delay(elapsed)), None)
+            let delay = wait_for_api_delay(elapsed);
+            (status, Some(if pass.parked { delay.max(PARKED_RECHECK) } else { delay }), None)
         }
         None => {
             status.phase = InstallPlanPhase::Complete;
@@ -343,6 +352,7 @@ mod tests {
             steps: vec![step(StepStatus::WaitingForApi)],
             error: None,
             waiting_for_api: true,
+            parked: false,
         };
         let (s, requeue, event) = after_pass(&start, waiting.clone(), t0);
         assert_eq!(s.phase, InstallPlanPhase::Installing);
@@ -351,7 +361,11 @@ mod tests {
         let later = Timestamp::from_second(1000 + 4).expect("time");
         assert_eq!(after_pass(&start, waiting.clone(), later).1, Some(Duration::from_secs(1)));
         let much_later = Timestamp::from_second(1000 + 600).expect("time");
-        assert_eq!(after_pass(&start, waiting, much_later).1, Some(Duration::from_secs(2)));
+        assert_eq!(after_pass(&start, waiting.clone(), much_later).1, Some(Duration::from_secs(2)));
+        // A parked share waits for the next write of its CRD: no look sooner than a second.
+        let parked = Pass { parked: true, ..waiting };
+        assert_eq!(after_pass(&start, parked.clone(), t0).1, Some(PARKED_RECHECK));
+        assert_eq!(after_pass(&start, parked, much_later).1, Some(Duration::from_secs(2)));
     }
 
     #[test]
@@ -366,6 +380,7 @@ mod tests {
             steps: vec![step(StepStatus::Created)],
             error: None,
             waiting_for_api: false,
+            parked: false,
         };
         let (s, requeue, event) = after_pass(&start, ok, t0);
         assert_eq!(s.phase, InstallPlanPhase::Complete);
@@ -377,6 +392,7 @@ mod tests {
             steps: vec![step(StepStatus::Unknown)],
             error: Some(transient.clone()),
             waiting_for_api: false,
+            parked: false,
         };
         let (s, requeue, _) = after_pass(&start, pass.clone(), t0);
         assert_eq!(s.phase, InstallPlanPhase::Installing);
@@ -399,6 +415,7 @@ mod tests {
                 steps: vec![],
                 error: Some(fatal),
                 waiting_for_api: false,
+                parked: false,
             },
             t0,
         );
@@ -417,6 +434,7 @@ mod tests {
                 forbidden: true,
             }),
             waiting_for_api: false,
+            parked: false,
         }
     }
 
@@ -463,6 +481,7 @@ mod tests {
             steps: vec![step(StepStatus::Created), step(StepStatus::Created)],
             error: None,
             waiting_for_api: false,
+            parked: false,
         };
         let (s3, _, _) = after_pass(&s2, done, later);
         assert_eq!(s3.phase, InstallPlanPhase::Complete);
@@ -506,6 +525,7 @@ mod tests {
             steps: vec![],
             error: Some(StepError::new("connection reset", true)),
             waiting_for_api: false,
+            parked: false,
         };
         let (s2, requeue, _) = after_pass(&blocked_long, pass, later);
         assert_eq!(s2.phase, InstallPlanPhase::Installing);

@@ -47,6 +47,10 @@ pub struct InstallPlanState {
     pub csvs: Cache<ClusterServiceVersion>,
     /// One writer at a time per CRD (shared with the Operator controller).
     pub crd_writes: crate::crd_writes::CrdWrites,
+    /// Every CRD (trimmed), when the process watches them (the CSV or Operator controller
+    /// runs): a step whose CRD this process wrote with the same manifest needs no upgrade check
+    /// and may park its share (`shared_crd`).
+    pub crds: Option<Cache<CustomResourceDefinition>>,
     /// OLM's client and the ServiceAccount-impersonating ones derived from it.
     pub clients: ScopedClients,
     /// The catalog-operator metrics.
@@ -203,6 +207,8 @@ struct Applied {
     status: StepStatus,
     /// The uid of an applied ClusterServiceVersion (owner of its bundle's namespaced objects).
     csv_uid: Option<String>,
+    /// A CRD step's share was parked for the next write of its CRD (status WaitingForApi).
+    parked: bool,
 }
 
 /// The (group, kind) a CRD manifest defines.
@@ -232,6 +238,12 @@ async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Re
     let r = &step.resource;
     let manifest: Value = serde_json::from_str(r.manifest.as_deref().unwrap_or("{}"))
         .map_err(|err| StepError::new(format!("the manifest of step {} is not valid JSON: {err}", describe(step, "")), false))?;
+    // The manifest this process last wrote to the CRD, whose spec nobody changed since: nothing
+    // to check (at a thousand installs of one operator, each read was a 250 KiB object).
+    let digest = super::shared_crd::without_shares(&manifest).0;
+    if ctx.state.crd_writes.spec_current(&r.name, digest, super::shared_crd::cached_generation(ctx, &r.name)) {
+        return Ok(true);
+    }
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     // From the API server's watch cache (no storage read): most installs bring new CRDs, and
     // the write of a shared CRD reads it live anyway, under its lock (`shared_crd`). A CRD
@@ -358,7 +370,7 @@ async fn apply_step(
                 match api.create(&params, &object).await {
                     Ok(created) => {
                         let csv_uid = (r.kind == "ClusterServiceVersion").then(|| created.uid()).flatten();
-                        return Ok(Applied { status: StepStatus::Created, csv_uid });
+                        return Ok(Applied { status: StepStatus::Created, csv_uid, parked: false });
                     }
                     Err(err) if api_status_code(&err) == Some(409) => true,
                     Err(err) => return Err(step_error(step, namespace, "create", step_installer, &err)),
@@ -370,7 +382,10 @@ async fn apply_step(
     let applied = if is_crd {
         super::shared_crd::apply(ctx, &api, &r.name, namespace, &step.resolving, manifest).await
     } else {
-        api.patch(&r.name, &PatchParams::apply(&ctx.field_manager()).force(), &Patch::Apply(&manifest)).await.map_err(|err| ("patch", err))
+        api.patch(&r.name, &PatchParams::apply(&ctx.field_manager()).force(), &Patch::Apply(&manifest))
+            .await
+            .map(Some)
+            .map_err(|err| ("patch", err))
     }
     .map_err(|(verb, err)| {
         if is_not_found(&err) {
@@ -378,6 +393,11 @@ async fn apply_step(
         }
         step_error(step, namespace, verb, step_installer, &err)
     })?;
+    let Some(applied) = applied else {
+        // Parked: the CRD is as this manifest has it; the next write of it carries this step's
+        // annotation and labels, and the step looks again (`recheck_crd`).
+        return Ok(Applied { status: StepStatus::WaitingForApi, csv_uid: None, parked: true });
+    };
     let status = if is_crd && !established(&serde_json::to_value(&applied).unwrap_or(Value::Null)) {
         StepStatus::WaitingForApi
     } else if existed {
@@ -386,7 +406,7 @@ async fn apply_step(
         StepStatus::Created
     };
     let csv_uid = (r.kind == "ClusterServiceVersion").then(|| applied.uid()).flatten();
-    Ok(Applied { status, csv_uid })
+    Ok(Applied { status, csv_uid, parked: false })
 }
 
 /// A manifest (written by hand) naming a ClusterServiceVersion of the namespace as owner
@@ -471,14 +491,23 @@ fn stamp_csv(manifest: &mut Value, groups: &[Arc<OperatorGroup>]) {
     }
 }
 
-/// A CRD step applied in an earlier pass that the API server had not Established yet: look
-/// again (no re-apply).
+/// A CRD step applied in an earlier pass that the API server had not Established yet, or whose
+/// share was parked: look again. A share no write of this process carried (still parked, or
+/// parked before a restart) is applied again: parked again, or written.
 async fn recheck_crd(
     ctx: &ControllerContext<InstallPlanState>,
     step: &Step,
     namespace: &str,
     installer: &Installer,
 ) -> Result<Applied, StepError> {
+    let Some(parked) = ctx.state.crd_writes.carried_share(&step.resource.name, namespace, &step.resolving) else {
+        return apply_step(ctx, step, namespace, installer, None, None, None).await;
+    };
+    // A parked share's CRD existed (Present); established long ago as a rule, which the cache shows.
+    let cached = ctx.state.crds.as_ref().and_then(|crds| crds.get(None, &step.resource.name));
+    if parked && cached.is_some_and(|crd| established(&serde_json::to_value(crd.as_ref()).unwrap_or(Value::Null))) {
+        return Ok(Applied { status: StepStatus::Present, csv_uid: None, parked: false });
+    }
     let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
     // The watch cache's view is enough: a stale answer only means one more look.
     let found = get_cached_opt(&api, &step.resource.name)
@@ -490,7 +519,7 @@ async fn recheck_crd(
         // Deleted meanwhile: apply it again (as OLM: `apply_step` never uses the installer for CRDs).
         None => return apply_step(ctx, step, namespace, installer, None, None, None).await,
     };
-    Ok(Applied { status, csv_uid: None })
+    Ok(Applied { status, csv_uid: None, parked: false })
 }
 
 /// One execution pass. Steps go in rounds by `execution_rank` (CRDs with the CSV,
@@ -521,6 +550,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
     let mut csv_uids: HashMap<String, String> = HashMap::new();
     let mut pending_kinds: Vec<(String, String)> = Vec::new();
     let mut waiting_for_api = false;
+    let mut parked = false;
     // The CRDs this pass changes are read and checked before anything is written: an unsafe
     // CRD upgrade then writes nothing, not even the CSV, which goes in the CRDs' round.
     let to_check: Vec<usize> = todo
@@ -542,6 +572,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
                     steps: out,
                     error: Some(error),
                     waiting_for_api: false,
+                    parked: false,
                 };
             }
         }
@@ -583,7 +614,11 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
                 Ok(applied) => {
                     if applied.status == StepStatus::WaitingForApi {
                         waiting_for_api = true;
-                        pending_kinds.extend(defined_kind(out[i].resource.manifest.as_deref()));
+                        parked |= applied.parked;
+                        // A parked share's CRD serves its kind already.
+                        if !applied.parked {
+                            pending_kinds.extend(defined_kind(out[i].resource.manifest.as_deref()));
+                        }
                     }
                     if let Some(uid) = applied.csv_uid {
                         csv_uids.insert(out[i].resource.name.clone(), uid);
@@ -603,6 +638,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
                 steps: out,
                 error: Some(error),
                 waiting_for_api,
+                parked,
             };
         }
     }
@@ -610,6 +646,7 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
         steps: out,
         error: None,
         waiting_for_api,
+        parked,
     }
 }
 
@@ -692,7 +729,7 @@ async fn execute_plan(
             let pass = execute(ctx, plan, &resolved, &installer).await;
             Pass { steps: keep_references(&steps, pass.steps), ..pass }
         }
-        Err(error) => Pass { steps, error: Some(error), waiting_for_api: false },
+        Err(error) => Pass { steps, error: Some(error), waiting_for_api: false, parked: false },
     };
     let (status, requeue, event) = decide::after_pass(&base, pass, Timestamp::now());
     if status.phase != previous.phase {

@@ -15,9 +15,10 @@ use crate::crd_writes::Share;
 use olm_runtime::ControllerContext;
 
 /// Apply `manifest`, the CRD `name` of a step installing the CSV `namespace/csv`, and return it
-/// as the API server left it. The manifest's own Operator labels are its share; the rest of it
-/// must equal another step's for the two to share a write. An error comes with the verb that
-/// failed.
+/// as the API server left it; or None when the step's share was parked for the next write of
+/// the same manifest (see `crate::crd_writes`: the step looks again). The manifest's own
+/// Operator labels are its share; the rest of it must equal another step's for the two to
+/// share a write. An error comes with the verb that failed.
 pub async fn apply(
     ctx: &ControllerContext<InstallPlanState>,
     api: &Api<DynamicObject>,
@@ -25,16 +26,20 @@ pub async fn apply(
     namespace: &str,
     csv: &str,
     mut manifest: Value,
-) -> Result<DynamicObject, (&'static str, kube::Error)> {
+) -> Result<Option<DynamicObject>, (&'static str, kube::Error)> {
     let (digest, labels) = without_shares(&manifest);
     let writes = &ctx.state.crd_writes;
-    let ticket = writes.join(name, digest, Share { namespace: namespace.to_owned(), csv: csv.to_owned(), labels });
+    let share = Share { namespace: namespace.to_owned(), csv: csv.to_owned(), labels };
+    if writes.park(name, digest, cached_generation(ctx, name), &share, std::time::Instant::now()) {
+        return Ok(None);
+    }
+    let ticket = writes.join(name, digest, share);
     let _lock = writes.lock(name).await;
     if let Some(written) = ticket.written() {
-        return Ok(written.as_ref().clone());
+        return Ok(Some(written.as_ref().clone()));
     }
     let batch = ticket.batch();
-    let csvs: Vec<(String, String)> = batch.iter().map(|(_, share)| (share.namespace.clone(), share.csv.clone())).collect();
+    let csvs: Vec<(String, String)> = batch.shares().map(|share| (share.namespace.clone(), share.csv.clone())).collect();
     let now = Timestamp::now();
     let installed = |ns: &str, csv: &str| {
         let found = ctx.state.csvs.get(Some(ns), csv);
@@ -45,7 +50,7 @@ pub async fn apply(
     let shared = alongside::for_write(&ctx.client, name, &csvs, installed)
         .await
         .map_err(|err| ("get", err))?;
-    let labels = shared.component_labels.into_iter().chain(batch.iter().flat_map(|(_, share)| share.labels.clone()));
+    let labels = shared.component_labels.into_iter().chain(batch.shares().flat_map(|share| share.labels.clone()));
     if let Some(metadata) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
         for (field, values) in [("annotations", shared.annotations.into_iter().collect::<Vec<_>>()), ("labels", labels.collect())] {
             let map = metadata.entry(field).or_insert_with(|| json!({}));
@@ -61,15 +66,21 @@ pub async fn apply(
     }
     let params = PatchParams::apply(&ctx.field_manager()).force();
     let applied = api.patch(name, &params, &Patch::Apply(&manifest)).await.map_err(|err| ("patch", err))?;
-    if batch.len() > 1 {
-        tracing::debug!(crd = name, installs = batch.len(), "one write for several installs of a shared CRD");
+    if csvs.len() > 1 {
+        tracing::debug!(crd = name, installs = csvs.len(), parked = batch.parked.len(), "one write for several installs of a shared CRD");
     }
-    ticket.wrote(&batch.iter().map(|(ticket, _)| *ticket).collect::<Vec<_>>(), Arc::new(applied.clone()));
-    Ok(applied)
+    ticket.wrote(&batch, Arc::new(applied.clone()));
+    Ok(Some(applied))
+}
+
+/// The `metadata.generation` of the CRD `name` as the watch cache has it (None without a CRD
+/// cache: nothing is parked then).
+pub fn cached_generation(ctx: &ControllerContext<InstallPlanState>, name: &str) -> Option<i64> {
+    ctx.state.crds.as_ref()?.get(None, name)?.metadata.generation
 }
 
 /// The digest of `manifest` without its Operator labels, and those labels.
-fn without_shares(manifest: &Value) -> (u64, std::collections::BTreeMap<String, String>) {
+pub fn without_shares(manifest: &Value) -> (u64, std::collections::BTreeMap<String, String>) {
     let mut rest = manifest.clone();
     let mut labels = std::collections::BTreeMap::new();
     if let Some(map) = rest.pointer_mut("/metadata/labels").and_then(Value::as_object_mut) {
