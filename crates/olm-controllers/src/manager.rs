@@ -319,6 +319,7 @@ impl Manager {
                 crds: shared.crds.clone(),
                 labelled: Default::default(),
                 crd_writes: crd_writes.clone(),
+                pacing: Default::default(),
             };
             let ctx = Arc::new(ControllerContext::new(
                 (crate::FIELD_MANAGER_PREFIX, crate::operator::NAME),

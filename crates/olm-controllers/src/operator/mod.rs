@@ -17,6 +17,7 @@
 
 mod backlog;
 pub mod components;
+pub mod pacing;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -91,6 +92,8 @@ pub struct OperatorState {
     pub labelled: Labelled,
     /// One writer at a time per CRD (shared with the InstallPlan controller).
     pub crd_writes: crate::crd_writes::CrdWrites,
+    /// When Operators' statuses were written: while many are, each waits its turn.
+    pub pacing: pacing::Pacing,
 }
 
 /// How long a label this controller added is taken as there while the watch cache may not
@@ -151,7 +154,13 @@ async fn reconcile(operator: Arc<Operator>, ctx: Arc<ControllerContext<OperatorS
     }
     let status = desired_status(&label, refs);
     if observed_status_digest(&operator) != status_digest(Some(&status)) {
+        let name = operator.name_any();
+        if let Some(wait) = state.pacing.wait(&name, std::time::Instant::now()) {
+            // The pass after the wait writes what has changed by then.
+            return Ok(Action::requeue(wait));
+        }
         ctx.status.apply_cluster(operator.as_ref(), &status).await?;
+        state.pacing.wrote(&name, std::time::Instant::now());
     }
     Ok(if labels_failed { Action::requeue(SWEEP) } else { Action::await_change() })
 }
