@@ -66,6 +66,14 @@ struct LastWrite {
     at: Instant,
 }
 
+impl LastWrite {
+    /// Whether the write applied the manifest of digest `manifest` and the CRD still has the
+    /// generation it left (`generation`, from the watch cache).
+    fn is_current(&self, manifest: u64, generation: Option<i64>) -> bool {
+        self.manifest == manifest && self.generation.is_some() && self.generation == generation
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     locks: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
@@ -143,7 +151,7 @@ impl CrdWrites {
             return false;
         }
         let Some(last) = inner.last_write.get(name).copied() else { return false };
-        if last.manifest != manifest || last.generation.is_none() || last.generation != generation || now.duration_since(last.at) >= SHARE_WINDOW {
+        if !last.is_current(manifest, generation) || now.duration_since(last.at) >= SHARE_WINDOW {
             return false;
         }
         let parked = inner.parked.entry(name.to_owned()).or_default();
@@ -159,7 +167,7 @@ impl CrdWrites {
     /// step bringing it again changes no spec and needs no upgrade check.
     pub fn spec_current(&self, name: &str, manifest: u64, generation: Option<i64>) -> bool {
         let inner = self.inner();
-        inner.last_write.get(name).is_some_and(|last| last.manifest == manifest && last.generation.is_some() && last.generation == generation)
+        inner.last_write.get(name).is_some_and(|last| last.is_current(manifest, generation))
     }
 
     /// Whether a write of this process carried the share of the CSV `namespace/csv` in the CRD
