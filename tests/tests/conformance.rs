@@ -432,7 +432,7 @@ async fn take(cluster: &TestCluster, plan: &Plan, source: &(String, String), cat
     .await?;
     if !plan.missing.is_empty() {
         let message = resolution_failure(&ns, &plan.missing, plan.timeout()).await?;
-        ns.cleanup_within(TIMEOUT).await?;
+        ns.cleanup().await?;
         return Ok(Outcome::Unresolvable { message });
     }
     journey::csv_succeeded_on_the_way(&ns, &walk, &plan.head, plan.timeout()).await?;
@@ -462,7 +462,7 @@ async fn take(cluster: &TestCluster, plan: &Plan, source: &(String, String), cat
     drop(walk);
     // Removed before the next package starts: CSVs of all-namespaces operators left behind
     // would conflict with the same operator installed elsewhere.
-    ns.cleanup_within(TIMEOUT).await?;
+    ns.cleanup().await?;
     Ok(Outcome::Walked { walked, edges })
 }
 
@@ -783,7 +783,7 @@ async fn a_channel_switch_follows_the_new_channel_from_the_installed_csv() -> an
         assert!(next.contains(&pair[1].as_str()), "{} → {}: not an upgrade edge of stable ({next:?})", pair[0], pair[1]);
     }
     eprintln!("microcks alpha → stable: {}", walked.iter().map(|c| version_of(c)).collect::<Vec<_>>().join(" → "));
-    ns.cleanup_within(TIMEOUT).await?;
+    ns.cleanup().await?;
     server.shutdown();
     Ok(())
 }

@@ -4,7 +4,7 @@
 //!   when needed, under olm-dev's file lock so parallel test binaries do not race) and returns a
 //!   [`TestCluster`] with a `kube::Client`.
 //! - [`TestCluster::namespace`] creates a [`TestNamespace`] with a random name, deleted when
-//!   dropped (or awaited with [`TestNamespace::cleanup`]).
+//!   dropped, or by [`TestNamespace::cleanup`] (which waits only for OLM to release its CSVs).
 //! - [`wait_for`] and [`TestNamespace::wait_for`] poll an async condition with a bounded backoff;
 //!   on timeout the error carries the objects you name and the namespace's recent events.
 //! - [`TestCluster::kubectl`] runs the kubectl built for this control plane.
@@ -25,11 +25,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use olm_dev::{Layout, Progress};
 
+mod namespace_cleanup;
 mod registry;
 mod token_auth;
 
@@ -194,67 +195,9 @@ pub async fn cluster() -> Result<TestCluster> {
     let client = client_for(&layout.kubeconfig()).await?;
     static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     SWEPT
-        .get_or_init(|| sweep_finished_runs(client.clone()))
+        .get_or_init(|| namespace_cleanup::sweep_finished_runs(client.clone()))
         .await;
     Ok(TestCluster { layout, client })
-}
-
-/// Removes what earlier test binaries left behind. cargo runs test binaries one after another,
-/// so a test namespace from another run belongs to a finished process. Its OLM controllers are
-/// gone with it: the CSV cleanup finalizer would hold the namespace in Terminating forever,
-/// and its operators would still count as API owners (InterOperatorGroupOwnerConflict) for the
-/// next binary. Best effort: waits up to 60 s, never fails the test.
-async fn sweep_finished_runs(client: Client) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let Ok(list) = namespaces
-        .list(&kube::api::ListParams::default().labels(NAMESPACE_LABEL))
-        .await
-    else {
-        return;
-    };
-    let stale: Vec<String> = list
-        .items
-        .into_iter()
-        .filter(|ns| {
-            ns.metadata.labels.as_ref().and_then(|l| l.get(RUN_LABEL)).map(String::as_str) != Some(run_id())
-        })
-        .filter_map(|ns| ns.metadata.name)
-        .collect();
-    if stale.is_empty() {
-        return;
-    }
-    let csv_resource = kube::api::ApiResource {
-        group: "operators.coreos.com".into(),
-        version: "v1alpha1".into(),
-        api_version: "operators.coreos.com/v1alpha1".into(),
-        kind: "ClusterServiceVersion".into(),
-        plural: "clusterserviceversions".into(),
-    };
-    let unfinalize = kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
-    for name in &stale {
-        let _ = namespaces.delete(name, &DeleteParams::default()).await;
-        let csvs: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), name, &csv_resource);
-        if let Ok(list) = csvs.list(&Default::default()).await {
-            for csv in list.items {
-                if let Some(csv_name) = csv.metadata.name.as_deref() {
-                    let _ = csvs.patch(csv_name, &kube::api::PatchParams::default(), &unfinalize).await;
-                }
-            }
-        }
-    }
-    let _ = wait_for("namespaces of finished test runs to be deleted", Duration::from_secs(60), || {
-        let namespaces = namespaces.clone();
-        let stale = stale.clone();
-        async move {
-            for name in &stale {
-                if namespaces.get_opt(name).await.map_err(|e| e.to_string())?.is_some() {
-                    return Ok::<_, String>(None);
-                }
-            }
-            Ok(Some(()))
-        }
-    })
-    .await;
 }
 
 async fn client_for(path: &Path) -> Result<Client> {
@@ -560,30 +503,29 @@ impl TestNamespace {
         }
     }
 
-    /// Deletes the namespace and waits (up to 60 s) until it is gone.
-    pub async fn cleanup(self) -> Result<()> {
-        self.cleanup_within(Duration::from_secs(60)).await
+    /// Deletes the namespace, and waits (up to 60 s) until OLM has released its CSVs (their
+    /// cleanup finalizer); kube-controller-manager removes the rest in the background
+    /// (`namespace_cleanup` says why this does not wait for that).
+    pub async fn cleanup(mut self) -> Result<()> {
+        self.deleted = true;
+        namespace_cleanup::delete_namespace(&self.cluster.client, &self.name, Duration::from_secs(60)).await?;
+        Ok(())
     }
 
     /// Deletes the namespace and waits up to `timeout` until it is gone (kube-controller-manager
-    /// deletes a namespace's objects kind by kind: with many CRDs on a busy machine, minutes).
+    /// deletes a namespace's objects kind by kind: with many CRDs on a busy machine, minutes). For
+    /// tests whose subject is that the namespace goes.
     pub async fn cleanup_within(mut self, timeout: Duration) -> Result<()> {
         self.deleted = true;
-        let api: Api<Namespace> = Api::all(self.cluster.client());
-        match api.delete(&self.name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-            Err(source) => {
-                return Err(TestkitError::Api {
-                    action: format!("deleting namespace {}", self.name),
-                    source,
-                });
-            }
+        let begin = Instant::now();
+        if !namespace_cleanup::delete_namespace(&self.cluster.client, &self.name, timeout).await? {
+            return Ok(());
         }
+        let api: Api<Namespace> = Api::all(self.cluster.client());
         let name = self.name.clone();
         wait_for(
             &format!("namespace {name} to be deleted"),
-            timeout,
+            timeout.saturating_sub(begin.elapsed()),
             || {
                 let api = api.clone();
                 let name = name.clone();
