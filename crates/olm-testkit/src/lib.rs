@@ -508,51 +508,7 @@ impl TestNamespace {
     /// (`namespace_cleanup` says why this does not wait for that).
     pub async fn cleanup(mut self) -> Result<()> {
         self.deleted = true;
-        namespace_cleanup::delete_namespace(&self.cluster.client, &self.name, Duration::from_secs(60)).await?;
-        Ok(())
-    }
-
-    /// Deletes the namespace and waits up to `timeout` until it is gone (kube-controller-manager
-    /// deletes a namespace's objects kind by kind: with many CRDs on a busy machine, minutes). For
-    /// tests whose subject is that the namespace goes.
-    pub async fn cleanup_within(mut self, timeout: Duration) -> Result<()> {
-        self.deleted = true;
-        let begin = Instant::now();
-        if !namespace_cleanup::delete_namespace(&self.cluster.client, &self.name, timeout).await? {
-            return Ok(());
-        }
-        let api: Api<Namespace> = Api::all(self.cluster.client());
-        let name = self.name.clone();
-        wait_for(
-            &format!("namespace {name} to be deleted"),
-            timeout.saturating_sub(begin.elapsed()),
-            || {
-                let api = api.clone();
-                let name = name.clone();
-                async move {
-                    match api.get_opt(&name).await {
-                        Ok(None) => Ok(Some(())),
-                        Ok(Some(ns)) => Err(format!(
-                            "still present, phase {:?}, conditions {:?}",
-                            ns.status.as_ref().and_then(|s| s.phase.clone()),
-                            ns.status
-                                .and_then(|s| s.conditions)
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(|c| format!(
-                                    "{}={}: {}",
-                                    c.type_,
-                                    c.status,
-                                    c.message.unwrap_or_default()
-                                ))
-                                .collect::<Vec<_>>()
-                        )),
-                        Err(e) => Err(e.to_string()),
-                    }
-                }
-            },
-        )
-        .await
+        namespace_cleanup::delete_namespace(&self.cluster.client, &self.name, Duration::from_secs(60)).await
     }
 }
 

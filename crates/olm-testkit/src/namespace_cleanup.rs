@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 
@@ -43,14 +44,14 @@ async fn finalized_csvs(csvs: &Api<DynamicObject>) -> std::result::Result<Vec<St
     }
 }
 
-/// Deletes the namespace `name` (false if it was already gone), then each of its CSVs that OLM
-/// holds, and waits up to `timeout` until OLM has released them all. The namespace's other
-/// objects go in the background.
-pub(crate) async fn delete_namespace(client: &Client, name: &str, timeout: Duration) -> Result<bool> {
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+/// Deletes the namespace `name` (if it is still there), then each of its CSVs that OLM holds,
+/// and waits up to `timeout` until OLM has released them all. The namespace's other objects go
+/// in the background.
+pub(crate) async fn delete_namespace(client: &Client, name: &str, timeout: Duration) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     match namespaces.delete(name, &DeleteParams::default()).await {
         Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(false),
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
         Err(source) => return Err(TestkitError::Api { action: format!("deleting namespace {name}"), source }),
     }
     let csvs: Api<DynamicObject> = Api::namespaced_with(client.clone(), name, &csv_resource());
@@ -65,7 +66,7 @@ pub(crate) async fn delete_namespace(client: &Client, name: &str, timeout: Durat
         }
     }
     if held.is_empty() {
-        return Ok(true);
+        return Ok(());
     }
     wait_for(&format!("OLM to release the CSVs of namespace {name} (its {CSV_CLEANUP_FINALIZER} finalizer)"), timeout, || {
         let csvs = csvs.clone();
@@ -74,8 +75,7 @@ pub(crate) async fn delete_namespace(client: &Client, name: &str, timeout: Durat
             if held.is_empty() { Ok(Some(())) } else { Err(format!("still held: {}", held.join(", "))) }
         }
     })
-    .await?;
-    Ok(true)
+    .await
 }
 
 /// Removes what earlier test binaries left behind. cargo runs test binaries one after another,
@@ -85,7 +85,7 @@ pub(crate) async fn delete_namespace(client: &Client, name: &str, timeout: Durat
 /// next binary. So each stale namespace is deleted, and its CSVs too, their finalizer removed.
 /// Best effort: waits up to 60 s until those CSVs are gone, never fails the test.
 pub(crate) async fn sweep_finished_runs(client: Client) {
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
     let Ok(list) = namespaces.list(&ListParams::default().labels(NAMESPACE_LABEL)).await else {
         return;
     };
