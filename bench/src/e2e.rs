@@ -341,8 +341,9 @@ fn layout(work: &Path) -> anyhow::Result<olm_dev::Layout> {
     let mut layout = olm_dev::Layout::from_env().context("olm-dev layout")?;
     layout.state_dir = work.join("cluster");
     // A port base of its own: `olm dev up` uses 28000 and olm-dev's tests other bases (29000 among
-    // them), and a second cluster on the same ports would talk to the wrong apiserver.
-    const PORT_BASE: u16 = 47000;
+    // them), and a second cluster on the same ports would talk to the wrong apiserver. Below the
+    // ephemeral range, where an outgoing connection may take one of its ports first.
+    const PORT_BASE: u16 = 25000;
     layout.ports = olm_dev::Ports::from_base(PORT_BASE).context("port base out of range")?;
     for port in [layout.ports.etcd_client, layout.ports.etcd_peer, layout.ports.apiserver, layout.ports.kwok] {
         if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {

@@ -18,8 +18,9 @@ use anyhow::{Context, bail};
 use crate::e2e::{self, GLOBAL_NAMESPACE, Impl, Selection};
 use crate::tools::Tools;
 
-/// Its own port base: apart from `olm dev up` (28000), the tests (29000..) and the e2e part.
-const PORT_BASE: u16 = 46000;
+/// Its own port base: apart from `olm dev up` (28000), the tests (29000..) and the e2e part; below
+/// the ephemeral range like every base (see upstream_e2e's PORT_BASE).
+const PORT_BASE: u16 = 24000;
 /// The bundle every round installs (the repository's etcd 0.9.4).
 const BUNDLE: &str = "crates/olm-registry/testdata/bundles/etcd/0.9.4";
 const CSV: &str = "etcdoperator.v0.9.4";

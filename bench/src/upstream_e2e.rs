@@ -29,10 +29,11 @@ use crate::upstream_e2e_report::{self as report, Outcome, Spec, SpecResult};
 
 pub const USAGE: &str = "olm-bench --upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--clusters N] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--not-passing] [--keep] [--rerender]";
 
-/// Private state and ports: `olm dev up` uses 28000, the tests 29000, the benchmark 46000-47600;
-/// cluster N (from 0) has ports from `PORT_BASE + N * CLUSTER_PORT_STRIDE`.
+/// Private state and ports: `olm dev up` uses 28000, the tests 29000-31800, the other benchmarks
+/// 24000-26000; cluster N (from 0) has ports from `PORT_BASE + N * CLUSTER_PORT_STRIDE`. All below
+/// the kernel's ephemeral range (32768-60999), where an outgoing connection may take a port first.
 const STATE_DIR: &str = "/tmp/upstream-e2e-state";
-const PORT_BASE: u16 = 37400;
+const PORT_BASE: u16 = 20400;
 const CLUSTER_PORT_STRIDE: u16 = 1000;
 const MAX_CLUSTERS: usize = 4;
 /// The suite's `-namespace` (its OperatorGroup `opgroup` is made here, once, before any spec) and

@@ -6,20 +6,34 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// Port offsets `olm dev` uses from its base (see `olm dev --help`).
-const OFFSETS: [u16; 11] = [379, 380, 443, 257, 259, 247, 550, 580, 581, 543, 500];
+/// Port offsets `olm dev` uses from its base (see `olm dev --help`), the real node's included.
+const OFFSETS: [u16; 16] = [379, 380, 443, 257, 259, 247, 550, 580, 581, 543, 500, 248, 249, 250, 251, 256];
 
-/// The first base from `first` (in steps of 1000) whose ports are all free right now.
+/// The first port of the kernel's ephemeral range (32768 unless configured otherwise). Outgoing
+/// connections take their local port from that range at random, so a base whose ports fall in
+/// it was free when picked and may not be when a component binds it minutes later (CI lost a
+/// run that way: kube-proxy's healthz port, base+256, was taken).
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
+/// The first base from `first` (in steps of 1000) whose ports are all free right now and all
+/// below the ephemeral range.
 fn free_base(first: u16) -> u16 {
+    let highest = OFFSETS.iter().max().copied().unwrap_or_default();
+    let limit = ephemeral_low();
     let mut base = first;
-    while base <= 60000 {
+    while base.saturating_add(highest) < limit {
         let listeners: Vec<_> = OFFSETS.iter().map(|o| std::net::TcpListener::bind(("127.0.0.1", base + o))).collect();
         if listeners.iter().all(Result::is_ok) {
             return base;
         }
         base += 1000;
     }
-    panic!("no free port base from {first} to 60000");
+    panic!("no free port base from {first} whose ports stay below the ephemeral range (from {limit}); stop what holds them or set OLM_TEST_PORT_BASE lower");
 }
 
 pub struct DevEnvironment {

@@ -204,7 +204,7 @@ fn olm_runs_as_pods_from_its_own_image() {
         eprintln!("SKIPPED in_cluster: `olm dev up --in-cluster` needs root (buildah, debootstrap, the real node); run the suite as root");
         return;
     }
-    let first_base = std::env::var("OLM_TEST_PORT_BASE").ok().and_then(|b| b.parse().ok()).unwrap_or(32800);
+    let first_base = std::env::var("OLM_TEST_PORT_BASE").ok().and_then(|b| b.parse().ok()).unwrap_or(30800);
     let mut env = DevEnvironment::new(first_base);
     let total = Instant::now();
     let up = env.olm(&["dev", "up", "--in-cluster"]);
