@@ -118,10 +118,43 @@ fn with_api_roles(observed: &Observed<'_>, mut decision: CsvDecision) -> CsvDeci
     decision
 }
 
-/// A new CSV: Pending, and on at once.
+/// A new CSV: Pending, and on at once; but while it is younger than [`FIRST_CHECK_GRACE`] and
+/// its requirements are not all there, nothing is written yet (see there).
 fn none(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecision {
     let pending = transition(previous, CsvPhase::Pending, CsvReason::RequirementsUnknown, "requirements not yet checked", pass.now);
-    and_then_phase(pending, pass, CsvPhase::Pending)
+    let decision = and_then_phase(pending, pass, CsvPhase::Pending);
+    let not_met = decision.status.as_ref().is_some_and(|s| s.reason == Some(CsvReason::RequirementsNotMet));
+    match grace_left(pass.observed.csv, pass.now) {
+        Some(left) if not_met => CsvDecision {
+            status: None,
+            events: Vec::new(),
+            ..decision
+        }
+        .requeue(left.min(GRACE_RECHECK)),
+        _ => decision,
+    }
+}
+
+/// How long a new CSV whose requirements are missing waits before it says so. Its InstallPlan
+/// writes the CRDs, ServiceAccounts and RBAC it needs in the rounds right after the CSV, so the
+/// first pass nearly always finds them missing: Pending/RequirementsNotMet, its Event and the
+/// watch traffic of both were one of an install's five CSV status writes for news that is
+/// stale a second later. The CRDs' and ServiceAccounts' events wake the CSV; what is still
+/// missing after the grace (a requirement no plan writes) is reported then.
+pub(super) const FIRST_CHECK_GRACE: Duration = Duration::from_secs(10);
+
+/// Re-check period within [`FIRST_CHECK_GRACE`]: RBAC the plan writes wakes no CSV.
+const GRACE_RECHECK: Duration = Duration::from_secs(2);
+
+/// What is left of [`FIRST_CHECK_GRACE`] for `csv` at `now` (by its creationTimestamp; none for
+/// a CSV without one or created "after" `now`, a clock skew that must not hold it back).
+fn grace_left(csv: &ClusterServiceVersion, now: Timestamp) -> Option<Duration> {
+    let created = csv.metadata.creation_timestamp.as_ref()?.0;
+    let age = now.duration_since(created);
+    if age.is_negative() {
+        return None;
+    }
+    FIRST_CHECK_GRACE.checked_sub(age.unsigned_abs()).filter(|left| !left.is_zero())
 }
 
 /// Pending: the upgrade gate, the requirements, the descriptions and ownership conflicts; then

@@ -17,6 +17,40 @@ fn none_with_a_requirement_missing_stops_in_pending() {
     assert!(!decision.actions.iter().any(|a| matches!(a, CsvAction::ApplyDeployment(_))));
 }
 
+/// A CSV created 3 s ago whose plan has not written its ServiceAccount yet says nothing: no
+/// status, no Event, another look within 2 s (the account's own event comes sooner). From 10 s
+/// on it reports what is missing; a young CSV with everything in place goes on at once.
+#[test]
+fn a_new_csv_reports_missing_requirements_only_after_its_plans_grace() {
+    let created = |world: &mut World, ago: i64| {
+        world.csv.metadata.creation_timestamp = Some(Time(now() - SignedDuration::from_secs(ago)));
+    };
+    let mut world = World::etcd_ready(None);
+    world.service_accounts.clear();
+    created(&mut world, 3);
+    let decision = world.decide();
+    assert!(decision.status.is_none(), "no status write yet: {:?}", decision.status);
+    assert!(decision.events.is_empty(), "no Event yet: {:?}", decision.events);
+    assert_eq!(decision.requeue_after, Some(std::time::Duration::from_secs(2)));
+
+    created(&mut world, 9);
+    assert_eq!(world.decide().requeue_after, Some(std::time::Duration::from_secs(1)), "never past the grace");
+
+    created(&mut world, 10);
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+    let reasons: Vec<&str> = decision.events.iter().map(|e| e.reason.as_str()).collect();
+    assert_eq!(reasons, ["RequirementsUnknown", "RequirementsNotMet"]);
+
+    // A creation time ahead of OLM's clock (skew) holds nothing back.
+    created(&mut world, -30);
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+
+    let mut ready = World::etcd_ready(None);
+    created(&mut ready, 1);
+    assert_eq!(phase_reason(&ready.decide()), (CsvPhase::Installing, CsvReason::InstallSucceeded));
+}
+
 #[test]
 fn missing_crds_and_service_account_keep_it_pending_with_requirement_status() {
     let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
