@@ -127,6 +127,11 @@ pub struct Scale {
     /// Ours only: API requests `olm run` sent from the first create until settled, by verb
     /// (`olm_api_requests_total`, settled minus idle).
     pub requests: Vec<(String, u64)>,
+    /// What a fixed batch of writes cost the idle API server before the creates (see
+    /// `host_speed`); `None` when the probe failed (it says why on stderr).
+    pub host: Option<crate::host_speed::HostSpeed>,
+    /// The API server's CPU from the first create until settled (s).
+    pub api_server_cpu_until_settle: Option<f64>,
     /// Ours only: `olm run` restarted after the steady reading: the writes the new process sent
     /// in [`RESTART_WATCH`] after its caches synced (verb resource → count), over nothing
     /// that changed.
@@ -1044,6 +1049,9 @@ fn scale(
     let idle_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-idle.txt"))).unwrap_or_default();
     let inventory_idle = inventory(layout, None);
     let followers_idle = if imp == Impl::Ours { probe_followers(tools, layout, work, "idle")? } else { Vec::new() };
+    let host = crate::host_speed::probe(layout)
+        .inspect_err(|err| eprintln!("  [{tag}] host speed probe failed: {err:#}"))
+        .ok();
 
     // Objects: the AllNamespaces operator first, then the N namespaces, spread over a few files
     // created concurrently (each file in order: namespace, OperatorGroup, Subscription).
@@ -1071,6 +1079,7 @@ fn scale(
     let mut state = CsvState::default();
     drain(&watch, &mut state, Duration::from_millis(700))?;
     let start_at = Instant::now();
+    let api_server_cpu_at_start = crate::host_speed::api_server_cpu_s(layout);
     let deadline = start_at + opts.scale_timeout;
     create_files(layout, &files, opts.scale_timeout)?;
     let create = start_at.elapsed();
@@ -1100,6 +1109,7 @@ fn scale(
         }
     };
     let updates_at_settle = churn.as_ref().map_or(0, |c| c.added);
+    let api_server_cpu_until_settle = crate::host_speed::api_server_cpu_s(layout).zip(api_server_cpu_at_start).map(|(now, start)| now - start);
     drain(&watch, &mut state, Duration::from_secs(2))?;
     let settled = read_memory(&started.procs);
     let copied_at_settle = state.copied();
@@ -1155,7 +1165,7 @@ fn scale(
     // only upstream's must be gone before ours starts.
     let namespace_timeout = if imp == Impl::Ours { Duration::ZERO } else { Duration::from_secs(60 + 2 * n as u64) };
     cleanup(layout, &Selection::Label(label), started.procs, &global.group, namespace_timeout);
-    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, catalog_updates, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, writes_after_restart, writes_before_restart })
+    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, catalog_updates, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, host, api_server_cpu_until_settle, writes_after_restart, writes_before_restart })
 }
 
 /// The scale run's catalog updates: a copy of the catalog directory that the catalog server

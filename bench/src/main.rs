@@ -25,6 +25,7 @@ mod chaos_report;
 mod compare;
 mod csv_watch;
 mod e2e;
+mod host_speed;
 mod report;
 mod report_e2e;
 mod resolve;

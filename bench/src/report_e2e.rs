@@ -448,6 +448,18 @@ fn requests_paragraph(o: &mut String, s: &crate::e2e::Scale) -> anyhow::Result<(
             by_verb.join(", ")
         )?;
     }
+    if let Some(host) = &s.host {
+        writeln!(
+            o,
+            "The host's speed that day: a server-side apply of a small ConfigMap cost the idle API server **{:.1} ms** of CPU \
+             ({} applies, its own {:.0} ms/s of idle use subtracted){}. The same writes cost it ~1.5× more on a slow day than \
+             on a fast one, and the time to settle follows.\n",
+            host.apply_ms,
+            crate::host_speed::PROBE_WRITES,
+            host.idle_ms_per_s,
+            s.api_server_cpu_until_settle.map(|cpu| format!("; from the first create until settled the API server used {cpu:.0} s of CPU")).unwrap_or_default()
+        )?;
+    }
     if let Some(writes) = &s.writes_after_restart {
         let (total, shown) = writes_summary(writes);
         writeln!(
