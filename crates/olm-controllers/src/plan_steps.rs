@@ -280,11 +280,8 @@ pub fn bundle_steps(
 /// its CRDs to exist (its requirement check waits for them) and the CSV controller can start
 /// while the API server establishes them; `execute` checks CRD upgrades for safety before any
 /// of the round is written. Then ServiceAccounts and roles (the namespaced ones are owned by
-/// the CSV, by uid) with their bindings, then the ServiceAccounts, then everything else. The
-/// accounts come last of the RBAC because their events are what wakes the CSV to check its
-/// permissions (Roles and bindings wake no CSV): an account that appears before its bindings
-/// sends the CSV's check to a moment they are still missing. When the plan is installed with a
-/// group's ServiceAccount (`scoped`), bindings wait for their roles: without the `bind` verb
+/// the CSV, by uid) with their bindings, then everything else. When the plan is installed with
+/// a group's ServiceAccount (`scoped`), bindings wait for their roles: without the `bind` verb
 /// (OLM's own account has it), binding a role that does not exist yet is refused as an
 /// escalation; and the CSV goes before the CRDs, as upstream orders steps, so that an account
 /// that may not install the operator is refused before OLM writes a CRD for it.
@@ -292,10 +289,9 @@ pub fn execution_rank(step: &Step, scoped: bool) -> u8 {
     match (step.resource.kind.as_str(), scoped) {
         ("ClusterServiceVersion", _) | ("CustomResourceDefinition", false) => 0,
         ("CustomResourceDefinition", true) => 1,
-        ("Role" | "ClusterRole", _) | ("RoleBinding" | "ClusterRoleBinding", false) => 2,
+        ("ServiceAccount" | "Role" | "ClusterRole", _) | ("RoleBinding" | "ClusterRoleBinding", false) => 2,
         ("RoleBinding" | "ClusterRoleBinding", true) => 3,
-        ("ServiceAccount", _) => 4,
-        _ => 5,
+        _ => 4,
     }
 }
 

@@ -522,8 +522,8 @@ async fn recheck_crd(
     Ok(Applied { status, csv_uid: None, parked: false })
 }
 
-/// One execution pass. Steps go in rounds by `execution_rank` (CRDs with the CSV, roles and
-/// bindings, ServiceAccounts, the rest); the steps of a round are applied concurrently, since none
+/// One execution pass. Steps go in rounds by `execution_rank` (CRDs with the CSV,
+/// ServiceAccounts with roles and bindings, the rest); the steps of a round are applied concurrently, since none
 /// depends on another of its round. Steps done in an earlier pass (Created, Present) are not
 /// applied again, except the CSVs, whose uids own the rest. A CRD the API server has not
 /// Established yet holds back only the steps of the kind it defines (upstream's
