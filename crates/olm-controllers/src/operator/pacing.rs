@@ -16,10 +16,8 @@ use std::time::{Duration, Instant};
 pub const BUSY_WRITES: usize = 50;
 /// See [`BUSY_WRITES`].
 pub const BUSY_SPAN: Duration = Duration::from_secs(10);
-/// Least time between two status writes of one Operator while Operators are busy. An install
-/// under a thousand-namespace load spans minutes: at 10 s its Operator was still written 3.9
-/// times, each write competing with the installs' own for the API server.
-pub const INTERVAL: Duration = Duration::from_secs(30);
+/// Least time between two status writes of one Operator while Operators are busy.
+pub const INTERVAL: Duration = Duration::from_secs(10);
 
 #[derive(Default)]
 struct Inner {
