@@ -141,7 +141,7 @@ fn none(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDecis
 /// watch traffic of both were one of an install's five CSV status writes for news that is
 /// stale a second later. The CRDs' and ServiceAccounts' events wake the CSV; what is still
 /// missing after the grace (a requirement no plan writes) is reported then.
-pub(super) const FIRST_CHECK_GRACE: Duration = Duration::from_secs(10);
+const FIRST_CHECK_GRACE: Duration = Duration::from_secs(10);
 
 /// Re-check period within [`FIRST_CHECK_GRACE`]: RBAC the plan writes wakes no CSV.
 const GRACE_RECHECK: Duration = Duration::from_secs(2);
