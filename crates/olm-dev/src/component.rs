@@ -168,6 +168,13 @@ impl Component {
                 // rate limit with the API server idle (BENCHMARKS.md, the 1,000-namespace run).
                 "--kube-api-qps=100".into(),
                 "--kube-api-burst=200".into(),
+                // 25 workers each for Deployments and ReplicaSets, not 5: each sync waits on the
+                // API server, and with a thousand operator Deployments rolled out at once five
+                // workers left a Deployment 69 s without its ReplicaSet and a ready pod 68 s
+                // without its Deployment Available, the API server half idle meanwhile
+                // (BENCHMARKS.md, the 1,000-namespace run).
+                "--concurrent-deployment-syncs=25".into(),
+                "--concurrent-replicaset-syncs=25".into(),
                 "--profiling=false".into(),
             ],
             Component::Scheduler => vec![
@@ -197,4 +204,19 @@ impl Component {
             ],
         }
     }
+}
+
+/// `--profiling=true` in place of `false` when `OLM_DEV_PROFILING=1`: the API server, the
+/// controller-manager and the scheduler then serve Go's pprof endpoints under /debug/pprof/ on
+/// their secure ports, to find where a benchmark's control-plane CPU goes. Off by default, as a
+/// cluster should be.
+pub(crate) fn with_profiling(mut args: Vec<String>) -> Vec<String> {
+    if std::env::var("OLM_DEV_PROFILING").as_deref() == Ok("1") {
+        for arg in &mut args {
+            if arg == "--profiling=false" {
+                *arg = "--profiling=true".into();
+            }
+        }
+    }
+    args
 }
