@@ -171,8 +171,8 @@ impl Component {
                 // 25 workers each for Deployments and ReplicaSets, not 5: each sync waits on the
                 // API server, and with a thousand operator Deployments rolled out at once five
                 // workers left a Deployment 69 s without its ReplicaSet and a ready pod 68 s
-                // without its Deployment Available, the API server half idle meanwhile
-                // (BENCHMARKS.md, the 1,000-namespace run).
+                // without its Deployment Available, while the API server's CPU fell from ~1.4 to
+                // ~0.85 of a core (BENCHMARKS.md, the 1,000-namespace run).
                 "--concurrent-deployment-syncs=25".into(),
                 "--concurrent-replicaset-syncs=25".into(),
                 "--profiling=false".into(),
