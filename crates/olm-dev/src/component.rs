@@ -135,7 +135,7 @@ impl Component {
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
                 format!("--proxy-client-cert-file={}", pki("front-proxy-client.crt")),
                 format!("--proxy-client-key-file={}", pki("front-proxy-client.key")),
-                "--profiling=false".into(),
+                profiling_flag(),
                 // What OLM's own ServiceAccounts ask of the API server, to derive the least
                 // privilege OLM needs (tests/tests/least_privilege.rs); nothing else is logged.
                 format!("--audit-policy-file={}", layout.audit_policy().display()),
@@ -175,7 +175,7 @@ impl Component {
                 // ~0.85 of a core (BENCHMARKS.md, the 1,000-namespace run).
                 "--concurrent-deployment-syncs=25".into(),
                 "--concurrent-replicaset-syncs=25".into(),
-                "--profiling=false".into(),
+                profiling_flag(),
             ],
             Component::Scheduler => vec![
                 format!("--kubeconfig={kubeconfig}"),
@@ -186,7 +186,7 @@ impl Component {
                 format!("--tls-cert-file={}", pki("components.crt")),
                 format!("--tls-private-key-file={}", pki("components.key")),
                 "--leader-elect=false".into(),
-                "--profiling=false".into(),
+                profiling_flag(),
             ],
             Component::Kwok => vec![
                 format!("--kubeconfig={kubeconfig}"),
@@ -206,17 +206,11 @@ impl Component {
     }
 }
 
-/// `--profiling=true` in place of `false` when `OLM_DEV_PROFILING=1`: the API server, the
+/// `--profiling=false`, or `true` when `OLM_DEV_PROFILING=1`: the API server, the
 /// controller-manager and the scheduler then serve Go's pprof endpoints under /debug/pprof/ on
 /// their secure ports, to find where a benchmark's control-plane CPU goes. Off by default, as a
 /// cluster should be.
-pub(crate) fn with_profiling(mut args: Vec<String>) -> Vec<String> {
-    if std::env::var("OLM_DEV_PROFILING").as_deref() == Ok("1") {
-        for arg in &mut args {
-            if arg == "--profiling=false" {
-                *arg = "--profiling=true".into();
-            }
-        }
-    }
-    args
+fn profiling_flag() -> String {
+    let on = std::env::var("OLM_DEV_PROFILING").as_deref() == Ok("1");
+    format!("--profiling={on}")
 }

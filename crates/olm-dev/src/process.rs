@@ -173,7 +173,7 @@ pub(crate) struct Started {
 /// Starts a component with its log file and records its pid.
 pub(crate) fn start(layout: &Layout, component: Component) -> Result<Started> {
     let mut cmd = Command::new(component.binary(layout));
-    cmd.args(crate::component::with_profiling(component.args(layout)))
+    cmd.args(component.args(layout))
         .current_dir(&layout.state_dir)
         .env_remove("KUBECONFIG");
     let (child, command) = spawn_logged(
