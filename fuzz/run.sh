@@ -5,6 +5,7 @@
 #   FUZZ_RUNS=1000000 bash fuzz/run.sh 0 fbc_load   # until 10^6 executions, however long
 #   FUZZ_FORK=2 FUZZ_RUNS=1000000 bash fuzz/run.sh 0 fbc_load   # the same, on two cores: one
 #       libFuzzer run (fork mode) whose workers share the corpus; -runs counts them all
+#   FUZZ_BUILD_ONLY=1 bash fuzz/run.sh  # build every target, run none
 # Each target's seeds (fuzz/seeds/<target>) are copied into its corpus: for long runs (over a
 # minute, or FUZZ_RUNS) fuzz/corpus/<target>, not committed, which keeps what libFuzzer finds
 # between runs; for short ones a scratch directory. The large hostile inputs of issue #25
@@ -29,15 +30,21 @@ if [ "${#targets[@]}" -eq 0 ]; then
     mapfile -t targets < <(cargo +nightly fuzz list)
 fi
 
-large="$(mktemp -d)"
-# libFuzzer leaves a shared-memory directory per process.
-trap 'rm -rf "$large" /dev/shm/olm-fuzz-*' EXIT
-python3 hostile.py large "$large"
-
 # FUZZ_SANITIZER=none for the long runs: the targets are safe Rust, and without AddressSanitizer
 # they run several times faster (panics, hangs and -rss_limit_mb still fail them).
 sanitizer=(-s "${FUZZ_SANITIZER:-address}")
 cargo +nightly fuzz build "${sanitizer[@]}"
+# FUZZ_BUILD_ONLY=1: build and stop (CI builds in the background and runs the targets later,
+# with the same settings, so that the run does not build again).
+if [ -n "${FUZZ_BUILD_ONLY:-}" ]; then
+    echo "fuzz: every target built"
+    exit 0
+fi
+
+large="$(mktemp -d)"
+# libFuzzer leaves a shared-memory directory per process.
+trap 'rm -rf "$large" /dev/shm/olm-fuzz-*' EXIT
+python3 hostile.py large "$large"
 
 # No leak detection: semver keeps its heap pointers encoded, so LeakSanitizer reports the
 # versions of catalogs kept for the process as leaks. Unbounded growth still fails on
