@@ -4,6 +4,7 @@
 //! - [`cache`]: shared watch caches (one watch per type, shared trigger streams).
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz` (ready after every cache's initial list).
 //! - [`leader`]: Lease-based leader election; only the leader reconciles.
+//! - [`apply`]: server-side apply that says whether it created the object.
 //! - [`status`]: server-side-apply status writer, skipped when nothing but timestamps changed.
 //! - [`events`]: Event publisher with PascalCase reasons.
 //! - [`error`], [`backoff`]: the error type (retryable + category) and per-object backoff.
@@ -32,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod apply;
 pub mod backoff;
 pub mod cache;
 mod cache_index;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DynamicObject, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::{Api, Resource, ResourceExt};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -315,9 +315,9 @@ async fn apply_step(
     let client = if is_crd { ctx.client.clone() } else { installer.client.clone() };
     let step_installer = (!is_crd).then_some(installer);
     let api: Api<DynamicObject> = if namespaced {
-        Api::namespaced_with(client, namespace, &api_resource)
+        Api::namespaced_with(client.clone(), namespace, &api_resource)
     } else {
-        Api::all_with(client, &api_resource)
+        Api::all_with(client.clone(), &api_resource)
     };
     // A manifest whose apiVersion names no group where the step names one (a hand-written CRD
     // step: `apiVersion: v1`) is applied as the step says; the API server refuses it otherwise.
@@ -355,44 +355,44 @@ async fn apply_step(
     {
         annotations.insert(olm_api::keys::GENERATED_BY_ANNOTATION.to_owned(), json!(plan));
     }
-    let existed = match (is_crd, crd_existed) {
-        (true, Some(existed)) => existed,
-        (true, None) => check_crd(ctx, step).await?,
-        // Only for Created vs Present: the watch cache's view is enough.
-        (false, _) => match get_cached_opt(&api, &r.name).await {
-            Ok(found) => found.is_some(),
-            // An installer that may not even read the kind: create it, as upstream's ensurers
-            // do, so that a refusal names the verb to grant (create); one that exists is applied.
-            Err(err) if api_status_code(&err) == Some(403) => {
-                let object: DynamicObject = serde_json::from_value(manifest.clone())
-                    .map_err(|err| StepError::new(format!("the manifest of step {} is not an object: {err}", describe(step, namespace)), false))?;
-                let params = kube::api::PostParams { field_manager: Some(ctx.field_manager()), ..Default::default() };
-                match api.create(&params, &object).await {
-                    Ok(created) => {
-                        let csv_uid = (r.kind == "ClusterServiceVersion").then(|| created.uid()).flatten();
-                        return Ok(Applied { status: StepStatus::Created, csv_uid, parked: false });
-                    }
-                    Err(err) if api_status_code(&err) == Some(409) => true,
-                    Err(err) => return Err(step_error(step, namespace, "create", step_installer, &err)),
-                }
-            }
-            Err(err) => return Err(step_error(step, namespace, "get", step_installer, &err)),
-        },
-    };
-    let applied = if is_crd {
-        super::shared_crd::apply(ctx, &api, &r.name, namespace, &step.resolving, manifest).await
-    } else {
-        api.patch(&r.name, &PatchParams::apply(&ctx.field_manager()).force(), &Patch::Apply(&manifest))
-            .await
-            .map(Some)
-            .map_err(|err| ("patch", err))
-    }
-    .map_err(|(verb, err)| {
+    let fail = |verb: &str, err: kube::Error| {
         if is_not_found(&err) {
             tracing::info!(step = %describe(step, namespace), "API not served yet");
         }
         step_error(step, namespace, verb, step_installer, &err)
-    })?;
+    };
+    let (applied, existed) = if is_crd {
+        let existed = match crd_existed {
+            Some(existed) => existed,
+            None => check_crd(ctx, step).await?,
+        };
+        let applied = super::shared_crd::apply(ctx, &api, &r.name, namespace, &step.resolving, manifest)
+            .await
+            .map_err(|(verb, err)| fail(verb, err))?;
+        (applied, existed)
+    } else {
+        // Created or Present from the apply's own answer (201 or 200): no read first.
+        let params = PatchParams::apply(&ctx.field_manager()).force();
+        match olm_runtime::apply::apply(&client, &api, &r.name, &params, &manifest).await {
+            Ok(applied) => (Some(applied.object), !applied.created),
+            // An installer that may not apply the kind: create it, as upstream's ensurers do, so
+            // that a refusal names the verb to grant (create); one that exists stays refused.
+            Err(err) if api_status_code(&err) == Some(403) => {
+                let object: DynamicObject = serde_json::from_value(manifest.clone())
+                    .map_err(|err| StepError::new(format!("the manifest of step {} is not an object: {err}", describe(step, namespace)), false))?;
+                let params = kube::api::PostParams { field_manager: Some(ctx.field_manager()), ..Default::default() };
+                return match api.create(&params, &object).await {
+                    Ok(created) => {
+                        let csv_uid = (r.kind == "ClusterServiceVersion").then(|| created.uid()).flatten();
+                        Ok(Applied { status: StepStatus::Created, csv_uid, parked: false })
+                    }
+                    Err(conflict) if api_status_code(&conflict) == Some(409) => Err(fail("patch", err)),
+                    Err(refused) => Err(fail("create", refused)),
+                };
+            }
+            Err(err) => return Err(fail("patch", err)),
+        }
+    };
     let Some(applied) = applied else {
         // Parked: the CRD is as this manifest has it; the next write of it carries this step's
         // annotation and labels, and the step looks again (`recheck_crd`).
