@@ -21,19 +21,19 @@ pub struct Applied<K> {
     pub created: bool,
 }
 
-/// Apply `object` as `name` through `api` (whose client is `client`), as `Api::patch` with
-/// `Patch::Apply` does, telling whether it was created. Errors are kube's: an API error is
-/// `kube::Error::Api` with the server's Status.
-pub async fn apply<K, P>(client: &kube::Client, api: &Api<K>, name: &str, params: &PatchParams, object: &P) -> Result<Applied<K>, kube::Error>
+/// Apply `object` as `name` through `api`, as `Api::patch` with `Patch::Apply` does, telling
+/// whether it was created. Errors are kube's: an API error is `kube::Error::Api` with the
+/// server's Status.
+pub async fn apply<K, P>(api: &Api<K>, name: &str, params: &PatchParams, object: &P) -> Result<Applied<K>, kube::Error>
 where
-    K: kube::Resource + DeserializeOwned,
+    K: kube::Resource + Clone + DeserializeOwned,
     P: Serialize + Debug,
 {
     let mut request = kube::core::Request::new(api.resource_url())
         .patch(name, params, &Patch::Apply(object))
         .map_err(kube::Error::BuildRequest)?;
     request.extensions_mut().insert("patch");
-    let response = client.send(request.map(kube::client::Body::from)).await?;
+    let response = api.clone().into_client().send(request.map(kube::client::Body::from)).await?;
     let code = response.status();
     let body = response.into_body().collect().await?.to_bytes();
     if code.is_client_error() || code.is_server_error() {
@@ -73,9 +73,9 @@ mod tests {
     }
 
     async fn apply_to(client: kube::Client) -> Result<Applied<ConfigMap>, kube::Error> {
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "ns");
+        let api: Api<ConfigMap> = Api::namespaced(client, "ns");
         let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
-        apply(&client, &api, "a", &PatchParams::apply("olm/test").force(), &object).await
+        apply(&api, "a", &PatchParams::apply("olm/test").force(), &object).await
     }
 
     #[tokio::test]

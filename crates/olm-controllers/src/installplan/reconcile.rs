@@ -315,9 +315,9 @@ async fn apply_step(
     let client = if is_crd { ctx.client.clone() } else { installer.client.clone() };
     let step_installer = (!is_crd).then_some(installer);
     let api: Api<DynamicObject> = if namespaced {
-        Api::namespaced_with(client.clone(), namespace, &api_resource)
+        Api::namespaced_with(client, namespace, &api_resource)
     } else {
-        Api::all_with(client.clone(), &api_resource)
+        Api::all_with(client, &api_resource)
     };
     // A manifest whose apiVersion names no group where the step names one (a hand-written CRD
     // step: `apiVersion: v1`) is applied as the step says; the API server refuses it otherwise.
@@ -373,7 +373,7 @@ async fn apply_step(
     } else {
         // Created or Present from the apply's own answer (201 or 200): no read first.
         let params = PatchParams::apply(&ctx.field_manager()).force();
-        match olm_runtime::apply::apply(&client, &api, &r.name, &params, &manifest).await {
+        match olm_runtime::apply::apply(&api, &r.name, &params, &manifest).await {
             Ok(applied) => (Some(applied.object), !applied.created),
             // An installer that may not apply the kind: create it, as upstream's ensurers do, so
             // that a refusal names the verb to grant (create); one that exists stays refused.
