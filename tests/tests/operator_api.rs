@@ -98,7 +98,10 @@ async fn an_installed_operator_lists_its_components() -> anyhow::Result<()> {
     assert_eq!(csv_ref.object.api_version.as_deref(), Some("operators.coreos.com/v1alpha1"));
 
     // The shared CRDs carry the Operator's label too (`kubectl operator uninstall --delete-all`
-    // finds them there once the CSV is gone).
+    // finds them there once the CSV is gone). The Operator lists its CSV's CRDs by ownership,
+    // and the CSV may succeed while its plan's share of a busy CRD (other tests install etcd
+    // meanwhile) is parked for the next write: the label is there once the plan is Complete.
+    plans_complete(&ns).await?;
     let crd_labels = cluster.kubectl(&["get", "crd", "etcdclusters.etcd.database.coreos.com", "-o", "jsonpath={.metadata.labels}"]).await?.stdout;
     assert!(crd_labels.contains(&format!("operators.coreos.com/{name}")), "{crd_labels}");
 
