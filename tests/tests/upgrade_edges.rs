@@ -20,6 +20,17 @@ const OBJECTS: &[&str] = &["subscriptions", "installplans", "csvs", "catalogsour
 /// Serve `csvs` from a ConfigMap catalog in `ns`, subscribe from `widget.v1.0.0` (Automatic),
 /// and check that the Subscription ends on `widget.v2.0.0` having replaced v1.
 async fn walk_from_v1_to_v2(ns: &TestNamespace, random: &str, csvs: Vec<serde_json::Value>) -> anyhow::Result<()> {
+    subscribe_and_reach_v2(ns, random, csvs, Some("widget.v1.0.0")).await
+}
+
+/// Serve `csvs` from a ConfigMap catalog in `ns`, subscribe (from `starting_csv`, or the head),
+/// and check that the Subscription ends on `widget.v2.0.0`, having replaced what it started on.
+async fn subscribe_and_reach_v2(
+    ns: &TestNamespace,
+    random: &str,
+    csvs: Vec<serde_json::Value>,
+    starting_csv: Option<&str>,
+) -> anyhow::Result<()> {
     controllers::create_own_namespace_group(ns, "widgets").await?;
     let catalog = widget_catalog("widgets", "widget.v2.0.0", csvs, vec![widget_crd(false, random)]);
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
@@ -32,8 +43,9 @@ async fn walk_from_v1_to_v2(ns: &TestNamespace, random: &str, csvs: Vec<serde_js
     create_from_yaml(
         ns,
         &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: widget\nspec:\n  source: widgets\n  sourceNamespace: {}\n  name: widget\n  channel: stable\n  startingCSV: widget.v1.0.0\n  installPlanApproval: Automatic\n",
-            ns.name()
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: widget\nspec:\n  source: widgets\n  sourceNamespace: {}\n  name: widget\n  channel: stable\n{}  installPlanApproval: Automatic\n",
+            ns.name(),
+            starting_csv.map(|s| format!("  startingCSV: {s}\n")).unwrap_or_default()
         ),
     )
     .await?;
@@ -49,7 +61,9 @@ async fn walk_from_v1_to_v2(ns: &TestNamespace, random: &str, csvs: Vec<serde_js
             }
         })
         .await?;
-    assert_eq!(v2.spec.replaces.as_deref(), Some("widget.v1.0.0"));
+    if let Some(start) = starting_csv {
+        assert_eq!(v2.spec.replaces.as_deref(), Some(start));
+    }
     // v1 is replaced and removed, never left Failed beside it.
     ns.wait_for("widget.v1.0.0 to go", TIMEOUT, OBJECTS, || {
         let csvs = csvs.clone();
@@ -122,5 +136,127 @@ async fn a_head_whose_skip_range_covers_its_own_version_ends_at_latest_known() -
     let mut v2 = widget_csv("2.0.0", Some("widget.v1.0.0"), &random);
     v2["metadata"]["annotations"] = json!({"olm.skipRange": "<=2.0.0"});
     walk_from_v1_to_v2(&ns, &random, vec![widget_csv("1.0.0", None, &random), v2]).await?;
+    finish(&cluster, ns, &random).await
+}
+
+/// Once at the head, no other CSV of the package is written: the Subscription stays on
+/// `widget.v2.0.0`, the only CSV of the namespace, for a few of its resyncs.
+async fn stays_on_v2(ns: &TestNamespace) -> anyhow::Result<()> {
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    let subs: Api<Subscription> = ns.api();
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let names: Vec<String> = csvs.list(&Default::default()).await?.items.iter().map(|c| c.metadata.name.clone().unwrap_or_default()).collect();
+        assert_eq!(names, ["widget.v2.0.0"], "only the head may be installed");
+        let status = subs.get("widget").await?.status.unwrap_or_default();
+        assert_eq!(status.current_csv.as_deref(), Some("widget.v2.0.0"), "{status:?}");
+        assert_eq!(status.state, Some(SubscriptionState::AtLatestKnown), "{status:?}");
+    }
+    Ok(())
+}
+
+/// Every bundle with an `olm.skipRange` that has no upper bound, as a real package ships them.
+fn open_ended_channel(random: &str) -> Vec<serde_json::Value> {
+    let ranged = |mut csv: serde_json::Value| {
+        csv["metadata"]["annotations"] = json!({"olm.skipRange": ">=1.0.0"});
+        csv
+    };
+    vec![
+        ranged(widget_csv("1.0.0", None, random)),
+        ranged(widget_csv("1.5.0", Some("widget.v1.0.0"), random)),
+        ranged(widget_csv("2.0.0", Some("widget.v1.5.0"), random)),
+    ]
+}
+
+#[tokio::test]
+async fn an_open_ended_skip_range_walks_to_the_head_and_stays() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("edge-open").await?;
+    let random = random_of(&ns);
+    // Each range covers the newer bundles too: from v1 the walk jumps to v2, and from v2 it
+    // must not go back to v1.5, whose range covers 2.0.0.
+    walk_from_v1_to_v2(&ns, &random, open_ended_channel(&random)).await?;
+    stays_on_v2(&ns).await?;
+    finish(&cluster, ns, &random).await
+}
+
+#[tokio::test]
+async fn an_open_ended_skip_range_installs_the_head_and_stays() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("edge-open-head").await?;
+    let random = random_of(&ns);
+    subscribe_and_reach_v2(&ns, &random, open_ended_channel(&random), None).await?;
+    stays_on_v2(&ns).await?;
+    finish(&cluster, ns, &random).await
+}
+
+#[tokio::test]
+async fn an_unparsable_skip_range_is_ignored_and_said() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("edge-bad-range").await?;
+    let random = random_of(&ns);
+    // A real package writes `<v1.12.0`: blang's range syntax has no `v`. The package is served,
+    // v2 is reached by its replaces, and the CatalogSource says what it ignored.
+    let mut v2 = widget_csv("2.0.0", Some("widget.v1.0.0"), &random);
+    v2["metadata"]["annotations"] = json!({"olm.skipRange": "<v2.0.0"});
+    walk_from_v1_to_v2(&ns, &random, vec![widget_csv("1.0.0", None, &random), v2]).await?;
+    let sources: Api<olm_api::v1alpha1::catalog_source::CatalogSource> = ns.api();
+    let message = sources.get("widgets").await?.status.and_then(|s| s.message).unwrap_or_default();
+    assert!(
+        message.contains("widget.v2.0.0") && message.contains("skipRange \"<v2.0.0\" does not parse") && message.contains("ignored"),
+        "the CatalogSource names the bundle and the range it ignored: {message}"
+    );
+    finish(&cluster, ns, &random).await
+}
+
+#[tokio::test]
+async fn an_upgrade_the_group_cannot_run_is_not_taken_and_said() -> anyhow::Result<()> {
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("edge-modes").await?;
+    let random = random_of(&ns);
+    // As a real package drops OwnNamespace in a later version: v2 supports AllNamespaces only,
+    // and this namespace's group targets its own namespace.
+    let mut v2 = widget_csv("2.0.0", Some("widget.v1.0.0"), &random);
+    v2["spec"]["installModes"] = json!([{"type": "OwnNamespace", "supported": false}, {"type": "SingleNamespace", "supported": false},
+                                        {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": true}]);
+    controllers::create_own_namespace_group(&ns, "widgets").await?;
+    let catalog = widget_catalog("widgets", "widget.v2.0.0", vec![widget_csv("1.0.0", None, &random), v2], vec![widget_crd(false, &random)]);
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
+    cms.create(&PostParams::default(), &serde_json::from_value(catalog)?).await?;
+    create_from_yaml(
+        &ns,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n",
+    )
+    .await?;
+    create_from_yaml(
+        &ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: widget\nspec:\n  source: widgets\n  sourceNamespace: {}\n  name: widget\n  channel: stable\n  startingCSV: widget.v1.0.0\n  installPlanApproval: Automatic\n",
+            ns.name()
+        ),
+    )
+    .await?;
+    // v1 keeps running, and the Subscription says which version needs which install mode.
+    let subs: Api<Subscription> = ns.api();
+    let message = ns
+        .wait_for("BehindChannelHead: UnsupportedInstallMode", TIMEOUT, OBJECTS, || {
+            let subs = subs.clone();
+            async move {
+                let status = subs.get("widget").await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+                let behind = status.conditions.iter().flatten().find(|c| {
+                    c.type_ == olm_api::v1alpha1::subscription::SubscriptionConditionType::BehindChannelHead
+                        && c.reason.as_deref() == Some("UnsupportedInstallMode")
+                });
+                Ok::<_, String>(behind.filter(|_| status.installed_csv.as_deref() == Some("widget.v1.0.0")).and_then(|c| c.message.clone()))
+            }
+        })
+        .await?;
+    assert!(
+        message.contains("widget.v2.0.0, does not support the install mode OwnNamespace that OperatorGroup widgets asks for (it supports: AllNamespaces)"),
+        "{message}"
+    );
+    controllers::wait_csv_succeeded(&ns, "widget.v1.0.0", TIMEOUT, OBJECTS).await?;
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    assert!(csvs.get_opt("widget.v2.0.0").await?.is_none(), "no CSV of a version the group cannot run");
     finish(&cluster, ns, &random).await
 }

@@ -236,7 +236,9 @@ impl CatalogContent {
             .map(|l| (l.package.clone(), l.problems.iter().take(3).map(ToString::to_string).collect::<Vec<_>>().join("; ")))
             .collect();
         let mut problems: Vec<String> = left_out.iter().map(|(package, why)| left_out_problem(package, why)).collect();
-        problems.extend(isolated.unattributed.iter().map(ToString::to_string));
+        problems.extend(
+            isolated.unattributed.iter().map(|p| if p.warning { format!("warning: {p}") } else { p.to_string() }),
+        );
         if catalog.packages().is_empty() && !problems.is_empty() {
             return Err(problems.into_iter().take(5).collect::<Vec<_>>().join("; "));
         }

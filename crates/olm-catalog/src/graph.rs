@@ -315,8 +315,14 @@ impl ChannelGraph {
     /// Entries that upgrade from the bundle `name` at `version` (replace it, skip it,
     /// or have a skipRange containing the version), in entry order. The bundle need not
     /// be in the channel. An entry of that name is never one, even when its own skipRange
-    /// contains `version` (real heads' do): that would be an upgrade to itself. `entry(i)`
-    /// must give entry `i` as built.
+    /// contains `version` (real heads' do): that would be an upgrade to itself. Nor is an
+    /// entry the bundle itself upgrades from, directly or through others, by `replaces` or
+    /// `skips` (its [`ChannelGraph::predecessors`]): a skipRange with no upper bound
+    /// (`>=0.12.0` on every bundle of a real package) covers newer versions too, and taking
+    /// it would walk the channel backwards and write a CSV replacing its own replacement.
+    /// Upstream gets the same answer from channel order: the installed bundle, a candidate
+    /// of its own range, ranks above everything it replaces. `entry(i)` must give entry `i`
+    /// as built.
     pub fn successors<'e, E>(&self, entry: impl Fn(usize) -> &'e E, name: &str, version: Option<&Version>) -> Vec<usize>
     where
         E: UpgradeEdges + ?Sized + 'e,
@@ -339,9 +345,29 @@ impl ChannelGraph {
             );
         }
         out.retain(|&i| entry(i).name() != name);
+        if !out.is_empty() {
+            let older = self.predecessors(name);
+            out.retain(|i| !older.contains(i));
+        }
         out.sort_unstable();
         out.dedup();
         out
+    }
+
+    /// Entries the bundle `name` upgrades from, directly or through others, following
+    /// `replaces` and `skips` (not skipRange, which may point either way), in no order.
+    pub fn predecessors(&self, name: &str) -> HashSet<usize> {
+        let mut seen = HashSet::new();
+        let Some(&start) = self.by_name.get(name) else { return seen };
+        let mut stack = vec![start as usize];
+        while let Some(node) = stack.pop() {
+            for target in self.structural_targets(node) {
+                if seen.insert(target) {
+                    stack.push(target);
+                }
+            }
+        }
+        seen
     }
 
     /// The shortest upgrade path from the bundle `name` at `version` (in the channel or

@@ -146,6 +146,9 @@ pub struct Entry {
     pub dependencies: Vec<Dependency>,
     /// The legacy `olm.deprecated` property: never chosen.
     pub deprecated: bool,
+    /// The install modes its CSV supports (`OwnNamespace`, `SingleNamespace`,
+    /// `MultiNamespace`, `AllNamespaces`); `None` when the catalog does not say.
+    pub install_modes: Option<Vec<String>>,
     /// The bundle's properties as (type, JSON value) for CEL rules, without the large
     /// `olm.bundle.object` / `olm.csv.metadata` ones. When empty, CEL sees properties
     /// rebuilt from the fields above.

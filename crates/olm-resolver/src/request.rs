@@ -99,15 +99,28 @@ pub struct Request {
     pub global_namespace: String,
     pub installed: Vec<Installed>,
     pub subscriptions: Vec<Subscription>,
+    /// The install modes the namespace's OperatorGroup asks of its operators (its targets:
+    /// `AllNamespaces`; `OwnNamespace`; `SingleNamespace`; `MultiNamespace`, with
+    /// `OwnNamespace` when the own namespace is one of them). An upgrade never goes to a
+    /// bundle that does not support them all: its CSV would fail `UnsupportedOperatorGroup`
+    /// and the running one would be replaced by nothing. Empty: not known, not checked.
+    pub install_modes: Vec<String>,
 }
 
 impl Request {
+    /// Whether `entry` supports every install mode the namespace's group asks for (a bundle
+    /// whose catalog does not say is taken to).
+    pub fn fits_install_modes(&self, entry: &Entry) -> bool {
+        entry.install_modes.as_ref().is_none_or(|supported| self.install_modes.iter().all(|m| supported.contains(m)))
+    }
+
     pub fn new(namespace: impl Into<String>) -> Request {
         Request {
             namespace: namespace.into(),
             global_namespace: "olm".to_string(),
             installed: Vec::new(),
             subscriptions: Vec::new(),
+            install_modes: Vec::new(),
         }
     }
 }

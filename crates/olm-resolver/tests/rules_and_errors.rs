@@ -89,6 +89,65 @@ fn a_head_whose_skip_range_covers_its_own_version_is_not_an_upgrade_of_itself() 
     assert!(r.bundles.is_empty(), "{:?}", names(&r));
 }
 
+/// A real package's channel: `olm.skipRange: '>=1.0.0'` on every bundle, no upper bound.
+fn open_ended_chain() -> Vec<E> {
+    vec![
+        e("app.v1", "1.0.0", "app", "stable").default().skip_range(">=1.0.0"),
+        e("app.v2", "2.0.0", "app", "stable").default().replaces("app.v1").skip_range(">=1.0.0"),
+        e("app.v3", "3.0.0", "app", "stable").default().replaces("app.v2").skip_range(">=1.0.0"),
+    ]
+}
+
+#[test]
+fn an_open_ended_skip_range_never_upgrades_backwards() {
+    // At the head, every older range covers 3.0.0: none of them is an upgrade.
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, open_ended_chain())])
+        .installed(installed(e("app.v3", "3.0.0", "app", "")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_ok(&r);
+    assert!(r.bundles.is_empty(), "{:?}", names(&r));
+    // In the middle, only the newer one is.
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, open_ended_chain())])
+        .installed(installed(e("app.v2", "2.0.0", "app", "").replaces("app.v1").skip_range(">=1.0.0")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_eq!(names(&r), ["app.v3"]);
+    // From the oldest, straight to the head (as upstream: the head ranks first).
+    let r = scenario(NS, vec![cat("community", GLOBAL, 0, open_ended_chain())])
+        .installed(installed(e("app.v1", "1.0.0", "app", "").skip_range(">=1.0.0")))
+        .sub(sub("app", "stable", community()))
+        .resolve();
+    assert_eq!(names(&r), ["app.v3"]);
+    assert_eq!(r.bundles[0].replaces.as_deref(), Some("app.v1"));
+}
+
+#[test]
+fn an_upgrade_the_operator_group_cannot_run_is_not_taken() {
+    // A real package drops OwnNamespace from 0.8.0 on: an OwnNamespace group stays on the last
+    // version that supports it (0.7.0 here), never "upgrading" to one that would fail.
+    let own_and_all = ["OwnNamespace", "SingleNamespace", "AllNamespaces"];
+    let entries = vec![
+        e("app.v0.6.0", "0.6.0", "app", "stable").default().install_modes(&own_and_all),
+        e("app.v0.7.0", "0.7.0", "app", "stable").default().replaces("app.v0.6.0").install_modes(&own_and_all),
+        e("app.v0.8.0", "0.8.0", "app", "stable").default().replaces("app.v0.7.0").install_modes(&["AllNamespaces"]),
+    ];
+    let at = |version: &str, modes: &[&str]| {
+        scenario(NS, vec![cat("community", GLOBAL, 0, entries.clone())])
+            .group_install_modes(modes)
+            .installed(installed(e(&format!("app.v{version}"), version, "app", "")))
+            .sub(sub("app", "stable", community()))
+            .resolve()
+    };
+    assert_eq!(names(&at("0.6.0", &["OwnNamespace"])), ["app.v0.7.0"]);
+    let r = at("0.7.0", &["OwnNamespace"]);
+    assert_ok(&r);
+    assert!(r.bundles.is_empty(), "{:?}", names(&r));
+    // An all-namespaces group goes on; a group whose modes are not known is not held back.
+    assert_eq!(names(&at("0.7.0", &["AllNamespaces"])), ["app.v0.8.0"]);
+    assert_eq!(names(&at("0.7.0", &[])), ["app.v0.8.0"]);
+}
+
 #[test]
 fn a_failing_subscription_does_not_block_the_others() {
     let entries = vec![

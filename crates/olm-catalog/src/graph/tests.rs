@@ -194,6 +194,37 @@ fn path_to_head_jumps_by_skips_and_skip_range() {
 }
 
 #[test]
+fn an_open_ended_skip_range_never_leads_back_to_what_a_bundle_replaces() {
+    // A real package ships `olm.skipRange: '>=0.12.0'` on every bundle: each range also
+    // covers the newer bundles.
+    let entries = [
+        entry("0.15.0", Some("0.14.0"), &[], Some(">=0.12.0")),
+        entry("0.14.0", Some("0.13.0"), &[], Some(">=0.12.0")),
+        entry("0.13.0", Some("0.12.0"), &[], Some(">=0.12.0")),
+        entry("0.12.0", None, &[], Some(">=0.12.0")),
+    ];
+    let g = graph(&entries);
+    assert_eq!(g.head(), Some(0));
+    let successors = |name: &str| {
+        let found = g.successors(|i| &entries[i].entry, &format!("etcdoperator.v{name}"), Some(&v(name)));
+        names(&entries, found)
+    };
+    // The head upgrades to nothing, though every older range covers its version.
+    assert!(successors("0.15.0").is_empty());
+    assert_eq!(g.path_to_head(|i| &entries[i].entry, "etcdoperator.v0.15.0", Some(&v("0.15.0"))), Some(vec![]));
+    // A middle bundle upgrades only to newer ones; the oldest to every other.
+    assert_eq!(successors("0.13.0"), ["etcdoperator.v0.15.0", "etcdoperator.v0.14.0"]);
+    assert_eq!(successors("0.12.0"), ["etcdoperator.v0.15.0", "etcdoperator.v0.14.0", "etcdoperator.v0.13.0"]);
+    assert_eq!(
+        g.path_to_head(|i| &entries[i].entry, "etcdoperator.v0.12.0", Some(&v("0.12.0"))),
+        Some(vec![(0, EdgeKind::SkipRange)])
+    );
+    let mut older: Vec<usize> = g.predecessors("etcdoperator.v0.14.0").into_iter().collect();
+    older.sort_unstable();
+    assert_eq!(names(&entries, older), ["etcdoperator.v0.13.0", "etcdoperator.v0.12.0"]);
+}
+
+#[test]
 fn duplicate_names_resolve_to_the_last_entry() {
     let entries = [
         entry("1.0.0", None, &[], None),

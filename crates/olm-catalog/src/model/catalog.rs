@@ -203,6 +203,22 @@ impl Bundle {
             .find(|p| p.kind == PropertyKind::CsvMetadata)
             .map(Property::value)
     }
+    /// The install modes the bundle's CSV supports (`spec.installModes` entries with
+    /// `supported: true`, e.g. `OwnNamespace`), from the inlined CSV or `olm.csv.metadata`;
+    /// `None` when the catalog carries neither.
+    pub fn supported_install_modes(&self) -> Option<Vec<String>> {
+        let modes = match self.csv() {
+            Some(csv) => csv.pointer("/spec/installModes")?.clone(),
+            None => self.csv_metadata()?.get("installModes")?.clone(),
+        };
+        let supported = modes
+            .as_array()?
+            .iter()
+            .filter(|mode| mode.get("supported").and_then(Value::as_bool) == Some(true))
+            .filter_map(|mode| Some(mode.get("type")?.as_str()?.to_owned()))
+            .collect();
+        Some(supported)
+    }
     /// APIs this bundle provides (`olm.gvk`).
     pub fn provided_gvks(&self) -> impl Iterator<Item = &Gvk> {
         self.properties.iter().filter_map(|p| match &p.kind {

@@ -183,13 +183,17 @@ pub(super) fn parse_channel(
                 Ok(r) => Some(r),
                 Err(err) => {
                     problems.push(
-                        Problem::new(format!("skipRange does not parse: {err}"))
+                        // Upstream's resolver and graph tools ignore a range that does not
+                        // parse: the entry is served with its replaces and skips, as if it
+                        // had no skipRange, and said so.
+                        Problem::new(format!("skipRange {skip_range:?} does not parse ({err}); it is ignored: this bundle upgrades only from the bundles its replaces and skips name"))
                             .code("InvalidSkipRange")
                             .file(src)
                             .package(&meta.package)
                             .channel(&meta.name)
                             .bundle(&name)
-                            .fix("write a blang/semver range such as \">=1.0.0 <1.2.0\""),
+                            .fix("write a blang/semver range such as \">=1.0.0 <1.2.0\" (numbers only: no leading v)")
+                            .warning(),
                     );
                     None
                 }

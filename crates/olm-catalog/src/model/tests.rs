@@ -144,7 +144,7 @@ fn reports_all_problems() {
         all.contains("channel entry \"p.v9.0.0\" has no olm.bundle"),
         "{all}"
     );
-    assert!(all.contains("skipRange does not parse"), "{all}");
+    assert!(all.contains("skipRange \"not a range\" does not parse"), "{all}");
     assert!(all.contains("heads"), "{all}");
     assert!(
         all.contains("bundle \"p.v1.2.0\": bundle is not in any channel"),
@@ -152,6 +152,34 @@ fn reports_all_problems() {
     );
     assert!(all.contains("share version 1.1.0"), "{all}");
     assert!(all.contains("no \"schema\""), "{all}");
+}
+
+#[test]
+fn an_unparsable_skip_range_is_a_warning_and_the_package_is_served() {
+    // A real package ships `olm.skipRange: '<v1.12.0'` (a `v` blang's range syntax refuses).
+    let (catalog, problems) = Catalog::build(docs(vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [
+            {"name": "p.v1.11.0"},
+            {"name": "p.v1.12.0", "replaces": "p.v1.11.0", "skipRange": "<v1.12.0"}]}),
+        bundle("p.v1.11.0", "1.11.0"),
+        bundle("p.v1.12.0", "1.12.0"),
+    ]));
+    let [problem] = problems.as_slice() else { panic!("{problems:?}") };
+    assert!(problem.warning, "{problem}");
+    assert_eq!(problem.code, "InvalidSkipRange");
+    let text = problem.to_string();
+    assert!(text.contains("bundle \"p.v1.12.0\"") && text.contains("\"<v1.12.0\" does not parse"), "{text}");
+    assert!(text.contains("it is ignored") && text.contains("no leading v"), "{text}");
+    // Served whole: the package stays, the entry keeps its replaces, the range is absent.
+    let isolated = catalog.isolate(problems);
+    assert!(isolated.left_out.is_empty());
+    let channel = isolated.catalog.package("p").and_then(|p| p.channel("stable")).expect("channel served");
+    assert_eq!(channel.head().map(|e| e.name.as_str()), Some("p.v1.12.0"));
+    let entry = channel.entry("p.v1.12.0").unwrap();
+    assert_eq!((entry.skip_range.as_deref(), entry.skip_range_parsed.as_ref()), (Some("<v1.12.0"), None));
+    let successors = channel.successors("p.v1.11.0", Some(&Version::new(1, 11, 0)));
+    assert_eq!(successors.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(), ["p.v1.12.0"]);
 }
 
 #[test]

@@ -145,7 +145,7 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         status.reason = Some(CsvReason::InvalidIntervalError);
         status.message = Some(message.clone());
     }
-    // Packages left out of a catalog that is otherwise served.
+    // Packages left out of a catalog that is otherwise served, and warnings about what is served.
     if status.message.is_none()
         && let Some(content) = inputs.state.as_ref().and_then(|s| s.content.as_ref())
         && !content.problems.is_empty()
@@ -153,7 +153,7 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         let shown: Vec<&str> = content.problems.iter().take(5).map(String::as_str).collect();
         let more = content.problems.len().saturating_sub(shown.len());
         let more = if more > 0 { format!(" (and {more} more)") } else { String::new() };
-        status.message = Some(format!("served without what has problems: {}{more}", shown.join("; ")));
+        status.message = Some(format!("served, with problems: {}{more}", shown.join("; ")));
     }
     status.registry_service = registry_service(catalog, inputs, previous.registry_service.as_ref(), now);
     // A secret that cannot be used explains an Unauthorized pull, or warns before one.

@@ -45,6 +45,36 @@ pub struct Facts {
     /// How long unpacking a bundle may take, and how soon a failed one is tried again (the
     /// namespace's OperatorGroup annotations, as upstream).
     pub unpack: UnpackSettings,
+    /// The namespace's one OperatorGroup and the install modes its targets ask of an operator.
+    pub group_modes: Option<GroupModes>,
+}
+
+/// An OperatorGroup and the install modes its resolved targets ask of its operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupModes {
+    /// The group's name.
+    pub group: String,
+    /// `AllNamespaces`; `OwnNamespace`; `SingleNamespace`; or `MultiNamespace` (with
+    /// `OwnNamespace` when the own namespace is a target), as the CSV controller checks them.
+    pub modes: Vec<String>,
+}
+
+impl GroupModes {
+    /// What the one group of `namespace` asks for; `None` with no group, several, or targets
+    /// not resolved yet (nothing is then held back: the CSV controller says what is wrong).
+    pub fn of(groups: &[Arc<OperatorGroup>], namespace: &str) -> Option<GroupModes> {
+        let [group] = groups else { return None };
+        let targets = group.status.as_ref()?.namespaces.as_deref()?;
+        let modes: Vec<&str> = match targets {
+            [] => return None,
+            [all] if all.is_empty() => vec!["AllNamespaces"],
+            [own] if own == namespace => vec!["OwnNamespace"],
+            [_] => vec!["SingleNamespace"],
+            many if many.iter().any(|t| t == namespace) => vec!["MultiNamespace", "OwnNamespace"],
+            _ => vec!["MultiNamespace"],
+        };
+        Some(GroupModes { group: group.name_any(), modes: modes.into_iter().map(str::to_owned).collect() })
+    }
 }
 
 /// The OperatorGroup's bundle unpack annotations.
@@ -216,6 +246,7 @@ pub async fn observe(
         global_namespace: state.global_namespace.clone(),
         next_plan_generation,
         unpack: UnpackSettings::of(state.groups.list_in(&namespace).first().map(AsRef::as_ref)),
+        group_modes: GroupModes::of(&state.groups.list_in(&namespace), &namespace),
     }))
 }
 

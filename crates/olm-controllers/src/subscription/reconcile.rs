@@ -170,12 +170,14 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
     };
 
     // One status write, from what was observed (moved, no longer needed) and what happened.
-    let observe::Facts { sub, catalogs, contents, plan, plan_missing, current, .. } = facts;
+    let observe::Facts { sub, catalogs, contents, plan, plan_missing, current, group_modes, .. } = facts;
     let installed = adopted.clone().or_else(|| current.as_ref().map(|c| c.name.clone()));
     let deprecations = resolution::deprecations(contents.get(&decide::target(&sub)), &sub, installed.as_deref());
     let behind = match (&resolved, &installed, &decision.intent) {
         (Resolved::UpToDate, _, Intent::Rejected(csv)) => Some(rollback::rejected_note(csv)),
-        (Resolved::UpToDate, Some(installed), _) => resolution::behind_head(contents.get(&decide::target(&sub)), contents.values(), &sub, installed),
+        (Resolved::UpToDate, Some(installed), _) => {
+            resolution::behind_head(contents.get(&decide::target(&sub)), contents.values(), &sub, installed, group_modes.as_ref())
+        }
         _ => None,
     };
     let rolled_back = match (rollback.condition, &rollback.rejected, &resolved) {

@@ -16,7 +16,7 @@ use olm_runtime::EventNote;
 use serde_json::{Value, json};
 
 use super::decide::{self, CatalogView, Deprecations, Gate};
-use super::observe::Facts;
+use super::observe::{Facts, GroupModes};
 
 /// How soon to try again when the targeted catalog cannot be read (its recovery also
 /// triggers a reconcile at once).
@@ -94,7 +94,8 @@ pub fn decide(facts: &Facts, rejected: Option<&str>) -> ResolutionDecision {
         return decision;
     }
     let catalogs = Catalogs::from_indexed(facts.contents.values().map(|c| c.indexed.clone()));
-    let (request, owned) = build_request(&namespace, &facts.global_namespace, &facts.subs, &facts.csvs, &catalogs);
+    let (mut request, owned) = build_request(&namespace, &facts.global_namespace, &facts.subs, &facts.csvs, &catalogs);
+    request.install_modes = facts.group_modes.as_ref().map(|g| g.modes.clone()).unwrap_or_default();
     if previous.current_csv.is_none() {
         decision.adopted = owned.get(&name).cloned();
     }
@@ -292,6 +293,7 @@ pub fn behind_head<'a>(
     visible: impl IntoIterator<Item = &'a Arc<CatalogContent>>,
     sub: &Subscription,
     installed: &str,
+    group_modes: Option<&GroupModes>,
 ) -> Option<(&'static str, String)> {
     let package = content?.catalog.package(&sub.spec.name)?;
     let channel_name = sub.spec.channel.clone().filter(|c| !c.is_empty()).unwrap_or_else(|| package.default_channel.clone());
@@ -329,6 +331,20 @@ pub fn behind_head<'a>(
                     format!(
                         "{head}, the head of channel {channel_name}, is not reached from {installed}: the bundles that upgrade from it ({}) are skipped by other entries of the channel (their publisher withdrew them), and OLM does not upgrade to a skipped bundle; {reinstall}",
                         names.join(", ")
+                    ),
+                ));
+            }
+            if let Some(group) = group_modes
+                && let Some(bundle) = package.bundle(&next)
+                && let Some(supported) = bundle.supported_install_modes()
+                && let Some(missing) = group.modes.iter().find(|m| !supported.contains(m))
+            {
+                let supported = if supported.is_empty() { "none".to_owned() } else { supported.join(", ") };
+                return Some((
+                    "UnsupportedInstallMode",
+                    format!(
+                        "{head}, the head of channel {channel_name}, is reachable from {installed}, but the next bundle, {next}, does not support the install mode {missing} that OperatorGroup {} asks for (it supports: {supported}), so {installed} keeps running; to upgrade, install it with an OperatorGroup whose target namespaces {next} supports, or stay on {installed}",
+                        group.group
                     ),
                 ));
             }
@@ -478,11 +494,11 @@ mod tests {
             bundle("etcd.v3", "3.0.0"),
         ]);
         let s = sub("etcd", "etcd", Some("etcd.v1"));
-        assert_eq!(behind_head(Some(&content), [&content], &s, "etcd.v3"), None, "at the head");
-        let (reason, message) = behind_head(Some(&content), [&content], &s, "etcd.v1").expect("behind");
+        assert_eq!(behind_head(Some(&content), [&content], &s, "etcd.v3", None), None, "at the head");
+        let (reason, message) = behind_head(Some(&content), [&content], &s, "etcd.v1", None).expect("behind");
         assert_eq!(reason, "InstalledNotInChannel");
         assert!(message.contains("etcd.v1 is not in channel stable, whose head is etcd.v3") && message.contains("startingCSV: etcd.v3"), "{message}");
-        let (reason, message) = behind_head(Some(&content), [&content], &s, "etcd.v2").expect("behind");
+        let (reason, message) = behind_head(Some(&content), [&content], &s, "etcd.v2", None).expect("behind");
         assert_eq!(reason, "UpgradeNotChosen");
         assert!(message.contains("next: etcd.v3"), "{message}");
 
@@ -509,15 +525,69 @@ mod tests {
             bundle("etcd.v2", "2.0.0"),
             bundle("etcd.v3", "3.0.0"),
         ]);
-        let (reason, message) = behind_head(Some(&withdrawn), [&withdrawn], &s, "etcd.v1").expect("behind");
+        let (reason, message) = behind_head(Some(&withdrawn), [&withdrawn], &s, "etcd.v1", None).expect("behind");
         assert_eq!(reason, "UpgradeSkipped");
         assert!(message.contains("(etcd.v2) are skipped by other entries") && message.contains("startingCSV: etcd.v3"), "{message}");
 
-        let (reason, message) = behind_head(Some(&needy), [&needy], &s, "etcd.v2").expect("behind");
+        let (reason, message) = behind_head(Some(&needy), [&needy], &s, "etcd.v2", None).expect("behind");
         assert_eq!(reason, "UpgradeDependencyMissing");
         assert!(
             message.contains("the next bundle, etcd.v3, requires package cert-manager >=1.14.0 and the API Application (argoproj.io/v1alpha1)"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn an_upgrade_the_group_cannot_run_is_explained() {
+        // As argocd-operator from 0.8.0 on: the next bundle supports AllNamespaces only.
+        let bundle = |name: &str, version: &str, modes: &[&str]| {
+            let modes: Vec<serde_json::Value> = ["OwnNamespace", "SingleNamespace", "MultiNamespace", "AllNamespaces"]
+                .iter()
+                .map(|m| json!({"type": m, "supported": modes.contains(m)}))
+                .collect();
+            json!({"schema": "olm.bundle", "name": name, "package": "argocd", "image": format!("r/{name}"),
+                   "properties": [{"type": "olm.package", "value": {"packageName": "argocd", "version": version}},
+                                  {"type": "olm.csv.metadata", "value": {"installModes": modes}}]})
+        };
+        let content = community([
+            json!({"schema": "olm.package", "name": "argocd", "defaultChannel": "alpha"}),
+            json!({"schema": "olm.channel", "package": "argocd", "name": "alpha", "entries": [
+                {"name": "argocd.v0.7.0"}, {"name": "argocd.v0.8.0", "replaces": "argocd.v0.7.0"},
+                {"name": "argocd.v0.9.0", "replaces": "argocd.v0.8.0"}]}),
+            bundle("argocd.v0.7.0", "0.7.0", &["OwnNamespace", "AllNamespaces"]),
+            bundle("argocd.v0.8.0", "0.8.0", &["AllNamespaces"]),
+            bundle("argocd.v0.9.0", "0.9.0", &["AllNamespaces"]),
+        ]);
+        let s = sub("argocd", "argocd", Some("argocd.v0.7.0"));
+        let own = GroupModes { group: "og".into(), modes: vec!["OwnNamespace".into()] };
+        let (reason, message) = behind_head(Some(&content), [&content], &s, "argocd.v0.7.0", Some(&own)).expect("behind");
+        assert_eq!(reason, "UnsupportedInstallMode");
+        assert!(
+            message.contains("the next bundle, argocd.v0.8.0, does not support the install mode OwnNamespace that OperatorGroup og asks for (it supports: AllNamespaces), so argocd.v0.7.0 keeps running"),
+            "{message}"
+        );
+        let all = GroupModes { group: "og".into(), modes: vec!["AllNamespaces".into()] };
+        let (reason, _) = behind_head(Some(&content), [&content], &s, "argocd.v0.7.0", Some(&all)).expect("behind");
+        assert_eq!(reason, "UpgradeNotChosen");
+    }
+
+    #[test]
+    fn a_group_asks_for_the_install_modes_of_its_targets() {
+        let group = |targets: Option<&[&str]>| {
+            let mut group = olm_api::v1::operator_group::OperatorGroup::new("og", Default::default());
+            group.status = targets.map(|t| olm_api::v1::operator_group::OperatorGroupStatus {
+                namespaces: Some(t.iter().map(|s| s.to_string()).collect()),
+                ..Default::default()
+            });
+            vec![Arc::new(group)]
+        };
+        let modes = |targets: Option<&[&str]>| GroupModes::of(&group(targets), "ns").map(|g| g.modes);
+        assert_eq!(modes(Some(&[""])), Some(vec!["AllNamespaces".to_owned()]));
+        assert_eq!(modes(Some(&["ns"])), Some(vec!["OwnNamespace".to_owned()]));
+        assert_eq!(modes(Some(&["other"])), Some(vec!["SingleNamespace".to_owned()]));
+        assert_eq!(modes(Some(&["ns", "other"])), Some(vec!["MultiNamespace".to_owned(), "OwnNamespace".to_owned()]));
+        assert_eq!(modes(Some(&["a", "b"])), Some(vec!["MultiNamespace".to_owned()]));
+        assert_eq!(modes(None), None, "targets not resolved yet");
+        assert_eq!(GroupModes::of(&[], "ns"), None, "no group");
     }
 }

@@ -95,9 +95,16 @@ pub(crate) fn plan_subscription(p: &mut Problem<'_>, sub: &Subscription) -> Resu
         match &chan.order {
             Ok(order) => match current_entry {
                 // Upgrades only: the entries with an edge from the installed bundle.
+                // An upgrade the namespace's OperatorGroup cannot run is none: the installed
+                // operator keeps running (the Subscription says why it stays behind).
                 Some(cur) => {
                     let successors = chan.successors(&cat.entries, cur);
-                    ordered.extend(order.iter().copied().filter(|i| successors.contains(i)));
+                    ordered.extend(
+                        order
+                            .iter()
+                            .copied()
+                            .filter(|i| successors.contains(i) && req.fits_install_modes(&cat.entries[*i as usize])),
+                    );
                 }
                 None => ordered.extend(order.iter().copied()),
             },

@@ -74,6 +74,11 @@ impl E {
         self.0.deprecated = true;
         self
     }
+    /// The install modes its CSV supports.
+    pub fn install_modes(mut self, modes: &[&str]) -> E {
+        self.0.install_modes = Some(modes.iter().map(|m| m.to_string()).collect());
+        self
+    }
 }
 
 pub fn cat(name: &str, namespace: &str, priority: i32, entries: Vec<E>) -> CatalogSnapshot {
@@ -117,6 +122,11 @@ impl Scenario {
     }
     pub fn sub(mut self, s: Subscription) -> Scenario {
         self.request.subscriptions.push(s);
+        self
+    }
+    /// The install modes the namespace's OperatorGroup asks for.
+    pub fn group_install_modes(mut self, modes: &[&str]) -> Scenario {
+        self.request.install_modes = modes.iter().map(|m| m.to_string()).collect();
         self
     }
     pub fn global(mut self, ns: &str) -> Scenario {

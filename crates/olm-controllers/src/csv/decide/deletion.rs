@@ -18,14 +18,60 @@ pub(super) fn replaced<'a>(observed: &Observed<'a>) -> Option<&'a ClusterService
     observed.peers.iter().copied().find(|p| p.name_any() == name && !is_rollback_of(p, &me))
 }
 
-/// The CSV whose `spec.replaces` names this one (not the newer CSV this one rolls back).
+/// The CSV whose `spec.replaces` names this one (not the newer CSV this one rolls back, nor
+/// one that this CSV itself replaces, directly or through others: a cycle of replacements
+/// replaces nobody, see [`replaces_cycle`]).
 pub(super) fn replacement<'a>(observed: &Observed<'a>) -> Option<&'a ClusterServiceVersion> {
     let me = observed.csv.name_any();
-    observed
-        .peers
-        .iter()
-        .copied()
-        .find(|p| p.spec.replaces.as_deref() == Some(me.as_str()) && !is_rollback_of(observed.csv, &p.name_any()))
+    let older = ancestors(observed.csv, &observed.peers);
+    observed.peers.iter().copied().find(|p| {
+        p.spec.replaces.as_deref() == Some(me.as_str())
+            && !is_rollback_of(observed.csv, &p.name_any())
+            && !older.contains(&p.name_any())
+    })
+}
+
+/// The CSVs `csv` replaces among `peers`, following `spec.replaces` until a name is missing
+/// or comes back (`csv`'s own name included when it does). A CSV a rollback brought back is no
+/// ancestor of the newer one it rolls back, though that one's `spec.replaces` names it: it is
+/// its replacement.
+fn ancestors(csv: &ClusterServiceVersion, peers: &[&ClusterServiceVersion]) -> BTreeSet<String> {
+    let by_name = |name: &str| peers.iter().copied().chain(std::iter::once(csv)).find(|p| p.name_any() == name);
+    let mut seen = BTreeSet::new();
+    let mut current = csv.name_any();
+    let mut cursor = csv.spec.replaces.clone();
+    while let Some(name) = cursor {
+        let found = by_name(&name);
+        if found.is_some_and(|older| is_rollback_of(older, &current)) || !seen.insert(name.clone()) {
+            break;
+        }
+        cursor = found.and_then(|p| p.spec.replaces.clone());
+        current = name;
+    }
+    seen
+}
+
+/// When following `spec.replaces` from this CSV comes back to it (A replaces B, B replaces
+/// A): the cycle, from this CSV, if this CSV is its newest member (by creationTimestamp, then
+/// name). No catalog OLM resolves writes one, but a hand-made CSV or an older OLM may have:
+/// the members installed before keep running, and the newest fails saying so, instead of
+/// each handing over to the other and the operator going away.
+pub(super) fn replaces_cycle(observed: &Observed<'_>) -> Option<Vec<String>> {
+    let csv = observed.csv;
+    let me = csv.name_any();
+    if !ancestors(csv, &observed.peers).contains(&me) {
+        return None;
+    }
+    let by_name = |name: &str| observed.peers.iter().copied().find(|p| p.name_any() == name);
+    let mut cycle = vec![me.clone()];
+    let mut cursor = csv.spec.replaces.clone();
+    while let Some(name) = cursor.filter(|n| *n != me) {
+        cursor = by_name(&name).and_then(|p| p.spec.replaces.clone());
+        cycle.push(name);
+    }
+    let age = |c: &ClusterServiceVersion| (c.metadata.creation_timestamp.as_ref().map(|t| t.0), c.name_any());
+    let newest = cycle.iter().filter_map(|n| if *n == me { Some(csv) } else { by_name(n) }).max_by_key(|c| age(c))?;
+    (newest.name_any() == me).then_some(cycle)
 }
 
 /// Names in the replacement chain through this CSV (ancestors and descendants).

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use olm_api::v1alpha1::RequirementStatus;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason};
 
-use super::deletion::{crd_owner_conflict, replaced, replacement};
+use super::deletion::{crd_owner_conflict, replaced, replacement, replaces_cycle};
 use super::exposure::{api_service_conflict, api_service_problems, conversion_problem, exposure_actions};
 use crate::csv::api_registration;
 use super::strategy::{invalid_strategy, strategy_problem};
@@ -190,6 +190,15 @@ fn pending(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> CsvDe
     }
     if let Some(conflict) = api_service_conflict(observed) {
         return with_requirements(transition(previous, CsvPhase::Failed, CsvReason::OwnerConflict, conflict, now), entries);
+    }
+    if let Some(cycle) = replaces_cycle(observed) {
+        let message = format!(
+            "spec.replaces forms a cycle ({} -> {}): no CSV of it replaces another, so this newest one does not install and the others keep running; delete this CSV, or set its spec.replaces to a CSV that does not replace it",
+            cycle.join(" -> "),
+            cycle[0]
+        );
+        let failed = transition(previous, CsvPhase::Failed, CsvReason::Other("ReplacesCycle".into()), message, now);
+        return with_requirements(failed, entries);
     }
     if let Some(old) = replaced(observed)
         && old.phase() != Some(&CsvPhase::Replacing)

@@ -154,3 +154,33 @@ fn a_deleted_csv_cleans_cluster_objects_then_releases_its_finalizer() {
     world.csv.metadata.finalizers = Some(vec!["example.com/other".into()]);
     assert_eq!(world.decide().actions, Vec::new());
 }
+
+#[test]
+fn a_cycle_of_replacements_keeps_the_running_csv_and_fails_the_newest() {
+    // v0.9.4 runs and replaces v0.9.2; a v0.9.2 created later names v0.9.4 in spec.replaces.
+    let created = |csv: &mut ClusterServiceVersion, ago: i64| {
+        csv.metadata.creation_timestamp = Some(Time(now() - SignedDuration::from_secs(ago)));
+    };
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    created(&mut world.csv, 600);
+    let mut older = world.csv.clone();
+    older.metadata.name = Some("etcdoperator.v0.9.2".into());
+    older.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    created(&mut older, 60);
+    world.peers.push(older.clone());
+    // The running one is not handed over to the CSV it replaces.
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+
+    // The newest member of the cycle fails, naming it and what to do.
+    let running = world.csv.clone();
+    world.csv = with_phase(older, CsvPhase::Pending, CsvReason::RequirementsUnknown);
+    world.peers = vec![running];
+    let decision = world.decide();
+    assert_eq!(phase_reason(&decision), (CsvPhase::Failed, CsvReason::Other("ReplacesCycle".into())));
+    let message = decision.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
+    assert!(
+        message.contains("etcdoperator.v0.9.2 -> etcdoperator.v0.9.4 -> etcdoperator.v0.9.2"),
+        "{message}"
+    );
+    assert!(!decision.actions.iter().any(|a| matches!(a, CsvAction::DeleteSelf)));
+}
