@@ -14,7 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v2::{OperatorCondition, OperatorConditionStatus};
-use olm_runtime::error::is_not_found;
+use olm_runtime::error::{api_status_code, is_not_found};
 use olm_api::keys;
 use olm_runtime::{Cache, ControllerContext, Error, Result};
 use serde_json::json;
@@ -383,11 +383,24 @@ async fn apply_copy(ctx: &ControllerContext<CsvState>, copy: &ClusterServiceVers
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &target);
     let mut object = copy.clone();
     let status = object.status.take();
-    let params = PatchParams::apply(&ctx.field_manager()).force();
-    let applied = api
-        .patch(&name, &params, &Patch::Apply(&object))
-        .await
-        .map_err(|err| Error::api(format!("copy ClusterServiceVersion into {target}"), err))?;
+    // A new copy is created, so that a CSV of the same name that is no copy (another group's
+    // install there, not yet in the cache) is never written over; a known copy is applied with
+    // its uid, which the API server refuses to change (422) should the name have changed hands.
+    // Either refusal leaves the namespace to what is there: the next pass sees it.
+    let written = if object.metadata.uid.is_none() {
+        let params = kube::api::PostParams { field_manager: Some(ctx.field_manager()), ..Default::default() };
+        api.create(&params, &object).await
+    } else {
+        api.patch(&name, &PatchParams::apply(&ctx.field_manager()).force(), &Patch::Apply(&object)).await
+    };
+    let applied = match written {
+        Ok(applied) => applied,
+        Err(err) if matches!(api_status_code(&err), Some(409 | 422)) => {
+            tracing::info!(target_namespace = %target, %err, "a CSV of the same name that is not this copy is there: not copied over it");
+            return Ok(());
+        }
+        Err(err) => return Err(Error::api(format!("copy ClusterServiceVersion into {target}"), err)),
+    };
     if let Some(status) = status {
         ctx.status.apply(&applied, &status).await?;
     }

@@ -6,6 +6,7 @@
 
 mod alongside;
 pub mod content;
+mod copy_in_the_way;
 pub mod crd_check;
 pub mod decide;
 pub mod preview;

@@ -371,10 +371,23 @@ async fn apply_step(
             .map_err(|(verb, err)| fail(verb, err))?;
         (applied, existed)
     } else {
+        // Copies are OLM's own objects: OLM removes one in the way, whoever installs.
+        let csvs: Option<Api<ClusterServiceVersion>> =
+            (r.kind == "ClusterServiceVersion").then(|| Api::namespaced(ctx.client.clone(), namespace));
+        if let Some(csvs) = &csvs {
+            super::copy_in_the_way::remove_cached(csvs, ctx.state.csvs.get(Some(namespace), &r.name).as_deref()).await?;
+        }
         // Created or Present from the apply's own answer (201 or 200): no read first.
         let params = PatchParams::apply(&ctx.field_manager()).force();
         match olm_runtime::apply::apply(&api, &r.name, &params, &manifest).await {
-            Ok(applied) => (Some(applied.object), !applied.created),
+            Ok(applied) => {
+                if let Some(csvs) = &csvs
+                    && let Ok(csv) = serde_json::to_value(&applied.object).and_then(serde_json::from_value::<ClusterServiceVersion>)
+                {
+                    super::copy_in_the_way::undo_if_copy(csvs, &csv).await?;
+                }
+                (Some(applied.object), !applied.created)
+            }
             // An installer that may not apply the kind: create it, as upstream's ensurers do, so
             // that a refusal names the verb to grant (create); one that exists stays refused.
             Err(err) if api_status_code(&err) == Some(403) => {

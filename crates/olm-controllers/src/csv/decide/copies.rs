@@ -164,7 +164,14 @@ pub(super) fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>,
             CopyDrift::Status => {
                 decision = decision.act(CsvAction::SetCopyStatus { namespace: ns.clone(), status: Box::new(template.status().clone()) });
             }
-            CopyDrift::Content => decision = decision.act(CsvAction::ApplyCopy(Box::new(template.copy_into(csv, ns)))),
+            CopyDrift::Content => {
+                // The uid of the copy it rewrites (none: a new copy, created, never applied over
+                // whatever took the name meanwhile): a copy is written over its own copy only,
+                // never over another group's CSV of the same name the cache has not shown yet.
+                let mut copy = template.copy_into(csv, ns);
+                copy.metadata.uid = existing.get(ns).and_then(|current| current.metadata.uid.clone());
+                decision = decision.act(CsvAction::ApplyCopy(Box::new(copy)));
+            }
         }
     }
     let mut removed = 0usize;
@@ -294,6 +301,15 @@ pub fn decide_copy(copy: &ClusterServiceVersion, original: Option<&ClusterServic
         events: Vec::new(),
         requeue_after: Some(REQUEUE_RESYNC),
     };
+    // A copy carries no finalizer: the controller that removes it acts on originals only. One
+    // that has the cleanup finalizer (a CSV that an older OLM's copy was written over) would
+    // hold its namespace Terminating for ever: its cluster objects go and the finalizer with them.
+    if let Some(index) = crate::csv::finalizer::position(copy) {
+        if copy.metadata.deletion_timestamp.is_some() {
+            decision = decision.act(CsvAction::DeleteOwnedClusterObjects);
+        }
+        return decision.act(CsvAction::RemoveFinalizer { index });
+    }
     if copy.metadata.deletion_timestamp.is_some() {
         return decision;
     }

@@ -82,6 +82,65 @@ fn all_namespaces_csv_is_copied_unless_disabled() {
 }
 
 #[test]
+fn a_copy_is_rewritten_by_its_uid_and_a_new_one_has_none() {
+    // A new copy carries no uid (it is created, never applied over a CSV of the same name that
+    // another group installed there); a copy that exists is rewritten under its own uid.
+    let mut world = succeeded_all_namespaces_world();
+    let decision = world.decide();
+    let copies: Vec<ClusterServiceVersion> = decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyCopy(copy) => Some((**copy).clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(copies.len(), 2);
+    assert!(copies.iter().all(|c| c.metadata.uid.is_none()));
+    world.copies = copies
+        .into_iter()
+        .map(|mut c| {
+            c.metadata.uid = Some(format!("uid-in-{}", c.namespace().unwrap_or_default()));
+            // Stale content: the original's spec changed since.
+            c.annotations_mut().remove(keys::COPY_HASH_SPEC_ANNOTATION);
+            c
+        })
+        .collect();
+    let rewritten: Vec<Option<String>> = world
+        .decide()
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyCopy(copy) => Some(copy.metadata.uid.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rewritten, [Some("uid-in-kube-system".to_owned()), Some("uid-in-other".to_owned())]);
+}
+
+#[test]
+fn a_copy_never_keeps_the_cleanup_finalizer() {
+    // A CSV that an older OLM's copy was written over: a "copy" with this install's finalizer,
+    // which held its namespace Terminating for ever.
+    let mut copy = etcd();
+    copy.metadata.namespace = Some("team-b".into());
+    copy.metadata.labels.get_or_insert_with(BTreeMap::new).insert(keys::COPIED_FROM_LABEL.into(), "team-a".into());
+    copy.metadata.finalizers = Some(vec!["example.com/other".into(), keys::CSV_CLEANUP_FINALIZER.into()]);
+    let mut original = etcd();
+    original.metadata.namespace = Some("team-a".into());
+    let no_rbac = crate::csv::decide::OwnedRbac::default();
+    assert_eq!(decide_copy(&copy, Some(&original), &no_rbac).actions, vec![CsvAction::RemoveFinalizer { index: 1 }]);
+    // Being deleted, with or without its original: its cluster objects go, then the finalizer.
+    copy.metadata.deletion_timestamp = Some(Time(now()));
+    for original in [Some(&original), None] {
+        assert_eq!(
+            decide_copy(&copy, original, &no_rbac).actions,
+            vec![CsvAction::DeleteOwnedClusterObjects, CsvAction::RemoveFinalizer { index: 1 }]
+        );
+    }
+}
+
+#[test]
 fn own_namespace_csv_is_not_copied() {
     let world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
     assert!(world.decide().actions.is_empty());
@@ -90,6 +149,7 @@ fn own_namespace_csv_is_not_copied() {
 #[test]
 fn a_copy_without_its_original_deletes_itself() {
     let mut copy = etcd();
+    copy.metadata.finalizers = None; // a copy carries none (the fixture is an original)
     copy.metadata.labels.get_or_insert_with(BTreeMap::new).insert(keys::COPIED_FROM_LABEL.into(), "operators".into());
     let no_rbac = crate::csv::decide::OwnedRbac::default();
     assert_eq!(decide_copy(&copy, None, &no_rbac).actions, vec![CsvAction::DeleteSelf]);
@@ -160,6 +220,7 @@ fn a_copy_in_an_explicit_target_carries_the_operator_rbac() {
     let mut original = etcd();
     original.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(keys::TARGET_NAMESPACES_ANNOTATION.into(), "team-a,team-b".into());
     let mut copy = etcd();
+    copy.metadata.finalizers = None; // a copy carries none (the fixture is an original)
     copy.metadata.namespace = Some("team-a".into());
     copy.metadata.uid = Some("copy-uid".into());
     copy.metadata.labels.get_or_insert_with(BTreeMap::new).insert(keys::COPIED_FROM_LABEL.into(), NS.into());
