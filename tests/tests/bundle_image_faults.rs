@@ -155,6 +155,20 @@ async fn the_default_service_account_s_pull_secrets_are_used_for_catalog_and_bun
         .await?;
     // The catalog is read and the bundle pulled with it: etcd installs.
     journey::csv_succeeded(&ns, "etcdoperator.v0.9.0", TIMEOUT).await?;
+
+    // OLM's cache now holds that digest. Another catalog, on an open registry, names the same
+    // digest under a repository that does not hold it: nothing installs from the cache, and the
+    // Subscription says which image and what its registry answered.
+    let open = olm_testkit::registry(RegistryOptions::new()).await?;
+    let digest = image.rsplit('@').next().context("the bundle image is named by digest")?;
+    let borrowed = format!("{}/guarded-etcd@{digest}", open.addr());
+    let catalog = images::push_etcd_catalog_naming(open.addr(), work.path(), "borrowed-etcd", &bundle, &borrowed, &[])?;
+    let other = subscribe(&cluster, "borrowed-digest", &catalog).await?;
+    let failed = unpack_failed(&other, "etcd").await?;
+    assert!(failed.contains(&borrowed) && failed.contains(open.addr()), "{failed}");
+    let csvs: Api<olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion> = other.api();
+    assert!(csvs.get_opt("etcdoperator.v0.9.0").await?.is_none(), "installed from the cache of another catalog's pull");
+    other.cleanup().await?;
     ns.cleanup().await?;
     Ok(())
 }

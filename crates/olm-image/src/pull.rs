@@ -79,6 +79,8 @@ pub struct ImageClient {
     limits: Limits,
     clients: Mutex<HashMap<String, Arc<Client>>>,
     in_flight: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Serve a digest found in the cache without asking its registry (see [`ImageClient::pull`]).
+    trust_cache: bool,
 }
 
 impl std::fmt::Debug for ImageClient {
@@ -101,7 +103,17 @@ impl ImageClient {
             limits,
             clients: Mutex::default(),
             in_flight: Mutex::default(),
+            trust_cache: false,
         })
+    }
+
+    /// Serve a digest the cache holds without asking the registry first: for a disconnected
+    /// cluster whose registries are out of reach once its images are cached. It gives up the
+    /// check that the repository a catalog names, with that catalog's credentials, serves the
+    /// image (see [`ImageClient::pull`]).
+    pub fn trusting_cache(mut self, trust: bool) -> ImageClient {
+        self.trust_cache = trust;
+        self
     }
 
     /// Use `creds` for every registry that the credentials given with a pull do not name, as
@@ -180,7 +192,14 @@ impl ImageClient {
         self.timed(image, &registry, work).await
     }
 
-    /// Pull `image` into the cache (nothing is fetched for a digest reference already there).
+    /// Pull `image` into the cache. A digest reference already there is fetched no more, but
+    /// served only once its registry confirms (one HEAD request, with `creds`) that the
+    /// repository it names holds that manifest: the cache is keyed by digest alone, and content
+    /// one catalog pulled from a private repository must not install for another that names the
+    /// digest under a repository that does not hold it, or without the credentials to read it
+    /// (as the kubelet's "ensure secret pulled images"). A refusal is the error a pull would
+    /// give, naming the image, the registry and its answer. [`ImageClient::trusting_cache`]
+    /// skips the question.
     pub async fn pull(&self, image: &str, creds: &Credentials) -> Result<PulledImage, ImageError> {
         let reference = parse(image)?;
         let registry = reference.resolve_registry().to_owned();
@@ -190,6 +209,17 @@ impl ImageClient {
         };
         let _guard = lock.lock().await;
         if let Some(record) = reference.digest().and_then(|d| self.store.record(d)) {
+            if !self.trust_cache {
+                let served = self.digest_of(image, creds).await?;
+                if Some(served.as_str()) != reference.digest() {
+                    return Err(ImageError::Registry {
+                        image: image.to_owned(),
+                        registry,
+                        message: format!("the registry answers digest {served} for this digest reference"),
+                        retryable: false,
+                    });
+                }
+            }
             return Ok(self.pulled(image, record));
         }
         let auth = self.auth_for(creds, &registry);

@@ -84,13 +84,43 @@ async fn a_bundle_image_round_trips_and_a_digest_is_pulled_once() {
     assert_eq!(bundle.objects.len(), inline);
     assert!(bundle.csv_json.contains("\"ClusterServiceVersion\""));
 
-    // By digest, a second pull needs no registry at all.
-    drop(registry);
+    // By digest, a second pull fetches nothing: the registry is only asked whether it still
+    // serves that digest. Gone, it cannot say: nothing is served from the cache ...
     let cached = images.bundle(&pushed, &Credentials::anonymous()).await.expect("from the cache");
+    assert_eq!(cached.objects, bundle.objects);
+    drop(registry);
+    let err = images.bundle(&pushed, &Credentials::anonymous()).await.unwrap_err();
+    assert_eq!(err.category(), "RegistryUnreachable", "{err}");
+    // ... unless the client trusts its cache (a disconnected cluster's choice).
+    let trusting = client(&cache, RegistryConfig::default(), Limits::default()).trusting_cache(true);
+    let cached = trusting.bundle(&pushed, &Credentials::anonymous()).await.expect("from the cache, trusted");
     assert_eq!(cached.objects, bundle.objects);
     // A tag needs the registry, and says which one is down.
     let err = images.pull(&pushed.replace(&format!("@{}", built.digest), ":0.9.4"), &Credentials::anonymous()).await.unwrap_err();
     assert_eq!(err.category(), "RegistryUnreachable", "{err}");
+}
+
+#[tokio::test]
+async fn a_cached_digest_is_served_only_where_the_registry_serves_it() {
+    // One digest, pulled once with credentials from a private repository, then named by other
+    // catalogs: under a repository that does not hold it, and without the credentials.
+    let registry = olm_testkit::registry(RegistryOptions::new().htpasswd("olm", "s3cret")).await.expect("registry");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let images = client(&cache, RegistryConfig::default(), Limits::default());
+    let creds = Credentials::anonymous().with(registry.addr(), "olm", "s3cret");
+    let built = olm_image::build_bundle(&etcd_bundle()).expect("bundle image");
+    let private = images.push(&built, &format!("{}/private/etcd:0.9.4", registry.addr()), &creds).await.expect("push");
+    images.bundle(&private, &creds).await.expect("pulled with credentials, now cached");
+
+    let elsewhere = format!("{}/public/etcd@{}", registry.addr(), built.digest);
+    let err = images.bundle(&elsewhere, &creds).await.unwrap_err();
+    assert_eq!(err.category(), "ImageNotFound", "{err}");
+    assert!(err.to_string().contains(&elsewhere) && err.to_string().contains(registry.addr()), "{err}");
+    let err = images.bundle(&private, &Credentials::anonymous()).await.unwrap_err();
+    assert_eq!(err.category(), "ImageUnauthorized", "{err}");
+    assert!(err.to_string().contains(&private), "{err}");
+    // Where the registry serves it, the cache serves it.
+    images.bundle(&private, &creds).await.expect("the same pull again");
 }
 
 #[tokio::test]

@@ -30,6 +30,13 @@ pub struct RegistryArgs {
     /// Largest layer (as stored, compressed) OLM pulls.
     #[arg(long, default_value_t = Limits::default().max_layer_bytes)]
     pub image_max_layer_bytes: u64,
+    /// Install a bundle whose digest is cached without asking its registry. By default OLM asks
+    /// first (one HEAD request, with the catalog's pull secrets) whether the repository the
+    /// catalog names serves that digest, so that content pulled for one catalog from a private
+    /// repository is never installed for another; a disconnected cluster whose registries are
+    /// gone once its images are cached may turn that check off.
+    #[arg(long, env = "OLM_TRUST_IMAGE_CACHE")]
+    pub trust_image_cache: bool,
 }
 
 impl RegistryArgs {
@@ -53,7 +60,7 @@ impl RegistryArgs {
             Some(path) => read_auth_file(path)?,
             None => Credentials::anonymous(),
         };
-        Ok(ImageClient::new(&cache, config, limits)?.with_node_credentials(node_creds))
+        Ok(ImageClient::new(&cache, config, limits)?.with_node_credentials(node_creds).trusting_cache(self.trust_image_cache))
     }
 }
 
