@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use olm_dev::{Layout, Progress, format_duration};
-use super::release::USER_ROLES;
+use super::manifests::USER_ROLES;
 
 // Host ports (catalog gRPC/HTTP, controllers admin, package server) come from the layout's
 // port base (`OLM_DEV_PORT_BASE`), next to the control plane's.

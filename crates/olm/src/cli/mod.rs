@@ -12,6 +12,7 @@ mod dev;
 mod dev_in_cluster;
 mod dev_up;
 mod image;
+mod manifests;
 mod packageserver;
 mod chart;
 mod release;
