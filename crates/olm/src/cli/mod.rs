@@ -10,6 +10,7 @@ mod catalog_serve;
 mod crds;
 mod dev;
 mod dev_in_cluster;
+mod dev_pods;
 mod dev_up;
 mod image;
 mod manifests;
