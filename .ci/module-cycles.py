@@ -21,6 +21,9 @@ to where the name comes from: a parent's re-export of its child does not hide th
 Not counted as edges:
 - a module naming itself, or one of its own ancestors (a parent declares, re-exports and
   dispatches to its children; a child may use what its parent defines);
+- a parent's re-export of a descendant (`pub use child::Item`, any `pub(…)`): the re-export is
+  followed, so whoever names `parent::Item` gets the edge to the child; the parent's own code
+  naming the child (`child::f()`, a private `use`) is an edge;
 - test code: a module's test modules and files — any module declared under `#[cfg(test)]`
   (inline `#[cfg(test)] mod tests { … }` or a file `mod tests;`), and any module named `tests`
   or `*_tests` (`tests.rs`, a `tests/` directory, `walk_tests.rs`), with everything below them.
@@ -126,7 +129,7 @@ class File:
     def __init__(self, path, mod, is_test):
         self.path, self.mod, self.is_test = path, mod, is_test
         self.children = []  # (name, is_test, #[path] or None, inline module prefix)
-        self.refs = []  # (absolute path, line, text)
+        self.refs = []  # (absolute path, line, text, whether a `pub use`)
         self.bindings = {}  # name -> absolute path, for the file's own `use`s
         self.globs = []  # absolute paths of `use x::*`
         with open(path, encoding='utf-8') as source:
@@ -202,9 +205,11 @@ class File:
         stack = []  # per open brace: an inline module's name, or None
         pending_test = False
         pending_path = None
+        after_pub = False  # the previous token closed a `pub` or `pub(…)`
         i = 0
         while i < len(toks):
             kind, val, line = toks[i]
+            public, after_pub = after_pub, False
             nxt = toks[i + 1] if i + 1 < len(toks) else ('', '', 0)
             scope = [s for s in stack if s is not None]
             if kind == 'p' and val == '#':
@@ -247,8 +252,10 @@ class File:
                     i += 1
                 pending_test, pending_path = False, None
                 continue
-            if kind == 'id' and val == 'pub' and nxt[1] == '(':
-                i = matching(toks, i + 1, '(', ')') + 1  # pub(crate), pub(in crate::a): not imports
+            if kind == 'id' and val == 'pub':
+                # pub(crate), pub(in crate::a): not imports
+                i = matching(toks, i + 1, '(', ')') + 1 if nxt[1] == '(' else i + 1
+                after_pub = True
                 continue
             if kind == 'p' and val == '$' and nxt[1] == 'crate':
                 i += 2
@@ -262,7 +269,7 @@ class File:
                 for segs, bound in trees:
                     target = self.resolve(segs, scope)
                     shown = segs[:-1] if segs[-1:] == ['self'] else segs
-                    self.add_ref(target, line, '::'.join(shown) + ('::*' if bound == '*' else ''))
+                    self.add_ref(target, line, '::'.join(shown) + ('::*' if bound == '*' else ''), public)
                     if target is not None and not stack:
                         if bound == '*':
                             self.globs.append(target)
@@ -282,9 +289,9 @@ class File:
                 continue
             i += 1
 
-    def add_ref(self, target, line, text):
+    def add_ref(self, target, line, text, reexport=False):
         if target is not None:
-            self.refs.append((target, line, text))
+            self.refs.append((target, line, text, reexport))
 
 
 def module_files(src, root_file):
@@ -360,10 +367,13 @@ def edges_of(files):
     for m, f in files.items():
         if f.is_test:
             continue
-        for full, line, text in f.refs:
+        for full, line, text, reexport in f.refs:
             t = target(full)
-            if t != m and t != m[:len(t)] and not files[t].is_test:
-                edges[m].setdefault(t, (line, text))
+            if t == m or t == m[:len(t)] or files[t].is_test:
+                continue  # itself, an ancestor, test code
+            if reexport and t[:len(m)] == m:
+                continue  # a re-export of a descendant: who names it through m gets the edge
+            edges[m].setdefault(t, (line, text))
     return edges
 
 

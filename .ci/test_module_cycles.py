@@ -87,6 +87,20 @@ class Rules(unittest.TestCase):
             'b.rs': 'pub fn go() { let _ = crate::a::Bar; }',
         }), [{'a/x.rs', 'b.rs'}])
 
+    def test_a_parents_re_export_of_its_child_is_not_an_edge_of_the_parent(self):
+        files = {
+            'lib.rs': 'mod a; mod b;',
+            'a/mod.rs': 'mod x; pub use x::X; pub(crate) use self::x::{f}; pub const NAME: &str = "a";',
+            'a/x.rs': 'pub struct X(crate::b::B); pub fn f() {}',
+            'b.rs': 'pub struct B; pub const N: &str = crate::a::NAME;',
+        }
+        self.assertEqual(self.cycles(files), [])
+        # The parent's own code naming its child is an edge.
+        files['a/mod.rs'] += ' pub fn run() { x::f() }'
+        self.assertEqual(self.cycles(files), [{'a/mod.rs', 'a/x.rs', 'b.rs'}])
+        files['a/mod.rs'] = 'mod x; use x::X; pub const NAME: &str = "a";'
+        self.assertEqual(self.cycles(files), [{'a/mod.rs', 'a/x.rs', 'b.rs'}])
+
     def test_a_glob_re_export_leads_to_the_child_that_defines_the_name(self):
         self.assertEqual(self.cycles({
             'lib.rs': 'mod a; mod b;',
