@@ -15,7 +15,7 @@ use olm_runtime::{ControllerContext, Error, Result};
 use serde_json::json;
 
 use super::decide::CsvAction;
-use super::reconcile::CsvState;
+use super::state::CsvState;
 
 /// Where the cleanup finalizer stands in `metadata.finalizers`, if it is there.
 pub fn position(csv: &ClusterServiceVersion) -> Option<usize> {

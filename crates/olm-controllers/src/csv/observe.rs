@@ -23,7 +23,7 @@ use olm_runtime::{ControllerContext, Error, Result};
 
 use super::certs::{self, ServingCert};
 use super::decide::{ExistingApiService, ExistingWebhook, Observed, OwnedRbac, OwnerLabels, needs_permission_check};
-use super::reconcile::CsvState;
+use super::state::CsvState;
 use super::requirements::{CrdState, Facts, PermissionCheck, declared_service_accounts};
 
 /// What was read for one CSV; [`Observation::observed`] lends it to `decide`.
