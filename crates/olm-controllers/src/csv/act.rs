@@ -24,7 +24,7 @@ use super::api_registration::WebhookConfig;
 use super::decide::{CsvAction, CsvDecision};
 use super::finalizer;
 use super::installer::Installer;
-use super::observe::owner_selector;
+use crate::metadata::owner_selector;
 use super::state::CsvState;
 
 /// Apply the decision's actions. The CSV's own metadata (finalizer first, labels,
