@@ -26,6 +26,7 @@ mod compare;
 mod csv_watch;
 mod e2e;
 mod host_speed;
+mod kubectl;
 mod report;
 mod report_e2e;
 mod resolve;
