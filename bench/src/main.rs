@@ -25,6 +25,7 @@ mod chaos_report;
 mod compare;
 mod csv_watch;
 mod e2e;
+mod figures;
 mod host_speed;
 mod kubectl;
 mod report;
