@@ -424,7 +424,7 @@ def check(root):
     for crate, root_file in crate_roots(root):
         files = module_files(os.path.dirname(root_file), root_file)
         edges = edges_of(files)
-        for comp in cycles(sorted(files), edges):
+        for comp in sorted(cycles(sorted(files), edges)):
             members = set(comp)
             lines.append(f"{crate}: cycle of {len(comp)} modules:")
             for m in comp:
