@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-use crate::chaos_catalog::{self as catalog, CHANNEL, GLOBAL, INITIAL, NAMESPACED, UPDATE};
+use crate::chaos_catalog::{self as catalog, CHANNEL, GLOBAL, GLOBAL_NAMESPACE, INITIAL, UPDATE, Workload, workload};
 use crate::chaos_check::{self, Outcome};
 
 pub struct ChaosOptions {
@@ -146,21 +146,6 @@ fn sigkill(pid: u32) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// The namespaces of the workload, each with its package and approval.
-pub struct Workload {
-    pub namespace: String,
-    pub package: &'static str,
-    pub manual: bool,
-}
-
-pub fn workload(namespaces: usize) -> Vec<Workload> {
-    (0..namespaces)
-        .map(|i| Workload { namespace: format!("chaos-{i:03}"), package: NAMESPACED[i % NAMESPACED.len()], manual: i % 4 == 3 })
-        .collect()
-}
-
-pub const GLOBAL_NAMESPACE: &str = "chaos-all";
 
 fn manifests(work: &[Workload], grpc_port: u16) -> String {
     let mut out = format!(

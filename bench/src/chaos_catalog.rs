@@ -1,7 +1,8 @@
 //! The chaos run's catalog and what it expects: synthetic packages that install in seconds on
 //! kwok (a CRD of their own, a ServiceAccount with a Role, one Deployment), with upgrade
 //! chains, a package dependency and an all-namespaces package; written as FBC with inline
-//! manifests, so the catalog server serves everything and no image is pulled.
+//! manifests, so the catalog server serves everything and no image is pulled. And the workload
+//! that subscribes to them: which namespace gets which package, with which approval.
 
 use std::path::Path;
 
@@ -16,6 +17,21 @@ pub const GLOBAL: &str = "chaos-global";
 pub const INITIAL: [&str; 3] = ["1.0.0", "1.1.0", "1.2.0"];
 pub const UPDATE: &str = "1.3.0";
 pub const CHANNEL: &str = "stable";
+
+/// The namespaces of the workload, each with its package and approval.
+pub struct Workload {
+    pub namespace: String,
+    pub package: &'static str,
+    pub manual: bool,
+}
+
+pub fn workload(namespaces: usize) -> Vec<Workload> {
+    (0..namespaces)
+        .map(|i| Workload { namespace: format!("chaos-{i:03}"), package: NAMESPACED[i % NAMESPACED.len()], manual: i % 4 == 3 })
+        .collect()
+}
+
+pub const GLOBAL_NAMESPACE: &str = "chaos-all";
 
 pub fn csv_name(package: &str, version: &str) -> String {
     format!("{package}.v{version}")

@@ -9,8 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::chaos::{GLOBAL_NAMESPACE, Workload};
-use crate::chaos_catalog::{GLOBAL, UPDATE, csv_name, installs};
+use crate::chaos_catalog::{GLOBAL, GLOBAL_NAMESPACE, UPDATE, Workload, csv_name, installs};
 
 /// Per namespace, the Subscriptions (package → expected CSV) and the CSVs it should hold.
 pub struct Expected {

@@ -75,7 +75,7 @@ fn list(items: &[String]) -> String {
 pub fn markdown(run: &ChaosRun, opts: &ChaosOptions) -> String {
     let o = &run.outcome;
     let versions = INITIAL.len() + 1;
-    let expected = crate::chaos_check::Expected::new(&chaos::workload(run.namespaces));
+    let expected = crate::chaos_check::Expected::new(&crate::chaos_catalog::workload(run.namespaces));
     let mut s = String::new();
     let _ = writeln!(s, "# Reliability: the chaos run\n");
     let _ = writeln!(
@@ -93,7 +93,7 @@ pub fn markdown(run: &ChaosRun, opts: &ChaosOptions) -> String {
         opts.kills,
         run.namespaces,
         run.namespaces,
-        chaos::GLOBAL_NAMESPACE,
+        crate::chaos_catalog::GLOBAL_NAMESPACE,
         INITIAL[0],
         INITIAL[0],
         UPDATE

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::catalogs::{E2E_CHANNEL, E2E_PACKAGE, GlobalPackage};
+use crate::kubectl::kubectl;
 use crate::serve::{free_port, memory_mib};
 use crate::tools::Tools;
 
@@ -356,10 +357,6 @@ fn layout(work: &Path) -> anyhow::Result<olm_dev::Layout> {
         }
     }
     Ok(layout)
-}
-
-pub(crate) fn kubectl(layout: &olm_dev::Layout, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
-    olm_dev::kubectl(layout, args, stdin).map_err(|e| anyhow::anyhow!("kubectl {}: {e}", args.join(" ")))
 }
 
 fn kubectl_command(layout: &olm_dev::Layout) -> Command {

@@ -40,7 +40,7 @@ pub fn api_server_cpu_s(layout: &olm_dev::Layout) -> Option<f64> {
 /// and measure the API server's CPU; the namespace is deleted (and gone) after.
 pub fn probe(layout: &olm_dev::Layout) -> anyhow::Result<HostSpeed> {
     let cpu = || api_server_cpu_s(layout).ok_or_else(|| anyhow::anyhow!("cannot read the API server's CPU time from /proc"));
-    crate::e2e::kubectl(layout, &["create", "namespace", PROBE_NAMESPACE], None)?;
+    crate::kubectl::kubectl(layout, &["create", "namespace", PROBE_NAMESPACE], None)?;
     let idle_start = cpu()?;
     std::thread::sleep(IDLE_SPAN);
     let idle_per_s = (cpu()? - idle_start) / IDLE_SPAN.as_secs_f64();
@@ -48,10 +48,10 @@ pub fn probe(layout: &olm_dev::Layout) -> anyhow::Result<HostSpeed> {
         .map(|i| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: probe-{i:03}, namespace: {PROBE_NAMESPACE}}}\ndata: {{n: \"{i}\"}}\n---\n"))
         .collect();
     let (started, start_cpu) = (Instant::now(), cpu()?);
-    crate::e2e::kubectl(layout, &["apply", "--server-side", "--field-manager=host-speed-probe", "-f", "-"], Some(&objects))?;
+    crate::kubectl::kubectl(layout, &["apply", "--server-side", "--field-manager=host-speed-probe", "-f", "-"], Some(&objects))?;
     let used = cpu()? - start_cpu - idle_per_s * started.elapsed().as_secs_f64();
     // Gone before the run starts: deleting it during the run cost the busy API server (its
     // collection deletes timed out) and the namespace controller while the installs ran.
-    crate::e2e::kubectl(layout, &["delete", "namespace", PROBE_NAMESPACE, "--wait=true", "--timeout=180s"], None)?;
+    crate::kubectl::kubectl(layout, &["delete", "namespace", PROBE_NAMESPACE, "--wait=true", "--timeout=180s"], None)?;
     Ok(HostSpeed { apply_ms: used.max(0.0) * 1000.0 / PROBE_WRITES as f64, idle_ms_per_s: idle_per_s * 1000.0 })
 }

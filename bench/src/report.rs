@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::figures::{ms, ratio};
 use crate::report_e2e::{e2e_losses, scale_goal_row, section_e2e};
 use crate::serve::{Rpc, Server};
 use crate::tools::Tools;
@@ -34,16 +35,8 @@ fn mem_total_gib() -> String {
         .map_or_else(|| "unknown".into(), |kb| format!("{:.1} GiB", kb / 1024.0 / 1024.0))
 }
 
-pub(crate) fn ms(d: Duration) -> String {
-    format!("{:.0} ms", d.as_secs_f64() * 1e3)
-}
-
 fn us(v: f64) -> String {
     if v >= 10_000.0 { format!("{:.1} ms", v / 1000.0) } else { format!("{v:.0} µs") }
-}
-
-pub(crate) fn ratio(ours: f64, theirs: f64) -> String {
-    if theirs > 0.0 && ours.is_finite() && theirs.is_finite() { format!("{:.3}", ours / theirs) } else { "n/a".into() }
 }
 
 fn fmt_ms(v: f64) -> String {

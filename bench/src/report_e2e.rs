@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::e2e::{E2e, Scale, Settle, Side};
-use crate::report::{ms, ratio};
+use crate::figures::{ms, ratio};
 
 fn kib(v: f64) -> String {
     if v.abs() >= 1024.0 { format!("{:.2} MiB", v / 1024.0) } else { format!("{v:.1} KiB") }

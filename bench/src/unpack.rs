@@ -16,6 +16,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use crate::e2e::{self, GLOBAL_NAMESPACE, Impl, Selection};
+use crate::kubectl::kubectl;
 use crate::tools::Tools;
 
 /// Its own port base: apart from `olm dev up` (28000), the tests (29000..) and the e2e part; below
@@ -159,9 +160,9 @@ fn containerd_socket(layout: &olm_dev::Layout) -> PathBuf {
 fn make_cold(layout: &olm_dev::Layout, bundle_image: &str) {
     let label = "operatorframework.io/bundle-unpack-ref";
     for kind in ["job", "configmap"] {
-        let _ = e2e::kubectl(layout, &["delete", kind, "-n", GLOBAL_NAMESPACE, "-l", label, "--wait=true", "--timeout=60s"], None);
+        let _ = kubectl(layout, &["delete", kind, "-n", GLOBAL_NAMESPACE, "-l", label, "--wait=true", "--timeout=60s"], None);
     }
-    let _ = e2e::kubectl(layout, &["delete", "pods", "-n", GLOBAL_NAMESPACE, "--all", "--wait=true", "--timeout=60s"], None);
+    let _ = kubectl(layout, &["delete", "pods", "-n", GLOBAL_NAMESPACE, "--all", "--wait=true", "--timeout=60s"], None);
     let _ = Command::new("ctr")
         .arg("--address")
         .arg(containerd_socket(layout))
@@ -181,20 +182,20 @@ fn round_of(
     extra: &[String],
 ) -> anyhow::Result<(e2e::Install, Vec<(String, f64)>)> {
     e2e::install_crds(imp, tools, layout, work)?;
-    e2e::kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
+    kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
     // The unpack Job's pods (in the catalog's namespace) run on the real node; the operator's
     // own Deployment (its image cannot exist here) stays on kwok.
     let mut annotate = vec!["annotate", "--overwrite", "namespace", GLOBAL_NAMESPACE];
     let annotations = olm_dev::real_node_namespace_annotations();
     annotate.extend(annotations.iter().map(String::as_str));
-    e2e::kubectl(layout, &annotate, None)?;
+    kubectl(layout, &annotate, None)?;
     make_cold(layout, bundle_image);
     let ns = format!("unpack-{}-{round}", if imp == Impl::Upstream { "upstream" } else { "ours" });
     let mut started = e2e::start_with(imp, tools, layout, work, catalog_dir, &format!("unpack-{round}"), extra)?;
     let source = format!("unpack-{round}");
-    e2e::kubectl(layout, &["apply", "-f", "-"], Some(&e2e::catalog_source(&source, &started.grpc_addr)))?;
+    kubectl(layout, &["apply", "-f", "-"], Some(&e2e::catalog_source(&source, &started.grpc_addr)))?;
     let namespace_yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}}}\n---\napiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {{name: og, namespace: {ns}}}\nspec: {{targetNamespaces: [{ns}]}}\n");
-    e2e::kubectl(layout, &["apply", "-f", "-"], Some(&namespace_yaml))?;
+    kubectl(layout, &["apply", "-f", "-"], Some(&namespace_yaml))?;
     e2e::wait_catalog_ready(layout, &source)?;
     let result = e2e::time_install(layout, &ns, &source, CSV, &mut started.procs, Duration::from_secs(600), &work.join(format!("unpack-{ns}")));
     let rss = started.procs.iter().map(|p| (p.label.clone(), p.memory().0)).collect();

@@ -89,6 +89,15 @@ pub fn owner_labels(csv: &ClusterServiceVersion) -> BTreeMap<String, String> {
     owner_labels_of(&csv.name_any(), &csv.namespace().unwrap_or_default(), &ClusterServiceVersion::kind(&()))
 }
 
+/// The label selector of what is labelled as owned by `csv`.
+pub fn owner_selector(csv: &ClusterServiceVersion) -> String {
+    owner_labels(csv)
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The Operator component labels of `csv` (`operators.coreos.com/<operator>`, set by its
 /// InstallPlan step). What OLM creates for a CSV carries them too, so that it is a component of
 /// the same Operators; a copied CSV has none (upstream's Operator never lists copies).

@@ -11,7 +11,7 @@ use super::meta::{Document, Meta, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECAT
 use super::parse::{dns1123_label_error, parse_bundle, parse_channel, parse_deprecations, parse_package};
 use super::property::Gvk;
 use super::validate::check_package;
-use crate::error::Problem;
+use crate::error::{CatalogError, Problem};
 
 struct PendingChannel {
     channel: Channel,
@@ -68,9 +68,23 @@ pub(crate) fn prepare(doc: Document) -> Prepared {
     Prepared::Item { meta, item }
 }
 
-pub(super) fn build(documents: Vec<Document>) -> (Catalog, Vec<Problem>) {
-    let prepared = crate::parallel::parallel_map_owned(documents, prepare);
-    assemble(prepared)
+impl Catalog {
+    /// Strict build: any problem is an error listing every problem.
+    pub fn from_documents(documents: Vec<Document>) -> Result<Catalog, CatalogError> {
+        let (catalog, problems) = Catalog::build(documents);
+        if problems.is_empty() {
+            Ok(catalog)
+        } else {
+            Err(CatalogError::Invalid(problems))
+        }
+    }
+
+    /// Lenient build: returns the catalog of everything usable and every problem
+    /// (opm's validation rules) found on the way.
+    pub fn build(documents: Vec<Document>) -> (Catalog, Vec<Problem>) {
+        let prepared = crate::parallel::parallel_map_owned(documents, prepare);
+        assemble(prepared)
+    }
 }
 
 pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {
@@ -326,32 +340,4 @@ pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {
         providers,
     };
     (catalog, problems)
-}
-
-/// The package a blob belongs to (the name, for olm.package blobs).
-fn meta_package(m: &Meta) -> &str {
-    if m.schema == SCHEMA_PACKAGE {
-        &m.name
-    } else {
-        &m.package
-    }
-}
-
-pub(super) fn meta_sort_key(m: &Meta) -> (bool, &str, u8, &str, &str) {
-    let pkg = meta_package(m);
-    let rank = match m.schema.as_str() {
-        SCHEMA_PACKAGE => 0,
-        SCHEMA_CHANNEL => 1,
-        SCHEMA_BUNDLE => 2,
-        SCHEMA_DEPRECATIONS => 4,
-        _ => 3,
-    };
-    // Blobs without a package go last.
-    (
-        pkg.is_empty(),
-        pkg,
-        rank,
-        m.schema.as_str(),
-        m.name.as_str(),
-    )
 }

@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::meta::{Document, Meta};
+use super::meta::{Meta, meta_sort_key};
 use super::property::{Constraint, Gvk, PackageRequired, Property, PropertyKind};
-use crate::error::{CatalogError, Problem};
 use crate::graph::{ChannelGraph, EdgeKind, UpgradeEdges};
 use crate::version::{Version, VersionRange};
 
@@ -300,22 +299,6 @@ pub struct MetaFilter<'a> {
 }
 
 impl Catalog {
-    /// Strict build: any problem is an error listing every problem.
-    pub fn from_documents(documents: Vec<Document>) -> Result<Catalog, CatalogError> {
-        let (catalog, problems) = Catalog::build(documents);
-        if problems.is_empty() {
-            Ok(catalog)
-        } else {
-            Err(CatalogError::Invalid(problems))
-        }
-    }
-
-    /// Lenient build: returns the catalog of everything usable and every problem
-    /// (opm's validation rules) found on the way.
-    pub fn build(documents: Vec<Document>) -> (Catalog, Vec<Problem>) {
-        super::assemble::build(documents)
-    }
-
     /// Packages sorted by name.
     pub fn packages(&self) -> &[Package] {
         &self.packages
@@ -359,7 +342,7 @@ impl Catalog {
     /// deprecations; then blobs without a package.
     pub fn canonical_metas(&self) -> Vec<&Meta> {
         let mut out: Vec<&Meta> = self.metas.iter().collect();
-        out.sort_by(|a, b| super::assemble::meta_sort_key(a).cmp(&super::assemble::meta_sort_key(b)));
+        out.sort_by(|a, b| meta_sort_key(a).cmp(&meta_sort_key(b)));
         out
     }
     /// Blobs matching the filter, in load order (catalogd `/api/v1/metas`: exact

@@ -1,4 +1,4 @@
-//! One FBC document and the raw blob catalogd serves for it.
+//! One FBC document and the raw blob catalogd serves for it, and the order opm writes blobs in.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -104,4 +104,33 @@ impl Meta {
             blob,
         ))
     }
+}
+
+/// The package a blob belongs to (the name, for olm.package blobs).
+fn meta_package(m: &Meta) -> &str {
+    if m.schema == SCHEMA_PACKAGE {
+        &m.name
+    } else {
+        &m.package
+    }
+}
+
+/// The sort key of opm's canonical writer order (`Catalog::canonical_metas`).
+pub(super) fn meta_sort_key(m: &Meta) -> (bool, &str, u8, &str, &str) {
+    let pkg = meta_package(m);
+    let rank = match m.schema.as_str() {
+        SCHEMA_PACKAGE => 0,
+        SCHEMA_CHANNEL => 1,
+        SCHEMA_BUNDLE => 2,
+        SCHEMA_DEPRECATIONS => 4,
+        _ => 3,
+    };
+    // Blobs without a package go last.
+    (
+        pkg.is_empty(),
+        pkg,
+        rank,
+        m.schema.as_str(),
+        m.name.as_str(),
+    )
 }

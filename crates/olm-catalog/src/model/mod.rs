@@ -7,9 +7,10 @@
 //! `Arc<Catalog>`.
 //!
 //! Layers, each using only those above it: `json` helpers; `blob` texts; `property`
-//! values; `meta` documents and blobs; `catalog` the indexed types (channel graphs
-//! from [`crate::graph`]); `parse` one document → one typed object; `validate` opm's
-//! per-package rules; `assemble` documents → `Catalog`.
+//! values; `meta` documents and blobs (and their canonical order); `catalog` the indexed
+//! types (channel graphs from [`crate::graph`]); `parse` one document → one typed object;
+//! `validate` opm's per-package rules; `assemble` documents → `Catalog` (`Catalog::build`
+//! and `Catalog::from_documents` are defined there).
 
 mod assemble;
 mod blob;

@@ -24,8 +24,8 @@ use super::api_registration::WebhookConfig;
 use super::decide::{CsvAction, CsvDecision};
 use super::finalizer;
 use super::installer::Installer;
-use super::observe::owner_selector;
-use super::reconcile::CsvState;
+use crate::metadata::owner_selector;
+use super::state::CsvState;
 
 /// Apply the decision's actions. The CSV's own metadata (finalizer first, labels,
 /// annotations) goes first, in order. Then the OperatorCondition, which nothing in the pass

@@ -1,4 +1,6 @@
-//! The CSV cleanup finalizer (`operators.coreos.com/csv-cleanup`), added and removed here only.
+//! The CSV cleanup finalizer (`operators.coreos.com/csv-cleanup`), added and removed here only
+//! (the API patches `act` runs; when to add or remove it is decided in `decide::finalizer` and
+//! `decide::deletion`).
 //!
 //! Hand-rolled rather than `kube::runtime::finalizer`, which ends a pass once it has added the
 //! finalizer and runs the cleanup as a pass of its own: here the finalizer is the first action
@@ -7,28 +9,14 @@
 //! change, so a concurrent edit of the list is never overwritten.
 
 use kube::api::{Patch, PatchParams};
-use kube::{Api, ResourceExt};
+use kube::Api;
 use olm_api::keys;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_runtime::error::is_not_found;
 use olm_runtime::{ControllerContext, Error, Result};
 use serde_json::json;
 
-use super::decide::CsvAction;
-use super::reconcile::CsvState;
-
-/// Where the cleanup finalizer stands in `metadata.finalizers`, if it is there.
-pub fn position(csv: &ClusterServiceVersion) -> Option<usize> {
-    csv.finalizers().iter().position(|f| f == keys::CSV_CLEANUP_FINALIZER)
-}
-
-/// The action that adds the cleanup finalizer, unless the CSV has it.
-pub fn add_action(csv: &ClusterServiceVersion) -> Option<CsvAction> {
-    position(csv).is_none().then(|| CsvAction::AddFinalizer {
-        current: csv.metadata.finalizers.clone(),
-        resource_version: csv.resource_version(),
-    })
-}
+use super::state::CsvState;
 
 /// Add the cleanup finalizer to the CSV `namespace/name`, testing that the list is still
 /// `current` (or, with no list, that the object is still at `resource_version`).

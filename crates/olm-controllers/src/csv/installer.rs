@@ -17,7 +17,7 @@ use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_runtime::{ControllerContext, Error, Result};
 
-use super::reconcile::CsvState;
+use super::state::CsvState;
 use crate::scoped_client::{ScopedClients, ServiceAccountRef};
 
 /// The identity the install writes of one CSV go out as.

@@ -14,10 +14,12 @@ mod orphans;
 mod permissions;
 pub mod reconcile;
 pub mod requirements;
+mod state;
 pub mod subscription_config;
 mod watch;
 
-pub use reconcile::{CsvState, NAME, run};
+pub use reconcile::{NAME, run};
+pub use state::CsvState;
 
 #[cfg(test)]
 mod tests;

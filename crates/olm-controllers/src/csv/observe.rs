@@ -23,8 +23,9 @@ use olm_runtime::{ControllerContext, Error, Result};
 
 use super::certs::{self, ServingCert};
 use super::decide::{ExistingApiService, ExistingWebhook, Observed, OwnedRbac, OwnerLabels, needs_permission_check};
-use super::reconcile::CsvState;
+use super::state::CsvState;
 use super::requirements::{CrdState, Facts, PermissionCheck, declared_service_accounts};
+use crate::metadata::owner_selector;
 
 /// What was read for one CSV; [`Observation::observed`] lends it to `decide`.
 pub(super) struct Observation {
@@ -400,15 +401,6 @@ async fn deployments(ctx: &ControllerContext<CsvState>, csv: &ClusterServiceVers
         }
     }
     Ok((deployments, read_whole))
-}
-
-/// The label selector of what is labelled as owned by `csv`.
-pub(super) fn owner_selector(csv: &ClusterServiceVersion) -> String {
-    crate::metadata::owner_labels(csv)
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// The Roles and RoleBindings in the CSV's namespace labelled as owned by it.

@@ -25,7 +25,7 @@ use olm_api::keys;
 use olm_runtime::{ControllerContext, Error};
 
 use super::decide::OwnerLabels;
-use super::reconcile::CsvState;
+use super::state::CsvState;
 
 /// How often the cluster RBAC of CSVs is checked for owners in vanished namespaces.
 pub const SWEEP: Duration = Duration::from_secs(600);

@@ -14,7 +14,7 @@ use kube::{Api, ResourceExt};
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_runtime::{Error, Result};
 
-use super::observe::owner_selector;
+use crate::metadata::owner_selector;
 use super::requirements::{GeneratedRbac, PermissionCheck, declared_rules, granted_by};
 
 /// Check every declared rule of the ServiceAccounts in `existing_service_accounts`, in the

@@ -13,6 +13,11 @@ pub mod preview;
 pub mod reconcile;
 pub mod scope;
 mod shared_crd;
+mod state;
 pub mod crd_upgrade;
 
-pub use reconcile::{InstallPlanState, NAME, run};
+pub use reconcile::run;
+pub use state::InstallPlanState;
+
+/// Controller name: metric label, field manager `olm/installplan`.
+pub const NAME: &str = "installplan";

@@ -9,7 +9,7 @@ use olm_api::v1alpha1::install_plan::InstallPlan;
 use olm_runtime::{ControllerContext, Error, Result};
 use serde_json::json;
 
-use super::InstallPlanState;
+use super::state::InstallPlanState;
 use crate::plan_preview::{PREVIEW_ANNOTATION, observe, preview};
 
 /// Compute the preview of `plan` and write it into its annotation.

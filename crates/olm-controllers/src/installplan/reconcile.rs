@@ -16,48 +16,21 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::reflector::ObjectRef;
 use olm_api::v1::operator_group::OperatorGroup;
-use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, InstallPlanStatus, Step, StepStatus};
 use serde_json::{Value, json};
 use tracing::instrument;
 
 use super::crd_upgrade;
+use super::state::InstallPlanState;
 use super::decide::{self, Next, Pass, StepError};
 use super::scope::{self, RefusedStep};
 use crate::plan_content::keep_references;
-use crate::plan_write_failures::{PlanWriteFailures, WriteFailure};
+use crate::plan_write_failures::WriteFailure;
 use crate::plan_steps::{execution_rank, resource_of};
 use olm_runtime::controller::action_for;
 use olm_runtime::error::{api_status_code, is_not_found};
-use olm_runtime::{Cache, ControllerContext, Result, error_policy, guarded};
-use crate::scoped_client::{InstallIdentity, ScopedClients, ServiceAccountRef, install_identity};
-
-/// Controller name: metric label, field manager `olm/installplan`.
-pub const NAME: &str = "installplan";
-
-/// The caches the InstallPlan controller reads.
-#[derive(Clone)]
-pub struct InstallPlanState {
-    /// Every InstallPlan.
-    pub plans: Cache<InstallPlan>,
-    /// Every OperatorGroup: the namespace's group says with whose permissions to install.
-    pub groups: Cache<OperatorGroup>,
-    /// Every CSV (trimmed): which CSVs a shared CRD's installed-alongside annotations name
-    /// still exist.
-    pub csvs: Cache<ClusterServiceVersion>,
-    /// One writer at a time per CRD (shared with the Operator controller).
-    pub crd_writes: crate::crd_writes::CrdWrites,
-    /// Every CRD (trimmed), when the process watches them (the CSV or Operator controller
-    /// runs): a step whose CRD this process wrote with the same manifest needs no upgrade check
-    /// and may park its share (`shared_crd`).
-    pub crds: Option<Cache<CustomResourceDefinition>>,
-    /// OLM's client and the ServiceAccount-impersonating ones derived from it.
-    pub clients: ScopedClients,
-    /// The catalog-operator metrics.
-    pub metrics: crate::catalog_metrics::CatalogMetrics,
-    /// Where a refused status write is recorded for the Subscription controller to report.
-    pub write_failures: PlanWriteFailures,
-}
+use olm_runtime::{ControllerContext, Result, error_policy, guarded};
+use crate::scoped_client::{InstallIdentity, ServiceAccountRef, install_identity};
 
 /// Who applies a plan's steps (CRDs excepted: OLM always applies those itself, as upstream).
 struct Installer {

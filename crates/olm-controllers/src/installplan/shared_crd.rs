@@ -10,7 +10,7 @@ use kube::Api;
 use serde_json::{Value, json};
 
 use super::alongside;
-use super::reconcile::InstallPlanState;
+use super::state::InstallPlanState;
 use crate::crd_writes::Share;
 use olm_runtime::ControllerContext;
 

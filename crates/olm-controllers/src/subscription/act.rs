@@ -15,23 +15,10 @@ use olm_runtime::{ControllerContext, Error, EventNote, Result};
 
 use super::decide::PlanView;
 use super::plan::{LookupState, NewPlan};
-use super::pulls::PullOutcome;
+use super::pulls::{ContentError, PullOutcome};
 use crate::plan_content::ContentConfigMap;
 use super::observe::{Facts, plan_view};
-use super::reconcile::SubscriptionControllerState;
-
-/// Why no plan could be made from the catalog content.
-#[derive(Debug)]
-pub enum ContentError {
-    /// A bundle image could not be pulled or read.
-    Unpack(String),
-    /// A bundle image is still being pulled: what to say meanwhile.
-    Pending(String),
-    /// Anything else about the content.
-    Other(String),
-    /// A rollback whose CRDs would not keep the objects stored now: why.
-    RollbackRefused(String),
-}
+use super::state::SubscriptionControllerState;
 
 /// Why no plan with steps could be made now, and the plan that says so while bundle images
 /// are pulled or after a pull failed (upstream's InstallPlan with pending or failed bundle

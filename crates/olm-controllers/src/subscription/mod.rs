@@ -11,5 +11,7 @@ pub mod pulls;
 pub mod reconcile;
 pub mod resolution;
 pub mod rollback;
+mod state;
 
-pub use reconcile::{NAME, NamespaceLocks, SubscriptionControllerState, run};
+pub use reconcile::{NAME, run};
+pub use state::{NamespaceLocks, SubscriptionControllerState};

@@ -17,7 +17,7 @@ use olm_resolver::CatalogKey;
 use olm_runtime::{ControllerContext, Error, Result};
 
 use super::decide::{CatalogView, CsvView, PlanView};
-use super::reconcile::SubscriptionControllerState;
+use super::state::SubscriptionControllerState;
 
 /// What one reconcile of a Subscription works from.
 pub struct Facts {

@@ -16,7 +16,18 @@ use olm_catalog_client::{BundleContent, CatalogContent, ClientError};
 use olm_resolver::Selected;
 use tokio::sync::Notify;
 
-use super::act::ContentError;
+/// Why no plan could be made from the catalog content.
+#[derive(Debug)]
+pub enum ContentError {
+    /// A bundle image could not be pulled or read.
+    Unpack(String),
+    /// A bundle image is still being pulled: what to say meanwhile.
+    Pending(String),
+    /// Anything else about the content.
+    Other(String),
+    /// A rollback whose CRDs would not keep the objects stored now: why.
+    RollbackRefused(String),
+}
 
 /// How long a reconcile waits for a pull before it says the bundle is unpacking.
 const INLINE_WAIT: Duration = Duration::from_secs(2);

@@ -5,8 +5,7 @@
 //! decides what the Subscription gets, [`act`](super::act) creates its InstallPlan, and
 //! [`decide::status`] is the one status write.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -19,17 +18,18 @@ use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::InstallPlan;
 use olm_api::v1alpha1::subscription::{Subscription, reasons};
-use olm_catalog_client::CatalogCache;
 use olm_resolver::{CatalogKey, Selected};
 use olm_runtime::controller::action_for;
-use olm_runtime::{Cache, ControllerContext, Result, error_policy, guarded};
+use olm_runtime::{ControllerContext, Result, error_policy, guarded};
 use tracing::instrument;
 
 use super::decide::{self, Observed, Resolved, RolledBackNote};
+use super::pulls::ContentError;
 use super::resolution::{self, Intent, ResolutionDecision};
+use super::state::SubscriptionControllerState;
 use super::{act, observe, rollback};
 use crate::catalog_metrics::SubscriptionSyncLabels;
-use crate::plan_write_failures::{PlanKey, PlanWriteFailures, WriteFailure};
+use crate::plan_write_failures::{PlanKey, WriteFailure};
 
 /// Controller name: metric label, field manager `olm/subscription`.
 pub const NAME: &str = "subscription";
@@ -38,44 +38,6 @@ pub const NAME: &str = "subscription";
 const CONTENT_RETRY: Duration = Duration::from_secs(10);
 /// When a Subscription waiting for a bundle pull looks again, should no word of its end come.
 const PENDING_RECHECK: Duration = Duration::from_secs(15);
-
-/// One async lock per namespace, so two reconciles never plan for the same namespace at once.
-#[derive(Clone, Default)]
-pub struct NamespaceLocks(Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);
-
-impl NamespaceLocks {
-    fn get(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        locks.entry(namespace.to_owned()).or_default().clone()
-    }
-}
-
-/// What the Subscription controller reads.
-#[derive(Clone)]
-pub struct SubscriptionControllerState {
-    /// Every Subscription.
-    pub subscriptions: Cache<Subscription>,
-    /// Every InstallPlan.
-    pub plans: Cache<InstallPlan>,
-    /// Every ClusterServiceVersion.
-    pub csvs: Cache<ClusterServiceVersion>,
-    /// Every CatalogSource.
-    pub catalogs: Cache<CatalogSource>,
-    /// Every OperatorGroup.
-    pub groups: Cache<OperatorGroup>,
-    /// Catalog content, filled by the CatalogSource controller.
-    pub content: CatalogCache,
-    /// The namespace whose catalogs every namespace sees (`olm` upstream).
-    pub global_namespace: String,
-    /// Per-namespace planning locks.
-    pub locks: NamespaceLocks,
-    /// The catalog-operator metrics.
-    pub metrics: crate::catalog_metrics::CatalogMetrics,
-    /// InstallPlans whose status the InstallPlan controller could not write.
-    pub write_failures: PlanWriteFailures,
-    /// Bundle images being pulled for plans.
-    pub pulls: super::pulls::BundlePulls,
-}
 
 #[instrument(skip_all, fields(kind = "Subscription", namespace = %cached.namespace().unwrap_or_default(), name = %cached.name_any()))]
 async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<SubscriptionControllerState>>) -> Result<Action> {
@@ -147,18 +109,18 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
                     act::collect_old_plans(&ctx, &namespace, &facts.subs).await;
                     (Resolved::NewPlan { plan, current_csv }, None)
                 }
-                Ok(Err(act::NotReady { error: act::ContentError::Unpack(message), lookup_plan })) => (
+                Ok(Err(act::NotReady { error: ContentError::Unpack(message), lookup_plan })) => (
                     Resolved::UnpackFailed { message, plan: lookup_plan },
                     Some(facts.unpack.min_retry.map_or(CONTENT_RETRY, |d| d.max(CONTENT_RETRY))),
                 ),
                 // Woken when the pull ends; the requeue is a safety net.
-                Ok(Err(act::NotReady { error: act::ContentError::Pending(message), lookup_plan })) => {
+                Ok(Err(act::NotReady { error: ContentError::Pending(message), lookup_plan })) => {
                     (Resolved::Unpacking { message, plan: lookup_plan }, Some(PENDING_RECHECK))
                 }
-                Ok(Err(act::NotReady { error: act::ContentError::RollbackRefused(message), .. })) => {
+                Ok(Err(act::NotReady { error: ContentError::RollbackRefused(message), .. })) => {
                     (Resolved::Failed { reason: resolution::ROLLBACK_IMPOSSIBLE, message }, None)
                 }
-                Ok(Err(act::NotReady { error: act::ContentError::Other(message), .. })) => (
+                Ok(Err(act::NotReady { error: ContentError::Other(message), .. })) => (
                     Resolved::Failed {
                         reason: reasons::ERROR_PREVENTED_RESOLUTION,
                         message,

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use super::release::{MANIFEST_IMAGE, MANIFESTS};
+use super::manifests::{MANIFEST_IMAGE, MANIFESTS};
 
 /// The chart's `values.yaml`: every value with its default (what manifests/ says) and why one
 /// would change it.

@@ -12,14 +12,11 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use olm_dev::{Layout, Progress, format_duration};
 
+use super::dev_pods::{DEPLOYMENTS, OLM_NAMESPACE, mode_file};
 use super::dev_up::{APISERVICE, CATALOG_NAME, HostProcess, kubectl, stop_process, wait_until};
 
 /// The image the manifests name; replaced by the one built here.
 pub const MANIFESTS_IMAGE: &str = "ghcr.io/olm-rs/olm:latest";
-/// OLM's namespace in manifests/.
-const OLM_NAMESPACE: &str = "olm";
-/// The Deployments of manifests/, all in [`OLM_NAMESPACE`].
-pub const DEPLOYMENTS: [&str; 3] = ["olm-catalog", "olm-operator", "packageserver"];
 /// The Helm release `--helm` installs, stored in [`OLM_NAMESPACE`].
 pub const HELM_RELEASE: &str = "olm";
 
@@ -30,21 +27,6 @@ pub enum Installer {
     Manifests,
     /// The Helm chart `olm release` writes, with `helm upgrade --install`.
     HelmChart,
-}
-
-/// Where `up --in-cluster` records that OLM runs as pods, and from which image.
-fn mode_file(layout: &Layout) -> PathBuf {
-    layout.state_dir.join("olm").join("in-cluster")
-}
-
-/// The image OLM runs from when it was deployed with `--in-cluster`.
-pub fn in_cluster_image(layout: &Layout) -> Option<String> {
-    std::fs::read_to_string(mode_file(layout)).ok().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
-}
-
-/// Forgets the in-cluster mode (`olm dev down`).
-pub fn forget_in_cluster(layout: &Layout) {
-    let _ = std::fs::remove_file(mode_file(layout));
 }
 
 /// The repository: `--source`, else the current directory, else the source tree this binary
@@ -234,32 +216,6 @@ fn install_chart(layout: &Layout, progress: &Progress, image: &str) -> anyhow::R
     }
     progress.say(format!("installed the Helm chart {} as release {OLM_NAMESPACE}/{HELM_RELEASE} with image {image}", chart.display()));
     Ok(())
-}
-
-/// The in-cluster Deployments' readiness for `olm dev status`: (line per Deployment, all ready).
-pub fn deployments_status(layout: &Layout) -> (Vec<String>, bool) {
-    let mut lines = Vec::new();
-    let mut healthy = true;
-    for deployment in DEPLOYMENTS {
-        let out = olm_dev::kubectl(
-            layout,
-            &["get", "deployment", deployment, "-n", OLM_NAMESPACE, "-o", "jsonpath={.status.readyReplicas}/{.spec.replicas}"],
-            None,
-        );
-        match out {
-            Ok(ratio) => {
-                let ratio = ratio.trim();
-                let ready = ratio.split_once('/').is_some_and(|(r, w)| !w.is_empty() && r == w);
-                healthy &= ready;
-                lines.push(format!("{:<24} {} ready  (pods in {OLM_NAMESPACE}, real node)", format!("deployment/{deployment}"), if ratio.starts_with('/') { format!("0{ratio}") } else { ratio.to_owned() }));
-            }
-            Err(e) => {
-                healthy = false;
-                lines.push(format!("{:<24} unknown: {e}", format!("deployment/{deployment}")));
-            }
-        }
-    }
-    (lines, healthy)
 }
 
 #[cfg(test)]

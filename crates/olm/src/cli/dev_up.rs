@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use olm_dev::{Layout, Progress, format_duration};
-use super::release::USER_ROLES;
+use super::manifests::USER_ROLES;
 
 // Host ports (catalog gRPC/HTTP, controllers admin, package server) come from the layout's
 // port base (`OLM_DEV_PORT_BASE`), next to the control plane's.
@@ -367,7 +367,7 @@ fn ensure_running(layout: &Layout, process: HostProcess, args: &[String], progre
 /// `olm dev up`.
 pub fn up(catalog: Option<&Path>, real_node: bool) -> anyhow::Result<ExitCode> {
     let layout = Layout::from_env().context("locating the olm-dev directories")?;
-    if let Some(image) = super::dev_in_cluster::in_cluster_image(&layout) {
+    if let Some(image) = super::dev_pods::in_cluster_image(&layout) {
         bail!("OLM runs as pods here (`olm dev up --in-cluster`, image {image}); run `olm dev down` first to run it as host processes");
     }
     let progress = Progress::new();
@@ -481,7 +481,7 @@ pub fn down(purge: bool) -> anyhow::Result<ExitCode> {
     for what in &report.node_removed {
         println!("removed {what}");
     }
-    super::dev_in_cluster::forget_in_cluster(&layout);
+    super::dev_pods::forget_in_cluster(&layout);
     if purge {
         let dir = olm_dir(&layout);
         if dir.exists() {
@@ -501,10 +501,10 @@ pub fn status() -> anyhow::Result<ExitCode> {
     let registry = olm_dev::registry::dev_registry_status(&layout).context("olm dev status")?;
     print!("{}", registry.render());
     let mut healthy = cluster.all_healthy() && registry.healthy;
-    let in_cluster = super::dev_in_cluster::in_cluster_image(&layout);
+    let in_cluster = super::dev_pods::in_cluster_image(&layout);
     if let Some(image) = &in_cluster {
         println!("OLM runs as pods from {image}");
-        let (lines, ready) = super::dev_in_cluster::deployments_status(&layout);
+        let (lines, ready) = super::dev_pods::deployments_status(&layout);
         for line in lines {
             println!("{line}");
         }

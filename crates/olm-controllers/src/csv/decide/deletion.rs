@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::ResourceExt;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, WebhookAdmissionType};
 
+use super::finalizer;
 use super::{CsvAction, CsvDecision, Observed};
-use crate::csv::finalizer;
 use crate::metadata::is_rollback_of;
 
 /// The CSV that `csv.spec.replaces` names, if it exists in the namespace (not when it is this

@@ -9,6 +9,7 @@ mod condition;
 mod copies;
 mod deletion;
 mod exposure;
+mod finalizer;
 mod group;
 mod phase;
 mod strategy;
@@ -37,7 +38,6 @@ use olm_runtime::{Decision, EventNote};
 
 use super::certs::ServingCert;
 use super::api_registration::{self, WebhookConfig};
-use super::finalizer;
 use super::requirements::{Facts, PermissionCheck};
 use crate::metadata::api_label_changes;
 
