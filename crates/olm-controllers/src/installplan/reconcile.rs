@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::runtime::reflector::ObjectRef;
 use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase, InstallPlanStatus, Step, StepStatus};
 use serde_json::{Value, json};
 use tracing::instrument;

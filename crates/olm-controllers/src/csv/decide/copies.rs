@@ -304,7 +304,7 @@ pub fn decide_copy(copy: &ClusterServiceVersion, original: Option<&ClusterServic
     // A copy carries no finalizer: the controller that removes it acts on originals only. One
     // that has the cleanup finalizer (a CSV that an older OLM's copy was written over) would
     // hold its namespace Terminating for ever: its cluster objects go and the finalizer with them.
-    if let Some(index) = crate::csv::finalizer::position(copy) {
+    if let Some(index) = super::finalizer::position(copy) {
         if copy.metadata.deletion_timestamp.is_some() {
             decision = decision.act(CsvAction::DeleteOwnedClusterObjects);
         }
