@@ -64,7 +64,7 @@ pub async fn create_plan(
             .into()));
         };
         let image = super::pulls::catalog_image(content, bundle);
-        match ctx.state.pulls.read(content, bundle, waiter.clone(), facts.unpack.timeout).await {
+        match ctx.state.pulls.read(content, bundle, waiter.clone(), facts.unpack.timeout, facts.unpack.retry()).await {
             PullOutcome::Ready(content) => {
                 fetched.push(content);
                 states.push(LookupState::Read);

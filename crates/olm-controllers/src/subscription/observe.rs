@@ -86,7 +86,16 @@ pub struct UnpackSettings {
     pub min_retry: Option<std::time::Duration>,
 }
 
+/// The least time between two pulls of a bundle whose pull failed.
+pub const MIN_UNPACK_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl UnpackSettings {
+    /// How soon a failed pull is tried again: the group's `bundle-unpack-min-retry-interval`,
+    /// at least [`MIN_UNPACK_RETRY`].
+    pub fn retry(&self) -> std::time::Duration {
+        self.min_retry.map_or(MIN_UNPACK_RETRY, |d| d.max(MIN_UNPACK_RETRY))
+    }
+
     /// The settings an OperatorGroup's annotations give (unparsable values are ignored, as
     /// upstream does with a log line).
     pub fn of(group: Option<&OperatorGroup>) -> UnpackSettings {

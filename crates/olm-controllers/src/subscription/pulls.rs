@@ -17,7 +17,7 @@ use olm_resolver::Selected;
 use tokio::sync::Notify;
 
 /// Why no plan could be made from the catalog content.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum ContentError {
     /// A bundle image could not be pulled or read.
     Unpack(String),
@@ -67,12 +67,26 @@ pub struct BundlePulls {
 
 impl BundlePulls {
     /// The content of `bundle` from `content` for the Subscription `sub`: at once when it can
-    /// be read within [`INLINE_WAIT`], else `Pending` while a task goes on reading it.
-    pub async fn read(&self, content: &Arc<CatalogContent>, bundle: &Selected, sub: SubKey, timeout: Option<Duration>) -> PullOutcome {
+    /// be read within [`INLINE_WAIT`], else `Pending` while a task goes on reading it. A read
+    /// that failed less than `retry` ago is not tried again: its failure is the answer. (Each
+    /// end of a read wakes the Subscriptions waiting for it; a registry that refuses at once
+    /// made that a loop of pulls, dozens a second.)
+    pub async fn read(
+        &self,
+        content: &Arc<CatalogContent>,
+        bundle: &Selected,
+        sub: SubKey,
+        timeout: Option<Duration>,
+        retry: Duration,
+    ) -> PullOutcome {
         let key = (bundle.catalog.to_string(), bundle.name.clone());
         let done = {
             let mut pulls = self.pulls.lock().unwrap_or_else(|p| p.into_inner());
-            pulls.retain(|_, p| p.outcome.as_ref().is_none_or(|(_, at)| at.elapsed() < UNCLAIMED));
+            pulls.retain(|_, p| match &p.outcome {
+                None => true,
+                Some((Ok(_), at)) => at.elapsed() < UNCLAIMED,
+                Some((Err(_), at)) => at.elapsed() < retry.min(UNCLAIMED),
+            });
             match pulls.get_mut(&key) {
                 Some(pull) if pull.outcome.is_some() => return take(&mut pulls, &key),
                 Some(pull) => {
@@ -154,7 +168,12 @@ pub fn catalog_image(content: &CatalogContent, bundle: &Selected) -> String {
         .unwrap_or_default()
 }
 
+/// The outcome of the ended read `key`: content is taken (whoever reads next reads again,
+/// from the image cache); a failure stays, the answer until its retry interval is over.
 fn take(pulls: &mut HashMap<PullKey, Pull>, key: &PullKey) -> PullOutcome {
+    if let Some(Pull { outcome: Some((Err(err), _)), .. }) = pulls.get(key) {
+        return PullOutcome::Failed(err.clone());
+    }
     match pulls.remove(key).and_then(|p| p.outcome) {
         Some((Ok(content), _)) => PullOutcome::Ready(content),
         Some((Err(err), _)) => PullOutcome::Failed(err),
@@ -182,5 +201,37 @@ fn classify(bundle: &Selected, read: Result<BundleContent, ClientError>) -> Resu
             Err(ContentError::Unpack(err.to_string()))
         }
         Err(err) => Err(ContentError::Other(format!("cannot read bundle {} from catalog {}: {err}", bundle.name, bundle.catalog))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(outcome: Result<BundleContent, ContentError>) -> Pull {
+        Pull { started: Instant::now(), image: "r/b@sha256:1".into(), waiting: BTreeSet::new(), outcome: Some((outcome, Instant::now())) }
+    }
+
+    #[test]
+    fn a_failure_stays_the_answer_and_content_is_taken_once() {
+        let key: PullKey = ("olm/community".into(), "b.v1".into());
+        let mut pulls = HashMap::from([(key.clone(), ended(Err(ContentError::Unpack("not found".into()))))]);
+        // Every reader (the Subscriptions its end woke, each pass until the retry) gets the
+        // failure; none starts another pull.
+        for _ in 0..3 {
+            assert!(matches!(take(&mut pulls, &key), PullOutcome::Failed(ContentError::Unpack(m)) if m == "not found"));
+            assert!(pulls.contains_key(&key));
+        }
+        let content = BundleContent {
+            name: "b.v1".into(),
+            package: "b".into(),
+            bundle_path: String::new(),
+            csv_json: "{}".into(),
+            objects: Vec::new(),
+            properties_annotation: String::new(),
+        };
+        pulls.insert(key.clone(), ended(Ok(content)));
+        assert!(matches!(take(&mut pulls, &key), PullOutcome::Ready(_)));
+        assert!(!pulls.contains_key(&key));
     }
 }

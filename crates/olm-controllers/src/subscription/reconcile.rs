@@ -111,7 +111,7 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
                 }
                 Ok(Err(act::NotReady { error: ContentError::Unpack(message), lookup_plan })) => (
                     Resolved::UnpackFailed { message, plan: lookup_plan },
-                    Some(facts.unpack.min_retry.map_or(CONTENT_RETRY, |d| d.max(CONTENT_RETRY))),
+                    Some(facts.unpack.retry()),
                 ),
                 // Woken when the pull ends; the requeue is a safety net.
                 Ok(Err(act::NotReady { error: ContentError::Pending(message), lookup_plan })) => {
