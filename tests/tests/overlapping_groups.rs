@@ -15,6 +15,7 @@ use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 use olm_api::keys;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, CsvReason};
+use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
 use olm_e2e::controllers::{self, create_from_yaml};
 use olm_e2e::widget::{widget_catalog, widget_crd, widget_csv};
 use olm_testkit::TestNamespace;
@@ -115,6 +116,20 @@ async fn two_all_namespaces_installs_of_one_operator_keep_apart_and_both_namespa
     let message = refused.status.as_ref().and_then(|s| s.message.clone()).unwrap_or_default();
     assert!(message.contains(&format!("OperatorGroup {}/global", first.name())), "{message}");
     assert!(refused.finalizers().iter().any(|f| f == keys::CSV_CLEANUP_FINALIZER));
+    // The Subscription says it too, in the CSV's words.
+    let subs: Api<Subscription> = second.api();
+    let said = second
+        .wait_for("the second Subscription says its CSV failed", TIMEOUT, OBJECTS, || {
+            let subs = subs.clone();
+            async move {
+                let status = subs.get("widget").await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+                let failed = status.conditions.iter().flatten().find(|c| c.type_ == SubscriptionConditionType::InstalledCsvFailed).cloned();
+                Ok::<_, String>(failed)
+            }
+        })
+        .await?;
+    assert_eq!(said.reason.as_deref(), Some("InterOperatorGroupOwnerConflict"));
+    assert!(said.message.as_deref().unwrap_or_default().contains(&format!("OperatorGroup {}/global", first.name())), "{said:?}");
 
     // It stays that way: the first install neither copies over it nor fails.
     let csvs_first: Api<ClusterServiceVersion> = first.api();

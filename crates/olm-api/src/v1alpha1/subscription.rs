@@ -137,6 +137,10 @@ open_string_enum! {
         /// olm-rs: an upgrade was rolled back (annotation `olm-rs.io/rolled-back-from`), which
         /// version, and why.
         RolledBack = "RolledBack",
+        /// olm-rs: the CSV this Subscription installed is `Failed`; reason and message are the
+        /// CSV's, so the Subscription says why its operator does not run (upstream says
+        /// `AtLatestKnown` and nothing else).
+        InstalledCsvFailed = "InstalledCSVFailed",
     }
 }
 

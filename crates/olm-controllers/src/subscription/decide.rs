@@ -67,6 +67,8 @@ pub struct CsvView {
     pub name: String,
     /// `status.phase`.
     pub phase: Option<CsvPhase>,
+    /// When it is `Failed`: its reason and message.
+    pub failure: Option<(String, String)>,
 }
 
 /// Whether to resolve now.
@@ -431,6 +433,19 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
             .filter(|s| *s != SubscriptionState::AtLatestKnown)
             .unwrap_or(SubscriptionState::None),
     });
+
+    // The installed CSV's failure, in its own words.
+    match o.current.as_ref().and_then(|c| c.failure.as_ref().map(|f| (c, f))) {
+        Some((csv, (reason, message))) => set_condition(
+            &mut conditions,
+            SubscriptionConditionType::InstalledCsvFailed,
+            ConditionStatus::True,
+            Some(reason),
+            Some(format!("ClusterServiceVersion {} failed: {message}", csv.name)),
+            now,
+        ),
+        None => remove_condition(&mut conditions, &SubscriptionConditionType::InstalledCsvFailed),
+    }
 
     // Plan conditions.
     let pending = SubscriptionConditionType::InstallPlanPending;

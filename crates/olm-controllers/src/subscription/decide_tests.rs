@@ -113,6 +113,7 @@ fn a_completed_plan_with_its_csv_is_at_latest_known() {
     o.current = Some(CsvView {
         name: "etcdoperator.v0.9.0".into(),
         phase: Some(CsvPhase::Succeeded),
+        failure: None,
     });
     let st = status(&o, Timestamp::UNIX_EPOCH);
     assert_eq!(st.state, Some(SubscriptionState::AtLatestKnown));
@@ -248,10 +249,12 @@ fn the_gate_waits_for_plans_and_unfinished_csvs() {
     let succeeded = CsvView {
         name: "a".into(),
         phase: Some(CsvPhase::Succeeded),
+        failure: None,
     };
     let installing = CsvView {
         name: "a".into(),
         phase: Some(CsvPhase::Installing),
+        failure: None,
     };
     assert_eq!(gate(None, false, None, false), Gate::Resolve);
     assert!(matches!(
@@ -338,4 +341,34 @@ fn a_subscription_a_plan_created_shows_that_plan() {
     assert_eq!(st.install_plan_ref.and_then(|r| r.name).as_deref(), Some("install-x"));
     assert_eq!(st.install_plan.map(|r| r.name).as_deref(), Some("install-x"));
     assert_eq!(st.install_plan_generation, Some(1));
+}
+
+#[test]
+fn a_failed_installed_csv_is_said_on_the_subscription() {
+    let mut s = sub();
+    s.status = Some(SubscriptionStatus { current_csv: Some("widget.v1.0.0".into()), ..Default::default() });
+    let mut o = observed(&s, Resolved::UpToDate);
+    o.plan = Some(plan(InstallPlanPhase::Complete));
+    o.current = Some(CsvView {
+        name: "widget.v1.0.0".into(),
+        phase: Some(CsvPhase::Failed),
+        failure: Some((
+            "InterOperatorGroupOwnerConflict".into(),
+            "provided API(s) Widget.v1.x.olm.test are already provided by OperatorGroup a/global".into(),
+        )),
+    });
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    let failed = condition(&st, SubscriptionConditionType::InstalledCsvFailed).expect("said");
+    assert_eq!(failed.reason.as_deref(), Some("InterOperatorGroupOwnerConflict"));
+    assert_eq!(
+        failed.message.as_deref(),
+        Some("ClusterServiceVersion widget.v1.0.0 failed: provided API(s) Widget.v1.x.olm.test are already provided by OperatorGroup a/global")
+    );
+    // Once it runs again, the condition goes.
+    let mut s = s.clone();
+    s.status = Some(st);
+    let mut o = observed(&s, Resolved::UpToDate);
+    o.plan = Some(plan(InstallPlanPhase::Complete));
+    o.current = Some(CsvView { name: "widget.v1.0.0".into(), phase: Some(CsvPhase::Succeeded), failure: None });
+    assert!(condition(&status(&o, Timestamp::UNIX_EPOCH), SubscriptionConditionType::InstalledCsvFailed).is_none());
 }

@@ -9,7 +9,7 @@ use kube::{Api, Resource, ResourceExt};
 use olm_api::keys;
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanConditionType, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_catalog_client::CatalogContent;
@@ -225,6 +225,12 @@ pub async fn observe(
         .map(|csv| CsvView {
             name: csv.name_any(),
             phase: csv.phase().cloned(),
+            failure: csv.status.as_ref().filter(|s| s.phase == Some(CsvPhase::Failed)).map(|s| {
+                (
+                    s.reason.as_ref().map_or("Failed", |r| r.as_str()).to_owned(),
+                    s.message.clone().unwrap_or_default(),
+                )
+            }),
         });
 
     let mut subs: Vec<Arc<Subscription>> = state
