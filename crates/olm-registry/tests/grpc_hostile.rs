@@ -375,7 +375,7 @@ async fn broken_http2_closes_the_connection_not_the_server() {
         ("HTTP/1.1", b"POST /api.Registry/GetPackage HTTP/1.1\r\nHost: x\r\ncontent-type: application/grpc\r\n\r\n".to_vec()),
         // A frame larger than the 16 KiB the server allows: FRAME_SIZE_ERROR.
         ("oversized frame", [PREFACE, &settings, &h2_frame(16 * 1024 * 1024 - 1, 0x0, 0, 1, &[0; 64])].concat()),
-        // HEADERS whose HPACK block indexes past the table: COMPRESSION_ERROR.
+        // HEADERS whose HPACK block indexes past the table.
         ("bad HPACK", [PREFACE, &settings, &h2_frame(4, 0x1, 0x5, 1, &[0xff, 0xff, 0xff, 0x7f])].concat()),
         // DATA on stream 0: PROTOCOL_ERROR.
         ("DATA on stream 0", [PREFACE, &settings, &h2_frame(3, 0x0, 0, 0, b"abc")].concat()),
@@ -385,12 +385,39 @@ async fn broken_http2_closes_the_connection_not_the_server() {
         ("window overflow", [PREFACE, &settings, &h2_frame(4, 0x8, 0, 0, &0x7fff_ffffu32.to_be_bytes())].concat()),
     ];
     for (what, bytes) in cases {
-        let mut connection = raw_connection(addr, &bytes).await;
-        connection.truncate(64);
-        // Reaching here means the server closed the connection; it must still serve.
-        let _ = what;
+        // The server closes the connection (`raw_connection` fails otherwise), and a connection
+        // that spoke HTTP/2 is told why: GOAWAY with the error code RFC 9113 gives.
+        let answered = raw_connection(addr, &bytes).await;
+        let expected = match what {
+            "oversized frame" => Some(FRAME_SIZE_ERROR),
+            // h2 answers an HPACK index past the table as a malformed HEADERS frame, and a
+            // malformed SETTINGS as the connection's first frame as a failed handshake.
+            "bad HPACK" | "DATA on stream 0" | "bad SETTINGS" => Some(PROTOCOL_ERROR),
+            "window overflow" => Some(FLOW_CONTROL_ERROR),
+            _ => None,
+        };
+        if let Some(code) = expected {
+            assert_eq!(goaway_code(&answered), Some(code), "{what}: the server's frames {answered:?}");
+        }
     }
     still_serves(addr).await;
+}
+
+const PROTOCOL_ERROR: u32 = 0x1;
+const FLOW_CONTROL_ERROR: u32 = 0x3;
+const FRAME_SIZE_ERROR: u32 = 0x6;
+
+/// The error code of the first GOAWAY frame among the HTTP/2 frames `bytes` holds.
+fn goaway_code(mut bytes: &[u8]) -> Option<u32> {
+    while bytes.len() >= 9 {
+        let length = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
+        let (kind, payload) = (bytes[3], bytes.get(9..9 + length)?);
+        if kind == 0x7 && payload.len() >= 8 {
+            return Some(u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
+        }
+        bytes = &bytes[9 + length..];
+    }
+    None
 }
 
 #[tokio::test]

@@ -7,10 +7,10 @@
 mod alongside;
 pub mod content;
 mod copy_in_the_way;
-pub mod crd_check;
 pub mod decide;
 pub mod preview;
 pub mod reconcile;
+mod rounds;
 pub mod scope;
 mod shared_crd;
 mod state;

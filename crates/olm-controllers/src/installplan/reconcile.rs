@@ -24,10 +24,11 @@ use tracing::instrument;
 use super::crd_upgrade;
 use super::state::InstallPlanState;
 use super::decide::{self, Next, Pass, StepError};
+use super::rounds::{self, Applied, Progress};
 use super::scope::{self, RefusedStep};
 use crate::plan_content::keep_references;
 use crate::plan_write_failures::WriteFailure;
-use crate::plan_steps::{execution_rank, resource_of};
+use crate::plan_steps::resource_of;
 use olm_runtime::controller::action_for;
 use olm_runtime::error::{api_status_code, is_not_found};
 use olm_runtime::{ControllerContext, Result, error_policy, guarded};
@@ -114,27 +115,6 @@ fn missing_api(step: &Step, err: &kube::Error) -> Option<String> {
     ))
 }
 
-/// CRD upgrade safety: versions still in `status.storedVersions` must stay in `spec.versions`.
-pub fn stored_versions_kept(existing: &Value, desired: &Value) -> Result<(), String> {
-    let stored: Vec<&str> = existing
-        .pointer("/status/storedVersions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let offered = super::crd_check::version_names(desired);
-    let missing: Vec<&str> = stored.into_iter().filter(|v| !offered.contains(v)).collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "risk of data loss: version(s) {} of the existing CRD are still in status.storedVersions but the new CRD drops them; migrate the stored objects and remove those versions from status.storedVersions first",
-            missing.join(", ")
-        ))
-    }
-}
-
 /// Existing custom resources must stay valid under the new CRD's schemas (every version both
 /// CRDs serve whose schema changes). Skipped for CRDs converted by a webhook, as upstream does.
 async fn existing_objects_valid(client: &kube::Client, existing: &Value, desired: &Value) -> Result<(), StepError> {
@@ -176,23 +156,6 @@ fn established(object: &Value) -> bool {
         .any(|c| c.get("type") == Some(&json!("Established")) && c.get("status") == Some(&json!("True")))
 }
 
-/// The outcome of applying one step.
-struct Applied {
-    status: StepStatus,
-    /// The uid of an applied ClusterServiceVersion (owner of its bundle's namespaced objects).
-    csv_uid: Option<String>,
-    /// A CRD step's share was parked for the next write of its CRD (status WaitingForApi).
-    parked: bool,
-}
-
-/// The (group, kind) a CRD manifest defines.
-fn defined_kind(manifest: Option<&str>) -> Option<(String, String)> {
-    let value: Value = serde_json::from_str(manifest?).ok()?;
-    let group = value.pointer("/spec/group")?.as_str()?.to_owned();
-    let kind = value.pointer("/spec/names/kind")?.as_str()?.to_owned();
-    Some((group, kind))
-}
-
 /// `name` as the API server's watch cache has it (`resourceVersion=0`: no read from storage,
 /// which on a busy control plane waits behind the writes in flight), or None.
 async fn get_cached_opt<K>(api: &Api<K>, name: &str) -> std::result::Result<Option<K>, kube::Error>
@@ -226,7 +189,7 @@ async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Re
     let existing = get_cached_opt(&api, &r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?;
     let Some(existing) = existing else { return Ok(false) };
     let mut existing = serde_json::to_value(&existing).unwrap_or(Value::Null);
-    if let Err(message) = stored_versions_kept(&existing, &manifest) {
+    if let Err(message) = crate::crd_rules::stored_versions_kept(&existing, &manifest) {
         let refused = |more: String| StepError::new(format!("cannot update CustomResourceDefinition {}: {message}{more}", r.name), false);
         let Some(target) = crd_upgrade::migration_target(&existing, &manifest) else {
             return Err(refused(String::new()));
@@ -509,81 +472,37 @@ async fn recheck_crd(
     Ok(Applied { status, csv_uid: None, parked: false })
 }
 
-/// One execution pass. Steps go in rounds by `execution_rank` (CRDs with the CSV,
-/// ServiceAccounts with roles and bindings, the rest); the steps of a round are applied concurrently, since none
-/// depends on another of its round. Steps done in an earlier pass (Created, Present) are not
-/// applied again, except the CSVs, whose uids own the rest. A CRD the API server has not
-/// Established yet holds back only the steps of the kind it defines (upstream's
+/// One execution pass, as [`rounds`] plans it: the CRD changes checked first, then the rounds
+/// (CRDs with the CSV, ServiceAccounts with roles and bindings, the rest), the steps of a round
+/// applied concurrently, since none depends on another of its round. Steps done in an earlier
+/// pass are not applied again, except the CSVs, whose uids own the rest. A CRD the API server
+/// has not Established yet holds back only the steps of the kind it defines (upstream's
 /// WaitingForApi): the CSV and RBAC do not depend on it, so they go on meanwhile.
 async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, steps: &[Step], installer: &Installer) -> Pass {
     let namespace = plan.namespace().unwrap_or_default();
     let plan_name = plan.name_any();
     let plan_name = plan_name.as_str();
-    let mut out: Vec<Step> = steps.to_vec();
-    let done = |step: &Step| matches!(step.status, StepStatus::Created | StepStatus::Present);
-    let is_csv = |step: &Step| step.resource.kind == "ClusterServiceVersion";
-    // A CSV applied earlier is applied again (a no-op) only for its uid, when objects it owns
-    // are still to be applied.
-    let owned_left: Vec<&str> = out
-        .iter()
-        .filter(|s| !done(s) && !is_csv(s) && s.resource.kind != "CustomResourceDefinition")
-        .map(|s| s.resolving.as_str())
-        .collect();
-    let mut todo: Vec<usize> = (0..out.len())
-        .filter(|&i| !done(&out[i]) || (is_csv(&out[i]) && owned_left.contains(&out[i].resource.name.as_str())))
-        .collect();
-    let scoped = installer.service_account.is_some();
-    todo.sort_by_key(|&i| execution_rank(&out[i], scoped));
-    let mut csv_uids: HashMap<String, String> = HashMap::new();
-    let mut pending_kinds: Vec<(String, String)> = Vec::new();
-    let mut waiting_for_api = false;
-    let mut parked = false;
-    // The CRDs this pass changes are read and checked before anything is written: an unsafe
-    // CRD upgrade then writes nothing, not even the CSV, which goes in the CRDs' round.
-    let to_check: Vec<usize> = todo
-        .iter()
-        .copied()
-        .filter(|&i| out[i].resource.kind == "CustomResourceDefinition" && out[i].status != StepStatus::WaitingForApi)
-        .collect();
+    let pass = rounds::plan_pass(steps, installer.service_account.is_some());
+    let mut progress = Progress::new(steps.to_vec());
     let checks_started = std::time::Instant::now();
-    let checked = futures::future::join_all(to_check.iter().map(|&i| check_crd(ctx, &out[i]))).await;
-    tracing::debug!(crds = to_check.len(), ms = checks_started.elapsed().as_secs_f64() * 1e3, "CRD changes checked");
+    let checked = futures::future::join_all(pass.crd_checks.iter().map(|&i| check_crd(ctx, &progress.steps[i]))).await;
+    tracing::debug!(crds = pass.crd_checks.len(), ms = checks_started.elapsed().as_secs_f64() * 1e3, "CRD changes checked");
     let mut crd_existed: HashMap<usize, bool> = HashMap::new();
-    for (&i, result) in to_check.iter().zip(checked) {
+    for (&i, result) in pass.crd_checks.iter().zip(checked) {
         match result {
             Ok(existed) => {
                 crd_existed.insert(i, existed);
             }
-            Err(error) => {
-                return Pass {
-                    steps: out,
-                    error: Some(error),
-                    waiting_for_api: false,
-                    parked: false,
-                };
-            }
+            Err(error) => return progress.finish(Some(error)),
         }
     }
-    let mut rest = todo.as_slice();
-    while let Some(&first) = rest.first() {
-        let rank = execution_rank(&out[first], scoped);
-        let split = rest.iter().position(|&i| execution_rank(&out[i], scoped) != rank).unwrap_or(rest.len());
-        let (round, after) = rest.split_at(split);
-        rest = after;
-        let runnable: Vec<usize> = round
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let r = &out[i].resource;
-                !pending_kinds.iter().any(|(group, kind)| *group == r.group && *kind == r.kind)
-            })
-            .collect();
-        waiting_for_api |= runnable.len() < round.len();
+    for round in &pass.rounds {
+        let runnable = progress.runnable(round);
         let round_started = std::time::Instant::now();
         let results = futures::future::join_all(runnable.iter().map(|&i| {
-            let step = &out[i];
+            let step = &progress.steps[i];
             let namespace = namespace.as_str();
-            let owner = csv_uids.get(&step.resolving).map(String::as_str);
+            let owner = progress.csv_uids.get(&step.resolving).map(String::as_str);
             let existed = crd_existed.get(&i).copied();
             async move {
                 if step.status == StepStatus::WaitingForApi && step.resource.kind == "CustomResourceDefinition" {
@@ -594,47 +513,12 @@ async fn execute(ctx: &ControllerContext<InstallPlanState>, plan: &InstallPlan, 
             }
         }))
         .await;
-        tracing::debug!(rank, steps = runnable.len(), ms = round_started.elapsed().as_secs_f64() * 1e3, "steps applied");
-        let mut first_error = None;
-        for (&i, result) in runnable.iter().zip(results) {
-            match result {
-                Ok(applied) => {
-                    if applied.status == StepStatus::WaitingForApi {
-                        waiting_for_api = true;
-                        parked |= applied.parked;
-                        // A parked share's CRD serves its kind already.
-                        if !applied.parked {
-                            pending_kinds.extend(defined_kind(out[i].resource.manifest.as_deref()));
-                        }
-                    }
-                    if let Some(uid) = applied.csv_uid {
-                        csv_uids.insert(out[i].resource.name.clone(), uid);
-                    }
-                    out[i].status = applied.status;
-                }
-                Err(error) => {
-                    if resource_of(&out[i].resource.group, &out[i].resource.kind).is_none() {
-                        out[i].status = StepStatus::UnsupportedResource;
-                    }
-                    first_error.get_or_insert(error);
-                }
-            }
-        }
-        if let Some(error) = first_error {
-            return Pass {
-                steps: out,
-                error: Some(error),
-                waiting_for_api,
-                parked,
-            };
+        tracing::debug!(steps = runnable.len(), ms = round_started.elapsed().as_secs_f64() * 1e3, "steps applied");
+        if let Some(error) = progress.record(&runnable, results) {
+            return progress.finish(Some(error));
         }
     }
-    Pass {
-        steps: out,
-        error: None,
-        waiting_for_api,
-        parked,
-    }
+    progress.finish(None)
 }
 
 #[instrument(skip_all, fields(kind = "InstallPlan", namespace = %plan.namespace().unwrap_or_default(), name = %plan.name_any()))]
@@ -788,16 +672,6 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stored_versions_may_not_disappear() {
-        let existing = json!({"status": {"storedVersions": ["v1beta1", "v1"]}});
-        let keeps = json!({"spec": {"versions": [{"name": "v1beta1"}, {"name": "v1"}]}});
-        assert!(stored_versions_kept(&existing, &keeps).is_ok());
-        let drops = json!({"spec": {"versions": [{"name": "v1"}]}});
-        let err = stored_versions_kept(&existing, &drops).unwrap_err();
-        assert!(err.contains("v1beta1") && err.contains("risk of data loss"), "{err}");
-    }
 
     #[test]
     fn an_api_the_cluster_does_not_serve_is_named_with_what_provides_it() {

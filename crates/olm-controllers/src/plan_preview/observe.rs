@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Installed, replaced_csvs};
-use crate::installplan::crd_check;
+use crate::crd_rules;
 
 fn to_value<K: Serialize>(object: K) -> Value {
     serde_json::to_value(object).unwrap_or(Value::Null)
@@ -68,10 +68,10 @@ pub struct ListFailed {
 pub async fn refused_objects(client: &kube::Client, existing: &Value, desired: &Value, limit: usize) -> Result<Vec<RefusedObject>, ListFailed> {
     let text = |pointer: &str| desired.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_owned();
     let (group, kind, plural) = (text("/spec/group"), text("/spec/names/kind"), text("/spec/names/plural"));
-    let versions = crd_check::version_names(desired);
+    let versions = crd_rules::version_names(desired);
     let mut out = Vec::new();
     for version in versions {
-        let (Some(schema), Some(current)) = (crd_check::served_schema(desired, version), crd_check::served_schema(existing, version)) else {
+        let (Some(schema), Some(current)) = (crd_rules::served_schema(desired, version), crd_rules::served_schema(existing, version)) else {
             continue;
         };
         if schema == current {
@@ -87,7 +87,7 @@ pub async fn refused_objects(client: &kube::Client, existing: &Value, desired: &
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         let list = api.list(&ListParams::default().limit(500)).await.map_err(|error| ListFailed { kind: kind.clone(), error })?;
         for object in list.items {
-            let problems = crd_check::validate(&to_value(&object), schema);
+            let problems = crd_rules::validate(&to_value(&object), schema);
             if problems.is_empty() {
                 continue;
             }

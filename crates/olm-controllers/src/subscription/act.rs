@@ -195,7 +195,7 @@ async fn rollback_crd_problems(ctx: &ControllerContext<SubscriptionControllerSta
             continue;
         };
         let existing = serde_json::to_value(&existing).unwrap_or_default();
-        if let Err(why) = crate::installplan::reconcile::stored_versions_kept(&existing, &desired) {
+        if let Err(why) = crate::crd_rules::stored_versions_kept(&existing, &desired) {
             problems.push(format!("its CustomResourceDefinition {name}: {why}"));
             continue;
         }

@@ -1,13 +1,37 @@
-//! Best-effort check that existing custom resources stay valid under a CRD's new schema (the
-//! upstream safety check before a CRD update). Covers what most schema changes break: `type`,
-//! `required`, `enum`, `properties`, `items`, `additionalProperties: false`, string lengths and
-//! numeric bounds, `nullable`. Not covered (the API server still enforces them on writes):
-//! `pattern`, `format`, `oneOf`/`anyOf`/`allOf`/`not`, CEL rules.
+//! The rules a CRD change must keep, shared by the InstallPlan controller (which refuses an
+//! unsafe change before writing anything) and the plan preview (which tells a person what a
+//! change would do): versions still in `status.storedVersions` stay served
+//! ([`stored_versions_kept`]), and existing custom resources stay valid under the new schema
+//! ([`validate`], best effort, as upstream's check). The schema check covers what most changes
+//! break: `type`, `required`, `enum`, `properties`, `items`, `additionalProperties: false`,
+//! string lengths and numeric bounds, `nullable`. Not covered (the API server still enforces
+//! them on writes): `pattern`, `format`, `oneOf`/`anyOf`/`allOf`/`not`, CEL rules.
 
 use serde_json::Value;
 
 /// At most this many problems are reported per object.
 const MAX_PROBLEMS: usize = 5;
+
+/// CRD upgrade safety: versions still in `status.storedVersions` must stay in `spec.versions`.
+pub fn stored_versions_kept(existing: &Value, desired: &Value) -> Result<(), String> {
+    let stored: Vec<&str> = existing
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let offered = version_names(desired);
+    let missing: Vec<&str> = stored.into_iter().filter(|v| !offered.contains(v)).collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "risk of data loss: version(s) {} of the existing CRD are still in status.storedVersions but the new CRD drops them; migrate the stored objects and remove those versions from status.storedVersions first",
+            missing.join(", ")
+        ))
+    }
+}
 
 fn type_matches(expected: &str, value: &Value) -> bool {
     match expected {
@@ -127,6 +151,16 @@ pub fn served_schema<'a>(crd: &'a Value, version: &str) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_versions_may_not_disappear() {
+        let existing = json!({"status": {"storedVersions": ["v1beta1", "v1"]}});
+        let keeps = json!({"spec": {"versions": [{"name": "v1beta1"}, {"name": "v1"}]}});
+        assert!(stored_versions_kept(&existing, &keeps).is_ok());
+        let drops = json!({"spec": {"versions": [{"name": "v1"}]}});
+        let err = stored_versions_kept(&existing, &drops).unwrap_err();
+        assert!(err.contains("v1beta1") && err.contains("risk of data loss"), "{err}");
+    }
     use serde_json::json;
 
     fn schema() -> Value {
