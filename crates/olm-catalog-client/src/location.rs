@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use olm_api::duration::parse_go_duration;
 use olm_api::v1alpha1::catalog_source::{CatalogSource, DEFAULT_REGISTRY_POLL_INTERVAL, SourceType};
 
 use crate::SourceLocation;
@@ -72,43 +73,12 @@ pub fn location(source: &Source) -> Location {
     }
 }
 
-/// Parse a Go duration (`90s`, `15m`, `1h30m`, `500ms`).
-pub fn parse_go_duration(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if text.is_empty() {
-        return None;
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if digits == 0 {
-            return None;
-        }
-        let number: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            "us" | "µs" => 0.000_001,
-            "ns" => 0.000_000_001,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total += Duration::try_from_secs_f64(number * seconds).ok()?;
-    }
-    Some(total)
-}
-
 /// The refresh interval and, when the spec's value is unusable, the InvalidIntervalError message.
 pub fn poll_interval(catalog: &CatalogSource) -> (Duration, Option<String>) {
     match catalog.spec.poll_interval() {
         None => (DEFAULT_REGISTRY_POLL_INTERVAL, None),
-        Some(text) => match parse_go_duration(text) {
-            Some(d) if d >= Duration::from_secs(1) => (d, None),
+        Some(text) => match parse_go_duration(text.trim()) {
+            Ok(d) if d >= Duration::from_secs(1) => (d, None),
             _ => (
                 DEFAULT_REGISTRY_POLL_INTERVAL,
                 Some(format!(
@@ -137,15 +107,6 @@ mod tests {
     }
 
     #[test]
-    fn go_durations() {
-        assert_eq!(parse_go_duration("15m"), Some(Duration::from_secs(900)));
-        assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_go_duration("10"), None);
-        assert_eq!(parse_go_duration("ten minutes"), None);
-    }
-
-    #[test]
     fn the_spec_names_one_source_or_says_what_is_missing() {
         assert_eq!(
             source(&catalog(r#"{"sourceType":"grpc","address":"127.0.0.1:50051"}"#)),
@@ -167,6 +128,20 @@ mod tests {
         let (interval, error) = poll_interval(&c);
         assert_eq!(interval, DEFAULT_REGISTRY_POLL_INTERVAL);
         assert!(error.expect("reported").contains("\"often\""));
+        // A Go duration of at least a second (spaces around it ignored), or the default and why.
+        for (written, expected, reported) in [
+            ("15m", Duration::from_secs(900), false),
+            (" 1h30m ", Duration::from_secs(5400), false),
+            ("1s", Duration::from_secs(1), false),
+            ("500ms", DEFAULT_REGISTRY_POLL_INTERVAL, true),
+            ("10", DEFAULT_REGISTRY_POLL_INTERVAL, true),
+            ("-5m", DEFAULT_REGISTRY_POLL_INTERVAL, true),
+            ("1d", DEFAULT_REGISTRY_POLL_INTERVAL, true),
+        ] {
+            let spec = serde_json::json!({"sourceType": "grpc", "image": "i", "updateStrategy": {"registryPoll": {"interval": written}}});
+            let (interval, error) = poll_interval(&catalog(&spec.to_string()));
+            assert_eq!((interval, error.is_some()), (expected, reported), "{written:?}");
+        }
     }
 
     #[test]

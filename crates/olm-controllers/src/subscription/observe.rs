@@ -103,7 +103,7 @@ impl UnpackSettings {
             group
                 .and_then(|g| g.metadata.annotations.as_ref())
                 .and_then(|a| a.get(key))
-                .and_then(|v| olm_catalog_client::location::parse_go_duration(v))
+                .and_then(|v| olm_api::duration::parse_go_duration(v.trim()).ok())
         };
         UnpackSettings {
             timeout: annotation(keys::BUNDLE_UNPACK_TIMEOUT_ANNOTATION).filter(|d| !d.is_zero()),
