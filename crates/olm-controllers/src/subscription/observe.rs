@@ -136,7 +136,7 @@ fn visible_catalogs(state: &SubscriptionControllerState, namespace: &str) -> Vec
 fn catalogs_unread(state: &SubscriptionControllerState, catalogs: &[Arc<CatalogSource>]) -> bool {
     catalogs.iter().any(|catalog| {
         catalog.meta().deletion_timestamp.is_none()
-            && olm_catalog_client::location::source(catalog).is_ok()
+            && olm_catalog_client::Location::of(catalog).is_ok()
             && state.content.get(&CatalogKey::new(catalog.name_any(), catalog.namespace().unwrap_or_default())).is_none()
     })
 }
