@@ -7,7 +7,8 @@
 //! * [`v1alpha2`]: OperatorGroup (served). [`v2`]: OperatorCondition (storage).
 //! * [`packages::v1`]: PackageManifest and PackageManifestList (plain serde types).
 //! * [`crds`]: the generated CRDs. [`yaml`]: reading manifests with located errors.
-//! * [`keys`]: well-known labels and annotations.
+//! * [`keys`]: well-known labels and annotations. [`duration`]: Go durations, as upstream
+//!   writes time spans.
 //!
 //! Conventions (see also `enums` and `unknown`):
 //! * Field names, enum strings, short names, categories and printer columns are upstream's.
@@ -30,6 +31,7 @@
 
 pub mod common;
 pub mod crds;
+pub mod duration;
 pub mod enums;
 pub mod keys;
 pub mod packages;

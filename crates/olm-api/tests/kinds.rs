@@ -217,3 +217,24 @@ fn enum_strings_are_upstreams() {
     assert!(CsvReason::NoOperatorGroup.is_uncopiable());
     assert!(!CsvReason::InstallSucceeded.is_uncopiable());
 }
+
+#[test]
+fn catalog_source_and_subscription_reasons_have_their_own_types_and_upstreams_strings() {
+    use olm_api::v1alpha1::{CatalogSourceReason, CatalogSourceStatus, CsvReason, SubscriptionReason, SubscriptionStatus};
+    for reason in ["SpecInvalidError", "ConfigMapError", "RegistryServerError", "InvalidIntervalError"] {
+        let status: CatalogSourceStatus = serde_json::from_value(serde_json::json!({"reason": reason})).expect("decodes");
+        assert!(status.reason.as_ref().is_some_and(CatalogSourceReason::is_known), "{reason}");
+        assert_eq!(serde_json::to_value(&status).expect("encodes"), serde_json::json!({"reason": reason}));
+        // Not a CSV's reason any more, and still read and written unchanged as one.
+        assert_eq!(CsvReason::parse(reason), CsvReason::Other(reason.to_owned()));
+    }
+    for reason in ["InvalidCatalog", "UpgradeSucceeded"] {
+        let status: SubscriptionStatus = serde_json::from_value(serde_json::json!({"reason": reason})).expect("decodes");
+        assert!(status.reason.as_ref().is_some_and(SubscriptionReason::is_known), "{reason}");
+        assert_eq!(serde_json::to_value(&status).expect("encodes"), serde_json::json!({"reason": reason}));
+    }
+    // A reason this version does not know stays as it was written.
+    let status: CatalogSourceStatus = serde_json::from_value(serde_json::json!({"reason": "RegistryPodError"})).expect("decodes");
+    assert_eq!(status.reason, Some(CatalogSourceReason::Other("RegistryPodError".into())));
+    assert_eq!(serde_json::to_value(&status).expect("encodes"), serde_json::json!({"reason": "RegistryPodError"}));
+}

@@ -9,7 +9,7 @@ use olm_resolver::CatalogKey;
 use serde_json::{Value, json};
 use tonic::transport::{Channel, Endpoint};
 
-use super::{CONNECT_TIMEOUT, CatalogContent, ClientError, FETCH_TIMEOUT, InlineManifests, SourceLocation};
+use super::{CONNECT_TIMEOUT, CatalogContent, ClientError, FETCH_TIMEOUT, InlineManifests, Location};
 
 /// Messages bigger than this are refused (a CSV with a big icon is a few MB at most).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -90,7 +90,7 @@ pub(super) async fn list(address: &str, key: CatalogKey, priority: i32) -> Resul
         bundles.push(bundle);
     }
     let (documents, inline) = documents(&packages, bundles);
-    let mut content = CatalogContent::from_documents(key, priority, documents, Some(SourceLocation::Grpc(address.to_owned())), inline)
+    let mut content = CatalogContent::from_documents(key, priority, documents, Some(Location::Grpc(address.to_owned())), inline)
         .map_err(|message| ClientError::Invalid {
             address: address.to_owned(),
             message,

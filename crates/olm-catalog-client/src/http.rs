@@ -8,13 +8,20 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use olm_resolver::CatalogKey;
 
-use super::{CatalogContent, ClientError, SourceLocation};
+use super::{CatalogContent, ClientError, Location};
 
 /// A catalog bigger than this is refused.
 const MAX_BODY_BYTES: usize = 512 * 1024 * 1024;
 
+/// The catalog's URL without the trailing `/` a spec may give it: `<base>/api/v1/all` is read,
+/// and errors name the base.
+pub(super) fn base(url: &str) -> &str {
+    url.trim_end_matches('/')
+}
+
 /// `HEAD <url>/api/v1/all`: the server answers for this catalog, without sending it.
 pub(super) async fn probe(url: &str) -> Result<(), ClientError> {
+    let url = base(url);
     let uri: hyper::Uri = format!("{url}/api/v1/all").parse().map_err(|err| ClientError::Invalid {
         address: url.to_owned(),
         message: format!("spec.address is not a valid URL: {err}"),
@@ -41,6 +48,7 @@ pub(super) async fn probe(url: &str) -> Result<(), ClientError> {
 }
 
 pub(super) async fn list(url: &str, key: CatalogKey, priority: i32) -> Result<CatalogContent, ClientError> {
+    let url = base(url);
     let all = format!("{url}/api/v1/all");
     if all.starts_with("https://") {
         return Err(ClientError::Invalid {
@@ -86,7 +94,7 @@ pub(super) async fn list(url: &str, key: CatalogKey, priority: i32) -> Result<Ca
         .into_iter()
         .map(|value| olm_catalog::Document { value, source: None })
         .collect();
-    CatalogContent::from_documents(key, priority, documents, Some(SourceLocation::Http(url.to_owned())), HashMap::new()).map_err(
+    CatalogContent::from_documents(key, priority, documents, Some(Location::Http(url.to_owned())), HashMap::new()).map_err(
         |message| ClientError::Invalid {
             address: url.to_owned(),
             message,

@@ -8,9 +8,11 @@
 //! - our catalog server's HTTP API (`<url>/api/v1/all`, FBC): everything in one request;
 //! - a legacy ConfigMap (`packages`, `clusterServiceVersions`, `customResourceDefinitions`).
 //!
-//! [`location`] says where a CatalogSource's content is and how often to read it again;
-//! [`cache`] holds what was read, shared by the controllers that use it. Used by the
-//! controllers (`olm-controllers`) and the package server (`olm-packageserver`).
+//! [`location`] says where a CatalogSource's content is ([`Location`]) and how often to read it
+//! again; [`read()`] reads it from there, whatever the location, and [`probe`] asks a catalog
+//! server whether it still answers; [`cache`] holds what was read, shared by the controllers
+//! that use it. Used by the controllers (`olm-controllers`) and the package server
+//! (`olm-packageserver`).
 
 pub mod cache;
 pub mod configmap;
@@ -18,10 +20,12 @@ mod grpc;
 mod http;
 pub mod image;
 pub mod location;
+mod read;
 
 pub use cache::{CatalogCache, CatalogState, ConnectionState};
 pub use image::{ImageAccess, ImageFetch, PullSecrets, credentials_from_secrets, fetch_image, pull_secrets};
-pub use location::{Location, Source};
+pub use location::Location;
+pub use read::{Read, probe, read};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -93,6 +97,28 @@ pub enum ClientError {
         /// The limit.
         timeout: Duration,
     },
+    /// The ConfigMap of a ConfigMap catalog does not exist.
+    #[error("ConfigMap {namespace}/{name} (spec.configMap) does not exist")]
+    ConfigMapMissing {
+        /// The catalog's namespace.
+        namespace: String,
+        /// `spec.configMap`.
+        name: String,
+    },
+    /// The ConfigMap of a ConfigMap catalog holds no usable catalog.
+    #[error("ConfigMap {namespace}/{name}: {message}")]
+    ConfigMapContent {
+        /// The catalog's namespace.
+        namespace: String,
+        /// `spec.configMap`.
+        name: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// The catalog image still has the digest of the content read before, and that content is
+    /// no longer held.
+    #[error("the catalog image's content was lost; reading it again")]
+    ContentLost,
 }
 
 impl ClientError {
@@ -105,47 +131,23 @@ impl ClientError {
             ClientError::BundleNotFound { .. } => "BundleNotFound",
             ClientError::Timeout { .. } => "CatalogTimeout",
             ClientError::Image { source, .. } => source.category(),
+            ClientError::ConfigMapMissing { .. } => "ConfigMapError",
+            ClientError::ConfigMapContent { .. } => "InvalidCatalogContent",
+            ClientError::ContentLost => "CatalogUnreachable",
         }
     }
 
     /// Whether trying again later can succeed without anybody changing anything.
     pub fn retryable(&self) -> bool {
         match self {
-            ClientError::Connect { .. } | ClientError::Timeout { .. } => true,
+            ClientError::Connect { .. } | ClientError::Timeout { .. } | ClientError::ContentLost => true,
             ClientError::Call { retryable, .. } => *retryable,
             ClientError::Image { source, .. } => source.retryable(),
             // The catalog may be fixed or updated; the caller decides how slowly to retry.
-            ClientError::Invalid { .. } | ClientError::BundleNotFound { .. } => false,
-        }
-    }
-}
-
-/// Where catalog content comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SourceLocation {
-    /// An operator-registry gRPC endpoint, `host:port`.
-    Grpc(String),
-    /// The base URL of one catalog on our catalog server, e.g.
-    /// `http://127.0.0.1:8080/catalogs/community`; the content is read from `<url>/api/v1/all`.
-    Http(String),
-}
-
-impl SourceLocation {
-    /// The location for `spec.address`: an `http://`/`https://` URL is an HTTP catalog,
-    /// anything else a gRPC `host:port`.
-    pub fn from_address(address: &str) -> SourceLocation {
-        let address = address.trim();
-        if address.starts_with("http://") || address.starts_with("https://") {
-            SourceLocation::Http(address.trim_end_matches('/').to_owned())
-        } else {
-            SourceLocation::Grpc(address.to_owned())
-        }
-    }
-
-    /// The address as shown in `status.connectionState.address`.
-    pub fn address(&self) -> &str {
-        match self {
-            SourceLocation::Grpc(a) | SourceLocation::Http(a) => a,
+            ClientError::Invalid { .. }
+            | ClientError::BundleNotFound { .. }
+            | ClientError::ConfigMapMissing { .. }
+            | ClientError::ConfigMapContent { .. } => false,
         }
     }
 }
@@ -181,8 +183,9 @@ pub struct CatalogContent {
     pub catalog: Catalog,
     /// The resolver's view, indexed once for every resolution against this content.
     pub indexed: Arc<IndexedCatalog>,
-    /// Where bundles without inlined manifests are fetched from (gRPC GetBundle).
-    pub location: Option<SourceLocation>,
+    /// The catalog server the content was read from, when it was read from one: a gRPC
+    /// server sends the bundles whose manifests the listing did not carry (GetBundle).
+    pub location: Option<Location>,
     /// Manifests that came with the listing (CSV JSON and objects), by bundle name.
     pub inline: InlineManifests,
     /// Problems found while building the catalog that did not stop it.
@@ -200,7 +203,7 @@ impl CatalogContent {
         key: CatalogKey,
         priority: i32,
         documents: Vec<olm_catalog::Document>,
-        location: Option<SourceLocation>,
+        location: Option<Location>,
         inline: InlineManifests,
     ) -> Result<CatalogContent, String> {
         Self::from_documents_tolerating(key, priority, documents, location, inline, &[])
@@ -213,13 +216,13 @@ impl CatalogContent {
         key: CatalogKey,
         priority: i32,
         documents: Vec<olm_catalog::Document>,
-        location: Option<SourceLocation>,
+        location: Option<Location>,
         inline: InlineManifests,
         tolerated: &[&str],
     ) -> Result<CatalogContent, String> {
         let (catalog, mut problems) = Catalog::build(documents);
         problems.retain(|p| !tolerated.contains(&p.code));
-        if matches!(location, Some(SourceLocation::Grpc(_))) {
+        if matches!(location, Some(Location::Grpc(_))) {
             // A catalog server's listing need not carry a bundle's manifests: GetBundle sends
             // them when a plan needs them (a catalog rendered from local bundle directories has
             // no images at all), so a bundle with neither image nor manifests here is no problem.
@@ -298,7 +301,7 @@ impl CatalogContent {
             // A catalog server has the manifests when its catalog carries them (GetBundle);
             // when it names the bundle by image only, as published catalogs do, pull it.
             let fetched = match &self.location {
-                Some(SourceLocation::Grpc(address)) => Some(grpc::get_bundle(address, package, channel, bundle).await?),
+                Some(Location::Grpc(address)) => Some(grpc::get_bundle(address, package, channel, bundle).await?),
                 _ => None,
             };
             match fetched {
@@ -379,41 +382,6 @@ fn left_out_problem(package: &str, why: &str) -> String {
     format!("package {package} left out: {why}")
 }
 
-/// Read the whole content of a catalog at `location`.
-pub async fn fetch(location: &SourceLocation, key: CatalogKey, priority: i32) -> Result<CatalogContent, ClientError> {
-    let work = async {
-        match location {
-            SourceLocation::Grpc(address) => grpc::list(address, key, priority).await,
-            SourceLocation::Http(url) => http::list(url, key, priority).await,
-        }
-    };
-    match tokio::time::timeout(FETCH_TIMEOUT, work).await {
-        Ok(result) => result,
-        Err(_) => Err(ClientError::Timeout {
-            address: location.address().to_owned(),
-            timeout: FETCH_TIMEOUT,
-        }),
-    }
-}
-
-/// Whether the catalog server at `location` still answers (a connection, not a read): the
-/// cheap check between two reads, so a server that died is noticed within seconds.
-pub async fn probe(location: &SourceLocation) -> Result<(), ClientError> {
-    let work = async {
-        match location {
-            SourceLocation::Grpc(address) => grpc::probe(address).await,
-            SourceLocation::Http(url) => http::probe(url).await,
-        }
-    };
-    match tokio::time::timeout(2 * CONNECT_TIMEOUT, work).await {
-        Ok(result) => result,
-        Err(_) => Err(ClientError::Timeout {
-            address: location.address().to_owned(),
-            timeout: 2 * CONNECT_TIMEOUT,
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,24 +432,12 @@ mod tests {
             .map(|value| olm_catalog::Document { value, source: None })
             .collect()
         };
-        let grpc = SourceLocation::Grpc("127.0.0.1:50051".into());
+        let grpc = Location::Grpc("127.0.0.1:50051".into());
         let content = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs(), Some(grpc), HashMap::new()).expect("served");
         assert_eq!(content.counts(), (1, 1));
         assert!(content.problems.is_empty(), "{:?}", content.problems);
         // Read from anywhere else, such a bundle could never be installed: its package is left out.
         let err = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs(), None, HashMap::new()).map(|_| ()).unwrap_err();
         assert!(err.contains("package local left out") && err.contains("image"), "{err}");
-    }
-
-    #[test]
-    fn http_urls_and_grpc_addresses_are_told_apart() {
-        assert_eq!(
-            SourceLocation::from_address("http://127.0.0.1:8080/catalogs/community/"),
-            SourceLocation::Http("http://127.0.0.1:8080/catalogs/community".into())
-        );
-        assert_eq!(
-            SourceLocation::from_address("community.olm.svc:50051"),
-            SourceLocation::Grpc("community.olm.svc:50051".into())
-        );
     }
 }

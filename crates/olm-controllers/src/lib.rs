@@ -8,7 +8,6 @@ pub mod metadata;
 pub mod operator;
 pub mod operatorgroup;
 pub mod olmconfig;
-pub mod selector;
 pub mod catalogsource;
 pub mod catalog_metrics;
 pub mod catalog_operator;

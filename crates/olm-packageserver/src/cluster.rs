@@ -22,9 +22,8 @@ use kube::{Api, Client};
 use olm_api::packages::v1::{GROUP, PLURAL};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_catalog_client::location::{self, Location};
-use olm_catalog_client::{ImageAccess, ImageFetch};
+use olm_catalog_client::ImageAccess;
 use olm_image::ImageClient;
-use olm_resolver::CatalogKey;
 
 use crate::error::Error;
 use crate::http::{Attributes, Authentication, AuthorizeFuture, Authorizer, Identity};
@@ -257,11 +256,14 @@ fn catalog_info(catalog: &CatalogSource) -> CatalogInfo {
     }
 }
 
-/// Read one catalog into the store.
+/// Read one catalog into the store, with the CatalogSource controller's reader
+/// (`olm_catalog_client::read`). What is the package server's own: the ConfigMap of a
+/// ConfigMap catalog is read here, when the catalog is; a pull secret that cannot be read
+/// means pulling anonymously, not failing, so the API keeps serving; no content is kept
+/// between reads (each reads a catalog image again, through the image cache).
 async fn read_catalog(client: &Client, store: &Store, images: &Arc<ImageClient>, catalog: &CatalogSource) {
     let info = catalog_info(catalog);
-    let key = CatalogKey::new(info.name.clone(), info.namespace.clone());
-    let priority = i32::try_from(catalog.spec.priority.unwrap_or(0)).unwrap_or(0);
+    let key = location::key(catalog);
     let started = Instant::now();
     let secrets = match olm_catalog_client::pull_secrets(client, catalog).await {
         Ok(secrets) => secrets,
@@ -271,26 +273,28 @@ async fn read_catalog(client: &Client, store: &Store, images: &Arc<ImageClient>,
         }
     };
     let access = ImageAccess { client: images.clone(), creds: secrets.creds };
-    let content = match location::source(catalog).map(|source| location::location(&source)) {
+    let content = match Location::of(catalog) {
         Err(message) => Err(message),
-        Ok(Location::Remote(loc)) => olm_catalog_client::fetch(&loc, key, priority).await.map_err(|e| e.to_string()),
-        Ok(Location::Image(image)) => match olm_catalog_client::fetch_image(&access, &image, key, priority, None).await {
-            Ok(ImageFetch::Content(content)) => Ok(content),
-            Ok(ImageFetch::Unchanged { digest }) => Err(format!("catalog image {image} ({digest}) was not read")),
-            Err(err) => Err(err.to_string()),
-        },
-        Ok(Location::ConfigMap(name)) => {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), &info.namespace);
-            match api.get(&name).await {
-                Ok(cm) => olm_catalog_client::configmap::content(key, priority, &cm.data.unwrap_or_default()),
-                Err(e) => Err(format!("cannot read ConfigMap {}/{name}: {e}", info.namespace)),
+        Ok(location) => {
+            let configmap = match &location {
+                Location::ConfigMap(name) => {
+                    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &info.namespace);
+                    api.get(name)
+                        .await
+                        .map(|cm| Some(cm.data.unwrap_or_default()))
+                        .map_err(|e| format!("cannot read ConfigMap {}/{name}: {e}", info.namespace))
+                }
+                _ => Ok(None),
+            };
+            match configmap {
+                Err(message) => Err(message),
+                Ok(data) => olm_catalog_client::read(catalog, &location, &access, data.as_ref(), None)
+                    .await
+                    .map(olm_catalog_client::Read::into_content)
+                    .map_err(|e| e.to_string()),
             }
         }
     };
-    let content = content.map(|mut content| {
-        content.images = Some(access);
-        content
-    });
     match content {
         Ok(content) => {
             let head_csvs = head_csvs(&content).await;

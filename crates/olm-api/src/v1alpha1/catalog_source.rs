@@ -12,7 +12,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cluster_service_version::{CsvReason, Icon};
+use super::cluster_service_version::Icon;
 use crate::enums::{closed_string_enum, open_string_enum};
 use crate::unknown::{ExtraFields, keep_unknown_fields};
 
@@ -27,6 +27,21 @@ open_string_enum! {
         Internal = "internal",
         ConfigMap = "configmap",
         Grpc = "grpc",
+    }
+}
+
+open_string_enum! {
+    /// `status.reason` of a CatalogSource: why its content is not served as the spec says.
+    /// Upstream types it as the CSV's `ConditionReason` and defines these four for it.
+    pub enum CatalogSourceReason {
+        /// The spec names no usable source (`spec.message` says what is missing).
+        SpecInvalidError = "SpecInvalidError",
+        /// The ConfigMap of a `configmap` catalog is missing or its content cannot be used.
+        ConfigMapError = "ConfigMapError",
+        /// The catalog's server or image cannot be read.
+        RegistryServerError = "RegistryServerError",
+        /// `spec.updateStrategy.registryPoll.interval` is not a usable duration.
+        InvalidIntervalError = "InvalidIntervalError",
     }
 }
 
@@ -164,7 +179,7 @@ pub struct CatalogSourceStatus {
     pub message: Option<String>,
     /// `SpecInvalidError`, `ConfigMapError`, `RegistryServerError` or `InvalidIntervalError`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<CsvReason>,
+    pub reason: Option<CatalogSourceReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_image_registry_poll: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "configMapReference")]

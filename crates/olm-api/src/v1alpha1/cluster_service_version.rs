@@ -587,8 +587,9 @@ open_string_enum! {
 }
 
 open_string_enum! {
-    /// `status.reason` of a CSV (and of its condition history). CatalogSource and
-    /// Subscription reuse this type upstream; their reasons are included.
+    /// `status.reason` of a CSV (and of its condition history). Upstream's CatalogSource and
+    /// Subscription statuses reuse its Go type; here each has its own
+    /// (`catalog_source::CatalogSourceReason`, `subscription::SubscriptionReason`).
     pub enum CsvReason {
         RequirementsUnknown = "RequirementsUnknown",
         RequirementsNotMet = "RequirementsNotMet",
@@ -620,14 +621,6 @@ open_string_enum! {
         InvalidWebhookDescription = "InvalidWebhookDescription",
         OperatorConditionNotUpgradeable = "OperatorConditionNotUpgradeable",
         WaitingOnCleanup = "WaitingOnCleanup",
-        // CatalogSource reasons.
-        SpecInvalidError = "SpecInvalidError",
-        ConfigMapError = "ConfigMapError",
-        RegistryServerError = "RegistryServerError",
-        InvalidIntervalError = "InvalidIntervalError",
-        // Subscription reasons (defined upstream, unused).
-        InvalidCatalog = "InvalidCatalog",
-        UpgradeSucceeded = "UpgradeSucceeded",
     }
 }
 

@@ -13,7 +13,6 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::cluster_service_version::CsvReason;
 use super::install_plan::Approval;
 use crate::enums::open_string_enum;
 use crate::unknown::{ExtraFields, keep_unknown_fields};
@@ -116,6 +115,15 @@ open_string_enum! {
 }
 
 open_string_enum! {
+    /// `status.reason`. Upstream types it as the CSV's `ConditionReason` and defines these two
+    /// for it; its controller sets neither, nor does ours: the conditions say why.
+    pub enum SubscriptionReason {
+        InvalidCatalog = "InvalidCatalog",
+        UpgradeSucceeded = "UpgradeSucceeded",
+    }
+}
+
+open_string_enum! {
     /// `status.conditions[].type`.
     pub enum SubscriptionConditionType {
         CatalogSourcesUnhealthy = "CatalogSourcesUnhealthy",
@@ -196,7 +204,7 @@ pub struct SubscriptionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<SubscriptionState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<CsvReason>,
+    pub reason: Option<SubscriptionReason>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_plan_generation: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

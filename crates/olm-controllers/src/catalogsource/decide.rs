@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use olm_api::v1alpha1::catalog_source::{CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState, RegistryServiceStatus};
-use olm_api::v1alpha1::cluster_service_version::CsvReason;
+use olm_api::v1alpha1::catalog_source::{
+    CatalogSource, CatalogSourceReason, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState, RegistryServiceStatus,
+};
 use olm_catalog_client::location::retry_delay;
 use olm_catalog_client::{CatalogState, ConnectionState};
 
@@ -96,7 +97,7 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         ..Default::default()
     };
     if let Some(message) = &inputs.spec_error {
-        status.reason = Some(CsvReason::SpecInvalidError);
+        status.reason = Some(CatalogSourceReason::SpecInvalidError);
         status.message = Some(message.clone());
         return status;
     }
@@ -128,21 +129,21 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         }
         if let Some(error) = &state.last_error {
             status.reason = Some(if inputs.configmap.is_some() {
-                CsvReason::ConfigMapError
+                CatalogSourceReason::ConfigMapError
             } else {
-                CsvReason::RegistryServerError
+                CatalogSourceReason::RegistryServerError
             });
             status.message = Some(error.clone());
         }
     }
     if let Some(error) = &inputs.configmap_error {
-        status.reason = Some(CsvReason::ConfigMapError);
+        status.reason = Some(CatalogSourceReason::ConfigMapError);
         status.message = Some(error.clone());
     }
     if let Some(message) = &inputs.interval_error
         && status.reason.is_none()
     {
-        status.reason = Some(CsvReason::InvalidIntervalError);
+        status.reason = Some(CatalogSourceReason::InvalidIntervalError);
         status.message = Some(message.clone());
     }
     // Packages left out of a catalog that is otherwise served, and warnings about what is served.
@@ -224,7 +225,7 @@ mod tests {
             },
             Timestamp::UNIX_EPOCH,
         );
-        assert_eq!(s.reason, Some(CsvReason::InvalidIntervalError));
+        assert_eq!(s.reason, Some(CatalogSourceReason::InvalidIntervalError));
         assert!(s.message.unwrap_or_default().contains("\"often\""));
     }
 
@@ -325,7 +326,7 @@ mod tests {
         let conn = s.connection_state.expect("connection state");
         assert_eq!(conn.last_observed_state, "TRANSIENT_FAILURE");
         assert_eq!(conn.address.as_deref(), Some("127.0.0.1:1"));
-        assert_eq!(s.reason, Some(CsvReason::RegistryServerError));
+        assert_eq!(s.reason, Some(CatalogSourceReason::RegistryServerError));
         assert!(s.message.unwrap_or_default().contains("connection refused"));
     }
 }

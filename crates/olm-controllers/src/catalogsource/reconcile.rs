@@ -1,5 +1,6 @@
 //! Observe → decide → act for CatalogSources: read the content into the shared cache when due
-//! (a catalog image is pulled and loaded here, polled by digest), write the status.
+//! (`olm_catalog_client::read`, the package server's reader too: a catalog image is pulled and
+//! loaded here, polled by digest), write the status.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +12,8 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_catalog_client::location::{self, Location, Source};
-use olm_catalog_client::{CatalogCache, CatalogState, ConnectionState, ImageAccess, ImageFetch, configmap};
+use olm_catalog_client::location::{self, Location};
+use olm_catalog_client::{CatalogCache, CatalogState, ClientError, ConnectionState, ImageAccess, Read};
 use olm_image::ImageClient;
 use olm_resolver::CatalogKey;
 use tracing::instrument;
@@ -36,22 +37,10 @@ pub struct CatalogSourceState {
     pub images: Arc<ImageClient>,
 }
 
-fn key_of(catalog: &CatalogSource) -> CatalogKey {
-    CatalogKey::new(catalog.name_any(), catalog.namespace().unwrap_or_default())
-}
-
-fn priority_of(catalog: &CatalogSource) -> i32 {
-    catalog
-        .spec
-        .priority
-        .map(|p| i32::try_from(p).unwrap_or(if p < 0 { i32::MIN } else { i32::MAX }))
-        .unwrap_or(0)
-}
-
 #[instrument(skip_all, fields(kind = "CatalogSource", namespace = %catalog.namespace().unwrap_or_default(), name = %catalog.name_any()))]
 async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<CatalogSourceState>>) -> Result<Action> {
     let state = &ctx.state;
-    let key = key_of(&catalog);
+    let key = location::key(&catalog);
     let namespace = key.namespace.clone();
     let now = Timestamp::now();
     observe_counts(&ctx);
@@ -62,8 +51,8 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     let mut inputs = StatusInputs::default();
     let (interval, interval_error) = location::poll_interval(&catalog);
     inputs.interval_error = interval_error;
-    let source = match location::source(&catalog) {
-        Ok(source) => source,
+    let location = match Location::of(&catalog) {
+        Ok(location) => location,
         Err(message) => {
             inputs.spec_error = Some(message);
             state.content.remove(&key);
@@ -81,18 +70,17 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     inputs.secret_problems = secrets.problems;
     let access = ImageAccess { client: state.images.clone(), creds: secrets.creds };
     let mut configmap_data = None;
-    let location = location::location(&source);
-    let fingerprint = match &source {
-        Source::Address(address) => {
+    let fingerprint = match &location {
+        Location::Grpc(address) | Location::Http(address) => {
             inputs.address = Some(address.clone());
             format!("address={address}|secrets={secret_versions}")
         }
-        Source::Image(image) => {
+        Location::Image(image) => {
             inputs.polls = catalog.spec.update_strategy.as_ref().is_some_and(|u| u.registry_poll.is_some());
             inputs.address = Some(image.clone());
             format!("image={image}|secrets={secret_versions}")
         }
-        Source::ConfigMap(name) => {
+        Location::ConfigMap(name) => {
             let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
             match api
                 .get_opt(name)
@@ -107,7 +95,8 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
                     format!("configmap={name}@{version}")
                 }
                 None => {
-                    inputs.configmap_error = Some(format!("ConfigMap {namespace}/{name} (spec.configMap) does not exist"));
+                    let missing = ClientError::ConfigMapMissing { namespace: namespace.clone(), name: name.clone() };
+                    inputs.configmap_error = Some(missing.to_string());
                     format!("configmap={name}@missing")
                 }
             }
@@ -126,49 +115,16 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
             .as_ref()
             .filter(|p| p.fingerprint == fingerprint)
             .and_then(|p| p.content.clone());
-        let result = match (&location, &configmap_data) {
-            (Location::Remote(remote), _) => olm_catalog_client::fetch(remote, key.clone(), priority_of(&catalog))
-                .await
-                .map(|content| Fetched::New(Box::new(content)))
-                .map_err(|err| (err.to_string(), err.category())),
-            (Location::Image(image), _) => {
-                let digest = loaded.as_ref().and_then(|c| c.image_digest.as_deref());
-                match olm_catalog_client::fetch_image(&access, image, key.clone(), priority_of(&catalog), digest).await {
-                    Ok(ImageFetch::Content(content)) => Ok(Fetched::New(Box::new(content))),
-                    Ok(ImageFetch::Unchanged { .. }) => match &loaded {
-                        Some(content) => Ok(Fetched::Same(content.clone())),
-                        None => Err(("the catalog image's content was lost; reading it again".to_owned(), "CatalogUnreachable")),
-                    },
-                    Err(err) => Err((err.to_string(), err.category())),
-                }
-            }
-            (Location::ConfigMap(_), Some(data)) => configmap::content(key.clone(), priority_of(&catalog), data)
-                .map(|content| Fetched::New(Box::new(content)))
-                .map_err(|message| {
-                    (
-                        format!(
-                            "ConfigMap {namespace}/{}: {message}",
-                            catalog.spec.config_map.clone().unwrap_or_default()
-                        ),
-                        "InvalidCatalogContent",
-                    )
-                }),
-            (Location::ConfigMap(_), None) => Err((
-                inputs
-                    .configmap_error
-                    .clone()
-                    .unwrap_or_else(|| "the spec names no source".to_owned()),
-                "ConfigMapError",
-            )),
-        };
+        let result = olm_catalog_client::read(&catalog, &location, &access, configmap_data.as_ref(), loaded.as_ref())
+            .await
+            .map_err(|err| (err.to_string(), err.category()));
         let finished = Timestamp::now();
-        let unchanged = matches!(result, Ok(Fetched::Same(_)));
+        let unchanged = matches!(result, Ok(Read::Unchanged(_)));
         let next = match result {
-            Ok(fetched) => {
-                let content = match fetched {
-                    Fetched::Same(content) => content,
-                    Fetched::New(mut content) => {
-                        content.images = Some(access.clone());
+            Ok(read) => {
+                let content = match read {
+                    Read::Unchanged(content) => content,
+                    Read::New(content) => {
                         let (packages, bundles) = content.counts();
                         tracing::info!(catalog = %key, packages, bundles, digest = ?content.image_digest, "catalog content read");
                         Arc::new(*content)
@@ -192,11 +148,13 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
         };
         record(&ctx, &key, &catalog, &inputs, previous.as_ref(), &next, unchanged).await;
         current = Some(next);
-    } else if let (Location::Remote(remote), Some(ready)) = (&location, previous.as_ref().filter(|p| p.healthy() && p.fingerprint == fingerprint)) {
+    } else if location.is_server()
+        && let Some(ready) = previous.as_ref().filter(|p| p.healthy() && p.fingerprint == fingerprint)
+    {
         // Between two reads (15 min apart by default), a connection says whether the server
         // still answers: a server that died is said within LIVENESS_RECHECK, and its
         // Subscriptions learn it, instead of at the next read.
-        if let Err(err) = olm_catalog_client::probe(remote).await {
+        if let Err(err) = olm_catalog_client::probe(&location).await {
             tracing::warn!(catalog = %key, error.category = err.category(), "catalog server stopped answering: {err}");
             let next = failed_state(Some(ready), &fingerprint, err.to_string(), err.category(), Timestamp::now());
             record(&ctx, &key, &catalog, &inputs, previous.as_ref(), &next, false).await;
@@ -210,13 +168,13 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
     ctx.status.apply(catalog.as_ref(), &decide::status(&catalog, &inputs, now)).await?;
 
     let mut requeue = decide::next_fetch(current.as_ref(), &fingerprint, interval, Timestamp::now()).min(decide::SECRETS_RECHECK);
-    if matches!(location, Location::Remote(_)) {
+    if location.is_server() {
         requeue = requeue.min(decide::LIVENESS_RECHECK);
     }
     if inputs.configmap_error.is_some() {
         // Nothing to read until the ConfigMap appears: look again later, not at once.
         requeue = decide::CONFIGMAP_RECHECK;
-    } else if matches!(source, Source::ConfigMap(_)) {
+    } else if matches!(location, Location::ConfigMap(_)) {
         requeue = requeue.min(decide::CONFIGMAP_RECHECK);
     }
     if let Some(delay) = put_off {
@@ -298,14 +256,6 @@ async fn record(
     }
 }
 
-/// What a read gave.
-enum Fetched {
-    /// New content.
-    New(Box<olm_catalog_client::CatalogContent>),
-    /// The catalog image still has the digest already loaded.
-    Same(Arc<olm_catalog_client::CatalogContent>),
-}
-
 fn observe_counts(ctx: &ControllerContext<CatalogSourceState>) {
     let count = ctx.state.catalogs.store().len();
     ctx.state.metrics
@@ -326,7 +276,7 @@ pub fn run(
     let metrics = ctx.state.metrics.clone();
     // A deleted CatalogSource leaves the store: drop its content.
     let deletions = state.catalogs.subscribe().filter_map(move |catalog: Arc<CatalogSource>| {
-        let key = key_of(&catalog);
+        let key = location::key(&catalog);
         if deletions_store.get(&ObjectRef::from_obj(catalog.as_ref())).is_none() {
             cache.remove(&key);
             metrics.forget_catalog(&key.namespace, &key.name);

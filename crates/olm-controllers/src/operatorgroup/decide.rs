@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use kube::core::{Selector, SelectorExt};
 use olm_api::keys;
 use olm_api::v1::operator_group::{
     MULTIPLE_OPERATOR_GROUP_CONDITION, MULTIPLE_OPERATOR_GROUPS_FOUND_REASON, OperatorGroup, OperatorGroupStatus,
@@ -20,7 +21,6 @@ use olm_runtime::Decision;
 
 use crate::metadata::{member_annotations, operator_group_owner_labels, provided_apis};
 use crate::rbac::{GENERATED_SUFFIX, ROLE_TYPES, operator_group_aggregation, operator_group_role_prefix, role_is_current};
-use crate::selector;
 
 /// A namespace as the OperatorGroup controller sees it, borrowed from the cache: every pass
 /// of every group reads every namespace, so a copy of each was O(N) allocations per pass.
@@ -97,22 +97,30 @@ pub type OgDecision = Decision<OgAction, OperatorGroupStatus>;
 /// The resolved target namespaces: explicit list, else selector matches, else all (`[""]`).
 /// Sorted and deduplicated; explicit targets that do not exist (yet) are kept, as upstream does,
 /// so that an operator sees the namespace as soon as it is created.
+///
+/// The selector is kube-core's, whose matching is Kubernetes' label-selector matching (matchLabels
+/// and In, NotIn, Exists, DoesNotExist, all of them required). A selector without requirements
+/// selects every namespace. A selector Kubernetes would refuse for its operator (not one of those
+/// four) or for an In or NotIn without `values` selects no namespace: upstream's sync stops at
+/// such a group, and a group never targets more than its author asked for.
 pub fn target_namespaces(group: &OperatorGroup, namespaces: &[NamespaceView<'_>]) -> Vec<String> {
     let spec = &group.spec;
     if let Some(targets) = spec.target_namespaces.as_ref().filter(|t| !t.is_empty()) {
         let set: BTreeSet<String> = targets.iter().filter(|t| !t.is_empty()).cloned().collect();
         return set.into_iter().collect();
     }
-    match spec.selector.as_ref().filter(|s| !selector::is_empty(s)) {
-        Some(sel) => {
+    match spec.selector.clone().map(Selector::try_from) {
+        None => vec![String::new()],
+        Some(Ok(selector)) if selector.selects_all() => vec![String::new()],
+        Some(Ok(selector)) => {
             let set: BTreeSet<String> = namespaces
                 .iter()
-                .filter(|ns| selector::matches(sel, ns.labels))
+                .filter(|ns| selector.matches(ns.labels))
                 .map(|ns| ns.name.to_owned())
                 .collect();
             set.into_iter().collect()
         }
-        None => vec![String::new()],
+        Some(Err(_)) => Vec::new(),
     }
 }
 

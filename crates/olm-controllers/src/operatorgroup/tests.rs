@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, Time};
 use k8s_openapi::jiff::Timestamp;
 use olm_api::keys;
 
@@ -53,6 +53,46 @@ fn targets_come_from_the_list_the_selector_or_everything() {
     assert_eq!(target_namespaces(&group(OperatorGroupSpec::default()), &ns), vec![String::new()]);
     let empty_list = group(OperatorGroupSpec { target_namespaces: Some(vec![]), ..Default::default() });
     assert_eq!(target_namespaces(&empty_list, &ns), vec![String::new()]);
+}
+
+/// The label selectors of `spec.selector`, matched as Kubernetes does (kube-core's `Selector`).
+#[test]
+fn a_selector_matches_namespace_labels_as_kubernetes_does() {
+    let ns = namespaces();
+    let requirement = |key: &str, operator: &str, values: Option<&[&str]>| LabelSelectorRequirement {
+        key: key.into(),
+        operator: operator.into(),
+        values: values.map(|v| v.iter().map(|s| (*s).to_owned()).collect()),
+    };
+    let by_labels = |labels: &[(&str, &str)]| LabelSelector {
+        match_labels: Some(labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()),
+        ..Default::default()
+    };
+    let by_expressions = |expressions: Vec<LabelSelectorRequirement>| LabelSelector { match_expressions: Some(expressions), ..Default::default() };
+    let all = vec![String::new()];
+    let x = vec!["a".to_owned(), "ops".to_owned()];
+    let cases: Vec<(&str, LabelSelector, Vec<String>)> = vec![
+        ("empty: everything", LabelSelector::default(), all.clone()),
+        ("empty matchLabels: everything", by_labels(&[]), all.clone()),
+        ("matchLabels", by_labels(&[("team", "x")]), x.clone()),
+        ("matchLabels, another value", by_labels(&[("team", "y")]), vec![]),
+        ("In", by_expressions(vec![requirement("team", "In", Some(&["x", "y"]))]), x.clone()),
+        ("NotIn: absent counts", by_expressions(vec![requirement("team", "NotIn", Some(&["x"]))]), vec!["b".to_owned()]),
+        ("Exists", by_expressions(vec![requirement("team", "Exists", None)]), x.clone()),
+        ("DoesNotExist", by_expressions(vec![requirement("team", "DoesNotExist", None)]), vec!["b".to_owned()]),
+        (
+            "every requirement",
+            LabelSelector { match_expressions: Some(vec![requirement("team", "Exists", None)]), ..by_labels(&[("team", "y")]) },
+            vec![],
+        ),
+        ("an unknown operator: nothing", by_expressions(vec![requirement("team", "Matches", Some(&["x"]))]), vec![]),
+        ("NotIn without values: nothing", by_expressions(vec![requirement("team", "NotIn", None)]), vec![]),
+        ("In without values: nothing", by_expressions(vec![requirement("team", "In", None)]), vec![]),
+    ];
+    for (what, selector, expected) in cases {
+        let og = group(OperatorGroupSpec { selector: Some(selector), ..Default::default() });
+        assert_eq!(target_namespaces(&og, &ns), expected, "{what}");
+    }
 }
 
 #[test]

@@ -103,7 +103,7 @@ impl UnpackSettings {
             group
                 .and_then(|g| g.metadata.annotations.as_ref())
                 .and_then(|a| a.get(key))
-                .and_then(|v| olm_catalog_client::location::parse_go_duration(v))
+                .and_then(|v| olm_api::duration::parse_go_duration(v.trim()).ok())
         };
         UnpackSettings {
             timeout: annotation(keys::BUNDLE_UNPACK_TIMEOUT_ANNOTATION).filter(|d| !d.is_zero()),
@@ -136,7 +136,7 @@ fn visible_catalogs(state: &SubscriptionControllerState, namespace: &str) -> Vec
 fn catalogs_unread(state: &SubscriptionControllerState, catalogs: &[Arc<CatalogSource>]) -> bool {
     catalogs.iter().any(|catalog| {
         catalog.meta().deletion_timestamp.is_none()
-            && olm_catalog_client::location::source(catalog).is_ok()
+            && olm_catalog_client::Location::of(catalog).is_ok()
             && state.content.get(&CatalogKey::new(catalog.name_any(), catalog.namespace().unwrap_or_default())).is_none()
     })
 }

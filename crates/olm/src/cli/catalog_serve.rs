@@ -4,7 +4,6 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -30,11 +29,12 @@ pub struct ServeArgs {
     #[arg(long = "grpc-addr", value_name = "[NAME=]ADDR")]
     pub grpc_addrs: Vec<String>,
 
-    /// How often to check the catalog directories for edits (e.g. 5s, 500ms); 0 disables reload.
+    /// How often to check the catalog directories for edits, as a Go duration (e.g. 5s, 500ms);
+    /// 0 disables reload.
     #[arg(long, value_name = "DURATION", default_value = "5s")]
     pub reload_interval: String,
 
-    /// Time limit for one HTTP request or gRPC call.
+    /// Time limit for one HTTP request or gRPC call, as a Go duration (e.g. 30s, 2m).
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub request_timeout: String,
 
@@ -64,27 +64,6 @@ Examples:
   olm catalog serve --catalog community=catalogs/community
   olm catalog serve --catalog a=dir/a --catalog b=dir/b --grpc-addr a=:50051 --grpc-addr b=:50052
 ";
-
-/// Parse "5s", "500ms", "2m", "1h" or a bare number of seconds.
-fn parse_duration(text: &str) -> anyhow::Result<Duration> {
-    let t = text.trim();
-    let (number, unit) = match t.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
-        Some(i) => (&t[..i], &t[i..]),
-        None => (t, "s"),
-    };
-    let value: f64 = number.parse().with_context(|| format!("{text:?} is not a duration; write e.g. 5s, 500ms or 2m"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        other => bail!("unknown duration unit {other:?} in {text:?}; use ms, s, m or h"),
-    };
-    if !seconds.is_finite() || seconds < 0.0 {
-        bail!("{text:?} is not a valid duration");
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
 
 /// "host:port", ":port" (all interfaces, as Go servers read it) or "[::1]:port".
 fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
@@ -155,9 +134,9 @@ fn build_config(args: &ServeArgs) -> anyhow::Result<olm_registry::ServeConfig> {
     let mut config = olm_registry::ServeConfig::new(catalogs);
     config.http_addr = if args.http_addr.eq_ignore_ascii_case("none") { None } else { Some(parse_addr(&args.http_addr)?) };
     config.grpc_addrs = grpc_addrs;
-    let reload = parse_duration(&args.reload_interval).context("--reload-interval")?;
+    let reload = super::duration_flag("--reload-interval", &args.reload_interval, "5s or 500ms (0 disables reload)")?;
     config.reload_interval = (!reload.is_zero()).then_some(reload);
-    let timeout = parse_duration(&args.request_timeout).context("--request-timeout")?;
+    let timeout = super::duration_flag("--request-timeout", &args.request_timeout, "30s or 2m")?;
     if timeout.is_zero() {
         bail!("--request-timeout must be more than 0");
     }
@@ -227,6 +206,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn args(catalogs: &[&str], grpc: &[&str]) -> ServeArgs {
         ServeArgs {
@@ -240,13 +220,24 @@ mod tests {
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("5s").unwrap(), Duration::from_secs(5));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("x").is_err());
+    fn durations_are_go_durations() {
+        let dir = std::env::temp_dir().display().to_string();
+        let with = |reload: &str, timeout: &str| {
+            let mut a = args(&[&format!("a={dir}")], &[]);
+            a.reload_interval = reload.into();
+            a.request_timeout = timeout.into();
+            build_config(&a)
+        };
+        let config = with("250ms", "2m").unwrap();
+        assert_eq!(config.reload_interval, Some(Duration::from_millis(250)));
+        assert_eq!(config.http_limits.request_timeout, Duration::from_secs(120));
+        assert_eq!(with("0", "1h30m").unwrap().reload_interval, None);
+        // A bare number has no unit, as Go's flags say.
+        let err = with("3", "30s").unwrap_err().to_string();
+        assert!(err.starts_with("--reload-interval \"3\": missing unit") && err.contains("such as 5s"), "{err}");
+        let err = with("5s", "5 parsecs").unwrap_err().to_string();
+        assert!(err.starts_with("--request-timeout \"5 parsecs\": unknown unit"), "{err}");
+        assert!(with("5s", "0").unwrap_err().to_string().contains("must be more than 0"));
     }
 
     #[test]

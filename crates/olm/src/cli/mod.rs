@@ -136,6 +136,13 @@ fn warnings_to_stderr() {
 }
 
 /// Run as `kubectl-olm` (a kubectl plugin: `kubectl olm …`), help and errors say `kubectl olm`.
+/// The Go duration (`olm_api::duration`, as upstream's flags take them) given to `flag`, with
+/// surrounding spaces ignored; an error names the flag and shows `example`.
+fn duration_flag(flag: &str, text: &str, example: &str) -> anyhow::Result<std::time::Duration> {
+    olm_api::duration::parse_go_duration(text.trim())
+        .map_err(|err| anyhow::anyhow!("{flag} {text:?}: {err}; write a Go duration such as {example}"))
+}
+
 fn parse() -> Cli {
     let invoked = std::env::args_os().next().map(std::path::PathBuf::from);
     let as_plugin = invoked.as_deref().and_then(std::path::Path::file_name).is_some_and(|n| n == "kubectl-olm");
@@ -194,6 +201,16 @@ fn said_once(err: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_flag_is_a_go_duration_and_its_error_names_the_flag() {
+        assert_eq!(duration_flag("--refresh", " 1m30s ", "5m").unwrap(), std::time::Duration::from_secs(90));
+        assert_eq!(duration_flag("--refresh", "0", "5m").unwrap(), std::time::Duration::ZERO);
+        for (text, why) in [("30", "missing unit"), ("5 parsecs", "unknown unit"), ("-1s", "negative"), ("", "invalid duration")] {
+            let err = duration_flag("--refresh", text, "30s or 5m").unwrap_err().to_string();
+            assert!(err.starts_with(&format!("--refresh {text:?}: ")) && err.contains(why) && err.ends_with("such as 30s or 5m"), "{err}");
+        }
+    }
 
     #[test]
     fn a_cause_the_message_already_says_is_not_repeated() {

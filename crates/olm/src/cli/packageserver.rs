@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use olm_packageserver::cluster::{Authorization, Config, ServingSource};
@@ -44,7 +43,7 @@ pub struct PackageServerArgs {
     /// (every request the API server forwards is allowed).
     #[arg(long, default_value = "sar")]
     authorization: String,
-    /// How often healthy catalogs are read again (e.g. 5m, 30s).
+    /// How often healthy catalogs are read again, as a Go duration (e.g. 5m, 30s).
     #[arg(long, default_value = "5m")]
     refresh: String,
 }
@@ -61,20 +60,6 @@ authorized with a SubjectAccessReview. /healthz and /readyz need no authenticati
 A failing catalog never makes the API unavailable: its packages are left out (or served from the
 last successful read) and a Warning header says so.
 ";
-
-fn parse_duration(text: &str) -> anyhow::Result<Duration> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let n: u64 = number.parse().with_context(|| format!("{text:?} is not a duration; write e.g. 30s or 5m"))?;
-    Ok(match unit {
-        "ms" => Duration::from_millis(n),
-        "s" | "" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        other => bail!("unknown duration unit {other:?} in {text:?}; use ms, s, m or h"),
-    })
-}
 
 pub fn run(args: PackageServerArgs) -> anyhow::Result<ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -104,7 +89,7 @@ pub fn run(args: PackageServerArgs) -> anyhow::Result<ExitCode> {
         global_namespace: args.global_namespace.clone(),
         serving,
         authorization,
-        refresh: parse_duration(&args.refresh)?,
+        refresh: super::duration_flag("--refresh", &args.refresh, "30s or 5m")?,
         images: std::sync::Arc::new(args.registry.client()?),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
