@@ -48,3 +48,33 @@ pub fn widget_catalog(name: &str, current: &str, csvs: Vec<serde_json::Value>, c
         }
     })
 }
+
+/// In `ns`: the ConfigMap catalog `widgets` serving `csvs` (and the Widget CRD of `random`),
+/// `head` the head of its channel `stable`, its CatalogSource, and an Automatic Subscription
+/// `widget` to that channel, from `starting_csv` or the head.
+pub async fn subscribe_to_widgets(
+    ns: &olm_testkit::TestNamespace,
+    random: &str,
+    head: &str,
+    csvs: Vec<serde_json::Value>,
+    starting_csv: Option<&str>,
+) -> anyhow::Result<()> {
+    use crate::controllers::create_from_yaml;
+    let catalog = widget_catalog("widgets", head, csvs, vec![widget_crd(false, random)]);
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
+    cms.create(&Default::default(), &serde_json::from_value(catalog)?).await?;
+    create_from_yaml(
+        ns,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n",
+    )
+    .await?;
+    let starting = starting_csv.map(|s| format!("  startingCSV: {s}\n")).unwrap_or_default();
+    create_from_yaml(
+        ns,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: widget\nspec:\n  source: widgets\n  sourceNamespace: {}\n  name: widget\n  channel: stable\n{starting}  installPlanApproval: Automatic\n",
+            ns.name()
+        ),
+    )
+    .await
+}

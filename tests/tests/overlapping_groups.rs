@@ -10,14 +10,13 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::PostParams;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, ResourceExt};
 use olm_api::keys;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, CsvReason};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
 use olm_e2e::controllers::{self, create_from_yaml};
-use olm_e2e::widget::{widget_catalog, widget_crd, widget_csv};
+use olm_e2e::widget::{subscribe_to_widgets, widget_csv};
 use olm_testkit::TestNamespace;
 use serde_json::json;
 
@@ -31,22 +30,7 @@ async fn install_for_all_namespaces(ns: &TestNamespace, random: &str) -> anyhow:
     let mut csv = widget_csv("1.0.0", None, random);
     csv["spec"]["installModes"] = json!([{"type": "OwnNamespace", "supported": true}, {"type": "SingleNamespace", "supported": true},
                                          {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": true}]);
-    let catalog = widget_catalog("widgets", "widget.v1.0.0", vec![csv], vec![widget_crd(false, random)]);
-    let cms: Api<ConfigMap> = ns.api();
-    cms.create(&PostParams::default(), &serde_json::from_value(catalog)?).await?;
-    create_from_yaml(
-        ns,
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n",
-    )
-    .await?;
-    create_from_yaml(
-        ns,
-        &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: widget\nspec:\n  source: widgets\n  sourceNamespace: {}\n  name: widget\n  channel: stable\n  installPlanApproval: Automatic\n",
-            ns.name()
-        ),
-    )
-    .await
+    subscribe_to_widgets(ns, random, "widget.v1.0.0", vec![csv], None).await
 }
 
 /// `widget.v1.0.0` in `ns` once `check` accepts it.

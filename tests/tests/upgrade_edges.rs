@@ -6,11 +6,10 @@
 use std::time::Duration;
 
 use kube::Api;
-use kube::api::PostParams;
 use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionState};
-use olm_e2e::controllers::{self, create_from_yaml};
-use olm_e2e::widget::{widget_catalog, widget_crd, widget_csv};
+use olm_e2e::controllers;
+use olm_e2e::widget::{subscribe_to_widgets, widget_csv};
 use olm_testkit::TestNamespace;
 use serde_json::json;
 
@@ -32,23 +31,7 @@ async fn subscribe_and_reach_v2(
     starting_csv: Option<&str>,
 ) -> anyhow::Result<()> {
     controllers::create_own_namespace_group(ns, "widgets").await?;
-    let catalog = widget_catalog("widgets", "widget.v2.0.0", csvs, vec![widget_crd(false, random)]);
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
-    cms.create(&PostParams::default(), &serde_json::from_value(catalog)?).await?;
-    create_from_yaml(
-        ns,
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n",
-    )
-    .await?;
-    create_from_yaml(
-        ns,
-        &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: widget\nspec:\n  source: widgets\n  sourceNamespace: {}\n  name: widget\n  channel: stable\n{}  installPlanApproval: Automatic\n",
-            ns.name(),
-            starting_csv.map(|s| format!("  startingCSV: {s}\n")).unwrap_or_default()
-        ),
-    )
-    .await?;
+    subscribe_to_widgets(ns, random, "widget.v2.0.0", csvs, starting_csv).await?;
 
     // v2 succeeds, naming the CSV it replaced although its manifest does not.
     let csvs: Api<ClusterServiceVersion> = ns.api();
@@ -220,22 +203,7 @@ async fn an_upgrade_the_group_cannot_run_is_not_taken_and_said() -> anyhow::Resu
     v2["spec"]["installModes"] = json!([{"type": "OwnNamespace", "supported": false}, {"type": "SingleNamespace", "supported": false},
                                         {"type": "MultiNamespace", "supported": false}, {"type": "AllNamespaces", "supported": true}]);
     controllers::create_own_namespace_group(&ns, "widgets").await?;
-    let catalog = widget_catalog("widgets", "widget.v2.0.0", vec![widget_csv("1.0.0", None, &random), v2], vec![widget_crd(false, &random)]);
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = ns.api();
-    cms.create(&PostParams::default(), &serde_json::from_value(catalog)?).await?;
-    create_from_yaml(
-        &ns,
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: widgets\nspec:\n  sourceType: configmap\n  configMap: widgets\n",
-    )
-    .await?;
-    create_from_yaml(
-        &ns,
-        &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: widget\nspec:\n  source: widgets\n  sourceNamespace: {}\n  name: widget\n  channel: stable\n  startingCSV: widget.v1.0.0\n  installPlanApproval: Automatic\n",
-            ns.name()
-        ),
-    )
-    .await?;
+    subscribe_to_widgets(&ns, &random, "widget.v2.0.0", vec![widget_csv("1.0.0", None, &random), v2], Some("widget.v1.0.0")).await?;
     // v1 keeps running, and the Subscription says which version needs which install mode.
     let subs: Api<Subscription> = ns.api();
     let message = ns

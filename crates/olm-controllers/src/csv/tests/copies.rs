@@ -12,6 +12,18 @@ fn succeeded_all_namespaces_world() -> World {
     world.with_installed_deployments()
 }
 
+/// The copies a decision writes whole.
+fn applied_copies(decision: &CsvDecision) -> Vec<ClusterServiceVersion> {
+    decision
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            CsvAction::ApplyCopy(copy) => Some((**copy).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn all_namespaces_csv_is_copied_unless_disabled() {
     let mut world = succeeded_all_namespaces_world();
@@ -86,15 +98,7 @@ fn a_copy_is_rewritten_by_its_uid_and_a_new_one_has_none() {
     // A new copy carries no uid (it is created, never applied over a CSV of the same name that
     // another group installed there); a copy that exists is rewritten under its own uid.
     let mut world = succeeded_all_namespaces_world();
-    let decision = world.decide();
-    let copies: Vec<ClusterServiceVersion> = decision
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            CsvAction::ApplyCopy(copy) => Some((**copy).clone()),
-            _ => None,
-        })
-        .collect();
+    let copies = applied_copies(&world.decide());
     assert_eq!(copies.len(), 2);
     assert!(copies.iter().all(|c| c.metadata.uid.is_none()));
     world.copies = copies
@@ -106,15 +110,7 @@ fn a_copy_is_rewritten_by_its_uid_and_a_new_one_has_none() {
             c
         })
         .collect();
-    let rewritten: Vec<Option<String>> = world
-        .decide()
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            CsvAction::ApplyCopy(copy) => Some(copy.metadata.uid.clone()),
-            _ => None,
-        })
-        .collect();
+    let rewritten: Vec<Option<String>> = applied_copies(&world.decide()).into_iter().map(|c| c.metadata.uid).collect();
     assert_eq!(rewritten, [Some("uid-in-kube-system".to_owned()), Some("uid-in-other".to_owned())]);
 }
 
