@@ -61,8 +61,8 @@ pub struct StatusWriter {
     client: Client,
     field_manager: String,
     /// For each object whose status this writer changed and whose new version the watch cache
-    /// has not shown yet: the resourceVersion the write replaced.
-    replaced: Arc<Mutex<HashMap<ObjectKey, String>>>,
+    /// has not shown yet: the resourceVersion the write replaced, and the one it made.
+    replaced: Arc<Mutex<HashMap<ObjectKey, (String, String)>>>,
 }
 
 /// Kind, namespace, name.
@@ -86,20 +86,24 @@ impl StatusWriter {
         }
     }
 
-    /// Whether `obj` is the version this writer's last status write replaced: the watch cache
-    /// has not caught up with the write yet. A pass on it would decide again from the old
-    /// status (and redo its work); the write's own watch event brings the next pass.
+    /// Whether `obj` is older than this writer's last status write of it: the watch cache has
+    /// not caught up with the write yet. A pass on it would decide again from the old status
+    /// (and redo its work, or write the old status back over the new one); the write's own
+    /// watch event brings the next pass. Older is the version the write replaced, or, where
+    /// resourceVersions are numbers (etcd's revisions, as every API server here serves them), any
+    /// below the written one: another writer's change made between the read and the write (a
+    /// label) arrives first, with the status as it was before the write.
     pub fn is_stale<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
         let mut replaced = self.replaced.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = key_of(obj);
-        match (replaced.get(&key), obj.meta().resource_version.as_ref()) {
-            (Some(old), Some(seen)) if old == seen => true,
-            (Some(_), _) => {
-                replaced.remove(&key);
-                false
-            }
-            (None, _) => false,
+        let Some((old, written)) = replaced.get(&key) else { return false };
+        let stale = obj.meta().resource_version.as_ref().is_some_and(|seen| {
+            seen == old || matches!((seen.parse::<u64>(), written.parse::<u64>()), (Ok(seen), Ok(written)) if seen < written)
+        });
+        if !stale {
+            replaced.remove(&key);
         }
+        stale
     }
 
     /// The field manager.
@@ -177,7 +181,7 @@ impl StatusWriter {
             if replaced.len() >= REPLACED_KEPT {
                 replaced.clear();
             }
-            replaced.insert(key_of(obj), old.clone());
+            replaced.insert(key_of(obj), (old.clone(), new.clone()));
         }
         Ok(true)
     }
@@ -186,6 +190,37 @@ impl StatusWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(version: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        let mut map = k8s_openapi::api::core::v1::ConfigMap::default();
+        map.metadata.name = Some("m".into());
+        map.metadata.namespace = Some("ns".into());
+        map.metadata.resource_version = Some(version.into());
+        map
+    }
+
+    fn writer_after_a_write(replaced: &str, written: &str) -> StatusWriter {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
+        let writer = StatusWriter::new(Client::try_from(config).expect("client"), "olm/test");
+        writer.replaced.lock().unwrap().insert(key_of(&at("0")), (replaced.to_owned(), written.to_owned()));
+        writer
+    }
+
+    #[tokio::test]
+    async fn a_version_older_than_the_write_is_stale_until_the_write_is_seen() {
+        let writer = writer_after_a_write("100", "102");
+        assert!(writer.is_stale(&at("100")), "the version the write replaced");
+        // Another writer's change (a label) made between the read and the write: still the old
+        // status.
+        assert!(writer.is_stale(&at("101")));
+        assert!(!writer.is_stale(&at("102")), "the write itself");
+        assert!(!writer.is_stale(&at("101")), "once seen, the write is forgotten");
+        // A later version, and versions that are not numbers, are not stale.
+        assert!(!writer_after_a_write("100", "102").is_stale(&at("103")));
+        let opaque = writer_after_a_write("a", "c");
+        assert!(opaque.is_stale(&at("a")));
+        assert!(!opaque.is_stale(&at("b")));
+    }
 
     #[test]
     fn timestamps_do_not_count_as_a_change() {
