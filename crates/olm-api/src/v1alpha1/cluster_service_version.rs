@@ -520,6 +520,33 @@ closed_string_enum! {
     }
 }
 
+/// Why an OperatorGroup's target namespaces fit no install mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvalidTargets {
+    /// No namespace at all.
+    Empty,
+    /// All namespaces (`""`) among others.
+    AllAmongOthers,
+}
+
+impl InstallModeType {
+    /// The install modes an operator in namespace `own` needs to watch `targets` (an
+    /// OperatorGroup's `status.namespaces`, `[""]` meaning all), in upstream's order of checks
+    /// (InstallModeSet.Supports): several namespaces need MultiNamespace, and OwnNamespace too
+    /// when `own` is one of them.
+    pub fn needed_for(own: &str, targets: &[String]) -> Result<Vec<InstallModeType>, InvalidTargets> {
+        match targets {
+            [] => Err(InvalidTargets::Empty),
+            [all] if all.is_empty() => Ok(vec![InstallModeType::AllNamespaces]),
+            [only] if only == own => Ok(vec![InstallModeType::OwnNamespace]),
+            [_] => Ok(vec![InstallModeType::SingleNamespace]),
+            many if many.iter().any(String::is_empty) => Err(InvalidTargets::AllAmongOthers),
+            many if many.iter().any(|t| t == own) => Ok(vec![InstallModeType::MultiNamespace, InstallModeType::OwnNamespace]),
+            _ => Ok(vec![InstallModeType::MultiNamespace]),
+        }
+    }
+}
+
 /// Whether the operator supports one install mode.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

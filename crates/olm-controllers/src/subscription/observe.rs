@@ -9,7 +9,7 @@ use kube::{Api, Resource, ResourceExt};
 use olm_api::keys;
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase};
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase, InstallModeType};
 use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanConditionType, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_catalog_client::CatalogContent;
@@ -65,15 +65,8 @@ impl GroupModes {
     pub fn of(groups: &[Arc<OperatorGroup>], namespace: &str) -> Option<GroupModes> {
         let [group] = groups else { return None };
         let targets = group.status.as_ref()?.namespaces.as_deref()?;
-        let modes: Vec<&str> = match targets {
-            [] => return None,
-            [all] if all.is_empty() => vec!["AllNamespaces"],
-            [own] if own == namespace => vec!["OwnNamespace"],
-            [_] => vec!["SingleNamespace"],
-            many if many.iter().any(|t| t == namespace) => vec!["MultiNamespace", "OwnNamespace"],
-            _ => vec!["MultiNamespace"],
-        };
-        Some(GroupModes { group: group.name_any(), modes: modes.into_iter().map(str::to_owned).collect() })
+        let modes = InstallModeType::needed_for(namespace, targets).ok()?;
+        Some(GroupModes { group: group.name_any(), modes: modes.into_iter().map(|m| m.as_str().to_owned()).collect() })
     }
 }
 

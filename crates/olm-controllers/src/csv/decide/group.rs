@@ -9,7 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use olm_api::keys;
 use olm_api::v1::operator_group::OperatorGroup;
-use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason, InstallModeType};
+use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason, InstallModeType, InvalidTargets};
 
 use super::copies::decide_copies;
 use super::{CsvAction, CsvDecision, Observed, REQUEUE_RESYNC, REQUEUE_WAITING, transition};
@@ -197,53 +197,26 @@ pub fn install_modes_support(csv: &ClusterServiceVersion, own: &str, targets: &[
             ));
         }
     }
-    let supports = |t: InstallModeType| supported.get(&t).copied().unwrap_or(false);
-    let unsupported = |t: InstallModeType, what: String| {
-        Err((
-            CsvReason::UnsupportedOperatorGroup,
-            format!("{} InstallModeType not supported, cannot configure to watch {what}", t.as_str()),
-        ))
-    };
-    match targets {
-        [] => Err((
-            CsvReason::UnsupportedOperatorGroup,
-            "operatorgroup has invalid selected namespaces, cannot configure to watch zero namespaces".to_owned(),
-        )),
-        [only] if only.is_empty() => {
-            if supports(InstallModeType::AllNamespaces) {
-                Ok(())
-            } else {
-                unsupported(InstallModeType::AllNamespaces, "all namespaces".into())
-            }
-        }
-        [only] if only == own => {
-            if supports(InstallModeType::OwnNamespace) {
-                Ok(())
-            } else {
-                unsupported(InstallModeType::OwnNamespace, "own namespace".into())
-            }
-        }
-        [_] => {
-            if supports(InstallModeType::SingleNamespace) {
-                Ok(())
-            } else {
-                unsupported(InstallModeType::SingleNamespace, "one namespace".into())
-            }
-        }
-        many => {
-            if many.iter().any(String::is_empty) {
-                return Err((
-                    CsvReason::UnsupportedOperatorGroup,
-                    "operatorgroup has invalid selected namespaces, NamespaceAll found when |selected namespaces| > 1".to_owned(),
-                ));
-            }
-            if !supports(InstallModeType::MultiNamespace) {
-                return unsupported(InstallModeType::MultiNamespace, format!("{} namespaces", many.len()));
-            }
-            if many.iter().any(|t| t == own) && !supports(InstallModeType::OwnNamespace) {
-                return unsupported(InstallModeType::OwnNamespace, "own namespace".into());
-            }
-            Ok(())
+    let needed = InstallModeType::needed_for(own, targets).map_err(|invalid| {
+        let what = match invalid {
+            InvalidTargets::Empty => "cannot configure to watch zero namespaces",
+            InvalidTargets::AllAmongOthers => "NamespaceAll found when |selected namespaces| > 1",
+        };
+        (CsvReason::UnsupportedOperatorGroup, format!("operatorgroup has invalid selected namespaces, {what}"))
+    })?;
+    match needed.into_iter().find(|t| !supported.get(t).copied().unwrap_or(false)) {
+        None => Ok(()),
+        Some(lacking) => {
+            let what = match lacking {
+                InstallModeType::AllNamespaces => "all namespaces".to_owned(),
+                InstallModeType::OwnNamespace => "own namespace".to_owned(),
+                InstallModeType::SingleNamespace => "one namespace".to_owned(),
+                _ => format!("{} namespaces", targets.len()),
+            };
+            Err((
+                CsvReason::UnsupportedOperatorGroup,
+                format!("{} InstallModeType not supported, cannot configure to watch {what}", lacking.as_str()),
+            ))
         }
     }
 }
