@@ -9,6 +9,7 @@
 //!   host processes), on its own state directory and ports.
 //! - [`images`]: bundle and catalog images pushed to a test registry, hostile images built by
 //!   hand, a slow registry.
+//! - [`upstream`]: upstream OLM v0.46's operators as the OLM under test, to judge against.
 //! - [`widget`]: a test operator without Deployments and a ConfigMap catalog for it.
 //! - [`olm_bin`]: the `olm` binary under test.
 //!
@@ -22,6 +23,7 @@ pub mod dev_env;
 pub mod faults;
 pub mod images;
 pub mod journey;
+pub mod upstream;
 pub mod widget;
 
 /// The repository root.

@@ -10,7 +10,11 @@
 //! A table of the outcomes (package, start and head, upgrades walked, time) is printed, and
 //! written to `$OLM_CONFORMANCE_TABLE` when set (docs/conformance.md keeps the last one).
 //! `OLM_CONFORMANCE_PACKAGES=DIR` runs another tree of bundle directories the same way (a
-//! held-out set); `OLM_CONFORMANCE_ONLY=a,b` runs only some packages.
+//! held-out set, or the whole community catalog: bench/community.sh); `OLM_CONFORMANCE_ONLY=a,b`
+//! runs only some packages, `OLM_CONFORMANCE_SLICE=K/N` the K-th of N equal runs of them in name
+//! order, `OLM_CONFORMANCE_HEADS=1` installs each head without `startingCSV` (no walk).
+//! A package that fails gets what its user sees (Subscription conditions, InstallPlan and CSV
+//! phases and messages) in the table.
 //!
 //! The plan of each package is read from the rendered catalog with the catalog library (the
 //! same model the catalog server serves); what the test expects of OLM is what a user sees:
@@ -81,6 +85,42 @@ enum Outcome {
     /// The CSVs walked, and how many steps took each kind of edge.
     Walked { walked: Vec<String>, edges: BTreeMap<String, usize> },
     Unresolvable { message: String },
+    /// OLM did not do what the user expects: what went wrong, and what the user sees.
+    Failed { error: String, seen: String },
+}
+
+/// Which packages of the tree this run takes: `OLM_CONFORMANCE_ONLY`, then `OLM_CONFORMANCE_SLICE`.
+struct Selection {
+    only: Option<BTreeSet<String>>,
+    /// (K, N): the K-th (from 1) of N consecutive, equal slices of the packages in name order.
+    slice: Option<(usize, usize)>,
+}
+
+impl Selection {
+    fn from_env() -> anyhow::Result<Selection> {
+        let only = std::env::var("OLM_CONFORMANCE_ONLY").ok().map(|s| s.split(',').map(str::to_owned).collect());
+        let slice = match std::env::var("OLM_CONFORMANCE_SLICE") {
+            Err(_) => None,
+            Ok(text) => {
+                let parsed = text.split_once('/').and_then(|(k, n)| Some((k.trim().parse::<usize>().ok()?, n.trim().parse::<usize>().ok()?)));
+                match parsed {
+                    Some((k, n)) if (1..=n).contains(&k) => Some((k, n)),
+                    _ => bail!("OLM_CONFORMANCE_SLICE={text}: expected K/N with 1 <= K <= N, for example 2/5"),
+                }
+            }
+        };
+        Ok(Selection { only, slice })
+    }
+
+    /// The names to take out of `names` (in name order).
+    fn pick<'a>(&self, names: impl Iterator<Item = &'a str>) -> BTreeSet<String> {
+        let names: Vec<&str> = names.filter(|n| self.only.as_ref().is_none_or(|only| only.contains(*n))).collect::<BTreeSet<_>>().into_iter().collect();
+        let Some((k, n)) = self.slice else {
+            return names.into_iter().map(str::to_owned).collect();
+        };
+        let (from, to) = (names.len() * (k - 1) / n, names.len() * k / n);
+        names[from..to].iter().map(|n| (*n).to_owned()).collect()
+    }
 }
 
 /// The packages' tree: `OLM_CONFORMANCE_PACKAGES`, or the bundled subset unpacked into `scratch`.
@@ -416,27 +456,79 @@ fn needed_by_others(catalog: &Catalog, plans: &[Plan]) -> BTreeSet<String> {
     needed
 }
 
-/// Subscribe `plan` in a namespace of its own and wait for what the user must see.
+/// Subscribe `plan` in a namespace of its own and wait for what the user must see; when OLM
+/// does not get there, what the user sees instead.
 async fn take(cluster: &TestCluster, plan: &Plan, source: &(String, String), catalog: &Catalog) -> anyhow::Result<Outcome> {
     let ns = cluster.namespace(&format!("conf-{}", &plan.package[..plan.package.len().min(40)])).await?;
+    match follow(&ns, plan, source, catalog).await {
+        Ok(outcome) => {
+            // Removed before the next package starts: CSVs of all-namespaces operators left
+            // behind would conflict with the same operator installed elsewhere.
+            ns.cleanup().await?;
+            Ok(outcome)
+        }
+        Err(err) => {
+            let seen = user_sees(&ns).await;
+            ns.cleanup().await?;
+            Ok(Outcome::Failed { error: format!("{err:#}"), seen })
+        }
+    }
+}
+
+/// The Subscription's true conditions, and each InstallPlan's and CSV's phase and message, one
+/// line: what `kubectl get` and `kubectl describe` show the user of a package that did not install.
+async fn user_sees(ns: &TestNamespace) -> String {
+    use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+    use olm_api::v1alpha1::install_plan::InstallPlan;
+    fn statuses<K: serde::Serialize + Clone>(items: Result<kube::api::ObjectList<K>, kube::Error>) -> Vec<(String, Value)> {
+        let items = items.map(|l| l.items).unwrap_or_default();
+        items.iter().filter_map(|o| serde_json::to_value(o).ok()).map(|o| (o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned(), o["status"].clone())).collect()
+    }
+    fn conditions(status: &Value, shown: &str) -> String {
+        let conditions = status["conditions"].as_array().into_iter().flatten().filter(|c| c["status"] == shown);
+        let said: Vec<String> = conditions.map(|c| format!("{} {}: {}", c["type"].as_str().unwrap_or_default(), c["reason"].as_str().unwrap_or_default(), c["message"].as_str().unwrap_or_default())).collect();
+        said.join("; ")
+    }
+    let list = Default::default();
+    let mut seen = Vec::new();
+    for (name, status) in statuses(ns.api::<Subscription>().list(&list).await) {
+        let (state, current) = (status["state"].as_str().unwrap_or("-"), status["currentCSV"].as_str().unwrap_or("-"));
+        seen.push(format!("Subscription {name} {state} on {current}: {}", conditions(&status, "True")));
+    }
+    for (name, status) in statuses(ns.api::<InstallPlan>().list(&list).await) {
+        seen.push(format!("InstallPlan {name} {}: {}", status["phase"].as_str().unwrap_or("-"), conditions(&status, "False")));
+    }
+    for (name, status) in statuses(ns.api::<ClusterServiceVersion>().list(&list).await) {
+        let (phase, reason, message) = (status["phase"].as_str().unwrap_or("-"), status["reason"].as_str().unwrap_or("-"), status["message"].as_str().unwrap_or_default());
+        seen.push(format!("CSV {name} {phase} {reason}: {message}"));
+    }
+    seen.join(" / ").replace('|', "/").replace('\n', " ")
+}
+
+/// The Subscription of `plan` in `ns`, followed to its end.
+async fn follow(ns: &TestNamespace, plan: &Plan, source: &(String, String), catalog: &Catalog) -> anyhow::Result<Outcome> {
     let spec = if plan.mode == "OwnNamespace" { format!("  targetNamespaces: [{}]\n", ns.name()) } else { "  {}\n".to_owned() };
-    let walk = journey::WalkRecorder::start(&ns);
-    create_from_yaml(&ns, &format!("apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: group\nspec:\n{spec}")).await?;
+    let walk = journey::WalkRecorder::start(ns);
+    create_from_yaml(ns, &format!("apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: group\nspec:\n{spec}")).await?;
     create_from_yaml(
         &ns,
         &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: operator\nspec:\n  source: {}\n  sourceNamespace: {}\n  name: {}\n  channel: {}\n  startingCSV: {}\n  installPlanApproval: Automatic\n",
-            source.0, source.1, plan.package, plan.channel, plan.start
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: operator\nspec:\n  source: {}\n  sourceNamespace: {}\n  name: {}\n  channel: {}\n{}  installPlanApproval: Automatic\n",
+            source.0,
+            source.1,
+            plan.package,
+            plan.channel,
+            // The head: as a cluster admin installs the latest, without naming it.
+            if plan.start == plan.head { String::new() } else { format!("  startingCSV: {}\n", plan.start) }
         ),
     )
     .await?;
     if !plan.missing.is_empty() {
-        let message = resolution_failure(&ns, &plan.missing, plan.timeout()).await?;
-        ns.cleanup().await?;
+        let message = resolution_failure(ns, &plan.missing, plan.timeout()).await?;
         return Ok(Outcome::Unresolvable { message });
     }
-    journey::csv_succeeded_on_the_way(&ns, &walk, &plan.head, plan.timeout()).await?;
-    journey::at_latest(&ns, "operator", &plan.head, TIMEOUT).await?;
+    journey::csv_succeeded_on_the_way(ns, &walk, &plan.head, plan.timeout()).await?;
+    journey::at_latest(ns, "operator", &plan.head, TIMEOUT).await?;
     // The package's own CSVs: dependencies resolved with it are installed beside it.
     let walked: Vec<String> = walk.walked().into_iter().filter(|c| catalog.bundle(&plan.package, c).is_some()).collect();
     if let Some((csv, why)) = walk.failed().into_iter().next() {
@@ -457,12 +549,8 @@ async fn take(cluster: &TestCluster, plan: &Plan, source: &(String, String), cat
         *edges.entry(format!("{edge:?}").to_lowercase()).or_insert(0) += 1;
     }
     for older in &walked[..walked.len() - 1] {
-        journey::csv_replaced(&ns, older, TIMEOUT).await?;
+        journey::csv_replaced(ns, older, TIMEOUT).await?;
     }
-    drop(walk);
-    // Removed before the next package starts: CSVs of all-namespaces operators left behind
-    // would conflict with the same operator installed elsewhere.
-    ns.cleanup().await?;
     Ok(Outcome::Walked { walked, edges })
 }
 
@@ -486,6 +574,44 @@ async fn resolution_failure(ns: &TestNamespace, missing: &[String], timeout: Dur
         .await?)
 }
 
+/// `olm catalog render` of each package directory of `packages` into `out/<package>/catalog.json`,
+/// as a catalog maintainer lays out an FBC (one directory per package: files a server can
+/// hold, and one package's bad bundle fails its own render only). Two at a time. Returns what
+/// render said on stderr (its warnings are the admin's too), and the packages it refused.
+fn render_packages(packages: &Path, out: &Path) -> anyhow::Result<(String, Vec<(String, String)>)> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(packages)?.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    let queue = std::sync::Mutex::new(dirs.into_iter());
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                while let Some(dir) = queue.lock().ok().and_then(|mut q| q.next()) {
+                    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                    let result = render(&dir, &out.join(&name));
+                    if let Ok(mut results) = results.lock() {
+                        results.push((name, result));
+                    }
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().map_err(|_| anyhow::anyhow!("a render thread panicked"))?;
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let (mut warnings, mut refused) = (String::new(), Vec::new());
+    for (name, result) in results {
+        match result {
+            // Render leaves out a bundle directory it cannot read, with a warning.
+            Ok(said) if !std::fs::read_to_string(out.join(&name).join("catalog.json")).unwrap_or_default().contains("\"olm.package\"") => {
+                refused.push((name, format!("render left out every bundle: {}", said.trim())));
+            }
+            Ok(said) => warnings.push_str(&said),
+            Err(err) => refused.push((name, format!("{err:#}"))),
+        }
+    }
+    Ok((warnings, refused))
+}
+
 /// `olm catalog render` of `packages` into `out/catalog.json`, as a cluster admin would;
 /// returns what it said on stderr (its warnings are the admin's too).
 fn render(packages: &Path, out: &Path) -> anyhow::Result<String> {
@@ -495,7 +621,7 @@ fn render(packages: &Path, out: &Path) -> anyhow::Result<String> {
         .output()?;
     let warnings = String::from_utf8_lossy(&output.stderr).into_owned();
     if !output.status.success() {
-        bail!("olm catalog render {} failed: {warnings}", packages.display());
+        bail!("olm catalog render {} failed: {}", packages.display(), warnings.trim());
     }
     std::fs::write(out.join("catalog.json"), &output.stdout)?;
     Ok(warnings)
@@ -567,25 +693,43 @@ impl Drop for CopiedCsvsOff {
 #[tokio::test]
 async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Result<()> {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let (cluster, _) = controllers::setup().await?;
+    let global = olm_controllers::catalog_operator::global_namespace();
+    // The OLM under test: ours, or upstream's operators to judge against (`OLM_CONFORMANCE_UPSTREAM`).
+    let (cluster, mut upstream) = match std::env::var_os("OLM_CONFORMANCE_UPSTREAM").map(PathBuf::from) {
+        None => (controllers::setup().await?.0, None),
+        Some(bin) => {
+            let cluster = controllers::cluster_with_crds().await?;
+            let logs = std::env::temp_dir().join("olm-conformance-upstream");
+            let upstream = olm_e2e::upstream::UpstreamOlm::start(&cluster, &bin, &global, &logs).await?;
+            eprintln!("OLM under test: upstream {} from {} (logs in {})", olm_e2e::upstream::VERSION, bin.display(), logs.display());
+            (cluster, Some(upstream))
+        }
+    };
     let _copies_off = CopiedCsvsOff::new(&cluster).await?;
     let scratch = tempfile::tempdir()?;
     let started = Instant::now();
     let packages = packages_dir(scratch.path())?;
 
     let rendered = scratch.path().join("catalog");
-    let warnings = render(&packages, &rendered)?;
+    let (warnings, refused) = render_packages(&packages, &rendered)?;
     eprintln!("rendered {} in {:?}; render said:\n{warnings}", packages.display(), started.elapsed());
 
     // What the server serves: the catalog with its unsound packages left out.
     let (catalog, problems) = olm_catalog::load::load_fbc(&rendered)?;
     let isolated = catalog.isolate(problems);
+    let errors: Vec<String> = isolated.unattributed.iter().filter(|p| !p.warning).map(ToString::to_string).collect();
+    if !errors.is_empty() {
+        bail!("the rendered catalog has problems that no package can be blamed for (what is served would lack more than a package): {}", errors.join("; "));
+    }
     let catalog = isolated.catalog;
-    let left_out: Vec<String> = isolated
+    // (package, why): rows of the table (the bundled subset has one: eventing-kogito, whose
+    // dependencies.yaml files are not YAML).
+    let mut left_out: Vec<(String, String)> = isolated
         .left_out
         .iter()
-        .map(|l| format!("{}: {}", l.package, l.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
+        .map(|l| (l.package.clone(), l.problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))
         .collect();
+    left_out.extend(refused);
 
     remove_catalog_crds(&cluster, &catalog).await?;
     let this = ThisCluster::read(&cluster, &catalog).await?;
@@ -595,23 +739,26 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
     // (ack-* channels are 70 entries long, one `replaces` at a time): a benchmark-sized run.
     // CI starts each package at most MAX_CI_STEPS upgrades (shortest path) below its head.
     let full = std::env::var_os("OLM_CONFORMANCE_FULL").is_some();
-    let max_steps = if full { usize::MAX } else { MAX_CI_STEPS };
-    let only: Option<BTreeSet<String>> = std::env::var("OLM_CONFORMANCE_ONLY").ok().map(|s| s.split(',').map(str::to_owned).collect());
+    let heads = std::env::var_os("OLM_CONFORMANCE_HEADS").is_some();
+    let max_steps = if heads { 0 } else if full { usize::MAX } else { MAX_CI_STEPS };
+    let picked = Selection::from_env()?.pick(catalog.packages().iter().map(|p| p.name.as_str()));
     let mut plans = Vec::new();
     let mut failures = Vec::new();
+    // Packages with no bundle this cluster can install (a minKubeVersion, an API, a node it
+    // lacks): rows of the table; a failure only for the bundled subset, where none is.
+    let mut not_installable = Vec::new();
     for package in catalog.packages() {
-        if only.as_ref().is_some_and(|only| !only.contains(&package.name)) {
+        if !picked.contains(&package.name) {
             continue;
         }
         match plan(&catalog, package, &this, max_steps) {
             Ok(plan) => plans.push(plan),
-            Err(err) => failures.push(format!("{err:#}")),
+            Err(err) => not_installable.push((package.name.clone(), format!("{err:#}"))),
         }
     }
 
     // One CatalogSource in the global catalog namespace, served by the catalog server.
     let (server, address) = serve(&rendered).await?;
-    let global = olm_controllers::catalog_operator::global_namespace();
     let namespaces: Api<Namespace> = Api::all(cluster.client());
     match namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": global}}))?).await {
         Ok(_) => {}
@@ -681,9 +828,13 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
                 unresolvable_count += 1;
                 (format!("not resolvable: needs {}", plan.missing.join(", ")), format!("- ({})", message.replace('|', "/").replace('\n', " ")))
             }
+            Ok(Outcome::Failed { error, seen }) => {
+                failures.push(format!("{}: {error}\n  the user sees: {seen}", plan.package));
+                (format!("FAILED: {}", error.replace('|', "/").replace('\n', " ")), format!("- (the user sees: {seen})"))
+            }
             Err(err) => {
                 failures.push(format!("{}: {err:#}", plan.package));
-                ("FAILED".to_owned(), "-".to_owned())
+                ("FAILED (harness)".to_owned(), "-".to_owned())
             }
         };
         let graph = update_graph(&packages, &plan.package);
@@ -695,20 +846,37 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
             let _ = writeln!(notes, "- {}: started above {} older bundle(s) this cluster cannot install or OLM cannot walk from: {shown}{more}", plan.package, plan.passed_over.len());
         }
     }
+    for (package, why) in &not_installable {
+        let graph = update_graph(&packages, package);
+        let _ = writeln!(table, "| {package} | {graph} | - | - | - | not installable on this cluster | - ({}) | - |", why.replace('|', "/").replace('\n', " "));
+    }
     if !added.is_empty() {
         let _ = writeln!(notes, "- created before the run, as a cluster with those operators has them: {}", added.join(", "));
     }
-    for left in &left_out {
-        let _ = writeln!(notes, "- left out of the served catalog: {left}");
+    for (package, why) in &left_out {
+        let graph = update_graph(&packages, package);
+        let _ = writeln!(table, "| {package} | {graph} | - | - | - | not served | - ({}) | - |", why.replace('|', "/").replace('\n', " "));
+    }
+    // No namespace of the run may be left Terminating (a finalizer nobody removes).
+    let stuck = terminating(&cluster).await?;
+    for name in &stuck {
+        failures.push(format!("namespace {name} still Terminating after the run"));
+        let _ = writeln!(notes, "- namespace {name} still Terminating after the run");
     }
     let summary = format!(
-        "{} packages: {walked_count} installed and walked to their head, {unresolvable_count} not resolvable as expected, {} failed; {:.0} s for all (at most {CONCURRENT} at once), {:.0} s in all with render and load.\n",
-        results.len(),
+        "{} packages: {walked_count} installed and walked to their head, {unresolvable_count} not resolvable as expected, {} failed, {} not installable on this cluster or not served; {} namespaces left Terminating; {:.0} s for all (at most {CONCURRENT} at once), {:.0} s in all with render and load.\n",
+        results.len() + not_installable.len() + left_out.len(),
         results.len() - walked_count - unresolvable_count,
+        not_installable.len() + left_out.len(),
+        stuck.len(),
         took.as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
-    let report = format!("{table}\n{notes}\n{summary}");
+    let under_test = if upstream.is_some() { format!("upstream OLM {}", olm_e2e::upstream::VERSION) } else { "olm-rs".to_owned() };
+    if upstream.as_mut().is_some_and(|u| !u.running()) {
+        failures.push("upstream's operators exited during the run (their logs say why)".to_owned());
+    }
+    let report = format!("OLM under test: {under_test}\n\n{table}\n{notes}\n{summary}");
     eprintln!("{report}");
     if let Some(path) = std::env::var_os("OLM_CONFORMANCE_TABLE") {
         std::fs::write(&path, &report).with_context(|| format!("write {}", PathBuf::from(&path).display()))?;
@@ -716,10 +884,34 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
 
     let _ = catalogs.delete(&catalog_name, &Default::default()).await;
     server.shutdown();
+    if std::env::var_os("OLM_CONFORMANCE_PACKAGES").is_none() {
+        failures.extend(not_installable.iter().map(|(package, why)| format!("{package}: not installable on this cluster: {why}")));
+    }
     if !failures.is_empty() {
         bail!("{} failures:\n{}", failures.len(), failures.join("\n\n"));
     }
     Ok(())
+}
+
+/// The run's namespaces (`conf-*`) still Terminating a minute after the last was deleted.
+async fn terminating(cluster: &TestCluster) -> anyhow::Result<Vec<String>> {
+    let namespaces: Api<Namespace> = Api::all(cluster.client());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left: Vec<String> = namespaces
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|n| n.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating"))
+            .filter_map(|n| n.metadata.name)
+            .filter(|n| n.starts_with("conf-"))
+            .collect();
+        if left.is_empty() || Instant::now() > deadline {
+            return Ok(left);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
 }
 
 /// A channel switch on real bundles: microcks installed from its `alpha` channel (head 0.3.0),
