@@ -243,6 +243,7 @@ async fn main() -> anyhow::Result<()> {
         ManagerConfig {
             cache_thread_init: None,
             images: olm_e2e::image_client()?,
+            extra: Vec::new(),
             controllers: Vec::new(),
             admin_addr: None,
             leader_election: None,

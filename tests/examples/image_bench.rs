@@ -704,6 +704,7 @@ async fn main() -> anyhow::Result<()> {
         ManagerConfig {
             cache_thread_init: None,
             images: images.clone(),
+            extra: Vec::new(),
             controllers: Vec::new(),
             admin_addr: None,
             leader_election: None,

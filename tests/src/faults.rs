@@ -282,6 +282,7 @@ impl ScopedManager {
                     let config = ManagerConfig {
                         cache_thread_init: None,
                         images: crate::image_client()?,
+                        extra: Vec::new(),
                         controllers: Vec::new(),
                         admin_addr: if admin { Some("127.0.0.1:0".parse()?) } else { None },
                         leader_election: None,

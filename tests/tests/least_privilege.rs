@@ -37,6 +37,8 @@ const NOT_EXERCISED: &[(&str, &[&str], &[&str], &str)] = &[
     ("rbac.authorization.k8s.io", &["clusterroles"], &["delete"], "an OperatorGroup's aggregated ClusterRole it no longer wants"),
     ("monitoring.coreos.com", &["prometheusrules", "servicemonitors"], &["create", "patch"], "optional kinds a bundle may carry"),
     ("policy", &["poddisruptionbudgets"], &["create", "patch"], "optional kinds a bundle may carry"),
+    ("olm.operatorframework.io", &["clustercatalogs"], &["list", "watch"], "OLM v1's ClusterCatalog controller runs in `olm run` with its content server (cluster_catalogs.rs), not in this workload's in-process manager"),
+    ("olm.operatorframework.io", &["clustercatalogs/status"], &["patch"], "as above"),
     ("scheduling.k8s.io", &["priorityclasses"], &["create", "patch"], "optional kinds a bundle may carry"),
     ("autoscaling.k8s.io", &["verticalpodautoscalers"], &["create", "patch"], "optional kinds a bundle may carry"),
     ("networking.k8s.io", &["networkpolicies"], &["create", "patch"], "optional kinds a bundle may carry"),

@@ -1,4 +1,4 @@
-//! The CustomResourceDefinitions of `operators.coreos.com`, generated from the Rust types.
+//! The CustomResourceDefinitions of `operators.coreos.com` and `olm.operatorframework.io`, generated from the Rust types.
 //!
 //! `olm crds` prints [`render_yaml`]; `manifests/crds/` holds [`render_files`] and a test
 //! keeps the two in sync. Install them with server-side apply (the CSV CRD is small here,
@@ -13,7 +13,7 @@ use serde_json::Value;
 use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 
-use crate::{v1, v1alpha1, v1alpha2, v2};
+use crate::{olmv1, v1, v1alpha1, v1alpha2, v2};
 
 /// A CRD could not be assembled or written.
 #[derive(Debug, thiserror::Error)]
@@ -60,19 +60,31 @@ pub fn all() -> Result<Vec<CustomResourceDefinition>, CrdError> {
         operator_conditions,
         v1::Operator::crd(),
         v1::OLMConfig::crd(),
+        olmv1::ClusterCatalog::crd(),
+        olmv1::ClusterExtension::crd(),
     ];
     for crd in &mut crds {
         // Served versions in a stable order.
         crd.spec.versions.sort_by(|a, b| a.name.cmp(&b.name));
-        // Upstream requires `spec` only where its Go type has no `omitempty` on it.
-        let spec_required = matches!(
-            crd.spec.names.kind.as_str(),
-            "ClusterServiceVersion" | "CatalogSource" | "Subscription" | "InstallPlan"
-        );
+        // The root's `required` as upstream's: `spec` only where its Go type has no
+        // `omitempty` on it; nothing at all for ClusterExtension (controller-gen's output).
+        let required: Option<&[&str]> = match crd.spec.names.kind.as_str() {
+            "ClusterServiceVersion" | "CatalogSource" | "Subscription" | "InstallPlan" | "ClusterCatalog" => Some(&["metadata", "spec"]),
+            "ClusterExtension" => None,
+            _ => Some(&["metadata"]),
+        };
+        let v1 = crd.spec.group == olmv1::GROUP;
+        if v1 {
+            // What the API server would default, written as upstream's CRDs write it.
+            crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
+        }
         for version in &mut crd.spec.versions {
             if let Some(root) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
                 tidy(root);
-                shape_root(root, spec_required);
+                shape_root(root, required);
+                if v1 {
+                    root.title = None;
+                }
             }
         }
     }
@@ -148,15 +160,11 @@ fn tidy(schema: &mut JSONSchemaProps) {
 
 /// Adds the `apiVersion`, `kind` and `metadata` properties and sets the root `required`
 /// list as upstream's (controller-gen) CRDs have them.
-fn shape_root(root: &mut JSONSchemaProps, spec_required: bool) {
+fn shape_root(root: &mut JSONSchemaProps, required: Option<&[&str]>) {
     let properties = root.properties.get_or_insert_with(Default::default);
     let typed = |type_: &str| JSONSchemaProps { type_: Some(type_.to_owned()), ..Default::default() };
     properties.entry("apiVersion".to_owned()).or_insert_with(|| typed("string"));
     properties.entry("kind".to_owned()).or_insert_with(|| typed("string"));
     properties.entry("metadata".to_owned()).or_insert_with(|| typed("object"));
-    let mut required = vec!["metadata".to_owned()];
-    if spec_required {
-        required.push("spec".to_owned());
-    }
-    root.required = Some(required);
+    root.required = required.map(|names| names.iter().map(|n| (*n).to_owned()).collect());
 }

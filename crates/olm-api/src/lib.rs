@@ -5,6 +5,7 @@
 //! * [`v1alpha1`]: ClusterServiceVersion, CatalogSource, Subscription, InstallPlan.
 //! * [`v1`]: OperatorGroup (storage), Operator, OLMConfig, OperatorCondition (served).
 //! * [`v1alpha2`]: OperatorGroup (served). [`v2`]: OperatorCondition (storage).
+//! * [`olmv1`]: OLM v1's ClusterCatalog and ClusterExtension (`olm.operatorframework.io/v1`).
 //! * [`packages::v1`]: PackageManifest and PackageManifestList (plain serde types).
 //! * [`crds`]: the generated CRDs. [`yaml`]: reading manifests with located errors.
 //! * [`keys`]: well-known labels and annotations. [`duration`]: Go durations, as upstream
@@ -34,6 +35,7 @@ pub mod crds;
 pub mod duration;
 pub mod enums;
 pub mod keys;
+pub mod olmv1;
 pub mod packages;
 pub mod schema;
 pub mod unknown;

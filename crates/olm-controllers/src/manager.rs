@@ -134,6 +134,9 @@ pub struct ManagerConfig {
     pub cache_thread_init: Option<fn()>,
     /// Pulls catalog and bundle images (its cache and registry settings are the caller's).
     pub images: Arc<olm_image::ImageClient>,
+    /// Controllers of other crates to run beside these, on the same caches, leader and
+    /// shutdown (OLM v1's: `olm-controllers-v1`).
+    pub extra: Vec<Arc<dyn olm_runtime::ControllerSet>>,
 }
 
 /// Running controllers; `stop` shuts them down gracefully.
@@ -352,6 +355,15 @@ impl Manager {
                 installplan: kinds.contains(&ControllerKind::InstallPlan),
             },
         ));
+        for set in &config.extra {
+            tasks.extend(set.start(olm_runtime::Wiring {
+                client: &client,
+                caches: &mut caches,
+                metrics: &metrics,
+                leadership: &leadership,
+                shutdown: &shutdown,
+            }));
+        }
         caches.start().await;
 
         let admin_addr = match config.admin_addr {
@@ -368,7 +380,7 @@ impl Manager {
             tasks.push(task);
         }
         tracing::info!(
-            controllers = ?kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            controllers = ?kinds.iter().map(|k| k.as_str()).chain(config.extra.iter().flat_map(|set| set.names())).collect::<Vec<_>>(),
             admin = ?admin_addr,
             "controllers started"
         );

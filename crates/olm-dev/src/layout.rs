@@ -110,6 +110,8 @@ pub struct HostPorts {
     pub catalog_http: u16,
     /// `olm run` admin server (/metrics, /healthz, /readyz).
     pub controllers_admin: u16,
+    /// `olm run`'s ClusterCatalog content server (catalogd's HTTP API).
+    pub cluster_catalogs: u16,
     /// `olm packageserver` (HTTPS, behind the APIService).
     pub packageserver: u16,
     /// The distribution registry (plain HTTP; what `OLM_DEV_REGISTRY` names).
@@ -124,6 +126,7 @@ impl HostPorts {
             catalog_grpc: base + 550,
             catalog_http: base + 580,
             controllers_admin: base + 581,
+            cluster_catalogs: base + 582,
             packageserver: base + 543,
             registry: base + 500,
         })
@@ -137,6 +140,7 @@ impl Default for HostPorts {
             catalog_grpc: DEFAULT_PORT_BASE + 550,
             catalog_http: DEFAULT_PORT_BASE + 580,
             controllers_admin: DEFAULT_PORT_BASE + 581,
+            cluster_catalogs: DEFAULT_PORT_BASE + 582,
             packageserver: DEFAULT_PORT_BASE + 543,
             registry: DEFAULT_PORT_BASE + 500,
         }
@@ -456,6 +460,7 @@ mod tests {
         assert_eq!(l.host_ports.catalog_grpc, 28550);
         assert_eq!(l.host_ports.catalog_http, 28580);
         assert_eq!(l.host_ports.controllers_admin, 28581);
+        assert_eq!(l.host_ports.cluster_catalogs, 28582);
         assert_eq!(l.host_ports.packageserver, 28543);
         assert_eq!(l.host_ports.registry, 28500);
         assert_eq!(l.apiserver_url(), "https://127.0.0.1:28443");

@@ -28,5 +28,5 @@ pub use bundle::BundleImage;
 pub use catalog::CatalogImage;
 pub use error::{ImageError, error_chain};
 pub use hosts::{HostConfig, RegistryConfig};
-pub use pull::{ImageClient, Limits, PulledImage};
+pub use pull::{ImageClient, Limits, PulledImage, pinned};
 pub use push::{BuiltImage, build_bundle, build_catalog};

@@ -367,6 +367,13 @@ impl ImageClient {
     }
 }
 
+/// `image` pinned to `digest`: the same registry and repository, by digest instead of tag
+/// (`quay.io/org/catalog:latest` + `sha256:…` → `quay.io/org/catalog@sha256:…`).
+pub fn pinned(image: &str, digest: &str) -> Result<String, ImageError> {
+    let reference = parse(image)?;
+    Ok(Reference::with_digest(reference.registry().to_owned(), reference.repository().to_owned(), digest.to_owned()).whole())
+}
+
 /// Parse a reference, naming it when it does not parse.
 pub(crate) fn parse(image: &str) -> Result<Reference, ImageError> {
     image.trim().parse::<Reference>().map_err(|err| ImageError::InvalidReference {
@@ -435,5 +442,20 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for Bounded<W> {
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pinned;
+
+    #[test]
+    fn a_tag_is_replaced_by_the_digest_and_a_digest_by_the_new_one() {
+        let digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert_eq!(pinned("quay.io/org/catalog:latest", digest).unwrap(), format!("quay.io/org/catalog@{digest}"));
+        assert_eq!(pinned("127.0.0.1:5000/a/b/c:v1", digest).unwrap(), format!("127.0.0.1:5000/a/b/c@{digest}"));
+        let old = "sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
+        assert_eq!(pinned(&format!("quay.io/org/catalog@{old}"), digest).unwrap(), format!("quay.io/org/catalog@{digest}"));
+        assert!(pinned("UPPER/case:tag", digest).is_err());
     }
 }

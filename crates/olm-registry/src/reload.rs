@@ -85,7 +85,7 @@ pub async fn poll_loop(
             _ = tokio::time::sleep(interval) => {}
         }
         for (catalog, state) in states.iter_mut() {
-            let dir = catalog.dir.clone();
+            let Some(dir) = catalog.dir.clone() else { continue };
             let Ok(current) = tokio::task::spawn_blocking(move || fingerprint(&dir)).await else { continue };
             if current == state.attempted {
                 state.pending = None;
@@ -101,11 +101,11 @@ pub async fn poll_loop(
             let served = catalog.clone();
             let result = tokio::task::spawn_blocking(move || served.reload()).await;
             match result {
-                Ok(Ok(true)) => tracing::info!(catalog = %catalog.name, dir = %catalog.dir.display(), "catalog reloaded; serving the new snapshot"),
+                Ok(Ok(true)) => tracing::info!(catalog = %catalog.name, dir = %catalog.origin(), "catalog reloaded; serving the new snapshot"),
                 Ok(Ok(false)) => tracing::debug!(catalog = %catalog.name, "catalog files changed but content is the same"),
                 Ok(Err(message)) => tracing::error!(
                     catalog = %catalog.name,
-                    dir = %catalog.dir.display(),
+                    dir = %catalog.origin(),
                     category = "InvalidCatalog",
                     "catalog edit rejected; still serving the last good snapshot: {message}"
                 ),

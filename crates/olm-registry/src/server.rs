@@ -74,6 +74,9 @@ pub struct ServeConfig {
     pub max_http_connections: usize,
     /// Time in-flight requests get to finish after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// Serve catalogs a controller publishes while the server runs ([`CatalogSet::publish`]:
+    /// ClusterCatalogs); then no directory is needed.
+    pub published: bool,
 }
 
 impl ServeConfig {
@@ -88,11 +91,12 @@ impl ServeConfig {
             header_read_timeout: Duration::from_secs(10),
             max_http_connections: 1024,
             shutdown_grace: Duration::from_secs(10),
+            published: false,
         }
     }
 
     fn check(&self) -> Result<(), RegistryError> {
-        if self.catalogs.is_empty() {
+        if self.catalogs.is_empty() && !self.published {
             return Err(RegistryError::Config("no catalog to serve; pass --catalog NAME=DIR".into()));
         }
         let mut names = std::collections::BTreeSet::new();
@@ -175,7 +179,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningServer, RegistryError> 
     for catalog in catalogs.iter() {
         let served = catalog.clone();
         let fingerprint_and_load = move || {
-            let fp = reload::fingerprint(&served.dir);
+            let fp = served.dir.as_deref().map_or(0, reload::fingerprint);
             (fp, served.reload())
         };
         let (fp, result) = tokio::task::spawn_blocking(fingerprint_and_load)
@@ -185,12 +189,12 @@ pub async fn start(config: ServeConfig) -> Result<RunningServer, RegistryError> 
             Ok(_) => {
                 if let Some(s) = catalog.snapshot() {
                     let (p, c, b) = s.catalog.counts();
-                    tracing::info!(catalog = %catalog.name, dir = %catalog.dir.display(), packages = p, channels = c, bundles = b,
+                    tracing::info!(catalog = %catalog.name, dir = %catalog.origin(), packages = p, channels = c, bundles = b,
                         millis = s.load_duration.as_millis() as u64, "catalog loaded");
                 }
             }
             Err(message) => tracing::error!(
-                catalog = %catalog.name, dir = %catalog.dir.display(), category = "InvalidCatalog",
+                catalog = %catalog.name, dir = %catalog.origin(), category = "InvalidCatalog",
                 "catalog failed to load; it is not ready until its files are fixed: {message}"
             ),
         }
@@ -241,7 +245,7 @@ pub async fn start(config: ServeConfig) -> Result<RunningServer, RegistryError> 
     let mut grpc_addrs = BTreeMap::new();
     let mut reporters: Vec<(Arc<ServedCatalog>, HealthReporter)> = Vec::new();
     for (name, listener) in grpc_listeners {
-        let Some(catalog) = catalogs.get(&name).cloned() else { continue };
+        let Some(catalog) = catalogs.get(&name) else { continue };
         if let Ok(addr) = listener.local_addr() {
             grpc_addrs.insert(name.clone(), addr);
         }

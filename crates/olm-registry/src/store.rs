@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use olm_catalog::{Blob, Bundle, Catalog, Package};
 use sha2::{Digest, Sha256};
 
@@ -266,19 +266,27 @@ pub struct ReloadStatus {
     pub errors: u64,
 }
 
-/// One catalog the server serves: its name, its source directory and its current snapshot.
+/// One catalog the server serves: its name, where its content comes from and its current
+/// snapshot.
 #[derive(Debug)]
 pub struct ServedCatalog {
     pub name: String,
-    pub dir: PathBuf,
+    /// The directory it is loaded (and reloaded) from; `None` for content a controller puts in
+    /// ([`CatalogSet::publish`]: a ClusterCatalog's unpacked image).
+    pub dir: Option<PathBuf>,
     current: ArcSwapOption<CatalogSnapshot>,
     status: Mutex<ReloadStatus>,
     metrics: Arc<Metrics>,
 }
 
 impl ServedCatalog {
-    pub fn new(name: String, dir: PathBuf, metrics: Arc<Metrics>) -> ServedCatalog {
+    pub fn new(name: String, dir: Option<PathBuf>, metrics: Arc<Metrics>) -> ServedCatalog {
         ServedCatalog { name, dir, current: ArcSwapOption::empty(), status: Mutex::new(ReloadStatus::default()), metrics }
+    }
+
+    /// Where the content comes from, for messages: its directory, or "published content".
+    pub fn origin(&self) -> String {
+        self.dir.as_ref().map_or_else(|| "published content".to_owned(), |dir| dir.display().to_string())
     }
 
     /// The snapshot being served, if one has loaded.
@@ -294,7 +302,10 @@ impl ServedCatalog {
     /// unchanged), on failure keep the old one and record the error.
     /// Blocking: call it from a blocking thread.
     pub fn reload(&self) -> Result<bool, String> {
-        match load_snapshot(&self.dir) {
+        let Some(dir) = &self.dir else {
+            return Err(format!("catalog {} has no directory to reload from", self.name));
+        };
+        match load_snapshot(dir) {
             Ok(snapshot) => Ok(self.install(snapshot)),
             Err(message) => {
                 self.record_error(message.clone());
@@ -336,10 +347,11 @@ impl ServedCatalog {
     }
 }
 
-/// Every catalog served by one server, by name.
+/// Every catalog served by one server, by name: the directories it was started with, and
+/// the catalogs controllers publish and withdraw while it runs.
 #[derive(Debug, Clone)]
 pub struct CatalogSet {
-    catalogs: Arc<BTreeMap<String, Arc<ServedCatalog>>>,
+    catalogs: Arc<ArcSwap<BTreeMap<String, Arc<ServedCatalog>>>>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -347,34 +359,65 @@ impl CatalogSet {
     pub fn new(sources: &[(String, PathBuf)], metrics: Arc<Metrics>) -> CatalogSet {
         let catalogs = sources
             .iter()
-            .map(|(name, dir)| (name.clone(), Arc::new(ServedCatalog::new(name.clone(), dir.clone(), metrics.clone()))))
+            .map(|(name, dir)| (name.clone(), Arc::new(ServedCatalog::new(name.clone(), Some(dir.clone()), metrics.clone()))))
             .collect();
-        CatalogSet { catalogs: Arc::new(catalogs), metrics }
+        CatalogSet { catalogs: Arc::new(ArcSwap::from_pointee(catalogs)), metrics }
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<ServedCatalog>> {
-        self.catalogs.get(name)
+    pub fn get(&self, name: &str) -> Option<Arc<ServedCatalog>> {
+        self.catalogs.load().get(name).cloned()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<ServedCatalog>> {
-        self.catalogs.values()
+    /// The catalogs served now, by name.
+    pub fn iter(&self) -> impl Iterator<Item = Arc<ServedCatalog>> {
+        self.catalogs.load_full().values().cloned().collect::<Vec<_>>().into_iter()
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.catalogs.keys().map(String::as_str)
+    pub fn names(&self) -> Vec<String> {
+        self.catalogs.load().keys().cloned().collect()
     }
 
     pub fn len(&self) -> usize {
-        self.catalogs.len()
+        self.catalogs.load().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.catalogs.is_empty()
+        self.catalogs.load().is_empty()
     }
 
     /// Ready when every catalog has a snapshot to serve.
     pub fn all_loaded(&self) -> bool {
-        self.catalogs.values().all(|c| c.snapshot().is_some())
+        self.catalogs.load().values().all(|c| c.snapshot().is_some())
+    }
+
+    /// Serve `catalog` under `name` from now on (replacing what was served under that name);
+    /// returns false when the content is what is already served.
+    pub fn publish(&self, name: &str, catalog: Catalog, load_duration: Duration) -> bool {
+        let served = match self.get(name) {
+            Some(served) => served,
+            None => {
+                let served = Arc::new(ServedCatalog::new(name.to_owned(), None, self.metrics.clone()));
+                self.catalogs.rcu(|current| {
+                    let mut next = BTreeMap::clone(current);
+                    next.entry(name.to_owned()).or_insert_with(|| served.clone());
+                    next
+                });
+                self.get(name).unwrap_or(served)
+            }
+        };
+        served.install(CatalogSnapshot::new(catalog, load_duration))
+    }
+
+    /// Stop serving `name` (a deleted or unavailable ClusterCatalog): its URLs answer 404.
+    /// Returns whether it was served.
+    pub fn withdraw(&self, name: &str) -> bool {
+        let mut removed = false;
+        self.catalogs.rcu(|current| {
+            let mut next = BTreeMap::clone(current);
+            removed = next.remove(name).is_some();
+            next
+        });
+        removed
     }
 }
 

@@ -627,7 +627,7 @@ async fn wait_for<F: Fn() -> bool>(what: &str, check: F) {
 #[tokio::test]
 async fn valid_edit_swaps_and_an_invalid_package_is_left_out_alone() {
     let h = Harness::start().await;
-    let catalog = h.server.catalogs.get("community").unwrap().clone();
+    let catalog = h.server.catalogs.get("community").unwrap();
     let first_hash = catalog.snapshot().unwrap().content_hash.clone();
 
     // Valid edit: the default channel of demo becomes legacy.
@@ -680,7 +680,7 @@ async fn valid_edit_swaps_and_an_invalid_package_is_left_out_alone() {
 #[tokio::test]
 async fn an_edit_that_breaks_every_package_keeps_the_last_good_snapshot() {
     let h = Harness::start().await;
-    let catalog = h.server.catalogs.get("community").unwrap().clone();
+    let catalog = h.server.catalogs.get("community").unwrap();
     let good = catalog.snapshot().unwrap().content_hash.clone();
     // Every file unreadable: nothing sound is left, so the last good snapshot stays.
     let mut files = Vec::new();

@@ -11,6 +11,7 @@
 //! - [`decision`]: `Decision { actions, status, events, requeue_after }` returned by pure `decide`s.
 //! - [`controller`]: the per-controller context, `guarded` reconcile wrapper and `error_policy`.
 //! - [`shutdown`]: a shutdown signal many tasks can wait on.
+//! - [`controller_set`]: controllers another crate adds to a manager (its caches, leader, shutdown).
 //!
 //! How a controller is put together (see olm-controllers' `operatorgroup` and `csv`):
 //!
@@ -40,6 +41,7 @@ mod cache_index;
 mod cache_written;
 pub mod client;
 pub mod controller;
+pub mod controller_set;
 pub mod decision;
 pub mod error;
 pub mod events;
@@ -53,6 +55,7 @@ pub mod warnings;
 pub use admin::Readiness;
 pub use cache::{Cache, Caches};
 pub use controller::{ControllerContext, error_policy, guarded};
+pub use controller_set::{ControllerSet, Wiring};
 pub use decision::Decision;
 pub use error::{Error, Result};
 pub use events::{EventNote, EventPublisher, Severity};

@@ -8,7 +8,7 @@ pub(super) async fn list_catalogs(State(state): State<AppState>, headers: Header
         .catalogs
         .iter()
         .map(|c| {
-            let mut v = catalog_status(c);
+            let mut v = catalog_status(&c);
             if let Value::Object(map) = &mut v {
                 map.insert("links".into(), catalog_links(&c.name));
             }
@@ -29,7 +29,7 @@ pub(super) fn catalog_links(name: &str) -> Value {
 pub(super) async fn get_catalog(State(state): State<AppState>, Path(name): Path<String>, headers: HeaderMap) -> Response {
     match state.catalogs.get(&name) {
         Some(c) => {
-            let mut v = catalog_status(c);
+            let mut v = catalog_status(&c);
             if let Value::Object(map) = &mut v {
                 map.insert("links".into(), catalog_links(&c.name));
             }

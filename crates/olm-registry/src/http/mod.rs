@@ -143,7 +143,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 fn unknown_catalog(state: &AppState, name: &str) -> ApiError {
-    let names: Vec<&str> = state.catalogs.names().collect();
+    let names = state.catalogs.names();
     let mut err = ApiError::new(
         StatusCode::NOT_FOUND,
         format!(
@@ -155,7 +155,7 @@ fn unknown_catalog(state: &AppState, name: &str) -> ApiError {
     )
     .with("catalog", name)
     .with("catalogs", names.clone());
-    let close = suggestions(name, names.into_iter());
+    let close = suggestions(name, names.iter().map(String::as_str));
     if !close.is_empty() {
         err = err.with("didYouMean", close);
     }
@@ -333,7 +333,9 @@ fn catalog_status(catalog: &ServedCatalog) -> Value {
     let snapshot = catalog.snapshot();
     let mut out = Map::new();
     out.insert("name".into(), Value::String(catalog.name.clone()));
-    out.insert("directory".into(), Value::String(catalog.dir.display().to_string()));
+    if let Some(dir) = &catalog.dir {
+        out.insert("directory".into(), Value::String(dir.display().to_string()));
+    }
     out.insert("ready".into(), Value::Bool(snapshot.is_some()));
     if let Some(s) = &snapshot {
         let (packages, channels, bundles) = s.catalog.counts();
@@ -364,7 +366,7 @@ fn catalog_status(catalog: &ServedCatalog) -> Value {
 
 async fn readyz(State(state): State<AppState>) -> Response {
     let ready = state.catalogs.all_loaded();
-    let catalogs: Vec<Value> = state.catalogs.iter().map(|c| catalog_status(c)).collect();
+    let catalogs: Vec<Value> = state.catalogs.iter().map(|c| catalog_status(&c)).collect();
     let body = json!({"ready": ready, "catalogs": catalogs});
     let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut resp = (status, axum::Json(body)).into_response();

@@ -177,14 +177,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
                         p,
                         c,
                         b,
-                        catalog.dir.display(),
+                        catalog.origin(),
                         s.load_duration.as_millis()
                     );
                 }
                 None => println!(
                     "catalog {}: NOT LOADED from {}: {}",
                     catalog.name,
-                    catalog.dir.display(),
+                    catalog.origin(),
                     catalog.status().last_error.unwrap_or_default()
                 ),
             }

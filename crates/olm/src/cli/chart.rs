@@ -76,6 +76,7 @@ fn namespaced(line: &str) -> String {
     let line = line
         .replace("olm-catalog.olm.svc", &format!("olm-catalog.{ns}.svc"))
         .replace("packageserver.olm.svc", &format!("packageserver.{ns}.svc"))
+        .replace("olm-clustercatalogs.olm.svc", &format!("olm-clustercatalogs.{ns}.svc"))
         .replace("--namespace=olm", &format!("--namespace={ns}"))
         .replace("--global-namespace=olm", &format!("--global-namespace={ns}"))
         .replace("--serving-cert-secret=olm/", &format!("--serving-cert-secret={ns}/"))

@@ -279,6 +279,7 @@ fn process_args(layout: &Layout, process: HostProcess, catalog: &Path, cert: &Pa
             process.subcommand().into(),
             format!("--kubeconfig={kubeconfig}"),
             format!("--metrics-addr=127.0.0.1:{}", layout.host_ports.controllers_admin),
+            format!("--cluster-catalog-addr=127.0.0.1:{}", layout.host_ports.cluster_catalogs),
             // One replica here, but the same Lease path as in a cluster.
             "--leader-elect".into(),
         ],

@@ -16,6 +16,7 @@ mod image;
 mod manifests;
 mod packageserver;
 mod chart;
+mod cluster_catalogs;
 mod release;
 mod resolve;
 mod run;

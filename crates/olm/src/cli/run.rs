@@ -1,4 +1,4 @@
-//! `olm run`: run the OLM controllers (CSV, OperatorGroup, CatalogSource, Subscription, InstallPlan) against a cluster until SIGTERM/SIGINT.
+//! `olm run`: run the OLM controllers (CSV, OperatorGroup, CatalogSource, Subscription, InstallPlan; v1's ClusterCatalog) against a cluster until SIGTERM/SIGINT.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -29,6 +29,13 @@ pub struct RunArgs {
     /// Name of the leader Lease.
     #[arg(long, default_value = "olm-operator-lock")]
     lease_name: String,
+    /// Where ClusterCatalogs' content is served (catalogd's HTTP API: /catalogs/NAME/api/v1/all).
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    cluster_catalog_addr: SocketAddr,
+    /// The URL clients reach that server at, written into ClusterCatalogs' status.urls.base
+    /// (default: http:// and the bound address; in a cluster, the Service's URL).
+    #[arg(long)]
+    cluster_catalog_url: Option<String>,
     #[command(flatten)]
     registry: super::image::RegistryArgs,
 }
@@ -82,6 +89,11 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
         let identity = format!("{host}-{}", std::process::id());
         LeaderElectionConfig::new(args.namespace.clone(), args.lease_name.clone(), identity)
     });
+    let images = std::sync::Arc::new(args.registry.client()?);
+    let (catalog_server, publisher) = super::cluster_catalogs::serve(args.cluster_catalog_addr).await?;
+    let bound = catalog_server.http_addr.unwrap_or(args.cluster_catalog_addr);
+    let base_url = args.cluster_catalog_url.clone().unwrap_or_else(|| format!("http://{bound}"));
+    let v1 = olm_controllers_v1::V1Controllers { images: images.clone(), publisher, base_url: base_url.clone() };
     let manager = Manager::start(
         client,
         ManagerConfig {
@@ -89,7 +101,8 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
             admin_addr: Some(args.metrics_addr),
             leader_election,
             cache_thread_init: cache_thread_init(),
-            images: std::sync::Arc::new(args.registry.client()?),
+            images,
+            extra: vec![std::sync::Arc::new(v1)],
         },
     )
     .await?;
@@ -97,9 +110,11 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
     if let Some(addr) = manager.admin_addr() {
         eprintln!("olm: controllers running; admin server on http://{addr} (/metrics, /healthz, /readyz)");
     }
+    eprintln!("olm: ClusterCatalog content served on http://{bound} as {base_url}");
     stop.await;
     eprintln!("olm: shutting down");
     manager.stop(Duration::from_secs(20)).await;
+    catalog_server.shutdown();
     Ok(ExitCode::SUCCESS)
 }
 
