@@ -87,6 +87,29 @@ fn cluster_catalog(name: &str, image: &str, poll_minutes: Option<u32>) -> String
     )
 }
 
+/// What each ClusterCatalog test runs against: the cluster, a registry, a scratch directory and
+/// an `olm run` of its own.
+struct Setup {
+    cluster: TestCluster,
+    registry: olm_testkit::TestRegistry,
+    work: tempfile::TempDir,
+    api: Api<ClusterCatalog>,
+    _olm: OlmRun,
+}
+
+impl Setup {
+    /// `prefixes`: the names of the test's catalogs, whose leftovers are deleted first.
+    async fn new(prefixes: &[&str]) -> anyhow::Result<Setup> {
+        let cluster = controllers::cluster_with_crds().await?;
+        let registry = olm_testkit::registry(RegistryOptions::new()).await?;
+        let work = tempfile::tempdir()?;
+        let olm = OlmRun::start(&cluster, &work.path().join("cache")).await?;
+        let api: Api<ClusterCatalog> = Api::all(cluster.client());
+        delete_leftovers(&api, prefixes).await?;
+        Ok(Setup { cluster, registry, work, api, _olm: olm })
+    }
+}
+
 /// ClusterCatalogs (cluster-scoped) a failed earlier run of this test left, by name prefix:
 /// deleted, so that their retries do not crowd this run.
 async fn delete_leftovers(api: &Api<ClusterCatalog>, prefixes: &[&str]) -> anyhow::Result<()> {
@@ -154,12 +177,7 @@ async fn bundles_served(base: &str) -> anyhow::Result<Vec<String>> {
 #[tokio::test]
 async fn a_catalog_image_is_served_pinned_to_its_digest_and_polled_for_a_new_one() -> anyhow::Result<()> {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let cluster = controllers::cluster_with_crds().await?;
-    let registry = olm_testkit::registry(RegistryOptions::new()).await?;
-    let work = tempfile::tempdir()?;
-    let _olm = OlmRun::start(&cluster, &work.path().join("cache")).await?;
-    let api: Api<ClusterCatalog> = Api::all(cluster.client());
-    delete_leftovers(&api, &["demo"]).await?;
+    let Setup { cluster, registry, work, api, _olm } = Setup::new(&["demo"]).await?;
     let name = olm_testkit::random_name("demo");
     let image = format!("{}/demo-catalog:latest", registry.addr());
     push_catalog(work.path(), "v1", &image, &["1.0.0"])?;
@@ -215,12 +233,7 @@ async fn a_catalog_image_is_served_pinned_to_its_digest_and_polled_for_a_new_one
 #[tokio::test]
 async fn a_bad_image_or_catalog_is_said_in_its_own_status_and_hurts_no_neighbour() -> anyhow::Result<()> {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let cluster = controllers::cluster_with_crds().await?;
-    let registry = olm_testkit::registry(RegistryOptions::new()).await?;
-    let work = tempfile::tempdir()?;
-    let _olm = OlmRun::start(&cluster, &work.path().join("cache")).await?;
-    let api: Api<ClusterCatalog> = Api::all(cluster.client());
-    delete_leftovers(&api, &["good", "missing", "broken"]).await?;
+    let Setup { cluster, registry, work, api, _olm } = Setup::new(&["good", "missing", "broken"]).await?;
     let good_image = format!("{}/good-catalog:v1", registry.addr());
     push_catalog(work.path(), "good", &good_image, &["1.0.0"])?;
     // An image that is there but holds no catalog: a bundle image.

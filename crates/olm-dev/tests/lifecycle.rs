@@ -10,7 +10,7 @@ use olm_dev::{Component, HostPorts, Layout, Ports, ProcessState, Progress};
 fn layout_with(state: &Path) -> Layout {
     let shared = Layout::from_env().expect("cache location");
     // Hold all listeners at once so the kernel hands out distinct ports.
-    let listeners: Vec<std::net::TcpListener> = (0..11)
+    let listeners: Vec<std::net::TcpListener> = (0..12)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("free port"))
         .collect();
     let port = |i: usize| listeners[i].local_addr().expect("port").port();
@@ -33,6 +33,7 @@ fn layout_with(state: &Path) -> Layout {
             controllers_admin: port(8),
             packageserver: port(9),
             registry: port(10),
+            cluster_catalogs: port(11),
         },
     }
 }

@@ -456,6 +456,6 @@ mod tests {
         assert_eq!(pinned("127.0.0.1:5000/a/b/c:v1", digest).unwrap(), format!("127.0.0.1:5000/a/b/c@{digest}"));
         let old = "sha256:ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff";
         assert_eq!(pinned(&format!("quay.io/org/catalog@{old}"), digest).unwrap(), format!("quay.io/org/catalog@{digest}"));
-        assert!(pinned("UPPER/case:tag", digest).is_err());
+        assert!(pinned("not a reference", digest).is_err());
     }
 }

@@ -207,6 +207,22 @@ where
         rx
     }
 
+    /// A trigger stream that yields nothing but calls `forget` with each object deleted (gone
+    /// from the store when its change arrives): for state a controller keeps beside the cache,
+    /// since a deleted object is not reconciled. Pass it to `Controller::reconcile_on`.
+    pub fn deleted<F>(&self, forget: F) -> impl Stream<Item = ObjectRef<K>> + Send + 'static + use<K, F>
+    where
+        F: Fn(&K) + Send + 'static,
+    {
+        let store = self.store.clone();
+        self.subscribe().filter_map(move |obj| {
+            if store.get(&ObjectRef::from_obj(obj.as_ref())).is_none() {
+                forget(&obj);
+            }
+            futures::future::ready(None)
+        })
+    }
+
     /// Like [`Cache::subscribe`], but only the objects whose `view` differs from the one of
     /// their previous change (and new and deleted objects): a controller that reads part of an
     /// object is not woken by the rest. (A CatalogSource's status moves with every registry

@@ -10,7 +10,6 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
 use olm_api::olmv1::ClusterCatalog;
 use olm_catalog_client::{ClientError, ImageAccess, ImageFetch};
 use olm_resolver::CatalogKey;
@@ -156,19 +155,15 @@ pub fn run(
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let state = ctx.state.clone();
     let store = state.catalogs.store().clone();
-    let deletions_store = store.clone();
     let (held, publisher) = (state.held.clone(), state.publisher.clone());
-    // A deleted ClusterCatalog leaves the store: stop serving it and forget it (no finalizer:
-    // nothing outlives OLM but memory, which goes with it).
-    let deletions = state.catalogs.subscribe().filter_map(move |catalog: Arc<ClusterCatalog>| {
-        if deletions_store.get(&ObjectRef::from_obj(catalog.as_ref())).is_none() {
-            let name = catalog.name_any();
-            if held.lock().ok().and_then(|mut h| h.remove(&name)).is_some() {
-                publisher.withdraw(&name);
-                tracing::info!(catalog = %name, "ClusterCatalog deleted; its content is no longer served");
-            }
+    // A deleted ClusterCatalog: stop serving it and forget it (no finalizer: nothing outlives
+    // OLM but memory, which goes with it).
+    let deletions = state.catalogs.deleted(move |catalog: &ClusterCatalog| {
+        let name = catalog.name_any();
+        if held.lock().ok().and_then(|mut h| h.remove(&name)).is_some() {
+            publisher.withdraw(&name);
+            tracing::info!(catalog = %name, "ClusterCatalog deleted; its content is no longer served");
         }
-        futures::future::ready(None::<ObjectRef<ClusterCatalog>>)
     });
     let controller = Controller::for_shared_stream(state.catalogs.subscribe(), store)
         .with_config(olm_runtime::controller::controller_config())

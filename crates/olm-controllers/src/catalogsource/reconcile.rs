@@ -9,7 +9,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_catalog_client::location::{self, Location};
@@ -271,18 +270,14 @@ pub fn run(
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let state = ctx.state.clone();
     let store = state.catalogs.store().clone();
-    let deletions_store = store.clone();
     let cache = state.content.clone();
     let metrics = ctx.state.metrics.clone();
-    // A deleted CatalogSource leaves the store: drop its content.
-    let deletions = state.catalogs.subscribe().filter_map(move |catalog: Arc<CatalogSource>| {
-        let key = location::key(&catalog);
-        if deletions_store.get(&ObjectRef::from_obj(catalog.as_ref())).is_none() {
-            cache.remove(&key);
-            metrics.forget_catalog(&key.namespace, &key.name);
-            tracing::info!(catalog = %key, "CatalogSource deleted; its content is dropped");
-        }
-        futures::future::ready(None::<ObjectRef<CatalogSource>>)
+    // A deleted CatalogSource: drop its content.
+    let deletions = state.catalogs.deleted(move |catalog: &CatalogSource| {
+        let key = location::key(catalog);
+        cache.remove(&key);
+        metrics.forget_catalog(&key.namespace, &key.name);
+        tracing::info!(catalog = %key, "CatalogSource deleted; its content is dropped");
     });
     let controller = Controller::for_shared_stream(state.catalogs.subscribe(), store)
         .with_config(olm_runtime::controller::controller_config())
