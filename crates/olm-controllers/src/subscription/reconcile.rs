@@ -1,9 +1,10 @@
 //! Observe → decide → act for Subscriptions. Each reconcile resolves the Subscription's whole
 //! namespace (every Subscription and installed operator constrains the others) under a
 //! per-namespace lock, but acts only for the Subscription at hand: its own InstallPlan, its
-//! own conditions. [`observe`](super::observe) gathers the facts, [`resolution`](super::resolution)
-//! decides what the Subscription gets, [`act`](super::act) creates its InstallPlan, and
-//! [`decide::status`] is the one status write.
+//! own conditions. [`observe`](super::observe) gathers the facts; then a [`Pass`] takes its
+//! steps in order — the rollback ([`rollback`](super::rollback)), resolution
+//! ([`resolution`](super::resolution)), the InstallPlan ([`act`](super::act)) — and ends in the
+//! one status write ([`decide::status`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ use olm_runtime::controller::action_for;
 use olm_runtime::{ControllerContext, Result, error_policy, guarded};
 use tracing::instrument;
 
-use super::decide::{self, Observed, Resolved, RolledBackNote};
+use super::decide::{self, Observed, PlanView, Resolved, RolledBackNote};
 use super::pulls::ContentError;
 use super::resolution::{self, Intent, ResolutionDecision};
 use super::state::SubscriptionControllerState;
@@ -50,118 +51,163 @@ async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<Subscri
         .subscription_count
         .set(i64::try_from(state.subscriptions.store().len()).unwrap_or(i64::MAX));
 
-    // Observe.
-    let Some(mut facts) = observe::observe(&ctx, &cached).await? else {
+    // Observe, then the steps in order over one pass; the last is the one status write.
+    let Some(facts) = observe::observe(&ctx, &cached).await? else {
         return Ok(Action::await_change());
     };
-    let now = Timestamp::now();
+    let mut pass = Pass::new(&ctx, facts);
+    pass.roll_back().await?;
+    pass.resolve().await;
+    pass.create_plan().await?;
+    pass.write_status().await
+}
 
-    // A rollback first (opt-in, see `rollback`); otherwise decide what resolution gives this
-    // Subscription.
-    let rollback = rollback::decide(&facts.sub, &facts.csvs);
-    if let Some(event) = &rollback.event {
-        ctx.events.publish(&facts.sub.object_ref(&()), event).await;
-    }
-    if let Some(from) = &rollback.mark {
-        act::mark_rolled_back(&ctx, &facts.sub, from).await?;
-        // The plan made below reads it (its name, its approval).
-        facts.sub.annotations_mut().insert(olm_api::keys::ROLLED_BACK_FROM_ANNOTATION.into(), from.clone());
-    }
-    let started = Instant::now();
-    let decision = match &rollback.step {
-        rollback::Step::None => resolution::decide(&facts, rollback.rejected.as_deref()),
-        rollback::Step::Reinstall { from, to } => ResolutionDecision::of(resolution::rollback_intent(&facts, from, to)),
-        rollback::Step::Impossible(message) => {
-            ResolutionDecision::of(Intent::Fail { reason: resolution::ROLLBACK_IMPOSSIBLE, message: message.clone(), requeue: None })
+/// One reconcile of one Subscription, as its steps fill it in (operator-controller's
+/// `ReconcileSteps`): what was observed, what the rollback and resolution decided, what the
+/// plan step did; [`Pass::write_status`] turns it into the one status write.
+struct Pass<'a> {
+    ctx: &'a ControllerContext<SubscriptionControllerState>,
+    facts: observe::Facts,
+    now: Timestamp,
+    /// [`Pass::roll_back`]'s decision.
+    rollback: rollback::Decision,
+    /// [`Pass::resolve`]'s decision.
+    decision: ResolutionDecision,
+    /// [`Pass::create_plan`]'s outcome, and when to look again.
+    resolved: Resolved,
+    requeue: Option<Duration>,
+    /// An installed CSV the Subscription takes over (until a plan of its own is made).
+    adopted: Option<String>,
+    /// A write the API server refused: said in the status, then returned for the error policy.
+    write_failed: Option<olm_runtime::Error>,
+}
+
+impl<'a> Pass<'a> {
+    fn new(ctx: &'a ControllerContext<SubscriptionControllerState>, facts: observe::Facts) -> Pass<'a> {
+        let rollback = rollback::decide(&facts.sub, &facts.csvs);
+        Pass {
+            ctx,
+            facts,
+            now: Timestamp::now(),
+            rollback,
+            decision: ResolutionDecision::of(Intent::Wait),
+            resolved: Resolved::Skipped,
+            requeue: None,
+            adopted: None,
+            write_failed: None,
         }
-    };
-    if let Some(succeeded) = decision.resolver_ran {
-        state.metrics.resolution(succeeded, started.elapsed().as_secs_f64());
-    }
-    if let Some(event) = &decision.event {
-        ctx.events.publish(&facts.sub.object_ref(&()), event).await;
     }
 
-    // Act: the InstallPlan, when there is one to create.
-    let mut adopted = decision.adopted.clone();
-    let mut write_failed = None;
-    let (resolved, requeue) = match &decision.intent {
-        Intent::Wait => (Resolved::Skipped, None),
-        Intent::Fail { reason, message, requeue } => (Resolved::Failed { reason, message: message.clone() }, *requeue),
-        Intent::UpToDate | Intent::Rejected(_) => (Resolved::UpToDate, None),
-        Intent::Install { bundles, current_csv } => {
-            let current_csv = current_csv.clone();
-            let bundles: Vec<&Selected> = bundles.iter().collect();
-            match act::create_plan(&ctx, &facts, &bundles, now).await {
-                Err(err) if err.refused_write().is_some() => {
-                    // Said on the Subscription, then returned: the error policy backs off and
-                    // puts the Event on the object whose write failed.
-                    let resolved = Resolved::WriteFailed {
-                        reason: err.category(),
-                        message: WriteFailure::of(&err).message,
-                    };
-                    write_failed = Some(err);
-                    (resolved, None)
-                }
-                Err(err) => return Err(err),
-                Ok(Ok(plan)) => {
-                    adopted = None;
-                    act::collect_old_plans(&ctx, &namespace, &facts.subs).await;
-                    (Resolved::NewPlan { plan, current_csv }, None)
-                }
-                Ok(Err(act::NotReady { error: ContentError::Unpack(message), lookup_plan })) => (
-                    Resolved::UnpackFailed { message, plan: lookup_plan },
-                    Some(facts.unpack.retry()),
-                ),
-                // Woken when the pull ends; the requeue is a safety net.
-                Ok(Err(act::NotReady { error: ContentError::Pending(message), lookup_plan })) => {
-                    (Resolved::Unpacking { message, plan: lookup_plan }, Some(PENDING_RECHECK))
-                }
-                Ok(Err(act::NotReady { error: ContentError::RollbackRefused(message), .. })) => {
-                    (Resolved::Failed { reason: resolution::ROLLBACK_IMPOSSIBLE, message }, None)
-                }
-                Ok(Err(act::NotReady { error: ContentError::Other(message), .. })) => (
-                    Resolved::Failed {
-                        reason: reasons::ERROR_PREVENTED_RESOLUTION,
-                        message,
-                    },
-                    Some(CONTENT_RETRY),
-                ),
+    /// A rollback first (opt-in, see `rollback`): its Event, and the annotation that marks it,
+    /// which the plan made below reads (its name, its approval).
+    async fn roll_back(&mut self) -> Result<()> {
+        if let Some(event) = &self.rollback.event {
+            self.ctx.events.publish(&self.facts.sub.object_ref(&()), event).await;
+        }
+        if let Some(from) = &self.rollback.mark {
+            act::mark_rolled_back(self.ctx, &self.facts.sub, from).await?;
+            self.facts.sub.annotations_mut().insert(olm_api::keys::ROLLED_BACK_FROM_ANNOTATION.into(), from.clone());
+        }
+        Ok(())
+    }
+
+    /// What resolution gives this Subscription (or the rollback's reinstall).
+    async fn resolve(&mut self) {
+        let started = Instant::now();
+        self.decision = match &self.rollback.step {
+            rollback::Step::None => resolution::decide(&self.facts, self.rollback.rejected.as_deref()),
+            rollback::Step::Reinstall { from, to } => ResolutionDecision::of(resolution::rollback_intent(&self.facts, from, to)),
+            rollback::Step::Impossible(message) => {
+                ResolutionDecision::of(Intent::Fail { reason: resolution::ROLLBACK_IMPOSSIBLE, message: message.clone(), requeue: None })
             }
+        };
+        if let Some(succeeded) = self.decision.resolver_ran {
+            self.ctx.state.metrics.resolution(succeeded, started.elapsed().as_secs_f64());
         }
-    };
-
-    // One status write, from what was observed (moved, no longer needed) and what happened.
-    let observe::Facts { sub, catalogs, contents, plan, plan_missing, current, group_modes, .. } = facts;
-    let installed = adopted.clone().or_else(|| current.as_ref().map(|c| c.name.clone()));
-    let deprecations = resolution::deprecations(contents.get(&decide::target(&sub)), &sub, installed.as_deref());
-    let behind = match (&resolved, &installed, &decision.intent) {
-        (Resolved::UpToDate, _, Intent::Rejected(csv)) => Some(rollback::rejected_note(csv)),
-        (Resolved::UpToDate, Some(installed), _) => {
-            resolution::behind_head(contents.get(&decide::target(&sub)), contents.values(), &sub, installed, group_modes.as_ref())
+        if let Some(event) = &self.decision.event {
+            self.ctx.events.publish(&self.facts.sub.object_ref(&()), event).await;
         }
-        _ => None,
-    };
-    let rolled_back = match (rollback.condition, &rollback.rejected, &resolved) {
-        (Some((reason, message)), _, _) => RolledBackNote::Set(reason, message),
-        // An upgrade past the version rolled back: the rollback is history.
-        (None, None, _) | (None, _, Resolved::NewPlan { .. }) => RolledBackNote::Clear,
-        (None, Some(_), _) => RolledBackNote::Keep,
-    };
-    let observed = Observed { sub: &sub, catalogs, plan, plan_missing, current, adopted, resolved, deprecations, behind, rolled_back };
-    let desired = decide::status(&observed, now);
-    ctx.status.apply(&sub, &desired).await?;
-    state.metrics.subscription_synced(SubscriptionSyncLabels {
-        name: sub.name_any(),
-        installed: desired.installed_csv.clone().unwrap_or_default(),
-        channel: sub.spec.channel.clone().unwrap_or_default(),
-        package: sub.spec.name.clone(),
-        approval: sub.spec.approval().as_str().to_owned(),
-    });
-    if let Some(err) = write_failed {
-        return Err(err);
+        self.adopted = self.decision.adopted.clone();
     }
-    Ok(action_for(requeue))
+
+    /// The InstallPlan, when there is one to create; what came of it.
+    async fn create_plan(&mut self) -> Result<()> {
+        let (resolved, requeue) = match &self.decision.intent {
+            Intent::Wait => (Resolved::Skipped, None),
+            Intent::Fail { reason, message, requeue } => (Resolved::Failed { reason, message: message.clone() }, *requeue),
+            Intent::UpToDate | Intent::Rejected(_) => (Resolved::UpToDate, None),
+            Intent::Install { bundles, current_csv } => {
+                let current_csv = current_csv.clone();
+                let bundles: Vec<&Selected> = bundles.iter().collect();
+                match act::create_plan(self.ctx, &self.facts, &bundles, self.now).await {
+                    Err(err) if err.refused_write().is_some() => {
+                        // Said on the Subscription, then returned: the error policy backs off and
+                        // puts the Event on the object whose write failed.
+                        let resolved = Resolved::WriteFailed { reason: err.category(), message: WriteFailure::of(&err).message };
+                        self.write_failed = Some(err);
+                        (resolved, None)
+                    }
+                    Err(err) => return Err(err),
+                    Ok(Ok(plan)) => {
+                        self.adopted = None;
+                        let namespace = self.facts.sub.namespace().unwrap_or_default();
+                        act::collect_old_plans(self.ctx, &namespace, &self.facts.subs).await;
+                        (Resolved::NewPlan { plan, current_csv }, None)
+                    }
+                    Ok(Err(act::NotReady { error, lookup_plan })) => not_ready(error, lookup_plan, &self.facts.unpack),
+                }
+            }
+        };
+        (self.resolved, self.requeue) = (resolved, requeue);
+        Ok(())
+    }
+
+    /// The one status write, from what was observed (moved, no longer needed) and what the
+    /// steps did.
+    async fn write_status(self) -> Result<Action> {
+        let Pass { ctx, facts, rollback, decision, resolved, requeue, adopted, write_failed, now } = self;
+        let observe::Facts { sub, catalogs, contents, plan, plan_missing, current, group_modes, .. } = facts;
+        let installed = adopted.clone().or_else(|| current.as_ref().map(|c| c.name.clone()));
+        let deprecations = resolution::deprecations(contents.get(&decide::target(&sub)), &sub, installed.as_deref());
+        let behind = match (&resolved, &installed, &decision.intent) {
+            (Resolved::UpToDate, _, Intent::Rejected(csv)) => Some(rollback::rejected_note(csv)),
+            (Resolved::UpToDate, Some(installed), _) => {
+                resolution::behind_head(contents.get(&decide::target(&sub)), contents.values(), &sub, installed, group_modes.as_ref())
+            }
+            _ => None,
+        };
+        let rolled_back = match (rollback.condition, &rollback.rejected, &resolved) {
+            (Some((reason, message)), _, _) => RolledBackNote::Set(reason, message),
+            // An upgrade past the version rolled back: the rollback is history.
+            (None, None, _) | (None, _, Resolved::NewPlan { .. }) => RolledBackNote::Clear,
+            (None, Some(_), _) => RolledBackNote::Keep,
+        };
+        let observed = Observed { sub: &sub, catalogs, plan, plan_missing, current, adopted, resolved, deprecations, behind, rolled_back };
+        let desired = decide::status(&observed, now);
+        ctx.status.apply(&sub, &desired).await?;
+        ctx.state.metrics.subscription_synced(SubscriptionSyncLabels {
+            name: sub.name_any(),
+            installed: desired.installed_csv.clone().unwrap_or_default(),
+            channel: sub.spec.channel.clone().unwrap_or_default(),
+            package: sub.spec.name.clone(),
+            approval: sub.spec.approval().as_str().to_owned(),
+        });
+        if let Some(err) = write_failed {
+            return Err(err);
+        }
+        Ok(action_for(requeue))
+    }
+}
+
+/// What a bundle's content not being ready yet makes of the plan step, and when to look again.
+fn not_ready(error: ContentError, lookup_plan: Option<PlanView>, unpack: &observe::UnpackSettings) -> (Resolved, Option<Duration>) {
+    match error {
+        ContentError::Unpack(message) => (Resolved::UnpackFailed { message, plan: lookup_plan }, Some(unpack.retry())),
+        // Woken when the pull ends; the requeue is a safety net.
+        ContentError::Pending(message) => (Resolved::Unpacking { message, plan: lookup_plan }, Some(PENDING_RECHECK)),
+        ContentError::RollbackRefused(message) => (Resolved::Failed { reason: resolution::ROLLBACK_IMPOSSIBLE, message }, None),
+        ContentError::Other(message) => (Resolved::Failed { reason: reasons::ERROR_PREVENTED_RESOLUTION, message }, Some(CONTENT_RETRY)),
+    }
 }
 
 /// What the Subscription controller reads of a CatalogSource object: its identity, spec and

@@ -422,6 +422,7 @@ pub fn up(catalog: Option<&Path>, real_node: bool) -> anyhow::Result<ExitCode> {
     println!("OLM is running on the local control plane ({}).", format_duration(progress.elapsed()));
     println!("  catalog:   CatalogSource olm/{CATALOG_NAME} -> image {catalog_image} (from {}; its bundles are images too, by digest)", catalog.display());
     println!("             the same catalog served by olm catalog serve on http://127.0.0.1:{}/catalogs/{CATALOG_NAME}", layout.host_ports.catalog_http);
+    println!("  v1:        ClusterCatalogs served by olm run on http://127.0.0.1:{}/catalogs/NAME (docs/olmv1.md)", layout.host_ports.cluster_catalogs);
     println!("  registry:  {} (plain HTTP, storage {})", registry.addr, layout.registry_dir().display());
     println!("  logs:      {}", layout.logs_dir().display());
     println!("use it with: eval \"$(olm dev env)\"   then e.g.: kubectl get packagemanifests -n olm");
