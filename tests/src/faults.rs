@@ -256,6 +256,12 @@ impl ScopedManager {
 
     /// [`ScopedManager::start`], with the admin server on a loopback port when `admin`.
     pub async fn start_with(kubeconfig: std::path::PathBuf, faults: Option<Faults>, admin: bool) -> anyhow::Result<ScopedManager> {
+        Self::start_all(kubeconfig, faults, admin, false).await
+    }
+
+    /// Every controller, OLM v1's too (`v1`: with their ClusterCatalog content server on a
+    /// loopback port).
+    pub async fn start_all(kubeconfig: std::path::PathBuf, faults: Option<Faults>, admin: bool, v1: bool) -> anyhow::Result<ScopedManager> {
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
@@ -279,22 +285,34 @@ impl ScopedManager {
                         Some(faults) => builder.with_layer(&faults).build(),
                         None => builder.build(),
                     };
+                    let images = crate::image_client()?;
+                    let mut extra: Vec<std::sync::Arc<dyn olm_runtime::ControllerSet>> = Vec::new();
+                    let mut catalog_server = None;
+                    if v1 {
+                        let (server, publisher) = olm_controllers_v1::serve_catalogs("127.0.0.1:0".parse()?).await?;
+                        let base_url = format!("http://{}", server.http_addr.context("the content server's address")?);
+                        extra.push(std::sync::Arc::new(olm_controllers_v1::V1Controllers { images: images.clone(), publisher, base_url }));
+                        catalog_server = Some(server);
+                    }
                     let config = ManagerConfig {
                         cache_thread_init: None,
-                        images: crate::image_client()?,
-                        extra: Vec::new(),
+                        images,
+                        extra,
                         controllers: Vec::new(),
                         admin_addr: if admin { Some("127.0.0.1:0".parse()?) } else { None },
                         leader_election: None,
                     };
-                    anyhow::Ok(Manager::start(client, config).await?)
+                    anyhow::Ok((Manager::start(client, config).await?, catalog_server))
                 }
                 .await;
                 match started {
-                    Ok(manager) => {
+                    Ok((manager, catalog_server)) => {
                         let _ = started_tx.send(Ok(manager.admin_addr()));
                         let _ = stop_rx.await;
                         drop(manager);
+                        if let Some(server) = catalog_server {
+                            server.shutdown();
+                        }
                     }
                     Err(err) => {
                         let _ = started_tx.send(Err(err));

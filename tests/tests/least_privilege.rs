@@ -37,8 +37,6 @@ const NOT_EXERCISED: &[(&str, &[&str], &[&str], &str)] = &[
     ("rbac.authorization.k8s.io", &["clusterroles"], &["delete"], "an OperatorGroup's aggregated ClusterRole it no longer wants"),
     ("monitoring.coreos.com", &["prometheusrules", "servicemonitors"], &["create", "patch"], "optional kinds a bundle may carry"),
     ("policy", &["poddisruptionbudgets"], &["create", "patch"], "optional kinds a bundle may carry"),
-    ("olm.operatorframework.io", &["clustercatalogs"], &["list", "watch"], "OLM v1's ClusterCatalog controller runs in `olm run` with its content server (cluster_catalogs.rs), not in this workload's in-process manager"),
-    ("olm.operatorframework.io", &["clustercatalogs/status"], &["patch"], "as above"),
     ("scheduling.k8s.io", &["priorityclasses"], &["create", "patch"], "optional kinds a bundle may carry"),
     ("autoscaling.k8s.io", &["verticalpodautoscalers"], &["create", "patch"], "optional kinds a bundle may carry"),
     ("networking.k8s.io", &["networkpolicies"], &["create", "patch"], "optional kinds a bundle may carry"),
@@ -198,17 +196,23 @@ async fn the_controllers_role_grants_what_they_use_and_nothing_else() -> anyhow:
     let audit_log = cluster.layout().audit_log();
     // Only this run counts (the control plane is shared and kept between runs).
     let from = std::fs::metadata(&audit_log).map(|m| m.len() as usize).unwrap_or(0);
-    let manager = ScopedManager::start(path, None).await?;
+    let manager = ScopedManager::start_all(path, None, false, true).await?;
 
     let server = controllers::etcd_catalog_server(false).await?;
     let address = server.grpc_addrs.get("community").context("gRPC address")?.to_string();
     let upgrade = cluster.namespace("least-upgrade").await?;
     let scoped = cluster.namespace("least-scoped").await?;
     let webhook = cluster.namespace("least-webhook").await?;
-    let (a, b, c) = tokio::join!(subscription_upgrade(&upgrade, &address), scoped_install(&scoped, &address), webhook_csv(&webhook));
+    let (a, b, c, d) = tokio::join!(
+        subscription_upgrade(&upgrade, &address),
+        scoped_install(&scoped, &address),
+        webhook_csv(&webhook),
+        cluster_catalog(&cluster)
+    );
     a.context("upgrade")?;
     b.context("scoped install")?;
     c.context("webhook CSV")?;
+    d.context("ClusterCatalog")?;
     // Removal: the CSVs' cluster-scoped objects go with them (by owner label).
     for ns in [&upgrade, &scoped, &webhook] {
         ns.kubectl(&["delete", "subscriptions,clusterserviceversions", "--all", "--wait=true"]).await?;
@@ -243,5 +247,30 @@ async fn the_controllers_role_grants_what_they_use_and_nothing_else() -> anyhow:
         ns.cleanup().await?;
     }
     server.shutdown();
+    Ok(())
+}
+
+/// OLM v1: a ClusterCatalog pulled and served, then deleted.
+async fn cluster_catalog(cluster: &olm_testkit::TestCluster) -> anyhow::Result<()> {
+    use olm_api::olmv1::ClusterCatalog;
+    let registry = olm_testkit::registry(olm_testkit::RegistryOptions::new()).await?;
+    let image = format!("{}/least-catalog:v1", registry.addr());
+    let fixture = olm_e2e::repo().join("crates/olm-registry/testdata/catalog");
+    olm_e2e::olm(&["catalog", "push", fixture.to_str().context("path")?, &image])?;
+    let api: kube::Api<ClusterCatalog> = kube::Api::all(cluster.client());
+    let name = "least-privilege";
+    let _ = api.delete(name, &Default::default()).await;
+    olm_testkit::wait_for("the last run's ClusterCatalog gone", Duration::from_secs(60), || async { anyhow::Ok(api.get_opt(name).await?.is_none().then_some(())) }).await?;
+    let catalog: ClusterCatalog = serde_json::from_value(json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog", "metadata": {"name": name},
+        "spec": {"source": {"type": "Image", "image": {"ref": image}}}
+    }))?;
+    api.create(&Default::default(), &catalog).await?;
+    olm_testkit::wait_for("ClusterCatalog least-privilege Serving", Duration::from_secs(120), || async {
+        let catalog = api.get(name).await?;
+        anyhow::Ok(catalog.conditions().iter().any(|c| c.type_ == "Serving" && c.status == "True").then_some(()))
+    })
+    .await?;
+    api.delete(name, &Default::default()).await?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The controllers of OLM v1's API (`olm.operatorframework.io/v1`), on the same engine as v0's:
 //! the image puller and catalog reader (`olm-catalog-client`, `olm-image`), the generic runtime
-//! (`olm-runtime`), and the catalog HTTP server, which the binary hands in as a
-//! [`CatalogPublisher`]. A manager runs them beside v0's through [`V1Controllers`], an
+//! (`olm-runtime`), and the catalog HTTP server (`olm-registry`, handed in as a
+//! [`CatalogPublisher`]: [`served_by`]). A manager runs them beside v0's through [`V1Controllers`], an
 //! [`olm_runtime::ControllerSet`].
 //!
 //! - [`clustercatalog`]: a ClusterCatalog's image pulled, polled, and its content served.
@@ -23,6 +23,34 @@ pub trait CatalogPublisher: std::fmt::Debug + Send + Sync {
     fn publish(&self, name: &str, catalog: &olm_catalog::Catalog);
     /// Stop serving `name`.
     fn withdraw(&self, name: &str);
+}
+
+/// The catalog server's set ([`olm_registry::CatalogSet`]) as the publisher.
+pub fn served_by(catalogs: olm_registry::CatalogSet) -> Arc<dyn CatalogPublisher> {
+    Arc::new(Served(catalogs))
+}
+
+/// The ClusterCatalog content server (`olm run --cluster-catalog-addr`): the catalog server's
+/// HTTP API (catalogd's `/catalogs/NAME/api/v1/all` and `/api/v1/metas`, and ours) over what
+/// the ClusterCatalog controller publishes. Returns the server and its publisher.
+pub async fn serve_catalogs(addr: std::net::SocketAddr) -> Result<(olm_registry::RunningServer, Arc<dyn CatalogPublisher>), olm_registry::RegistryError> {
+    let config = olm_registry::ServeConfig { http_addr: Some(addr), reload_interval: None, published: true, ..olm_registry::ServeConfig::new(Vec::new()) };
+    let server = olm_registry::start(config).await?;
+    let publisher = served_by(server.catalogs.clone());
+    Ok((server, publisher))
+}
+
+#[derive(Debug)]
+struct Served(olm_registry::CatalogSet);
+
+impl CatalogPublisher for Served {
+    fn publish(&self, name: &str, catalog: &olm_catalog::Catalog) {
+        self.0.publish(name, catalog.clone(), std::time::Duration::ZERO);
+    }
+
+    fn withdraw(&self, name: &str) {
+        self.0.withdraw(name);
+    }
 }
 
 /// The v1 controllers and what they need from the process.

@@ -16,7 +16,6 @@ mod image;
 mod manifests;
 mod packageserver;
 mod chart;
-mod cluster_catalogs;
 mod release;
 mod resolve;
 mod run;

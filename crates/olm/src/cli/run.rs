@@ -90,7 +90,9 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
         LeaderElectionConfig::new(args.namespace.clone(), args.lease_name.clone(), identity)
     });
     let images = std::sync::Arc::new(args.registry.client()?);
-    let (catalog_server, publisher) = super::cluster_catalogs::serve(args.cluster_catalog_addr).await?;
+    let (catalog_server, publisher) = olm_controllers_v1::serve_catalogs(args.cluster_catalog_addr)
+        .await
+        .with_context(|| format!("cannot serve ClusterCatalog content on {}", args.cluster_catalog_addr))?;
     let bound = catalog_server.http_addr.unwrap_or(args.cluster_catalog_addr);
     let base_url = args.cluster_catalog_url.clone().unwrap_or_else(|| format!("http://{bound}"));
     let v1 = olm_controllers_v1::V1Controllers { images: images.clone(), publisher, base_url: base_url.clone() };
