@@ -96,6 +96,13 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
     let bound = catalog_server.http_addr.unwrap_or(args.cluster_catalog_addr);
     let base_url = args.cluster_catalog_url.clone().unwrap_or_else(|| format!("http://{bound}"));
     let v1 = olm_controllers_v1::V1Controllers { images: images.clone(), publisher, base_url: base_url.clone() };
+    // A cluster whose CRDs predate OLM v1's gets v0 alone (and stays ready), and is told why.
+    let extra: Vec<std::sync::Arc<dyn olm_runtime::ControllerSet>> = if v1_crds_installed(&client).await? {
+        vec![std::sync::Arc::new(v1)]
+    } else {
+        eprintln!("olm: the ClusterCatalog CRD (clustercatalogs.olm.operatorframework.io) is not installed: OLM v1's controllers do not run; apply manifests/crds/ (or `olm crds`) and restart");
+        Vec::new()
+    };
     let manager = Manager::start(
         client,
         ManagerConfig {
@@ -104,7 +111,7 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
             leader_election,
             cache_thread_init: cache_thread_init(),
             images,
-            extra: vec![std::sync::Arc::new(v1)],
+            extra,
         },
     )
     .await?;
@@ -118,6 +125,15 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
     manager.stop(Duration::from_secs(20)).await;
     catalog_server.shutdown();
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the API server knows OLM v1's ClusterCatalog kind.
+async fn v1_crds_installed(client: &kube::Client) -> anyhow::Result<bool> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    let name = "clustercatalogs.olm.operatorframework.io";
+    let found = crds.get_opt(name).await.with_context(|| format!("cannot read CRD {name}"))?;
+    Ok(found.is_some())
 }
 
 /// With jemalloc, the caches' thread allocates from an arena of its own (see
