@@ -17,6 +17,7 @@
 //! * [`VersionRange`] – blang/semver ranges (`skipRange`, `olm.package.required`).
 
 pub mod canonical;
+pub mod constraint;
 pub mod cel;
 pub mod error;
 mod ignore;
