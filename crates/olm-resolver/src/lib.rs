@@ -11,6 +11,7 @@
 //! [`adapter`] turns `olm_catalog` catalogs into [`CatalogSnapshot`]s.
 
 pub mod adapter;
+pub mod extension;
 mod explain;
 pub mod file;
 mod index;
