@@ -18,8 +18,9 @@ pub use cluster_extension::{ClusterExtension, ClusterExtensionSpec, ClusterExten
 /// The API group.
 pub const GROUP: &str = "olm.operatorframework.io";
 
-/// The label every ClusterCatalog carries with its own name (set by the controller, as
-/// upstream's webhook does), so that clients can select catalogs by name.
+/// The label upstream's webhook gives every ClusterCatalog, with its own name, so that a
+/// ClusterExtension's `selector` can pick catalogs by name. olm-rs has no webhook: resolution
+/// is to treat every catalog as carrying it.
 pub const METADATA_NAME_LABEL: &str = "olm.operatorframework.io/metadata.name";
 
 /// Condition types and reasons shared by both kinds (upstream's `common_types.go`).
