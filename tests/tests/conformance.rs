@@ -37,7 +37,7 @@ use kube::api::PostParams;
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_api::v1alpha1::subscription::Subscription;
 use olm_catalog::{Bundle, Catalog, Channel, Package, UpgradeEdges as _};
-use olm_controllers::bundle_objects::created_by_kind;
+use olm_install::bundle_objects::created_by_kind;
 use olm_e2e::controllers::{self, create_from_yaml};
 use olm_e2e::journey;
 use olm_testkit::{TestCluster, TestNamespace};
@@ -169,7 +169,7 @@ impl ThisCluster {
             if crd["apiVersion"] != "apiextensions.k8s.io/v1beta1" || refused_crds.contains_key(&bundle.name) {
                 continue;
             }
-            let converted = olm_controllers::bundle_objects::normalize_object(crd.clone(), &bundle.name, 0).map_err(anyhow::Error::msg)?;
+            let converted = olm_install::bundle_objects::normalize_object(crd.clone(), &bundle.name, 0).map_err(anyhow::Error::msg)?;
             let name = converted.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
             if let Err(kube::Error::Api(status)) = api.patch(&name, &dry_run, &kube::api::Patch::Apply(&converted)).await
                 && status.code == 422

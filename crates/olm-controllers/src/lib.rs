@@ -11,8 +11,6 @@ pub mod olmconfig;
 pub mod catalogsource;
 pub mod catalog_metrics;
 pub mod catalog_operator;
-pub mod bundle_objects;
-pub mod crd_rules;
 pub mod crd_writes;
 pub mod plan_steps;
 pub mod plan_preview;

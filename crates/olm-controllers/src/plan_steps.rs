@@ -5,7 +5,7 @@
 use olm_api::keys;
 use olm_api::v1alpha1::install_plan::{Step, StepResource, StepStatus};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use olm_install::names::generated_name;
 
 use olm_catalog_client::BundleContent;
 
@@ -20,9 +20,6 @@ pub struct StepSource {
     /// (`operators.coreos.com/<package>.<namespace>`, see `olm_api::keys::operator_component_label`).
     pub component_label: Option<String>,
 }
-
-/// Kubernetes names are at most this long.
-const MAX_NAME: usize = 63;
 
 /// How a kind is served: plural resource name and whether it is namespaced.
 pub fn resource_of(group: &str, kind: &str) -> Option<(&'static str, bool)> {
@@ -109,22 +106,6 @@ fn step(resolving: &str, source: &StepSource, object: &Value) -> Step {
     }
 }
 
-/// `base` cut so that `base-hash` fits in a Kubernetes name.
-fn generated_name(base: &str, hashed: &Value) -> String {
-    let digest = Sha256::digest(hashed.to_string().as_bytes());
-    let hash = &hex::encode(digest)[..12];
-    let keep = MAX_NAME - hash.len() - 1;
-    let mut base = base.to_owned();
-    if base.len() > keep {
-        let mut cut = keep;
-        while !base.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        base.truncate(cut);
-    }
-    format!("{}-{hash}", base.trim_end_matches(['-', '.']))
-}
-
 fn owner_labels(csv_name: &str, namespace: &str) -> Value {
     json!(crate::metadata::owner_labels_of(csv_name, namespace, "ClusterServiceVersion"))
 }
@@ -145,7 +126,7 @@ pub fn bundle_steps(
 ) -> Result<Vec<Step>, String> {
     let csv: Value = serde_json::from_str(&bundle.csv_json)
         .map_err(|err| format!("the ClusterServiceVersion of bundle {} is not valid JSON: {err}", bundle.name))?;
-    let mut csv = crate::bundle_objects::normalize_csv(csv);
+    let mut csv = olm_install::bundle_objects::normalize_csv(csv);
     let csv_name = csv
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -185,7 +166,7 @@ pub fn bundle_steps(
         if kind == "ClusterServiceVersion" {
             continue;
         }
-        let mut object = crate::bundle_objects::normalize_object(object, &bundle.name, i + 1)?;
+        let mut object = olm_install::bundle_objects::normalize_object(object, &bundle.name, i + 1)?;
         if object.pointer("/metadata/name").and_then(Value::as_str).is_none_or(str::is_empty) {
             return Err(format!("object {} ({kind}) of bundle {} has no metadata.name", i + 1, bundle.name));
         }
@@ -377,15 +358,6 @@ mod tests {
             "a Deployment in a bundle is not installable"
         );
         assert!(steps[..7].iter().all(|s| s.status == StepStatus::Unknown));
-    }
-
-    #[test]
-    fn generated_names_fit_and_are_stable() {
-        let long = "a".repeat(80);
-        let name = generated_name(&long, &json!(1));
-        assert_eq!(name.len(), 63);
-        assert_eq!(name, generated_name(&long, &json!(1)));
-        assert_ne!(name, generated_name(&long, &json!(2)));
     }
 
     #[test]

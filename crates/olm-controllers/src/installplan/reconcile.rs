@@ -123,7 +123,7 @@ async fn existing_objects_valid(client: &kube::Client, existing: &Value, desired
     }
     let name = desired.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     let kind = desired.pointer("/spec/names/kind").and_then(Value::as_str).unwrap_or_default();
-    let refused = crate::plan_preview::observe::refused_objects(client, existing, desired, 1).await.map_err(|failed| {
+    let refused = olm_install::crd_check::refused_objects(client, existing, desired, 1).await.map_err(|failed| {
         StepError::new(
             format!(
                 "cannot list existing {} objects to check them against the new CustomResourceDefinition {name}: {}",
@@ -189,7 +189,7 @@ async fn check_crd(ctx: &ControllerContext<InstallPlanState>, step: &Step) -> Re
     let existing = get_cached_opt(&api, &r.name).await.map_err(|err| step_error(step, "", "get", None, &err))?;
     let Some(existing) = existing else { return Ok(false) };
     let mut existing = serde_json::to_value(&existing).unwrap_or(Value::Null);
-    if let Err(message) = crate::crd_rules::stored_versions_kept(&existing, &manifest) {
+    if let Err(message) = olm_install::crd_rules::stored_versions_kept(&existing, &manifest) {
         let refused = |more: String| StepError::new(format!("cannot update CustomResourceDefinition {}: {message}{more}", r.name), false);
         let Some(target) = crd_upgrade::migration_target(&existing, &manifest) else {
             return Err(refused(String::new()));

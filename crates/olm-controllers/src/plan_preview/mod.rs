@@ -15,7 +15,7 @@ use olm_api::v1alpha1::install_plan::Step;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::crd_rules::served_schema;
+use olm_install::crd_rules::served_schema;
 
 pub use olm_api::keys::PREVIEW_ANNOTATION;
 
@@ -308,7 +308,7 @@ fn group_grants(grants: BTreeSet<(Change, Grant)>) -> Vec<PermissionChange> {
 }
 
 fn version_names(crd: &Value) -> BTreeSet<String> {
-    crate::crd_rules::version_names(crd).into_iter().map(str::to_owned).collect()
+    olm_install::crd_rules::version_names(crd).into_iter().map(str::to_owned).collect()
 }
 
 fn storage_version(crd: &Value) -> Option<String> {

@@ -195,14 +195,14 @@ async fn rollback_crd_problems(ctx: &ControllerContext<SubscriptionControllerSta
             continue;
         };
         let existing = serde_json::to_value(&existing).unwrap_or_default();
-        if let Err(why) = crate::crd_rules::stored_versions_kept(&existing, &desired) {
+        if let Err(why) = olm_install::crd_rules::stored_versions_kept(&existing, &desired) {
             problems.push(format!("its CustomResourceDefinition {name}: {why}"));
             continue;
         }
         if desired.pointer("/spec/conversion/strategy").and_then(serde_json::Value::as_str) == Some("Webhook") {
             continue;
         }
-        match crate::plan_preview::observe::refused_objects(&ctx.client, &existing, &desired, 3).await {
+        match olm_install::crd_check::refused_objects(&ctx.client, &existing, &desired, 3).await {
             Ok(refused) => problems.extend(refused.into_iter().map(|r| {
                 format!("its CustomResourceDefinition {name} refuses the existing {} at {}: {}", r.object, r.version, r.problems.join(", "))
             })),

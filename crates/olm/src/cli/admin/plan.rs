@@ -78,7 +78,7 @@ pub async fn preview_of(client: &kube::Client, namespace: &str, name: &str) -> a
             .find(|s| s.resource.kind == "CustomResourceDefinition" && s.resource.name == crd.name)
             .and_then(|s| serde_json::from_str::<Value>(s.resource.manifest.as_deref()?).ok());
         let (Some(existing), Some(desired)) = (existing, desired) else { continue };
-        match observe::refused_objects(client, existing, &desired, 20).await {
+        match olm_install::crd_check::refused_objects(client, existing, &desired, 20).await {
             Ok(refused) => {
                 crd.invalid_objects = refused.into_iter().map(|r| format!("{} ({}): {}", r.object, r.version, r.problems.join(", "))).collect();
             }
