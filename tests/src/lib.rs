@@ -23,6 +23,7 @@ pub mod dev_env;
 pub mod faults;
 pub mod images;
 pub mod journey;
+pub mod olmv1;
 pub mod upstream;
 pub mod widget;
 

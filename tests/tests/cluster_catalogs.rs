@@ -5,7 +5,6 @@
 //! that the API server refuses what upstream's CRD refuses, with upstream's words.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -14,6 +13,7 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use olm_api::olmv1::ClusterCatalog;
 use olm_e2e::controllers;
 use olm_e2e::olm;
+use olm_e2e::olmv1::{OlmRun, cluster_catalog};
 use olm_testkit::{RegistryOptions, TestCluster, wait_for};
 use serde_json::{Value, json};
 
@@ -22,33 +22,6 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 /// One test at a time: each runs an `olm run` of its own, and two would both reconcile every
 /// (cluster-scoped) ClusterCatalog, each writing its own URL.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// `olm run` against the test cluster, its ClusterCatalog content on a port of its own; killed
-/// when dropped.
-struct OlmRun {
-    child: tokio::process::Child,
-}
-
-impl OlmRun {
-    async fn start(cluster: &TestCluster, cache: &Path) -> anyhow::Result<OlmRun> {
-        let child = tokio::process::Command::new(olm_e2e::olm_bin())
-            .args(["run", "--metrics-addr=127.0.0.1:0", "--cluster-catalog-addr=127.0.0.1:0"])
-            .arg(format!("--kubeconfig={}", cluster.kubeconfig().display()))
-            .arg(format!("--image-cache-dir={}", cache.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .context("start olm run")?;
-        Ok(OlmRun { child })
-    }
-}
-
-impl Drop for OlmRun {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-    }
-}
 
 /// A File-Based Catalog of one package, `demo`, whose bundles are `versions`.
 fn write_fbc(dir: &Path, versions: &[&str]) -> anyhow::Result<()> {
@@ -78,13 +51,6 @@ fn push_catalog(work: &Path, name: &str, image: &str, versions: &[&str]) -> anyh
     write_fbc(&dir, versions)?;
     olm(&["catalog", "push", dir.to_str().context("path")?, image])?;
     Ok(())
-}
-
-fn cluster_catalog(name: &str, image: &str, poll_minutes: Option<u32>) -> String {
-    let poll = poll_minutes.map(|m| format!("\n      pollIntervalMinutes: {m}")).unwrap_or_default();
-    format!(
-        "apiVersion: olm.operatorframework.io/v1\nkind: ClusterCatalog\nmetadata:\n  name: {name}\nspec:\n  source:\n    type: Image\n    image:\n      ref: {image}{poll}\n"
-    )
 }
 
 /// What each ClusterCatalog test runs against: the cluster, a registry, a scratch directory and

@@ -4,9 +4,12 @@
 //! [`CatalogPublisher`]: [`served_by`]). A manager runs them beside v0's through [`V1Controllers`], an
 //! [`olm_runtime::ControllerSet`].
 //!
-//! - [`clustercatalog`]: a ClusterCatalog's image pulled, polled, and its content served.
+//! - [`clustercatalog`]: a ClusterCatalog's image pulled, polled, and its content served;
+//! - [`clusterextension`]: a package installed from what the ClusterCatalogs serve, as plain
+//!   objects (v0's resolver, puller and the installer floor `olm-install`).
 
 pub mod clustercatalog;
+pub mod clusterextension;
 pub mod conditions;
 
 use std::sync::Arc;
@@ -67,7 +70,7 @@ pub struct V1Controllers {
 
 impl ControllerSet for V1Controllers {
     fn names(&self) -> Vec<&'static str> {
-        vec![clustercatalog::NAME]
+        vec![clustercatalog::NAME, clusterextension::NAME]
     }
 
     fn start(&self, wiring: Wiring<'_>) -> Vec<tokio::task::JoinHandle<()>> {
@@ -75,20 +78,28 @@ impl ControllerSet for V1Controllers {
             kube::Api::<olm_api::olmv1::ClusterCatalog>::all(wiring.client.clone()),
             kube::runtime::watcher::Config::default(),
         );
-        let state = clustercatalog::ClusterCatalogState {
-            catalogs,
-            held: Default::default(),
+        let extensions = wiring.caches.watch(
+            kube::Api::<olm_api::olmv1::ClusterExtension>::all(wiring.client.clone()),
+            kube::runtime::watcher::Config::default(),
+        );
+        // What the ClusterCatalog controller serves is what ClusterExtensions resolve against.
+        let served = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+        let catalog_state = clustercatalog::ClusterCatalogState {
+            catalogs: catalogs.clone(),
+            held: served.clone(),
             images: self.images.clone(),
             publisher: self.publisher.clone(),
             base_url: self.base_url.trim_end_matches('/').to_owned(),
         };
-        let ctx = Arc::new(ControllerContext::new(
-            (FIELD_MANAGER_PREFIX, clustercatalog::NAME),
-            wiring.client.clone(),
-            wiring.metrics.clone(),
-            wiring.leadership.clone(),
-            state,
-        ));
-        vec![tokio::spawn(clustercatalog::run(ctx, wiring.shutdown.signal()))]
+        let extension_state = clusterextension::ClusterExtensionState { extensions, catalogs, served, memory: Default::default() };
+        vec![
+            tokio::spawn(clustercatalog::run(context(&wiring, clustercatalog::NAME, catalog_state), wiring.shutdown.signal())),
+            tokio::spawn(clusterextension::run(context(&wiring, clusterextension::NAME, extension_state), wiring.shutdown.signal())),
+        ]
     }
+}
+
+/// A controller's context on the manager's client, metrics and leadership.
+fn context<S>(wiring: &Wiring<'_>, name: &'static str, state: S) -> Arc<ControllerContext<S>> {
+    Arc::new(ControllerContext::new((FIELD_MANAGER_PREFIX, name), wiring.client.clone(), wiring.metrics.clone(), wiring.leadership.clone(), state))
 }

@@ -12,22 +12,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use axum::http::{HeaderValue, Request};
-use kube::client::Body;
 use kube::{Client, ResourceExt};
 use olm_api::v1::operator_group::OperatorGroup;
-
-/// The header the API server reads the impersonated user from.
-const IMPERSONATE_USER: &str = "impersonate-user";
 
 /// At most this many impersonating clients are kept; past it the cache starts over (a client
 /// is cheap to rebuild, this only bounds memory with many namespaces).
 const MAX_CACHED: usize = 4096;
 
-/// The user name of a ServiceAccount.
-pub fn service_account_username(namespace: &str, name: &str) -> String {
-    format!("system:serviceaccount:{namespace}:{name}")
-}
+pub use olm_runtime::client::service_account_username;
 
 /// A ServiceAccount OLM acts as, and the group that names it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -177,18 +169,12 @@ impl ScopedClients {
         if let Some(client) = cache.get(&key) {
             return Ok(client.clone());
         }
-        let user = HeaderValue::from_str(&service_account_username(&sa.namespace, &sa.name)).map_err(|_| ScopedClientError::InvalidName {
+        let user = service_account_username(&sa.namespace, &sa.name);
+        let client = olm_runtime::client::impersonating(&self.base, &user, &sa.namespace).ok_or_else(|| ScopedClientError::InvalidName {
             namespace: sa.namespace.clone(),
             name: sa.name.clone(),
             group: sa.group.clone(),
         })?;
-        let base = self.base.clone();
-        let service = tower::service_fn(move |mut request: Request<Body>| {
-            let base = base.clone();
-            request.headers_mut().insert(IMPERSONATE_USER, user.clone());
-            async move { base.send(request).await }
-        });
-        let client = Client::new(service, sa.namespace.clone());
         if cache.len() >= MAX_CACHED {
             cache.clear();
         }

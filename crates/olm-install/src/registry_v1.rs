@@ -10,8 +10,8 @@
 //!   and ClusterRoleBinding;
 //! - each Deployment of the install strategy, in the install namespace, its pods annotated with
 //!   the CSV's annotations and `olm.targetNamespaces` (empty for all namespaces);
-//! - every other manifest of the bundle (the installer puts the namespaced ones in the install
-//!   namespace).
+//! - every other manifest of the bundle, its own namespace dropped (the installer puts the
+//!   namespaced ones in the install namespace).
 //!
 //! Refused in upstream's words, with what to do: webhooks, APIServices and dependencies (v1 does
 //! not install what a bundle needs from others), and a `watchNamespace` the bundle's install
@@ -267,7 +267,16 @@ pub fn render(bundle: &BundleContent, target: &Target<'_>) -> Result<Rendered, R
         if let Some(map) = object.as_object_mut() {
             map.remove("status");
         }
-        if kind == "CustomResourceDefinition" { crds.push(object) } else { others.push(object) }
+        if kind == "CustomResourceDefinition" {
+            crds.push(object);
+        } else {
+            // Namespaced manifests go to the install namespace whatever they say (the installer
+            // places them, knowing which kinds are namespaced), as upstream.
+            if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                metadata.remove("namespace");
+            }
+            others.push(object);
+        }
     }
 
     let strategy = csv.pointer("/spec/install/spec").cloned().unwrap_or(Value::Null);

@@ -12,7 +12,7 @@ use olm_api::olmv1::cluster_catalog::{
 use olm_api::olmv1::conditions::*;
 
 use super::{Failure, Memory};
-use crate::conditions::{Set, set};
+use crate::conditions::{Set, Status, set};
 
 /// The first retry after a failed pull; doubled per failure up to [`MAX_RETRY`].
 pub const FIRST_RETRY: Duration = Duration::from_secs(10);
@@ -59,15 +59,15 @@ pub fn status(catalog: &ClusterCatalog, memory: &Memory, base_url: &str, now: Ti
 
     if catalog.spec.availability_mode == AvailabilityMode::Unavailable {
         let message = "Catalog availability mode is set to Unavailable".to_owned();
-        put(Set { type_: PROGRESSING, status: true, reason: SUCCEEDED, message: message.clone() });
-        put(Set { type_: SERVING, status: false, reason: USER_SPECIFIED_UNAVAILABLE, message });
+        put(Set { type_: PROGRESSING, status: Status::True, reason: SUCCEEDED, message: message.clone() });
+        put(Set { type_: SERVING, status: Status::False, reason: USER_SPECIFIED_UNAVAILABLE, message });
         return (status, None);
     }
     let Some(image) = catalog.image() else {
         // The CRD's rules refuse this; an object from before them says what to change.
         let message = "spec.source.image is required when spec.source.type is Image: set spec.source.image.ref to a catalog image".to_owned();
-        put(Set { type_: PROGRESSING, status: false, reason: BLOCKED, message: message.clone() });
-        put(Set { type_: SERVING, status: false, reason: UNAVAILABLE, message });
+        put(Set { type_: PROGRESSING, status: Status::False, reason: BLOCKED, message: message.clone() });
+        put(Set { type_: SERVING, status: Status::False, reason: UNAVAILABLE, message });
         return (status, None);
     };
     let failure = memory.failure.as_ref().filter(|f| f.image == image.reference);
@@ -81,14 +81,14 @@ pub fn status(catalog: &ClusterCatalog, memory: &Memory, base_url: &str, now: Ti
             });
             status.urls = Some(CatalogUrls { base: format!("{base_url}/catalogs/{}", catalog.metadata.name.as_deref().unwrap_or_default()) });
             status.last_unpacked = Some(Time(truncated(held.unpacked_at)));
-            put(Set { type_: SERVING, status: true, reason: AVAILABLE, message: "Serving desired content from resolved source".to_owned() });
+            put(Set { type_: SERVING, status: Status::True, reason: AVAILABLE, message: "Serving desired content from resolved source".to_owned() });
         }
         None => {
             let message = match failure {
                 Some(_) => "no content is served: the catalog image could not be unpacked (Progressing says why)".to_owned(),
                 None => format!("no content is served yet: {} is being unpacked", image.reference),
             };
-            put(Set { type_: SERVING, status: false, reason: UNAVAILABLE, message });
+            put(Set { type_: SERVING, status: Status::False, reason: UNAVAILABLE, message });
         }
     }
 
@@ -101,7 +101,7 @@ pub fn status(catalog: &ClusterCatalog, memory: &Memory, base_url: &str, now: Ti
                 None => String::new(),
             };
             let (state, reason) = if failure.blocked { (false, BLOCKED) } else { (true, RETRYING) };
-            put(Set { type_: PROGRESSING, status: state, reason, message: format!("{}{kept}", failure.message) });
+            put(Set { type_: PROGRESSING, status: state.into(), reason, message: format!("{}{kept}", failure.message) });
             let at = retry_at(failure, is_digest(&image.reference));
             if !(failure.blocked && is_digest(&image.reference)) {
                 requeue = Some(until(at, now));
@@ -116,14 +116,14 @@ pub fn status(catalog: &ClusterCatalog, memory: &Memory, base_url: &str, now: Ti
                 let more = if problems.len() > 3 { format!(" (and {} more)", problems.len() - 3) } else { String::new() };
                 format!("Successfully unpacked and stored content from resolved source, with problems: {}{more}", shown.join("; "))
             };
-            put(Set { type_: PROGRESSING, status: true, reason: SUCCEEDED, message });
+            put(Set { type_: PROGRESSING, status: Status::True, reason: SUCCEEDED, message });
             if let Some(every) = poll_interval(catalog) {
                 requeue = Some(until(held.polled_at + every, now));
             }
         }
         // A new ref, being pulled.
         _ => {
-            put(Set { type_: PROGRESSING, status: true, reason: RETRYING, message: format!("unpacking {}", image.reference) });
+            put(Set { type_: PROGRESSING, status: Status::True, reason: RETRYING, message: format!("unpacking {}", image.reference) });
             requeue = Some(FIRST_RETRY);
         }
     }

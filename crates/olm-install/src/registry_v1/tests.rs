@@ -30,7 +30,7 @@ fn bundle(csv: Value, properties: Value) -> BundleContent {
     let crd = json!({ "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": { "name": "widgets.example.com" },
                       "spec": { "group": "example.com", "names": { "kind": "Widget", "plural": "widgets" }, "scope": "Namespaced", "versions": [] },
                       "status": { "storedVersions": ["v1"] } });
-    let service = json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "widget-metrics" }, "spec": { "ports": [{ "port": 8443 }] } });
+    let service = json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "widget-metrics", "namespace": "elsewhere" }, "spec": { "ports": [{ "port": 8443 }] } });
     BundleContent {
         name: "widget.v1.0.0".into(),
         package: "widget".into(),
@@ -67,6 +67,7 @@ fn all_namespaces_renders_plain_objects_in_apply_order_without_a_csv() {
         ["CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "Service", "Deployment"],
         "namespaced permissions of an all-namespaces operator become a ClusterRole; no CSV is written"
     );
+    assert_eq!(kinds(&rendered)[6], ("Service".to_owned(), "widget-metrics".to_owned(), None), "a manifest's own namespace is dropped: it goes to the install namespace");
     let crd = &rendered.objects[0];
     assert!(crd.get("status").is_none(), "a bundle's CRD status is not applied");
     let binding = &rendered.objects[4];

@@ -1,0 +1,226 @@
+//! Applying a rendered bundle (server-side apply, field manager `olm/clusterextension`), each
+//! object labelled and owned by its ClusterExtension; checking CRD upgrades before anything is
+//! written; removing what the previous revision applied and the new one dropped. Every refusal
+//! names the object, who was refused and what to change.
+
+use std::collections::HashMap;
+
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use super::record::{ObjectRef, owner_reference};
+use super::{OWNER_KIND, OWNER_KIND_LABEL, OWNER_NAME_LABEL};
+
+/// Who writes: OLM itself, or the ServiceAccount the ClusterExtension names.
+pub struct Installer {
+    pub client: Client,
+    /// `namespace/name` of the ServiceAccount acted as, when one is.
+    pub service_account: Option<String>,
+}
+
+impl Installer {
+    fn who(&self) -> String {
+        match &self.service_account {
+            Some(sa) => format!("ServiceAccount {sa}"),
+            None => "OLM's own ServiceAccount".to_owned(),
+        }
+    }
+}
+
+/// The ClusterExtension the objects belong to.
+pub struct Owner<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub install_namespace: &'a str,
+}
+
+/// The API server's own words for a failed request.
+pub fn api_message(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn status_code(err: &kube::Error) -> Option<u16> {
+    match err {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Resolved kinds, for one pass.
+#[derive(Default)]
+pub struct Kinds(HashMap<(String, String), (ApiResource, bool)>);
+
+impl Kinds {
+    /// How `api_version` `kind` is served: its resource and whether it is namespaced.
+    async fn of(&mut self, client: &Client, api_version: &str, kind: &str) -> Result<(ApiResource, bool), String> {
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let Some(found) = self.0.get(&key) {
+            return Ok(found.clone());
+        }
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let not_served = || {
+            format!("this cluster does not serve {api_version} {kind}: install what provides it (its CustomResourceDefinition or API) and OLM tries again, or choose a bundle without it")
+        };
+        let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|err| match &err {
+            kube::Error::Api(status) if status.code == 404 => not_served(),
+            kube::Error::Discovery(_) => not_served(),
+            other => format!("cannot look up how {api_version} {kind} is served: {}", api_message(other)),
+        })?;
+        let found = (resource, capabilities.scope == Scope::Namespaced);
+        self.0.insert(key, found.clone());
+        Ok(found)
+    }
+}
+
+/// `object` as it is applied: in the install namespace when namespaced and not placed, labelled
+/// and owned by the ClusterExtension.
+fn owned(mut object: Value, owner: &Owner<'_>, namespaced: bool) -> Value {
+    let metadata = object.get_mut("metadata").and_then(Value::as_object_mut);
+    if let Some(metadata) = metadata {
+        if namespaced && metadata.get("namespace").and_then(Value::as_str).is_none_or(str::is_empty) {
+            metadata.insert("namespace".into(), json!(owner.install_namespace));
+        }
+        if !namespaced {
+            metadata.remove("namespace");
+        }
+        let labels = metadata.entry("labels").or_insert_with(|| json!({}));
+        if !labels.is_object() {
+            *labels = json!({});
+        }
+        labels[OWNER_KIND_LABEL] = json!(OWNER_KIND);
+        labels[OWNER_NAME_LABEL] = json!(owner.name);
+        metadata.insert("ownerReferences".into(), json!([owner_reference(owner.name, owner.uid)]));
+    }
+    object
+}
+
+fn api_for(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+/// Apply `objects` in order; `recorded` is what the installed revision applied (those are this
+/// extension's already). Returns what was applied, or the first refusal in words.
+pub async fn apply_all(
+    installer: &Installer,
+    field_manager: &str,
+    owner: &Owner<'_>,
+    objects: Vec<Value>,
+    recorded: &[ObjectRef],
+    kinds: &mut Kinds,
+) -> Result<Vec<ObjectRef>, String> {
+    let mut applied = Vec::with_capacity(objects.len());
+    let params = PatchParams::apply(field_manager).force();
+    for object in objects {
+        let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let (resource, namespaced) = kinds.of(&installer.client, &api_version, &kind).await?;
+        let object = owned(object, owner, namespaced);
+        let reference = ObjectRef::of(&object);
+        let api = api_for(&installer.client, &resource, namespaced.then_some(reference.namespace.as_str()));
+        if !recorded.contains(&reference) {
+            claimable(&api, &reference, owner).await?;
+        }
+        api.patch(&reference.name, &params, &Patch::Apply(&object)).await.map_err(|err| refused(installer, "apply", &reference, &resource, &err))?;
+        applied.push(reference);
+    }
+    Ok(applied)
+}
+
+/// An object that exists and belongs to something else is not taken over (upstream refuses
+/// the same): say whose it is and what to do.
+async fn claimable(api: &Api<DynamicObject>, reference: &ObjectRef, owner: &Owner<'_>) -> Result<(), String> {
+    let existing = match api.get_opt(&reference.name).await {
+        Ok(existing) => existing,
+        // Cannot read it: the apply says why, with the verb it needs.
+        Err(_) => return Ok(()),
+    };
+    let Some(existing) = existing else { return Ok(()) };
+    let labels = existing.metadata.labels.unwrap_or_default();
+    if labels.get(OWNER_NAME_LABEL).map(String::as_str) == Some(owner.name) && labels.get(OWNER_KIND_LABEL).map(String::as_str) == Some(OWNER_KIND) {
+        return Ok(());
+    }
+    let whose = match labels.get(OWNER_NAME_LABEL) {
+        Some(other) => format!("it belongs to ClusterExtension {other}"),
+        None => "it was not installed by this ClusterExtension".to_owned(),
+    };
+    Err(format!(
+        "{reference} already exists and cannot be managed by this ClusterExtension ({whose}): delete it, or uninstall what installed it, and OLM tries again"
+    ))
+}
+
+fn refused(installer: &Installer, verb: &str, reference: &ObjectRef, resource: &ApiResource, err: &kube::Error) -> String {
+    let said = api_message(err);
+    match status_code(err) {
+        Some(403) => format!(
+            "{} may not {verb} {reference}: {said}; grant it {verb} on {} (or name another spec.serviceAccount) and OLM tries again",
+            installer.who(),
+            if resource.group.is_empty() { resource.plural.clone() } else { format!("{}.{}", resource.plural, resource.group) }
+        ),
+        _ => format!("cannot {verb} {reference}: {said}"),
+    }
+}
+
+/// Delete what the previous revision applied and the new one dropped. Already gone is done.
+pub async fn remove(installer: &Installer, dropped: &[&ObjectRef], kinds: &mut Kinds) -> Result<(), String> {
+    for reference in dropped {
+        let resource = match kinds.of(&installer.client, &reference.api_version, &reference.kind).await {
+            Ok((resource, _)) => resource,
+            // Its API is gone, and the object with it.
+            Err(_) => continue,
+        };
+        let namespace = (!reference.namespace.is_empty()).then_some(reference.namespace.as_str());
+        let api = api_for(&installer.client, &resource, namespace);
+        match api.delete(&reference.name, &DeleteParams::background()).await {
+            Ok(_) => tracing::info!(object = %reference, "removed: the new revision no longer has it"),
+            Err(err) if status_code(&err) == Some(404) => {}
+            Err(err) => return Err(refused(installer, "delete", reference, &resource, &err)),
+        }
+    }
+    Ok(())
+}
+
+/// CRD upgrade safety (`spec.install.preflight.crdUpgradeSafety`): every CRD of the bundle that
+/// exists already must keep its stored versions served, and the existing custom resources must
+/// stay valid under its new schemas. Read with OLM's own client; upstream's words lead.
+pub async fn check_crds(client: &Client, objects: &[Value]) -> Result<(), String> {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"), "customresourcedefinitions"),
+    );
+    let mut problems = Vec::new();
+    for crd in objects.iter().filter(|o| o.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")) {
+        let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let existing = api.get_opt(name).await.map_err(|err| format!("cannot read CustomResourceDefinition {name} to check its upgrade: {}", api_message(&err)))?;
+        let Some(existing) = existing else { continue };
+        let existing = serde_json::to_value(&existing).unwrap_or(Value::Null);
+        if let Err(why) = olm_install::crd_rules::stored_versions_kept(&existing, crd) {
+            problems.push(format!("validating upgrade for CRD {name:?}: {why}"));
+            continue;
+        }
+        match olm_install::crd_check::refused_objects(client, &existing, crd, 3).await {
+            Ok(refused) if refused.is_empty() => {}
+            Ok(refused) => problems.push(format!(
+                "validating upgrade for CRD {name:?}: existing objects are not valid under the new schema: {}",
+                refused.iter().map(|r| format!("{} ({}: {})", r.object, r.version, r.problems.join("; "))).collect::<Vec<_>>().join(", ")
+            )),
+            Err(failed) => return Err(format!("cannot list existing {} objects to check the upgrade of CRD {name:?}: {}", failed.kind, api_message(&failed.error))),
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}; fix the objects or the bundle, or set spec.install.preflight.crdUpgradeSafety.enforcement: None to skip this check",
+        problems.join("\n")
+    ))
+}
