@@ -1,9 +1,12 @@
-//! What the OLM v1 suites share: an `olm run` of their own and a ClusterCatalog manifest.
+//! What the OLM v1 suites share: an `olm run` of their own, a ClusterCatalog manifest, a catalog
+//! whose bundles carry their manifests.
 
 use std::path::Path;
 use std::process::Stdio;
 
 use anyhow::Context as _;
+use base64::Engine as _;
+use serde_json::{Value, json};
 use olm_testkit::TestCluster;
 
 /// `olm run` against the test cluster, its ClusterCatalog content on a port of its own; killed
@@ -39,5 +42,50 @@ pub fn cluster_catalog(name: &str, image: &str, poll_minutes: Option<u32>) -> St
     format!(
         "apiVersion: olm.operatorframework.io/v1\nkind: ClusterCatalog\nmetadata:\n  name: {name}\nspec:\n  source:\n    type: Image\n    image:\n      ref: {image}{poll}\n"
     )
+}
+
+
+/// A catalog of one package, `widget`, whose bundles carry their manifests (`olm.bundle.object`):
+/// v1 with a metrics Service, v2 without it and with a CRD schema that requires `spec.size`; its
+/// API in `group` (a suite of its own each, so that one's leftovers do not stand in another's way).
+pub fn widget_catalog(dir: &std::path::Path, group: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let object = |value: Value| json!({"type": "olm.bundle.object", "value": {"data": base64::engine::general_purpose::STANDARD.encode(value.to_string())}});
+    let crd = |required: bool| {
+        let mut spec = json!({"type": "object", "properties": {"size": {"type": "integer"}}});
+        if required {
+            spec["required"] = json!(["size"]);
+        }
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": format!("widgets.{group}")},
+               "spec": {"group": group, "scope": "Namespaced", "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                        "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}}]}})
+    };
+    let csv = |version: &str| {
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": format!("widget.v{version}")},
+               "spec": {"version": version, "displayName": "Widget",
+                        "installModes": [{"type": "AllNamespaces", "supported": true}, {"type": "OwnNamespace", "supported": true}],
+                        "customresourcedefinitions": {"owned": [{"name": format!("widgets.{group}"), "version": "v1", "kind": "Widget"}]},
+                        "install": {"strategy": "deployment", "spec": {
+                            "clusterPermissions": [{"serviceAccountName": "widget", "rules": [{"apiGroups": [group], "resources": ["widgets"], "verbs": ["*"]}]}],
+                            "deployments": [{"name": "widget-operator", "spec": {"selector": {"matchLabels": {"app": "widget"}},
+                                "template": {"metadata": {"labels": {"app": "widget"}}, "spec": {"serviceAccountName": "widget", "containers": [{"name": "op", "image": format!("example.com/widget:{version}")}]}}}}]}}}})
+    };
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "widget-metrics"}, "spec": {"selector": {"app": "widget"}, "ports": [{"port": 8443}]}});
+    let bundle = |version: &str, objects: Vec<Value>| {
+        let mut properties = vec![
+            json!({"type": "olm.package", "value": {"packageName": "widget", "version": version}}),
+            json!({"type": "olm.gvk", "value": {"group": group, "version": "v1", "kind": "Widget"}}),
+        ];
+        properties.extend(objects.into_iter().map(object));
+        json!({"schema": "olm.bundle", "package": "widget", "name": format!("widget.v{version}"), "image": format!("example.com/widget-bundle:v{version}"), "properties": properties})
+    };
+    let docs = [
+        json!({"schema": "olm.package", "name": "widget", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "widget", "name": "stable", "entries": [{"name": "widget.v1.0.0"}, {"name": "widget.v2.0.0", "replaces": "widget.v1.0.0"}]}),
+        bundle("1.0.0", vec![csv("1.0.0"), crd(false), service]),
+        bundle("2.0.0", vec![csv("2.0.0"), crd(true)]),
+    ];
+    std::fs::write(dir.join("catalog.json"), docs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"))?;
+    Ok(())
 }
 

@@ -8,13 +8,12 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use base64::Engine as _;
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use olm_api::olmv1::{ClusterCatalog, ClusterExtension};
 use olm_e2e::controllers;
 use olm_e2e::olm;
-use olm_e2e::olmv1::{OlmRun, cluster_catalog};
+use olm_e2e::olmv1::{OlmRun, cluster_catalog, widget_catalog};
 use olm_testkit::{RegistryOptions, TestCluster, wait_for};
 use serde_json::{Value, json};
 
@@ -257,54 +256,11 @@ async fn refusals_say_what_to_change_and_a_fixed_spec_installs() -> anyhow::Resu
     Ok(())
 }
 
-/// A catalog of one package, `widget`, whose bundles carry their manifests (`olm.bundle.object`):
-/// v1 with a metrics Service, v2 without it and with a CRD schema that requires `spec.size`.
-fn widget_catalog(dir: &std::path::Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let object = |value: Value| json!({"type": "olm.bundle.object", "value": {"data": base64::engine::general_purpose::STANDARD.encode(value.to_string())}});
-    let crd = |required: bool| {
-        let mut spec = json!({"type": "object", "properties": {"size": {"type": "integer"}}});
-        if required {
-            spec["required"] = json!(["size"]);
-        }
-        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "widgets.ext.example.com"},
-               "spec": {"group": "ext.example.com", "scope": "Namespaced", "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-                        "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}}]}})
-    };
-    let csv = |version: &str| {
-        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": format!("widget.v{version}")},
-               "spec": {"version": version, "displayName": "Widget",
-                        "installModes": [{"type": "AllNamespaces", "supported": true}, {"type": "OwnNamespace", "supported": true}],
-                        "customresourcedefinitions": {"owned": [{"name": "widgets.ext.example.com", "version": "v1", "kind": "Widget"}]},
-                        "install": {"strategy": "deployment", "spec": {
-                            "clusterPermissions": [{"serviceAccountName": "widget", "rules": [{"apiGroups": ["ext.example.com"], "resources": ["widgets"], "verbs": ["*"]}]}],
-                            "deployments": [{"name": "widget-operator", "spec": {"selector": {"matchLabels": {"app": "widget"}},
-                                "template": {"metadata": {"labels": {"app": "widget"}}, "spec": {"serviceAccountName": "widget", "containers": [{"name": "op", "image": format!("example.com/widget:{version}")}]}}}}]}}}})
-    };
-    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "widget-metrics"}, "spec": {"selector": {"app": "widget"}, "ports": [{"port": 8443}]}});
-    let bundle = |version: &str, objects: Vec<Value>| {
-        let mut properties = vec![
-            json!({"type": "olm.package", "value": {"packageName": "widget", "version": version}}),
-            json!({"type": "olm.gvk", "value": {"group": "ext.example.com", "version": "v1", "kind": "Widget"}}),
-        ];
-        properties.extend(objects.into_iter().map(object));
-        json!({"schema": "olm.bundle", "package": "widget", "name": format!("widget.v{version}"), "image": format!("example.com/widget-bundle:v{version}"), "properties": properties})
-    };
-    let docs = [
-        json!({"schema": "olm.package", "name": "widget", "defaultChannel": "stable"}),
-        json!({"schema": "olm.channel", "package": "widget", "name": "stable", "entries": [{"name": "widget.v1.0.0"}, {"name": "widget.v2.0.0", "replaces": "widget.v1.0.0"}]}),
-        bundle("1.0.0", vec![csv("1.0.0"), crd(false), service]),
-        bundle("2.0.0", vec![csv("2.0.0"), crd(true)]),
-    ];
-    std::fs::write(dir.join("catalog.json"), docs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"))?;
-    Ok(())
-}
-
 #[tokio::test]
 async fn an_unsafe_crd_upgrade_waits_with_the_old_revision_running_and_what_the_new_bundle_drops_goes() -> anyhow::Result<()> {
     let _alone = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir()?;
-    widget_catalog(&dir.path().join("widget"))?;
+    widget_catalog(&dir.path().join("widget"), "ext.example.com")?;
     let setup = Setup::new("widget", &dir.path().join("widget")).await?;
     let ns = setup.cluster.namespace("widget-ext").await?;
     let name = olm_testkit::random_name("widget");

@@ -25,7 +25,10 @@ const OLM_USER: &str = "system:serviceaccount:olm:olm-operator";
 /// Grants of the ClusterRole this workload does not use, and the path that does (API group,
 /// resources, verbs, why; `*` as the manifest writes it).
 const NOT_EXERCISED: &[(&str, &[&str], &[&str], &str)] = &[
-    ("", &["configmaps"], &["get", "create", "patch", "delete"], "ConfigMap catalogs, the plan content of bundles too large for an InstallPlan (large_bundles.rs), bundle objects"),
+    ("", &["configmaps"], &["get", "delete"], "ConfigMap catalogs, the plan content of bundles too large for an InstallPlan (large_bundles.rs), bundle objects"),
+    ("", &["serviceaccounts", "secrets"], &["delete"], "a ClusterExtension upgrade whose new bundle drops one (the Service of the workload's upgrade takes the same path)"),
+    ("rbac.authorization.k8s.io", &["roles", "rolebindings"], &["delete"], "a ClusterExtension upgrade whose new bundle drops a namespaced permission (OwnNamespace installs: cluster_extensions.rs)"),
+    ("rbac.authorization.k8s.io", &["rolebindings"], &["get"], "a ClusterExtension that watches one namespace: its Role and binding checked before they are applied (cluster_extensions.rs)"),
     ("*", &["*"], &["update"], "a CRD upgrade that drops a stored version: its objects are rewritten to the new one first (upgrade_edges.rs)"),
     ("admissionregistration.k8s.io", &["validatingwebhookconfigurations", "mutatingwebhookconfigurations"], &["delete"], "a webhook description removed from a CSV"),
     ("apiregistration.k8s.io", &["apiservices"], &["create", "patch", "deletecollection"], "a CSV owning an APIService: kwok pods never serve it, and an unavailable APIService disturbs discovery for every suite (csv_apiservice.rs keeps it short)"),
@@ -203,16 +206,17 @@ async fn the_controllers_role_grants_what_they_use_and_nothing_else() -> anyhow:
     let upgrade = cluster.namespace("least-upgrade").await?;
     let scoped = cluster.namespace("least-scoped").await?;
     let webhook = cluster.namespace("least-webhook").await?;
+    let v1 = cluster.namespace("least-v1").await?;
     let (a, b, c, d) = tokio::join!(
         subscription_upgrade(&upgrade, &address),
         scoped_install(&scoped, &address),
         webhook_csv(&webhook),
-        cluster_catalog(&cluster)
+        cluster_catalog(&cluster, &v1)
     );
     a.context("upgrade")?;
     b.context("scoped install")?;
     c.context("webhook CSV")?;
-    d.context("ClusterCatalog")?;
+    d.context("OLM v1")?;
     // Removal: the CSVs' cluster-scoped objects go with them (by owner label).
     for ns in [&upgrade, &scoped, &webhook] {
         ns.kubectl(&["delete", "subscriptions,clusterserviceversions", "--all", "--wait=true"]).await?;
@@ -243,15 +247,16 @@ async fn the_controllers_role_grants_what_they_use_and_nothing_else() -> anyhow:
     };
     let unused: Vec<String> = granted.iter().filter(|g| !exercised(g) && !excused(g)).map(|(g, r, v)| format!("{g}/{r} {v}")).collect();
     assert!(unused.is_empty(), "granted but never used (remove them, or say in NOT_EXERCISED why the workload cannot use them):\n{}", unused.join("\n"));
-    for ns in [upgrade, scoped, webhook] {
+    for ns in [upgrade, scoped, webhook, v1] {
         ns.cleanup().await?;
     }
     server.shutdown();
     Ok(())
 }
 
-/// OLM v1: a ClusterCatalog pulled and served, then deleted.
-async fn cluster_catalog(cluster: &olm_testkit::TestCluster) -> anyhow::Result<()> {
+/// OLM v1: a ClusterCatalog pulled and served, then deleted; a ClusterExtension installed from
+/// another, upgraded to a bundle that drops an object, then deleted.
+async fn cluster_catalog(cluster: &olm_testkit::TestCluster, ns: &TestNamespace) -> anyhow::Result<()> {
     use olm_api::olmv1::ClusterCatalog;
     let registry = olm_testkit::registry(olm_testkit::RegistryOptions::new()).await?;
     let image = format!("{}/least-catalog:v1", registry.addr());
@@ -272,5 +277,49 @@ async fn cluster_catalog(cluster: &olm_testkit::TestCluster) -> anyhow::Result<(
     })
     .await?;
     api.delete(name, &Default::default()).await?;
+    cluster_extension(cluster, ns, &registry).await
+}
+
+async fn cluster_extension(cluster: &olm_testkit::TestCluster, ns: &TestNamespace, registry: &olm_testkit::TestRegistry) -> anyhow::Result<()> {
+    use olm_api::olmv1::{ClusterCatalog, ClusterExtension};
+    let work = tempfile::tempdir()?;
+    olm_e2e::olmv1::widget_catalog(work.path(), "least.example.com")?;
+    let image = format!("{}/least-widgets:v1", registry.addr());
+    olm_e2e::olm(&["catalog", "push", work.path().to_str().context("path")?, &image])?;
+    let catalogs: kube::Api<ClusterCatalog> = kube::Api::all(cluster.client());
+    let extensions: kube::Api<ClusterExtension> = kube::Api::all(cluster.client());
+    let name = "least-privilege-widgets";
+    for gone in [extensions.delete(name, &Default::default()).await.err(), catalogs.delete(name, &Default::default()).await.err()] {
+        drop(gone);
+    }
+    olm_testkit::wait_for("the last run's ClusterExtension gone", Duration::from_secs(60), || async { anyhow::Ok(extensions.get_opt(name).await?.is_none().then_some(())) }).await?;
+    catalogs.create(&Default::default(), &serde_json::from_value(json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterCatalog", "metadata": {"name": name},
+        "spec": {"source": {"type": "Image", "image": {"ref": image}}}
+    }))?).await?;
+    extensions.create(&Default::default(), &serde_json::from_value(json!({
+        "apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension", "metadata": {"name": name},
+        "spec": {"namespace": ns.name(), "source": {"sourceType": "Catalog", "catalog": {"packageName": "widget", "version": "1.0.0",
+                 "selector": {"matchLabels": {"olm.operatorframework.io/metadata.name": name}}}}}
+    }))?).await?;
+    let installed = |bundle: &'static str| {
+        let extensions = extensions.clone();
+        async move {
+            olm_testkit::wait_for(&format!("ClusterExtension {name}: {bundle} installed"), TIMEOUT, || async {
+                let extension = extensions.get(name).await?;
+                let at = extension.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.name.clone());
+                let done = extension.conditions().iter().any(|c| c.type_ == "Progressing" && c.reason == "Succeeded");
+                anyhow::Ok((at.as_deref() == Some(bundle) && done).then_some(()))
+            })
+            .await
+        }
+    };
+    installed("widget.v1.0.0").await?;
+    // v2 drops v1's Service: the upgrade deletes it (and v1's generated RBAC, renamed).
+    let patch = json!({"spec": {"source": {"catalog": {"version": "2.0.0"}}}});
+    extensions.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await?;
+    installed("widget.v2.0.0").await?;
+    extensions.delete(name, &Default::default()).await?;
+    catalogs.delete(name, &Default::default()).await?;
     Ok(())
 }

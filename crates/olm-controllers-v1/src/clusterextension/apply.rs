@@ -170,9 +170,15 @@ fn refused(installer: &Installer, verb: &str, reference: &ObjectRef, resource: &
     }
 }
 
-/// Delete what the previous revision applied and the new one dropped. Already gone is done.
+/// Delete what the previous revision applied and the new one dropped. Already gone is done. A
+/// CRD is kept: its custom resources are the users' data (upstream's Helm deletes it, and them);
+/// it still goes with the ClusterExtension, which owns it.
 pub async fn remove(installer: &Installer, dropped: &[&ObjectRef], kinds: &mut Kinds) -> Result<(), String> {
     for reference in dropped {
+        if reference.kind == "CustomResourceDefinition" {
+            tracing::info!(object = %reference, "kept: the new revision no longer has this CRD, but its objects are users' data");
+            continue;
+        }
         let resource = match kinds.of(&installer.client, &reference.api_version, &reference.kind).await {
             Ok((resource, _)) => resource,
             // Its API is gone, and the object with it.
