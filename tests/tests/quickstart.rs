@@ -87,6 +87,45 @@ impl Drop for NamespaceGuard<'_> {
     }
 }
 
+/// The README's OLM v1 quick start, verbatim (its `$OLM_DEV_REGISTRY` as the shell expands it):
+/// a ClusterCatalog of the bundled catalog image, an installer ServiceAccount and a
+/// ClusterExtension of etcd, installed from its bundle image as that account; then deleted with
+/// what it installed (before the v0 quick start installs etcd's CRDs for a Subscription).
+fn olm_v1_quick_start(shell: &Shell) {
+    let readme = std::fs::read_to_string(olm_e2e::repo().join("README.md")).expect("README.md");
+    let section = &readme[readme.find("## OLM v1 API").expect("the README's OLM v1 section")..];
+    let start = section.find("kubectl apply -f - <<YAML\n").expect("the quick start's kubectl apply") + "kubectl apply -f - <<YAML\n".len();
+    let end = start + section[start..].find("\n  YAML\n").expect("the end of its YAML");
+    let yaml: String = section[start..end].lines().map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l))).collect();
+    let yaml = yaml.replace("$OLM_DEV_REGISTRY", &shell.registry);
+    shell.ok(&["create", "namespace", "etcd-v1"]);
+    let _guard = NamespaceGuard(shell, "etcd-v1".to_owned());
+    let applied = shell.kubectl(&["apply", "-f", "-"], Some(&yaml));
+    assert!(applied.status.success(), "the OLM v1 quick start: {}", String::from_utf8_lossy(&applied.stderr));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let row = shell.ok(&["get", "clusterextension", "etcd", "-o", "jsonpath={.status.install.bundle.name} {.status.conditions[?(@.type==\"Installed\")].status}"]);
+        if row.trim() == "etcdoperator.v0.9.4-clusterwide True" {
+            break;
+        }
+        let status = shell.kubectl(&["get", "clusterextension", "etcd", "-o", "jsonpath={.status.conditions}"], None);
+        assert!(Instant::now() < deadline, "the OLM v1 quick start did not install etcd in 180s: {row:?} {}", String::from_utf8_lossy(&status.stdout));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let deployment = shell.ok(&["get", "deployment", "etcd-operator", "-n", "etcd-v1", "-o", "jsonpath={.metadata.labels.olm\\.operatorframework\\.io/owner-name}"]);
+    assert_eq!(deployment, "etcd", "the operator runs, owned by its ClusterExtension");
+    let table = shell.ok(&["get", "clusterextension", "etcd"]);
+    assert!(table.contains("etcdoperator.v0.9.4-clusterwide"), "{table}");
+    shell.ok(&["delete", "clusterextension", "etcd", "--wait=true"]);
+    shell.ok(&["delete", "clustercatalog", "operatorhubio"]);
+    shell.ok(&["delete", "clusterrolebinding", "etcd-installer"]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while shell.kubectl(&["get", "crd", "etcdclusters.etcd.database.coreos.com"], None).status.success() {
+        assert!(Instant::now() < deadline, "the ClusterExtension's CRDs were not removed with it in 120s");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 #[test]
 fn readme_quick_start_works_verbatim() {
     // Dropped on any exit, a failed assertion included: `olm dev down --purge`.
@@ -106,6 +145,8 @@ fn readme_quick_start_works_verbatim() {
     let mut answer = String::new();
     registry.read_to_string(&mut answer).expect("read");
     assert!(answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"), "GET /v2/ on {}:\n{answer}", shell.registry);
+
+    olm_v1_quick_start(&shell);
 
     let started = Instant::now();
     let table = shell.ok(&["get", "packagemanifests", "-n", "olm"]);
