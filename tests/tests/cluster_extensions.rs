@@ -296,3 +296,40 @@ async fn an_unsafe_crd_upgrade_waits_with_the_old_revision_running_and_what_the_
     ns.cleanup().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn the_named_service_account_installs_and_what_it_may_not_do_is_refused_by_name() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir()?;
+    widget_catalog(&dir.path().join("widget"), "scoped.example.com")?;
+    let setup = Setup::new("scoped", &dir.path().join("widget")).await?;
+    let ns = setup.cluster.namespace("scoped-ext").await?;
+    ns.kubectl_with_input(&["apply", "-f", "-"], "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: installer\n").await?;
+    let name = olm_testkit::random_name("scoped");
+    setup.create(&name, ns.name(), "widget", json!({"version": "1.0.0"}), json!({"serviceAccount": {"name": "installer"}})).await?;
+
+    // The account holds nothing: OLM acts as it, so the API server refuses, and the status says
+    // who may not do what and what to grant.
+    let refused = setup.wait(&name, "refused", |e| condition(e, "Progressing").is_some_and(|c| c.1 == "Retrying" && c.2.contains("may not"))).await?;
+    let message = condition(&refused, "Progressing").context("Progressing")?.2;
+    assert!(message.contains(&format!("ServiceAccount {}/installer may not apply", ns.name())), "{message}");
+    assert!(message.contains("grant it create and patch on "), "what to grant: {message}");
+    eprintln!("refused: {message}");
+    assert!(get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "widget-operator").await?.is_none(), "nothing installed with OLM's own rights");
+
+    // Granted what the bundle needs: installed, as the account.
+    let binding = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {name}-installer\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- kind: ServiceAccount\n  name: installer\n  namespace: {}\n",
+        ns.name()
+    );
+    setup.cluster.kubectl_with_input(&["apply", "-f", "-"], &binding).await?;
+    setup.installed(&name, "widget.v1.0.0").await?;
+    let deployment = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "widget-operator").await?.context("Deployment")?;
+    let managers: Vec<String> = deployment.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
+    assert!(managers.iter().any(|m| m == "olm/clusterextension"), "{managers:?}");
+
+    setup.extensions.delete(&name, &DeleteParams::default()).await?;
+    setup.cluster.kubectl(&["delete", "clusterrolebinding", &format!("{name}-installer"), "--ignore-not-found"]).await?;
+    ns.cleanup().await?;
+    Ok(())
+}

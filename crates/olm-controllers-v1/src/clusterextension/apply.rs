@@ -162,8 +162,10 @@ fn refused(installer: &Installer, verb: &str, reference: &ObjectRef, resource: &
     let said = api_message(err);
     match status_code(err) {
         Some(403) => format!(
-            "{} may not {verb} {reference}: {said}; grant it {verb} on {} (or name another spec.serviceAccount) and OLM tries again",
+            "{} may not {verb} {reference}: {said}; grant it {} on {} (or name another spec.serviceAccount) and OLM tries again",
             installer.who(),
+            // A server-side apply is authorized as a patch, and as a create when the object is new.
+            if verb == "apply" { "create and patch" } else { verb },
             if resource.group.is_empty() { resource.plural.clone() } else { format!("{}.{}", resource.plural, resource.group) }
         ),
         _ => format!("cannot {verb} {reference}: {said}"),
