@@ -333,3 +333,56 @@ async fn the_named_service_account_installs_and_what_it_may_not_do_is_refused_by
     ns.cleanup().await?;
     Ok(())
 }
+
+/// Authorino, a real community operator (tests/testdata/real-bundles): its own conversion webhook,
+/// AllNamespaces only. Installed at 0.12.0 from its bundle directories, upgraded to 0.13.0 along
+/// its channel, removed with its extension.
+#[tokio::test]
+async fn a_real_operator_with_a_conversion_webhook_is_served_its_certificate_upgrades_and_goes() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let bundles = olm_e2e::repo().join("tests/testdata/real-bundles/authorino-operator");
+    let dir = tempfile::tempdir()?;
+    let catalog = dir.path().join("authorino");
+    std::fs::create_dir_all(&catalog)?;
+    let rendered = olm(&["catalog", "render", "-o", "json", bundles.join("0.12.0").to_str().context("path")?, bundles.join("0.13.0").to_str().context("path")?])?;
+    let head = [
+        json!({"schema": "olm.package", "name": "authorino-operator", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "authorino-operator", "name": "stable",
+               "entries": [{"name": "authorino-operator.v0.12.0"}, {"name": "authorino-operator.v0.13.0", "replaces": "authorino-operator.v0.12.0"}]}),
+    ];
+    std::fs::write(catalog.join("catalog.json"), format!("{}\n{rendered}", head.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")))?;
+    let setup = Setup::new("authorino", &catalog).await?;
+    let ns = setup.cluster.namespace("authorino").await?;
+    let name = olm_testkit::random_name("authorino");
+    setup.create(&name, ns.name(), "authorino-operator", json!({"version": "0.12.0"}), json!({})).await?;
+    setup.installed(&name, "authorino-operator.v0.12.0").await?;
+
+    let crd_name = "authconfigs.authorino.kuadrant.io";
+    let crd = get(&setup.cluster, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", None, crd_name).await?.context("the CRD")?;
+    let conversion = &crd.data["spec"]["conversion"];
+    assert_eq!(conversion["strategy"], json!("Webhook"), "{conversion}");
+    assert_eq!(conversion["webhook"]["clientConfig"]["service"]["namespace"], json!(ns.name()));
+    assert_eq!(conversion["webhook"]["clientConfig"]["service"]["name"], json!("authorino-webhooks-service"));
+    assert!(conversion["webhook"]["clientConfig"]["caBundle"].as_str().is_some_and(|ca| ca.len() > 100), "the CA of the serving certificate: {conversion}");
+    let secret = get(&setup.cluster, "v1", "Secret", "secrets", Some(ns.name()), "authorino-webhooks-service-cert").await?.context("the serving certificate's Secret")?;
+    let certificate = secret.data["data"]["tls.crt"].clone();
+    assert!(certificate.is_string(), "{secret:?}");
+    get(&setup.cluster, "v1", "Service", "services", Some(ns.name()), "authorino-webhooks-service").await?.context("the webhook's Service")?;
+    let webhooks = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "authorino-webhooks").await?.context("the webhook Deployment")?;
+    let volumes = &webhooks.data["spec"]["template"]["spec"]["volumes"];
+    assert!(volumes.as_array().into_iter().flatten().any(|v| v["secret"]["secretName"] == "authorino-webhooks-service-cert"), "the pair is mounted: {volumes}");
+
+    setup.patch_catalog(&name, json!({"version": "0.13.0"})).await?;
+    setup.installed(&name, "authorino-operator.v0.13.0").await?;
+    let secret = get(&setup.cluster, "v1", "Secret", "secrets", Some(ns.name()), "authorino-webhooks-service-cert").await?.context("Secret")?;
+    assert_eq!(secret.data["data"]["tls.crt"], certificate, "a good certificate is kept across the upgrade (no pod restarts for it)");
+
+    setup.extensions.delete(&name, &DeleteParams::default()).await?;
+    wait_for("authorino's CRD removed with its extension", TIMEOUT, || async {
+        let crd = get(&setup.cluster, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", None, crd_name).await?;
+        anyhow::Ok(crd.is_none().then_some(()))
+    })
+    .await?;
+    ns.cleanup().await?;
+    Ok(())
+}

@@ -31,6 +31,7 @@ const NOT_EXERCISED: &[(&str, &[&str], &[&str], &str)] = &[
     ("rbac.authorization.k8s.io", &["rolebindings"], &["get"], "a ClusterExtension that watches one namespace: its Role and binding checked before they are applied (cluster_extensions.rs)"),
     ("*", &["*"], &["update"], "a CRD upgrade that drops a stored version: its objects are rewritten to the new one first (upgrade_edges.rs)"),
     ("admissionregistration.k8s.io", &["validatingwebhookconfigurations", "mutatingwebhookconfigurations"], &["delete"], "a webhook description removed from a CSV"),
+    ("admissionregistration.k8s.io", &["validatingwebhookconfigurations", "mutatingwebhookconfigurations"], &["get"], "a ClusterExtension whose bundle has an admission webhook: the configuration is checked before it is applied (cluster_extensions.rs)"),
     ("apiregistration.k8s.io", &["apiservices"], &["create", "patch", "deletecollection"], "a CSV owning an APIService: kwok pods never serve it, and an unavailable APIService disturbs discovery for every suite (csv_apiservice.rs keeps it short)"),
     ("apps", &["deployments"], &["get", "delete"], "a Deployment read whole when its cached spec is not known to be as wanted; one an upgrade drops or must replace (csv_operatorgroup.rs)"),
     ("authorization.k8s.io", &["subjectaccessreviews"], &["create"], "a CSV's permissions checked before the watch cache shows the Role and binding that grant them (timing)"),

@@ -277,6 +277,9 @@ mod tests {
     /// A fake API server answering every request with the `impersonate-user` header it got
     /// (empty when none) as the body of a ConfigMap's data.
     fn echo_client() -> Client {
+        use axum::http::{HeaderValue, Request};
+        use kube::client::Body;
+        const IMPERSONATE_USER: &str = "impersonate-user";
         let service = tower::service_fn(|request: Request<Body>| async move {
             let user = request
                 .headers()

@@ -13,11 +13,13 @@
 //! - every other manifest of the bundle, its own namespace dropped (the installer puts the
 //!   namespaced ones in the install namespace).
 //!
-//! Refused in upstream's words, with what to do: webhooks, APIServices and dependencies (v1 does
-//! not install what a bundle needs from others), and a `watchNamespace` the bundle's install
-//! modes do not allow.
+//! - webhooks ([`webhooks`]): served with a certificate of olm-rs's own CA.
+//!
+//! Refused in upstream's words, with what to do: APIServices and dependencies (v1 does not
+//! install what a bundle needs from others), and a `watchNamespace` the bundle's install modes do
+//! not allow.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use olm_catalog_client::BundleContent;
@@ -25,6 +27,9 @@ use serde_json::{Map, Value, json};
 
 use crate::bundle_objects::{normalize_csv, normalize_object};
 use crate::names::generated_name;
+use crate::serving_cert::ServingCert;
+
+mod webhooks;
 
 /// The pod annotation that tells an operator which namespaces to watch (empty: all).
 pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
@@ -41,7 +46,8 @@ pub struct Target<'a> {
 }
 
 /// A bundle as plain objects, in the order they are applied: CRDs, ServiceAccounts, roles,
-/// bindings, the bundle's other manifests, Deployments.
+/// bindings, the bundle's other manifests, webhook Secrets and Services, Deployments, webhook
+/// configurations.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rendered {
     /// The CSV's name (`metadata.name`), which names the generated RBAC.
@@ -155,11 +161,6 @@ const DEPENDENCY_PROPERTIES: &[&str] = &["olm.package.required", "olm.gvk.requir
 
 fn check_supported(csv_name: &str, csv: &Value, properties: &Value) -> Result<(), RenderError> {
     let non_empty = |pointer: &str| csv.pointer(pointer).and_then(Value::as_array).is_some_and(|a| !a.is_empty());
-    if non_empty("/spec/webhookdefinitions") {
-        return Err(RenderError::Unsupported(format!(
-            "unsupported bundle: webhookDefinitions are not supported: {csv_name} has webhooks, which need a certificate provider; install it with a Subscription (OLM v0), which serves their certificates"
-        )));
-    }
     if non_empty("/spec/apiservicedefinitions/owned") {
         return Err(RenderError::Unsupported(format!(
             "unsupported bundle: apiServiceDefintions are not supported: {csv_name} owns APIServices; install it with a Subscription (OLM v0), which serves them"
@@ -238,11 +239,21 @@ fn deployment(csv: &Value, entry: &Value, install: &str, targets: &str) -> Resul
     Ok(json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": spec }))
 }
 
-/// Render `bundle` for `target`.
-pub fn render(bundle: &BundleContent, target: &Target<'_>) -> Result<Rendered, RenderError> {
+fn parse_csv(bundle: &BundleContent) -> Result<Value, RenderError> {
     let csv: Value = serde_json::from_str(&bundle.csv_json)
         .map_err(|err| RenderError::Invalid(format!("the ClusterServiceVersion of bundle {} is not valid JSON: {err}", bundle.name)))?;
-    let csv = normalize_csv(csv);
+    Ok(normalize_csv(csv))
+}
+
+/// The Deployments of `bundle` that serve webhooks: [`render`] wants a serving certificate for
+/// each (`crate::serving_cert`), by Deployment name.
+pub fn certificates_needed(bundle: &BundleContent) -> Result<BTreeSet<String>, RenderError> {
+    Ok(webhooks::deployments(&parse_csv(bundle)?))
+}
+
+/// Render `bundle` for `target`, its webhooks served with `certs` (by Deployment name).
+pub fn render(bundle: &BundleContent, target: &Target<'_>, certs: &BTreeMap<String, ServingCert>) -> Result<Rendered, RenderError> {
+    let csv = parse_csv(bundle)?;
     let csv_name = csv.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(&bundle.name).to_owned();
     let properties: Value = serde_json::from_str(&bundle.properties_annotation).unwrap_or(Value::Null);
     check_supported(&csv_name, &csv, &properties)?;
@@ -313,6 +324,15 @@ pub fn render(bundle: &BundleContent, target: &Target<'_>) -> Result<Rendered, R
     for entry in strategy.get("deployments").and_then(Value::as_array).into_iter().flatten() {
         deployments.push(deployment(&csv, entry, install, targets)?);
     }
+    let hooks = webhooks::definitions(&csv);
+    let names = |objects: &[Value]| -> BTreeSet<String> {
+        objects.iter().filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str).map(str::to_owned)).collect()
+    };
+    let deployment_names = names(&deployments);
+    webhooks::check(&csv_name, &hooks, &deployment_names.iter().map(String::as_str).collect(), &names(&crds), &supported_modes(&csv))?;
+    let served = webhooks::render(&hooks, install, watch.as_deref(), certs, &mut crds, &mut deployments)?;
+    let (front, configurations): (Vec<Value>, Vec<Value>) =
+        served.into_iter().partition(|o| matches!(o.get("kind").and_then(Value::as_str), Some("Secret" | "Service")));
     let shipped = |kind: &str, name: &str| {
         others.iter().any(|o| o.get("kind").and_then(Value::as_str) == Some(kind) && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
     };
@@ -327,7 +347,9 @@ pub fn render(bundle: &BundleContent, target: &Target<'_>) -> Result<Rendered, R
     objects.extend(roles);
     objects.extend(bindings);
     objects.extend(others);
+    objects.extend(front);
     objects.extend(deployments);
+    objects.extend(configurations);
     Ok(Rendered { csv_name, objects })
 }
 

@@ -3,11 +3,12 @@
 //! is older than [`decide::RESYNC`]) pull, render, check, apply, prune and record; then
 //! [`decide::status`] and one status write. Only the leader acts.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::core::{Selector, SelectorExt};
@@ -19,7 +20,8 @@ use olm_api::olmv1::conditions::{BLOCKED, INVALID_CONFIGURATION};
 use olm_api::olmv1::ClusterExtension;
 use olm_catalog::constraint::Constraint;
 use olm_catalog_client::CatalogContent;
-use olm_install::registry_v1::{RenderError, Target, render};
+use olm_install::registry_v1::{RenderError, Target, certificates_needed, render};
+use olm_install::serving_cert::{self, ServingCert};
 use olm_resolver::extension::{Offer, Request, UpgradePolicy, choose};
 use olm_runtime::controller::action_for;
 use olm_runtime::{ControllerContext, EventNote, Result, error_policy, guarded};
@@ -158,7 +160,11 @@ async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
         Err(_) => return kept(Progress::Retrying(wrap(format!("reading the bundle did not finish within {}s; check the registry", PULL_TIMEOUT.as_secs())))),
     };
     let target = Target { install_namespace: &namespace, config: extension.spec.config.as_ref().and_then(|c| c.inline.as_ref()) };
-    let rendered = match render(&manifests, &target) {
+    let certs = match serving_certs(ctx, &manifests, &namespace).await {
+        Ok(certs) => certs,
+        Err(message) => return kept(Progress::Retrying(wrap(message))),
+    };
+    let rendered = match render(&manifests, &target, &certs) {
         Ok(rendered) => rendered,
         Err(RenderError::InvalidConfiguration(message)) => return kept(Progress::Stopped { reason: INVALID_CONFIGURATION, message: wrap(message) }),
         Err(other) => return kept(Progress::Retrying(wrap(other.to_string()))),
@@ -197,6 +203,34 @@ async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
     }
     remember_applied(&ctx.state, &name, extension.metadata.generation, &bundle.name);
     Outcome { installed: Some(bundle.clone()), progress: Progress::Done, deprecations: Some(deprecations_for(Some(&bundle.name))) }
+}
+
+/// The serving certificates of the Deployments that serve webhooks: the pair in their Secret
+/// while it is still good for their Service (so an upgrade does not roll the pods for nothing),
+/// else a new CA and pair.
+async fn serving_certs(ctx: &Ctx, bundle: &olm_catalog_client::BundleContent, namespace: &str) -> std::result::Result<BTreeMap<String, ServingCert>, String> {
+    let needed = match certificates_needed(bundle) {
+        Ok(needed) => needed,
+        // The render that follows says what is wrong with the bundle.
+        Err(_) => return Ok(BTreeMap::new()),
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let now = Timestamp::now();
+    let mut out = BTreeMap::new();
+    for deployment in needed {
+        let service = serving_cert::service_name(&deployment);
+        let stored = match secrets.get_opt(&serving_cert::secret_name(&deployment)).await {
+            Ok(found) => found.as_ref().and_then(serving_cert::from_secret),
+            Err(err) if matches!(&err, kube::Error::Api(s) if s.code == 404) => None,
+            Err(err) => return Err(format!("cannot read the serving certificate Secret of deployment {deployment}: {}", apply::api_message(&err))),
+        };
+        let cert = match stored.filter(|c| serving_cert::usable(c, &service, namespace, now)) {
+            Some(cert) => cert,
+            None => serving_cert::generate(&service, namespace, now).map_err(|err| err.to_string())?,
+        };
+        out.insert(deployment, cert);
+    }
+    Ok(out)
 }
 
 /// The ClusterCatalogs offered: served by this process, available, selected; by name.
