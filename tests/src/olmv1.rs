@@ -28,6 +28,11 @@ impl OlmRun {
             .context("start olm run")?;
         Ok(OlmRun { child })
     }
+
+    /// The process id (0 once it has exited).
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
 }
 
 impl Drop for OlmRun {
