@@ -4,6 +4,16 @@
 //! The holder renews every `retry_period`. A lease whose `renewTime + leaseDurationSeconds` is in
 //! the past (or whose holder is empty: released) may be taken over. Writes use the lease's
 //! resourceVersion, so two candidates racing for the same lease cannot both win.
+//!
+//! Why our own rather than kube-lease-manager (0.13, kube 5; weighed for issue #58): OLM's flags
+//! and upstream's Deployments speak client-go's three timings (lease duration, renew deadline,
+//! retry period), and a leader must stop acting once it could not renew for the renew deadline,
+//! before another replica may take the lease; kube-lease-manager has a duration and a grace and
+//! holds the lock until the lease is lost. Its locking is server-side apply (a `patch` on leases
+//! that OLM's Role does not grant; ours are `get`/`create`/`update` with the resourceVersion, as
+//! client-go's), and its state is a bool, where the manager's "leadership gained" trigger needs the
+//! term this module publishes so that a lose-and-regain between two polls still reconciles all.
+//! The leader and chaos suites hold this behaviour; a swap must keep them green.
 
 use std::time::Duration;
 
