@@ -200,6 +200,23 @@ async fn etcd_installs_as_plain_objects_upgrades_through_its_version_and_goes_wi
     let deployment = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?.context("Deployment")?;
     assert_ne!(deployment.data["spec"]["template"]["spec"]["containers"][0]["image"], image_v2, "the new bundle's operator image");
 
+    // SelfCertified: the user vouches for a move the channel graph does not offer (here back to
+    // 0.9.2), as upstream's "force update".
+    setup.patch_catalog(&name, json!({"version": "0.9.2-clusterwide", "upgradeConstraintPolicy": "SelfCertified"})).await?;
+    setup.installed(&name, "etcdoperator.v0.9.2-clusterwide").await?;
+
+    // The catalog deleted: what is installed stays installed, and nothing is said to be wrong.
+    let catalogs: Api<ClusterCatalog> = Api::all(setup.cluster.client());
+    catalogs.delete(&setup.catalog, &DeleteParams::default()).await?;
+    // A new generation, resolved with no catalog at all.
+    setup.patch_catalog(&name, json!({"upgradeConstraintPolicy": "CatalogProvided"})).await?;
+    let kept = setup.wait(&name, "kept without its catalog", |e| {
+        e.metadata.generation == e.conditions().iter().find(|c| c.type_ == "Progressing").and_then(|c| c.observed_generation)
+            && condition(e, "Progressing").is_some_and(|c| c.1 == "Succeeded")
+    }).await?;
+    assert_eq!(installed_bundle(&kept).as_deref(), Some("etcdoperator.v0.9.2-clusterwide"));
+    assert!(get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?.is_some(), "still running");
+
     // Deleting the extension removes what it installed, as upstream's (the garbage collector).
     setup.extensions.delete(&name, &DeleteParams::default()).await?;
     wait_for("the operator's Deployment and CRD removed", TIMEOUT, || async {
@@ -233,6 +250,22 @@ async fn refusals_say_what_to_change_and_a_fixed_spec_installs() -> anyhow::Resu
     setup.installed(&own, "etcdoperator.v0.9.4").await?;
     let roles = ns.kubectl(&["get", "roles", "-l", &format!("olm.operatorframework.io/owner-name={own}"), "-o", "name"]).await?.stdout;
     assert!(!roles.trim().is_empty(), "its permissions as a Role in the watched namespace");
+
+    // An install namespace that does not exist yet: said, and installed once it is created.
+    let later = format!("{}-later", ns.name());
+    let waiting = olm_testkit::random_name("refused");
+    setup.create(&waiting, &later, "etcd", json!({"channels": ["clusterwide-alpha"], "version": "0.9.4-clusterwide"}), json!({})).await?;
+    let retrying = setup.wait(&waiting, "waiting for its namespace", |e| condition(e, "Progressing").is_some_and(|c| c.2.contains("does not exist"))).await?;
+    let message = condition(&retrying, "Progressing").context("Progressing")?.2;
+    assert!(message.contains(&format!("the install namespace \"{later}\" does not exist: create it")), "{message}");
+    setup.cluster.kubectl(&["create", "namespace", &later]).await?;
+    // etcd clusterwide and etcd per namespace provide the same CRDs: the first extension's
+    // are not this one's, and it says so.
+    let refused = setup.wait(&waiting, "the other extension's CRD refused", |e| condition(e, "Progressing").is_some_and(|c| c.2.contains("already exists"))).await?;
+    let message = condition(&refused, "Progressing").context("Progressing")?.2;
+    assert!(message.contains(&format!("it belongs to ClusterExtension {own}")), "whose it is: {message}");
+    setup.extensions.delete(&waiting, &DeleteParams::default()).await?;
+    setup.cluster.kubectl(&["delete", "namespace", &later, "--wait=false"]).await?;
 
     // A version nobody offers, and a package no catalog has.
     let version = olm_testkit::random_name("refused");
