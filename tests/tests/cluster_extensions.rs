@@ -135,15 +135,20 @@ fn etcd_catalog() -> std::path::PathBuf {
     olm_e2e::repo().join("crates/olm-registry/testdata/catalog")
 }
 
-/// The etcd CRDs, as OLM v0 suites on this shared control plane leave them (v0 never deletes a
-/// CRD): OLM v1 refuses to take over what it did not install, as upstream's does, so they go
-/// first. Suites run one binary at a time; none of v0's runs beside this one.
-async fn without_etcd_crds(cluster: &TestCluster) -> anyhow::Result<()> {
-    let crds = ["etcdclusters", "etcdbackups", "etcdrestores"].map(|c| format!("customresourcedefinitions/{c}.etcd.database.coreos.com"));
+/// CRDs as OLM v0 suites on this shared control plane leave them (v0 never deletes a CRD; the
+/// conformance suite installs real packages, Authorino among them): OLM v1 refuses to take over
+/// what it did not install, as upstream's does, so they go first. Suites run one binary at a
+/// time; none of v0's runs beside this one.
+async fn without_crds(cluster: &TestCluster, crds: &[&str]) -> anyhow::Result<()> {
+    let crds: Vec<String> = crds.iter().map(|c| format!("customresourcedefinitions/{c}")).collect();
     let mut args = vec!["delete", "--ignore-not-found", "--wait=true"];
     args.extend(crds.iter().map(String::as_str));
     cluster.kubectl(&args).await?;
     Ok(())
+}
+
+async fn without_etcd_crds(cluster: &TestCluster) -> anyhow::Result<()> {
+    without_crds(cluster, &["etcdclusters.etcd.database.coreos.com", "etcdbackups.etcd.database.coreos.com", "etcdrestores.etcd.database.coreos.com"]).await
 }
 
 #[tokio::test]
@@ -177,6 +182,14 @@ async fn etcd_installs_as_plain_objects_upgrades_through_its_version_and_goes_wi
     assert_eq!(label(&crd, "olm.operatorframework.io/owner-name"), Some(name.as_str()));
     let csvs = ns.kubectl(&["get", "clusterserviceversions", "-o", "name"]).await?.stdout;
     assert!(csvs.trim().is_empty(), "OLM v1 writes no CSV: {csvs}");
+    // A deleted Deployment is put back at once (upstream's drift repair).
+    let uid = deployment.metadata.uid.clone();
+    ns.kubectl(&["delete", "deployment", "etcd-operator", "--wait=true"]).await?;
+    wait_for("the deleted Deployment put back", Duration::from_secs(30), || async {
+        let back = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?;
+        anyhow::Ok(back.filter(|d| d.metadata.uid != uid).map(drop))
+    })
+    .await?;
     let table = setup.cluster.kubectl(&["get", "clusterextension", &name]).await?.stdout;
     assert!(table.contains("etcdoperator.v0.9.2-clusterwide") && table.contains("0.9.2-clusterwide") && table.contains("True"), "kubectl's columns: {table}");
 
@@ -385,6 +398,12 @@ async fn a_real_operator_with_a_conversion_webhook_is_served_its_certificate_upg
     ];
     std::fs::write(catalog.join("catalog.json"), format!("{}\n{rendered}", head.iter().map(Value::to_string).collect::<Vec<_>>().join("\n")))?;
     let setup = Setup::new("authorino", &catalog).await?;
+    without_crds(&setup.cluster, &["authconfigs.authorino.kuadrant.io", "authorinos.operator.authorino.kuadrant.io"]).await?;
+    // And the ClusterRoles its bundle ships, which the conformance suite's v0 installs leave.
+    let roles = ["authorino-authconfig-editor-role", "authorino-authconfig-viewer-role", "authorino-manager-k8s-auth-role", "authorino-manager-role"];
+    let mut args = vec!["delete", "clusterrole", "--ignore-not-found"];
+    args.extend(roles);
+    setup.cluster.kubectl(&args).await?;
     let ns = setup.cluster.namespace("authorino").await?;
     let name = olm_testkit::random_name("authorino");
     setup.create(&name, ns.name(), "authorino-operator", json!({"version": "0.12.0"}), json!({})).await?;

@@ -91,7 +91,15 @@ impl ControllerSet for V1Controllers {
             publisher: self.publisher.clone(),
             base_url: self.base_url.trim_end_matches('/').to_owned(),
         };
-        let extension_state = clusterextension::ClusterExtensionState { extensions, catalogs, served, memory: Default::default() };
+        // What a ClusterExtension installed, watched by its owner label: one deleted is put back
+        // at once (upstream's drift repair), not at the next resync.
+        let owned = || kube::runtime::watcher::Config::default().labels(&format!("{}={}", clusterextension::OWNER_KIND_LABEL, clusterextension::OWNER_KIND));
+        let installed = clusterextension::Installed {
+            deployments: wiring.caches.watch(kube::Api::all(wiring.client.clone()), owned()),
+            services: wiring.caches.watch(kube::Api::all(wiring.client.clone()), owned()),
+            service_accounts: wiring.caches.watch(kube::Api::all(wiring.client.clone()), owned()),
+        };
+        let extension_state = clusterextension::ClusterExtensionState { extensions, catalogs, served, installed, memory: Default::default() };
         vec![
             tokio::spawn(clustercatalog::run(context(&wiring, clustercatalog::NAME, catalog_state), wiring.shutdown.signal())),
             tokio::spawn(clusterextension::run(context(&wiring, clusterextension::NAME, extension_state), wiring.shutdown.signal())),

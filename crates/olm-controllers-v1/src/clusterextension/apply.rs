@@ -149,9 +149,11 @@ async fn claimable(api: &Api<DynamicObject>, reference: &ObjectRef, owner: &Owne
     if labels.get(OWNER_NAME_LABEL).map(String::as_str) == Some(owner.name) && labels.get(OWNER_KIND_LABEL).map(String::as_str) == Some(OWNER_KIND) {
         return Ok(());
     }
-    let whose = match labels.get(OWNER_NAME_LABEL) {
-        Some(other) => format!("it belongs to ClusterExtension {other}"),
-        None => "it was not installed by this ClusterExtension".to_owned(),
+    let v0 = labels.keys().find(|k| k.starts_with("operators.coreos.com/"));
+    let whose = match (labels.get(OWNER_NAME_LABEL), v0) {
+        (Some(other), _) => format!("it belongs to ClusterExtension {other}"),
+        (None, Some(label)) => format!("OLM v0 installed it: its label {label} names the Operator that has it"),
+        (None, None) => "it was not installed by this ClusterExtension".to_owned(),
     };
     Err(format!(
         "{reference} already exists and cannot be managed by this ClusterExtension ({whose}): delete it, or uninstall what installed it, and OLM tries again"

@@ -38,8 +38,19 @@ pub struct ClusterExtensionState {
     pub catalogs: Cache<ClusterCatalog>,
     /// What the ClusterCatalog controller serves, by catalog name.
     pub served: Arc<Mutex<HashMap<String, crate::clustercatalog::Memory>>>,
+    /// The installed objects watched for their removal.
+    pub installed: Installed,
     /// Per ClusterExtension name, between passes.
     pub memory: Arc<Mutex<HashMap<String, Memory>>>,
+}
+
+/// Caches of the objects ClusterExtensions installed (by the owner-kind label; trimmed to what
+/// the trigger reads by the label selector itself): a deletion brings the owner to a pass.
+#[derive(Clone)]
+pub struct Installed {
+    pub deployments: Cache<k8s_openapi::api::apps::v1::Deployment>,
+    pub services: Cache<k8s_openapi::api::core::v1::Service>,
+    pub service_accounts: Cache<k8s_openapi::api::core::v1::ServiceAccount>,
 }
 
 /// What this process remembers of one ClusterExtension.

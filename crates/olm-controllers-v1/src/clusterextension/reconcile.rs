@@ -337,6 +337,27 @@ fn forget(state: &ClusterExtensionState, name: &str) {
     state.memory.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
 }
 
+/// The ClusterExtensions whose objects in `cache` were deleted, each forgetting its last apply
+/// so that its pass applies again.
+fn removed_from<K>(cache: &olm_runtime::Cache<K>, memory: Arc<std::sync::Mutex<std::collections::HashMap<String, Memory>>>) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<ClusterExtension>> + Send + 'static + use<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+{
+    let store = cache.store().clone();
+    cache.subscribe().filter_map(move |object| {
+        let gone = store.get(&kube::runtime::reflector::ObjectRef::from_obj(object.as_ref())).is_none();
+        let labels = object.meta().labels.clone().unwrap_or_default();
+        let owner = labels.get(super::OWNER_NAME_LABEL).filter(|_| gone && labels.get(super::OWNER_KIND_LABEL).map(String::as_str) == Some(super::OWNER_KIND)).cloned();
+        if let Some(owner) = &owner {
+            tracing::info!(extension = %owner, object = %object.meta().name.as_deref().unwrap_or_default(), "an installed object was deleted; applying again");
+            if let Some(entry) = memory.lock().unwrap_or_else(|p| p.into_inner()).get_mut(owner) {
+                entry.applied = None;
+            }
+        }
+        futures::future::ready(owner.map(|name| kube::runtime::reflector::ObjectRef::new(&name)))
+    })
+}
+
 /// Build the controller (subscribes now; call before the caches start) and run it until
 /// `shutdown` resolves. A ClusterCatalog that changes (new content, served or withdrawn)
 /// brings every ClusterExtension to a pass.
@@ -350,9 +371,15 @@ pub fn run(
         memory.lock().unwrap_or_else(|p| p.into_inner()).remove(&extension.name_any());
     });
     let catalogs_changed = state.catalogs.subscribe().map(|_| ());
+    let removed = futures::stream::select_all([
+        removed_from(&state.installed.deployments, state.memory.clone()).boxed(),
+        removed_from(&state.installed.services, state.memory.clone()).boxed(),
+        removed_from(&state.installed.service_accounts, state.memory.clone()).boxed(),
+    ]);
     let controller = Controller::for_shared_stream(state.extensions.subscribe(), state.extensions.store().clone())
         .with_config(olm_runtime::controller::controller_config())
         .reconcile_on(deletions)
+        .reconcile_on(removed)
         .reconcile_all_on(catalogs_changed)
         .reconcile_all_on(ctx.leadership.gained())
         .graceful_shutdown_on(shutdown);
