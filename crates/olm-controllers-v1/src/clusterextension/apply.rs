@@ -9,6 +9,7 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::{Api, Client};
+use olm_runtime::error::{api_message, api_status_code, is_not_found};
 use serde_json::{Value, json};
 
 use super::record::{ObjectRef, owner_reference};
@@ -37,21 +38,6 @@ pub struct Owner<'a> {
     pub install_namespace: &'a str,
 }
 
-/// The API server's own words for a failed request.
-pub fn api_message(err: &kube::Error) -> String {
-    match err {
-        kube::Error::Api(status) => status.message.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn status_code(err: &kube::Error) -> Option<u16> {
-    match err {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
-}
-
 /// Resolved kinds, for one pass.
 #[derive(Default)]
 pub struct Kinds(HashMap<(String, String), (ApiResource, bool)>);
@@ -69,7 +55,7 @@ impl Kinds {
             format!("this cluster does not serve {api_version} {kind}: install what provides it (its CustomResourceDefinition or API) and OLM tries again, or choose a bundle without it")
         };
         let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|err| match &err {
-            kube::Error::Api(status) if status.code == 404 => not_served(),
+            err if is_not_found(err) => not_served(),
             kube::Error::Discovery(_) => not_served(),
             other => format!("cannot look up how {api_version} {kind} is served: {}", api_message(other)),
         })?;
@@ -162,7 +148,7 @@ async fn claimable(api: &Api<DynamicObject>, reference: &ObjectRef, owner: &Owne
 
 fn refused(installer: &Installer, verb: &str, reference: &ObjectRef, resource: &ApiResource, err: &kube::Error) -> String {
     let said = api_message(err);
-    match status_code(err) {
+    match api_status_code(err) {
         Some(403) => format!(
             "{} may not {verb} {reference}: {said}; grant it {} on {} (or name another spec.serviceAccount) and OLM tries again",
             installer.who(),
@@ -192,7 +178,7 @@ pub async fn remove(installer: &Installer, dropped: &[&ObjectRef], kinds: &mut K
         let api = api_for(&installer.client, &resource, namespace);
         match api.delete(&reference.name, &DeleteParams::background()).await {
             Ok(_) => tracing::info!(object = %reference, "removed: the new revision no longer has it"),
-            Err(err) if status_code(&err) == Some(404) => {}
+            Err(err) if is_not_found(&err) => {}
             Err(err) => return Err(refused(installer, "delete", reference, &resource, &err)),
         }
     }

@@ -24,6 +24,7 @@ use olm_install::registry_v1::{RenderError, Target, certificates_needed, render}
 use olm_install::serving_cert::{self, ServingCert};
 use olm_resolver::extension::{Offer, Request, UpgradePolicy, choose};
 use olm_runtime::controller::action_for;
+use olm_runtime::error::{api_message, is_not_found};
 use olm_runtime::{ControllerContext, EventNote, Result, error_policy, guarded};
 use tracing::instrument;
 
@@ -221,8 +222,8 @@ async fn serving_certs(ctx: &Ctx, bundle: &olm_catalog_client::BundleContent, na
         let service = serving_cert::service_name(&deployment);
         let stored = match secrets.get_opt(&serving_cert::secret_name(&deployment)).await {
             Ok(found) => found.as_ref().and_then(serving_cert::from_secret),
-            Err(err) if matches!(&err, kube::Error::Api(s) if s.code == 404) => None,
-            Err(err) => return Err(format!("cannot read the serving certificate Secret of deployment {deployment}: {}", apply::api_message(&err))),
+            Err(err) if is_not_found(&err) => None,
+            Err(err) => return Err(format!("cannot read the serving certificate Secret of deployment {deployment}: {}", api_message(&err))),
         };
         let cert = match stored.filter(|c| serving_cert::usable(c, &service, namespace, now)) {
             Some(cert) => cert,
@@ -288,8 +289,8 @@ async fn read_record(ctx: &Ctx, name: &str, namespace: &str) -> Result<Option<Re
             format!("the revision record ConfigMap {namespace}/{map_name} cannot be read ({why}): delete it and OLM applies the bundle again")
         }),
         // The namespace is gone or not there yet: nothing recorded in it.
-        Err(err) if matches!(&err, kube::Error::Api(s) if s.code == 404) => Ok(None),
-        Err(err) => Err(format!("cannot read the revision record ConfigMap {namespace}/{map_name}: {}", apply::api_message(&err))),
+        Err(err) if is_not_found(&err) => Ok(None),
+        Err(err) => Err(format!("cannot read the revision record ConfigMap {namespace}/{map_name}: {}", api_message(&err))),
     }
 }
 
@@ -300,14 +301,14 @@ async fn write_record(ctx: &Ctx, record: &Record, name: &str, uid: &str, namespa
     api.patch(&record::name_for(name), &params, &Patch::Apply(&map))
         .await
         .map(drop)
-        .map_err(|err| format!("cannot write the revision record ConfigMap {namespace}/{}: {}", record::name_for(name), apply::api_message(&err)))
+        .map_err(|err| format!("cannot write the revision record ConfigMap {namespace}/{}: {}", record::name_for(name), api_message(&err)))
 }
 
 async fn namespace_exists(ctx: &Ctx, namespace: &str) -> Result<(), String> {
     match Api::<Namespace>::all(ctx.client.clone()).get_opt(namespace).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => Err(format!("the install namespace {namespace:?} does not exist: create it (kubectl create namespace {namespace}); OLM installs once it exists")),
-        Err(err) => Err(format!("cannot read the install namespace {namespace:?}: {}", apply::api_message(&err))),
+        Err(err) => Err(format!("cannot read the install namespace {namespace:?}: {}", api_message(&err))),
     }
 }
 
