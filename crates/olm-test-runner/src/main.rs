@@ -1,0 +1,270 @@
+//! `cargo run -p olm-test-runner`: every test `cargo test --workspace` runs, in lanes side by
+//! side. `cargo test` runs its binaries one after another, and the end-to-end suites spend most
+//! of their time waiting on the API server; two lanes, each against a control plane of its own
+//! (lanes.rs says why not one), keep both cores busy. Every binary runs even when one fails; the
+//! output of a failed one is printed, and every one's is kept in `target/test-runner/`.
+//!
+//! Usage: `olm-test-runner [--lanes N] [NAME…]`: N lanes (default 2, or `OLM_TEST_LANES`);
+//! NAMEs run only the binaries whose `<package>/<target>` contains one of them.
+
+mod artifacts;
+mod lanes;
+mod schedule;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use lanes::Outcome;
+
+/// Lines of a failed binary's output printed (all of it is in its log).
+const FAILURE_TAIL: usize = 120;
+
+struct Options {
+    lanes: usize,
+    names: Vec<String>,
+}
+
+fn parse_args(args: &[String], env_lanes: Option<String>) -> Result<Options, String> {
+    let lanes_from = |value: &str, source: &str| -> Result<usize, String> {
+        match value.trim().parse::<usize>() {
+            Ok(n) if (1..=lanes::MAX_LANES).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "{source} is {value:?}: give a number of lanes from 1 to {}",
+                lanes::MAX_LANES
+            )),
+        }
+    };
+    let mut options = Options {
+        lanes: 2,
+        names: Vec::new(),
+    };
+    if let Some(value) = env_lanes.filter(|v| !v.is_empty()) {
+        options.lanes = lanes_from(&value, "OLM_TEST_LANES")?;
+    }
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--lanes" => {
+                options.lanes = lanes_from(args.next().map_or("", String::as_str), "--lanes")?
+            }
+            "-h" | "--help" => return Err("usage: olm-test-runner [--lanes N] [NAME…]".into()),
+            name if name.starts_with('-') => {
+                return Err(format!(
+                    "unknown option {name}: usage: olm-test-runner [--lanes N] [NAME…]"
+                ));
+            }
+            name => options.names.push(name.to_owned()),
+        }
+    }
+    Ok(options)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse_args(&args, std::env::var("OLM_TEST_LANES").ok()) {
+        Ok(options) => options,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(2);
+        }
+    };
+    match run(&options) {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(message) => {
+            eprintln!("olm-test-runner: {message}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run(options: &Options) -> Result<bool, String> {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workspace = workspace
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", workspace.display()))?;
+    let started = Instant::now();
+    println!("== building the tests: cargo test --workspace --no-run");
+    let mut jobs = artifacts::build(&workspace)?;
+    jobs.push(artifacts::doctests(&workspace));
+    if !options.names.is_empty() {
+        jobs.retain(|job| {
+            options
+                .names
+                .iter()
+                .any(|name| job.name.contains(name.as_str()))
+        });
+        if jobs.is_empty() {
+            return Err(format!(
+                "no test binary's name contains {}",
+                options.names.join(" or ")
+            ));
+        }
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace.join("target"), PathBuf::from);
+    let logs = target.join("test-runner");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
+    let durations_file = logs.join("durations.tsv");
+    let mut durations =
+        schedule::parse_durations(&std::fs::read_to_string(&durations_file).unwrap_or_default());
+
+    let lane_count = options.lanes.min(jobs.len());
+    let mut lane_envs = Vec::new();
+    for lane in 0..lane_count {
+        lane_envs.push(lanes::lane_env(lane, &|name| std::env::var(name).ok())?);
+    }
+    println!(
+        "== {} jobs in {lane_count} lanes (built in {}); logs in {}",
+        jobs.len(),
+        minutes(started.elapsed()),
+        logs.display()
+    );
+    for (lane, env) in lane_envs.iter().enumerate().skip(1) {
+        let described: Vec<_> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!(
+            "   lane {lane}: its own control plane, {}",
+            described.join(" ")
+        );
+    }
+
+    let total = jobs.len();
+    let queue = Arc::new(Mutex::new(schedule::order(jobs, &durations)));
+    let (sender, results) = mpsc::channel::<Outcome>();
+    for (lane, env) in lane_envs.into_iter().enumerate() {
+        let queue = Arc::clone(&queue);
+        let sender = sender.clone();
+        let logs = logs.clone();
+        std::thread::spawn(move || {
+            loop {
+                let next = queue
+                    .lock()
+                    .map(|mut q| schedule::take(&mut q, lane))
+                    .unwrap_or(None);
+                let Some(job) = next else { break };
+                let log = logs.join(format!("{}.log", job.name.replace('/', "-")));
+                if sender.send(lanes::run(job, lane, &env, log)).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(sender);
+
+    let mut failed = Vec::new();
+    let mut finished = 0;
+    for outcome in results {
+        finished += 1;
+        report(&outcome, finished, total);
+        durations.insert(outcome.job.name.clone(), outcome.elapsed);
+        if outcome.success != Some(true) {
+            failed.push(outcome.job.name.clone());
+        }
+    }
+    if let Err(e) = std::fs::write(&durations_file, schedule::format_durations(&durations)) {
+        eprintln!(
+            "cannot write {}: {e} (it only orders the next run)",
+            durations_file.display()
+        );
+    }
+    if finished < total {
+        failed.push(format!(
+            "{} jobs never ran: a lane ended early",
+            total - finished
+        ));
+    }
+    let elapsed = minutes(started.elapsed());
+    if failed.is_empty() {
+        println!("== all {total} jobs passed in {elapsed}");
+        Ok(true)
+    } else {
+        println!(
+            "== {} of {total} jobs failed in {elapsed}: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+        Ok(false)
+    }
+}
+
+fn report(outcome: &Outcome, finished: usize, total: usize) {
+    let (passed, failed, ignored) = lanes::counts(&outcome.output);
+    let verdict = match outcome.success {
+        Some(true) => "ok",
+        Some(false) => "FAILED",
+        None => "STOPPED",
+    };
+    let mut line = format!(
+        "[{finished:>3}/{total}] lane {} {verdict:<7} {:<40} {:>7.1} s  {passed} passed",
+        outcome.lane,
+        outcome.job.name,
+        outcome.elapsed.as_secs_f64()
+    );
+    if failed > 0 {
+        line.push_str(&format!(", {failed} failed"));
+    }
+    if ignored > 0 {
+        line.push_str(&format!(", {ignored} ignored"));
+    }
+    println!("{line}");
+    // A suite that could not run here says so (SKIPPED …): that belongs in the summary.
+    for skipped in outcome.output.lines().filter(|l| l.starts_with("SKIPPED")) {
+        println!("      {skipped}");
+    }
+    if outcome.success != Some(true) {
+        if let Some(error) = &outcome.error {
+            println!("      {error}");
+        }
+        let lines: Vec<_> = outcome.output.lines().collect();
+        println!(
+            "      --- last {} of {} lines of {} ---",
+            FAILURE_TAIL.min(lines.len()),
+            lines.len(),
+            outcome.log.display()
+        );
+        for line in &lines[lines.len().saturating_sub(FAILURE_TAIL)..] {
+            println!("      {line}");
+        }
+    }
+}
+
+fn minutes(elapsed: Duration) -> String {
+    let seconds = elapsed.as_secs();
+    format!("{} min {:02} s", seconds / 60, seconds % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn lanes_come_from_the_flag_over_the_environment() {
+        assert_eq!(parse_args(&[], None).unwrap().lanes, 2);
+        assert_eq!(parse_args(&[], Some("1".into())).unwrap().lanes, 1);
+        let options = parse_args(&args(&["--lanes", "3", "quickstart"]), Some("1".into())).unwrap();
+        assert_eq!(
+            (options.lanes, options.names),
+            (3, vec!["quickstart".to_owned()])
+        );
+    }
+
+    #[test]
+    fn bad_lane_counts_and_options_are_refused_with_what_to_give() {
+        for (list, env, expected) in [
+            (&["--lanes", "0"][..], None, "from 1 to 3"),
+            (&["--lanes"][..], None, "--lanes"),
+            (&[][..], Some("many"), "OLM_TEST_LANES"),
+            (&["--fast"][..], None, "unknown option --fast"),
+        ] {
+            let err = parse_args(&args(list), env.map(String::from))
+                .err()
+                .unwrap();
+            assert!(err.contains(expected), "{err}");
+        }
+    }
+}
