@@ -110,6 +110,16 @@ pub const ROLLED_BACK_FROM_ANNOTATION: &str = "olm-rs.io/rolled-back-from";
 /// Annotation on a CSV installed again by a rollback: the newer CSV it replaces. That CSV's
 /// `spec.replaces` names this one, yet this one is its replacement.
 pub const ROLLBACK_OF_ANNOTATION: &str = "olm-rs.io/rollback-of";
+/// Annotation on a ClusterExtension `olm migrate` created: `<namespace>/<csv>`, the
+/// ClusterServiceVersion whose objects it adopts in place instead of refusing them as OLM v0's.
+pub const ADOPT_FROM_ANNOTATION: &str = "olm-rs.io/adopt-from";
+/// Annotation on a ClusterExtension or ClusterCatalog `olm migrate` created: the Subscription or
+/// CatalogSource it came from, `<namespace>/<name>`.
+pub const MIGRATED_FROM_ANNOTATION: &str = "olm-rs.io/migrated-from";
+/// Annotation on a Subscription and its ClusterServiceVersion that `olm migrate` is moving to
+/// OLM v1: the ClusterExtension taking over. OLM v0 leaves them alone from then on (no upgrade,
+/// no repair, no cleanup when they are deleted: their objects are the extension's).
+pub const MIGRATING_TO_ANNOTATION: &str = "olm-rs.io/migrating-to";
 
 #[cfg(test)]
 mod tests {

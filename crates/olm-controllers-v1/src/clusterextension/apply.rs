@@ -1,7 +1,8 @@
 //! Applying a rendered bundle (server-side apply, field manager `olm/clusterextension`), each
 //! object labelled and owned by its ClusterExtension; checking CRD upgrades before anything is
 //! written; removing what the previous revision applied and the new one dropped. Every refusal
-//! names the object, who was refused and what to change.
+//! names the object, who was refused and what to change. What OLM v0 installed is taken over
+//! only for a ClusterExtension `olm migrate` made ([`super::adopt`]).
 
 use std::collections::HashMap;
 
@@ -12,6 +13,7 @@ use kube::{Api, Client};
 use olm_runtime::error::{api_message, api_status_code, is_not_found};
 use serde_json::{Value, json};
 
+use super::adopt::{self, AdoptFrom};
 use super::record::{ObjectRef, owner_reference};
 use super::{OWNER_KIND, OWNER_KIND_LABEL, OWNER_NAME_LABEL};
 
@@ -36,6 +38,15 @@ pub struct Owner<'a> {
     pub name: &'a str,
     pub uid: &'a str,
     pub install_namespace: &'a str,
+    /// The OLM v0 install it adopts (`olm-rs.io/adopt-from`), when a migration made it.
+    pub adopt_from: Option<&'a AdoptFrom>,
+}
+
+/// What [`apply_all`] applied.
+pub struct Applied {
+    pub objects: Vec<ObjectRef>,
+    /// The Deployments adopted from OLM v0 that keep the spec they run with.
+    pub live_spec: Vec<ObjectRef>,
 }
 
 /// Resolved kinds, for one pass.
@@ -95,45 +106,69 @@ fn api_for(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> 
 }
 
 /// Apply `objects` in order; `recorded` is what the installed revision applied (those are this
-/// extension's already). Returns what was applied, or the first refusal in words.
+/// extension's already), `live_spec` the Deployments of this bundle adopted from OLM v0 that
+/// keep the spec they run with. Returns what was applied, or the first refusal in words.
 pub async fn apply_all(
     installer: &Installer,
     field_manager: &str,
     owner: &Owner<'_>,
     objects: Vec<Value>,
     recorded: &[ObjectRef],
+    live_spec: &[ObjectRef],
     kinds: &mut Kinds,
-) -> Result<Vec<ObjectRef>, String> {
-    let mut applied = Vec::with_capacity(objects.len());
+) -> Result<Applied, String> {
+    let mut applied = Applied { objects: Vec::with_capacity(objects.len()), live_spec: Vec::new() };
     let params = PatchParams::apply(field_manager).force();
     for object in objects {
         let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
         let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default().to_owned();
         let (resource, namespaced) = kinds.of(&installer.client, &api_version, &kind).await?;
-        let object = owned(object, owner, namespaced);
+        let mut object = owned(object, owner, namespaced);
         let reference = ObjectRef::of(&object);
         let api = api_for(&installer.client, &resource, namespaced.then_some(reference.namespace.as_str()));
-        if !recorded.contains(&reference) {
-            claimable(&api, &reference, owner).await?;
+        let released = if recorded.contains(&reference) { None } else { claim(&api, &reference, &kind, owner, field_manager).await? };
+        if kind == "Deployment" {
+            let live = match released {
+                Some(live) => Some(live),
+                None if live_spec.contains(&reference) => api.get_opt(&reference.name).await.ok().flatten(),
+                None => None,
+            };
+            if let Some(live) = live {
+                object = adopt::with_live_spec(object, &live);
+                applied.live_spec.push(reference.clone());
+            }
         }
         api.patch(&reference.name, &params, &Patch::Apply(&object)).await.map_err(|err| refused(installer, "apply", &reference, &resource, &err))?;
-        applied.push(reference);
+        applied.objects.push(reference);
     }
     Ok(applied)
 }
 
 /// An object that exists and belongs to something else is not taken over (upstream refuses
-/// the same): say whose it is and what to do.
-async fn claimable(api: &Api<DynamicObject>, reference: &ObjectRef, owner: &Owner<'_>) -> Result<(), String> {
+/// the same): say whose it is and what to do. What OLM v0 installed for the CSV a migration
+/// adopts from is released from OLM v0 here, and returned as it is now.
+async fn claim(api: &Api<DynamicObject>, reference: &ObjectRef, kind: &str, owner: &Owner<'_>, field_manager: &str) -> Result<Option<DynamicObject>, String> {
     let existing = match api.get_opt(&reference.name).await {
         Ok(existing) => existing,
         // Cannot read it: the apply says why, with the verb it needs.
-        Err(_) => return Ok(()),
+        Err(_) => return Ok(None),
     };
-    let Some(existing) = existing else { return Ok(()) };
-    let labels = existing.metadata.labels.unwrap_or_default();
+    let Some(existing) = existing else { return Ok(None) };
+    let labels = existing.metadata.labels.clone().unwrap_or_default();
     if labels.get(OWNER_NAME_LABEL).map(String::as_str) == Some(owner.name) && labels.get(OWNER_KIND_LABEL).map(String::as_str) == Some(OWNER_KIND) {
-        return Ok(());
+        return Ok(None);
+    }
+    if let Some(from) = owner.adopt_from
+        && !labels.contains_key(OWNER_NAME_LABEL)
+        && adopt::installed_by(&existing, from, kind, OWNER_NAME_LABEL)
+    {
+        let patch: json_patch::Patch = serde_json::from_value(adopt::release_patch(&existing, field_manager))
+            .map_err(|err| format!("cannot form the patch that releases {reference} from OLM v0: {err}"))?;
+        let released = api.patch(&reference.name, &PatchParams::default(), &Patch::<()>::Json(patch)).await.map_err(|err| {
+            format!("cannot release {reference} from OLM v0 (ClusterServiceVersion {}/{}): {}; OLM tries again", from.namespace, from.csv, api_message(&err))
+        })?;
+        tracing::info!(object = %reference, csv = %from.csv, "adopted from OLM v0");
+        return Ok(Some(released));
     }
     let v0 = labels.keys().find(|k| k.starts_with("operators.coreos.com/"));
     let whose = match (labels.get(OWNER_NAME_LABEL), v0) {

@@ -9,6 +9,7 @@
 //! Deleting a ClusterExtension deletes what it installed, CRDs included, through the garbage
 //! collector (every object is owned by it), as upstream.
 
+mod adopt;
 mod apply;
 pub mod decide;
 mod reconcile;

@@ -28,6 +28,7 @@ use olm_runtime::error::{api_message, is_not_found};
 use olm_runtime::{ControllerContext, EventNote, Result, error_policy, guarded};
 use tracing::instrument;
 
+use super::adopt::AdoptFrom;
 use super::apply::{self, Installer, Kinds, Owner};
 use super::decide::{self, Deprecations, InstalledBundle, Observed, Progress};
 use super::record::{self, Record};
@@ -183,19 +184,23 @@ async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
         Err(message) => return kept(Progress::Stopped { reason: BLOCKED, message }),
     };
     let uid = extension.uid().unwrap_or_default();
-    let owner = Owner { name: &name, uid: &uid, install_namespace: &namespace };
+    let adopt_from = extension.annotations().get(olm_api::keys::ADOPT_FROM_ANNOTATION).and_then(|a| AdoptFrom::parse(a));
+    let owner = Owner { name: &name, uid: &uid, install_namespace: &namespace, adopt_from: adopt_from.as_ref() };
     let previous = recorded.as_ref().map(|r| r.objects.clone()).unwrap_or_default();
+    // Adopted Deployments keep their spec while the bundle they were adopted at stays.
+    let live_spec = recorded.as_ref().filter(|r| r.bundle == bundle).map(|r| r.live_spec.clone()).unwrap_or_default();
     let mut kinds = Kinds::default();
-    let applied = match apply::apply_all(&installer, &ctx.field_manager(), &owner, rendered.objects, &previous, &mut kinds).await {
+    let applied = match apply::apply_all(&installer, &ctx.field_manager(), &owner, rendered.objects, &previous, &live_spec, &mut kinds).await {
         Ok(applied) => applied,
         Err(message) => return kept(Progress::Retrying(wrap(message))),
     };
+    let apply::Applied { objects: applied, live_spec } = applied;
     if let Err(message) = apply::remove(&installer, &record::dropped(&previous, &applied), &mut kinds).await {
         return kept(Progress::Retrying(wrap(format!("the new objects are applied, but removing what the new bundle dropped failed: {message}"))));
     }
-    let changed = recorded.as_ref().is_none_or(|r| r.bundle != bundle || r.objects != applied);
+    let changed = recorded.as_ref().is_none_or(|r| r.bundle != bundle || r.objects != applied || r.live_spec != live_spec);
     let revision = recorded.as_ref().map_or(1, |r| r.revision + u64::from(changed));
-    let next = Record { revision, bundle: bundle.clone(), objects: applied };
+    let next = Record { revision, bundle: bundle.clone(), objects: applied, live_spec };
     if changed && let Err(message) = write_record(ctx, &next, &name, &uid, &namespace).await {
         return kept(Progress::Retrying(wrap(message)));
     }

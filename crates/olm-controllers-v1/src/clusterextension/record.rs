@@ -52,6 +52,10 @@ pub struct Record {
     pub revision: u64,
     pub bundle: InstalledBundle,
     pub objects: Vec<ObjectRef>,
+    /// Deployments adopted from OLM v0 (`olm migrate`) that keep the spec they ran with until
+    /// the bundle changes: applying v1's pod template would restart their pods for nothing.
+    #[serde(default, rename = "liveSpec", skip_serializing_if = "Vec::is_empty")]
+    pub live_spec: Vec<ObjectRef>,
 }
 
 /// The record's ConfigMap name for the ClusterExtension `name`.
@@ -113,6 +117,7 @@ mod tests {
             revision: 2,
             bundle: InstalledBundle { package: "etcd".into(), name: "etcdoperator.v0.9.4".into(), version: "0.9.4".into(), image: "r/etcd@sha256:ab".into() },
             objects: vec![object("ServiceAccount", "etcd", "etcd-operator"), object("ClusterRole", "", "etcd-x")],
+            live_spec: vec![object("Deployment", "etcd", "etcd-operator")],
         };
         let map = config_map(&record, "etcd", "uid-1", "etcd");
         assert_eq!(map.metadata.name.as_deref(), Some("etcd.olm-revision"));

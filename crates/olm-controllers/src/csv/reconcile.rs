@@ -87,6 +87,12 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
         return Ok(action_for(decision.requeue_after));
     }
 
+    if super::decide::migrating(&csv) {
+        // Its objects are being adopted by an OLM v1 ClusterExtension: repairing them would
+        // take them back.
+        return Ok(Action::await_change());
+    }
+
     // Observe.
     let started = std::time::Instant::now();
     let observation = observe(&ctx, &csv).await?;

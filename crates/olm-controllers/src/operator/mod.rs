@@ -229,7 +229,8 @@ async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) -
     let state = &ctx.state;
     let names: BTreeSet<String> = components::labelled(&state.csvs, label)
         .iter()
-        .filter(|csv| !csv.is_copied())
+        // A CSV being migrated hands its CRDs to an OLM v1 ClusterExtension, which removes the label.
+        .filter(|csv| !csv.is_copied() && !csv.annotations().contains_key(keys::MIGRATING_TO_ANNOTATION))
         .flat_map(|csv| csv.spec.owned_crds().iter().map(|crd| crd.name.clone()).collect::<Vec<_>>())
         .collect();
     let mut failed = false;
@@ -262,6 +263,9 @@ async fn adopt_owned_crds(ctx: &ControllerContext<OperatorState>, label: &str) -
 /// Label a Subscription, and the CSV it installed when that has no label, for their Operator.
 async fn adopt_subscription(ctx: &ControllerContext<OperatorState>, sub: &Subscription) {
     let namespace = sub.namespace().unwrap_or_default();
+    if sub.annotations().contains_key(keys::MIGRATING_TO_ANNOTATION) {
+        return;
+    }
     let Some(label) = keys::operator_component_label(&keys::operator_name(&sub.spec.name, &namespace)) else {
         return;
     };

@@ -44,6 +44,11 @@ const PENDING_RECHECK: Duration = Duration::from_secs(15);
 async fn reconcile(cached: Arc<Subscription>, ctx: Arc<ControllerContext<SubscriptionControllerState>>) -> Result<Action> {
     let state = &ctx.state;
     let namespace = cached.namespace().unwrap_or_default();
+    if cached.annotations().contains_key(olm_api::keys::MIGRATING_TO_ANNOTATION) {
+        // `olm migrate` is handing its operator to an OLM v1 ClusterExtension: no upgrade, no
+        // status change, until the migration deletes it.
+        return Ok(Action::await_change());
+    }
     let lock = state.locks.get(&namespace);
     let _guard = lock.lock().await;
     state

@@ -31,7 +31,7 @@ mod shutdown;
     after_help = "Cluster admins: `status -n NS` tells where each Subscription stands and what to do; `plan show PLAN` previews an \
 upgrade's permissions, CRD and Deployment changes before `approve PLAN`; `rollback SUB` goes back one version (a Subscription \
 annotated olm-rs.io/auto-rollback: \"true\" does it by itself when an upgrade fails); `uninstall SUB` removes an operator and \
-what OLM made for it. A Manual Subscription with a startingCSV, annotated olm-rs.io/auto-approve-starting-csv: \"true\", \
+what OLM made for it; `migrate SUB` moves it to an OLM v1 ClusterExtension in place. A Manual Subscription with a startingCSV, annotated olm-rs.io/auto-approve-starting-csv: \"true\", \
 installs that version at once and waits for approval after that. As `kubectl-olm` on PATH, this is `kubectl olm …`."
 )]
 pub struct Cli {
@@ -51,6 +51,8 @@ enum Command {
     Rollback(admin::rollback::RollbackArgs),
     /// For cluster admins: remove an operator and what OLM made for it (operands and CRDs only when asked).
     Uninstall(admin::uninstall::UninstallArgs),
+    /// For cluster admins: move an operator from OLM v0 (Subscription) to OLM v1 (ClusterExtension) in place.
+    Migrate(admin::migrate::MigrateArgs),
     /// Build and push bundle images (`olm bundle push DIR IMAGE`).
     Bundle(image::BundleArgs),
     /// Validate, render and serve catalogs (File-Based Catalogs, package manifests, bundle directories).
@@ -158,6 +160,7 @@ pub fn main() -> ExitCode {
         Command::Approve(args) => admin::approve::run(args),
         Command::Rollback(args) => admin::rollback::run(args),
         Command::Uninstall(args) => admin::uninstall::run(args),
+        Command::Migrate(args) => admin::migrate::run(args),
         Command::Bundle(args) => image::run_bundle(args),
         Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),

@@ -143,6 +143,13 @@ pub(super) fn crd_owner_conflict(observed: &Observed<'_>) -> Option<String> {
 /// A CRD whose conversion calls this operator's webhook would refuse every read and write of
 /// its objects once the operator is gone, so unless another CSV replaces this one (and brings
 /// its own webhook), the conversion of the CRDs it lists goes back to None, as upstream does.
+/// Whether `olm migrate` is handing this CSV's objects to an OLM v1 ClusterExtension
+/// (`olm-rs.io/migrating-to`): then OLM v0 neither repairs nor reports on it, and on its way
+/// out leaves the CRDs' conversion as the extension set it.
+pub fn migrating(csv: &ClusterServiceVersion) -> bool {
+    csv.annotations().contains_key(olm_api::keys::MIGRATING_TO_ANNOTATION)
+}
+
 pub fn decide_deletion(csv: &ClusterServiceVersion, replaced_by_peer: bool) -> Option<CsvDecision> {
     csv.metadata.deletion_timestamp.as_ref()?;
     let mut decision = CsvDecision {
@@ -153,7 +160,9 @@ pub fn decide_deletion(csv: &ClusterServiceVersion, replaced_by_peer: bool) -> O
     };
     if let Some(index) = finalizer::position(csv) {
         decision = decision.act(CsvAction::DeleteOwnedClusterObjects);
-        if !replaced_by_peer {
+        // Migrated to OLM v1: what the ClusterExtension adopted carries no OLM v0 label any
+        // more, so the cleanup takes only what it left; the CRDs' conversion is its now.
+        if !replaced_by_peer && !migrating(csv) {
             let conversions = csv.spec.webhooks().iter().filter(|h| h.type_ == WebhookAdmissionType::ConversionWebhook);
             let crds: BTreeSet<&String> = conversions.flat_map(|h| h.conversion_crds.iter().flatten()).collect();
             for crd in crds {

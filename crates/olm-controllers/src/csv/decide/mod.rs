@@ -45,7 +45,7 @@ pub use condition::{desired_condition_rbac, desired_operator_condition, synced_c
 #[cfg(test)]
 pub use copies::{CopyDrift, CopyTemplate};
 pub use copies::{copy_of, decide_copy, tenant_rbac, with_full_content};
-pub use deletion::{decide_deletion, replacement_chain_of};
+pub use deletion::{decide_deletion, migrating, replacement_chain_of};
 pub use group::install_modes_support;
 pub use strategy::desired_deployments;
 pub use trim::{trim_cached_csv, trim_copy};

@@ -156,6 +156,27 @@ fn a_deleted_csv_cleans_cluster_objects_then_releases_its_finalizer() {
 }
 
 #[test]
+fn a_csv_migrated_to_olm_v1_leaves_the_crds_conversion_to_the_extension() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded))).with_installed_deployments();
+    world.csv.spec.webhook_definitions = Some(vec![serde_json::from_value(serde_json::json!({
+        "type": "ConversionWebhook", "generateName": "cv.example.com", "deploymentName": "etcd-operator",
+        "admissionReviewVersions": ["v1"], "sideEffects": "None", "webhookPath": "/convert",
+        "conversionCRDs": ["etcdclusters.etcd.database.coreos.com"]
+    }))
+    .unwrap()]);
+    world.csv.metadata.deletion_timestamp = Some(Time(now()));
+    world.csv.metadata.finalizers = Some(vec![keys::CSV_CLEANUP_FINALIZER.into()]);
+    assert!(world.decide().actions.iter().any(|a| matches!(a, CsvAction::ResetCrdConversion { .. })), "uninstalled: conversion reset");
+
+    world.csv.metadata.annotations.get_or_insert_default().insert(keys::MIGRATING_TO_ANNOTATION.into(), "etcd".into());
+    assert_eq!(
+        world.decide().actions,
+        vec![CsvAction::DeleteOwnedClusterObjects, CsvAction::RemoveFinalizer { index: 0 }],
+        "only what carries OLM v0's labels still goes: what the extension adopted does not"
+    );
+}
+
+#[test]
 fn a_cycle_of_replacements_keeps_the_running_csv_and_fails_the_newest() {
     // v0.9.4 runs and replaces v0.9.2; a v0.9.2 created later names v0.9.4 in spec.replaces.
     let created = |csv: &mut ClusterServiceVersion, ago: i64| {

@@ -281,7 +281,7 @@ async fn wait_gone(client: &kube::Client, crds: &[OwnedCrd]) -> anyhow::Result<(
 /// Delete the Operator object of the package in this namespace once it lists no component
 /// (what the CSV owned is garbage collected a moment after the CSV). Deleted while components
 /// remain, OLM would make it again: then it is left, and what it still lists is said.
-async fn remove_operator(client: &kube::Client, name: &str) -> anyhow::Result<()> {
+pub(super) async fn remove_operator(client: &kube::Client, name: &str) -> anyhow::Result<()> {
     let operators: Api<olm_api::v1::operator::Operator> = Api::all(client.clone());
     let started = Instant::now();
     loop {
