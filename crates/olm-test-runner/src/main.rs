@@ -4,6 +4,11 @@
 //! (lanes.rs says why not one), keep both cores busy. Every binary runs even when one fails; the
 //! output of a failed one is printed, and every one's is kept in `target/test-runner/`.
 //!
+//! Why not cargo-nextest, which runs test binaries side by side too: it runs every test in a
+//! process of its own, and a suite binary here starts OLM's controllers once for all its tests
+//! (two managers on one cluster would fight over its objects); nor can it give a group of
+//! binaries a control plane of its own.
+//!
 //! Usage: `olm-test-runner [--lanes N] [NAME…]`: N lanes (default 2, or `OLM_TEST_LANES`);
 //! NAMEs run only the binaries whose `<package>/<target>` contains one of them.
 
