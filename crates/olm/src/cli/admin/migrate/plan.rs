@@ -198,6 +198,16 @@ pub fn plan(observed: &Observed, choices: &Choices) -> Result<Plan, Vec<Refusal>
         }
     }
 
+    // OLM v0 gives users access to an operator's APIs through aggregated ClusterRoles it makes
+    // per CSV; they go with the CSV, and OLM v1 makes none.
+    let provided: Vec<&str> = csv.spec.owned_crds().iter().map(|d| d.name.as_str()).collect();
+    if !provided.is_empty() {
+        notes.push(format!(
+            "the aggregated ClusterRoles OLM v0 made for its APIs (admin, edit and view of {}) go with the CSV, and OLM v1 makes none: grant users access to them with RBAC of your own",
+            provided.join(", ")
+        ));
+    }
+
     // Approval and version.
     let final_version = match sub.spec.approval() {
         Approval::Manual if choices.pin => {

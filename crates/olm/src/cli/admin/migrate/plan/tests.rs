@@ -263,3 +263,17 @@ fn a_rerun_after_the_csv_went_goes_on_from_the_extension_this_migration_made() {
     observed.subscription.metadata.name = Some("other".into());
     refused_because(&observed, &Choices { name: Some("etcd".into()), ..Choices::default() }, "already exists", "--name");
 }
+
+#[test]
+fn the_aggregated_roles_of_its_apis_are_said_to_go() {
+    let mut observed = etcd();
+    let mut csv = serde_json::to_value(observed.csv.as_ref().unwrap()).unwrap();
+    csv["spec"]["customresourcedefinitions"] = json!({"owned": [{"name": "etcdclusters.etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster"}]});
+    observed.csv = Some(from(csv));
+    let plan = plan(&observed, &Choices::default()).expect("a plan");
+    assert!(
+        plan.notes.iter().any(|n| n.contains("aggregated ClusterRoles") && n.contains("etcdclusters.etcd.database.coreos.com") && n.contains("RBAC of your own")),
+        "{:?}",
+        plan.notes
+    );
+}
