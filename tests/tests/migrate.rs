@@ -140,7 +140,10 @@ async fn etcd_moves_from_a_subscription_to_a_cluster_extension_in_place_then_upg
     // A dry run prints the plan and changes nothing.
     let sub_version = subs.get("etcd").await?.metadata.resource_version;
     let csv_version = csvs.get("etcdoperator.v0.9.2-clusterwide").await?.metadata.resource_version;
-    let dry = migrate(&cluster, &["etcd", &ns_flag, &name_flag, "--pin", "--dry-run"])?;
+    let unnamed = migrate(&cluster, &[&ns_flag, "--dry-run"])?;
+    assert!(!unnamed.status.success() && text(&unnamed).1.contains("--all"), "{:?}", text(&unnamed));
+    // --all: every Subscription of the namespace (here the one).
+    let dry = migrate(&cluster, &["--all", &ns_flag, &name_flag, "--pin", "--dry-run"])?;
     let (stdout, stderr) = text(&dry);
     assert!(dry.status.success(), "{stdout}{stderr}");
     for expected in [

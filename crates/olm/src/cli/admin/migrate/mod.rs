@@ -32,8 +32,11 @@ use plan::{Choices, Observed, Plan};
 /// `olm migrate`.
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    /// The Subscription of the operator to move to OLM v1.
-    name: String,
+    /// The Subscriptions to move to OLM v1, one after another.
+    names: Vec<String>,
+    /// Every Subscription of the namespace, one after another, stopping at the first that cannot go.
+    #[arg(long)]
+    all: bool,
     #[command(flatten)]
     kube: KubeArgs,
     /// Print what the migration would do and change nothing.
@@ -65,46 +68,97 @@ pub struct MigrateArgs {
     output: Output,
 }
 
-/// Exit 0 when the plan is printed; 1 when the migration is refused (every reason printed).
+/// How one Subscription's migration ended.
+enum Ended {
+    Migrated,
+    Planned,
+    Refused,
+    Declined,
+}
+
+/// Exit 0 when every plan is printed (`--dry-run`) or every migration done; 1 when one is
+/// refused (every reason printed; with several, what was migrated before it is said).
 pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
     block_on(async move {
         let (client, namespace) = connect(&args.kube).await?;
-        let choices = Choices {
-            name: args.extension_name.clone(),
-            catalog: args.catalog.clone(),
-            service_account: args.service_account.clone(),
-            pin: args.pin,
-            drop_config: args.drop_config,
-            ignore_dependencies: args.ignore_dependencies,
-        };
-        let observed = observe(&client, &namespace, &args.name, &choices).await?;
-        let plan = match plan::plan(&observed, &choices) {
-            Ok(plan) => plan,
-            Err(refusals) => {
-                eprintln!("Subscription {namespace}/{} cannot move to OLM v1 as it is:", args.name);
-                for refusal in &refusals {
-                    eprintln!("  - {}: {}", refusal.what, refusal.fix);
+        let names = match (args.all, args.names.is_empty()) {
+            (true, false) => anyhow::bail!("name Subscriptions or pass --all, not both"),
+            (false, true) => anyhow::bail!("name the Subscription to migrate (kubectl get subscriptions -n {namespace}), or pass --all for every one"),
+            (false, false) => args.names.clone(),
+            (true, true) => {
+                let mut all: Vec<String> = list(&Api::<Subscription>::namespaced(client.clone(), &namespace), "Subscriptions", &ListParams::default())
+                    .await?
+                    .iter()
+                    .map(ResourceExt::name_any)
+                    .collect();
+                all.sort();
+                if all.is_empty() {
+                    anyhow::bail!("namespace {namespace} has no Subscription to migrate");
                 }
-                return Ok(ExitCode::from(1));
+                all
             }
         };
-        let adopted = adoptable(&client, &observed).await?;
-        if args.output == Output::Text {
-            print_plan(&plan, &adopted);
-        } else {
-            print_data(args.output, &plan_objects(&plan))?;
+        if names.len() > 1 && args.extension_name.is_some() {
+            anyhow::bail!("--name names one ClusterExtension: migrate one Subscription with it");
         }
-        if args.dry_run {
-            return Ok(ExitCode::SUCCESS);
+        let mut migrated: Vec<&str> = Vec::new();
+        let mut refused = false;
+        for name in &names {
+            match migrate_one(&client, &namespace, name, &args).await? {
+                Ended::Migrated => migrated.push(name),
+                Ended::Planned => {}
+                Ended::Declined => return Ok(ExitCode::from(1)),
+                // A dry run shows every plan and every refusal; a migration stops at the first.
+                Ended::Refused if args.dry_run => refused = true,
+                Ended::Refused => {
+                    if names.len() > 1 {
+                        let before = if migrated.is_empty() { "none".to_owned() } else { migrated.join(", ") };
+                        eprintln!("stopped at Subscription {namespace}/{name}; migrated before it: {before}");
+                    }
+                    return Ok(ExitCode::from(1));
+                }
+            }
         }
-        if !args.yes && !confirm(&format!("Move Subscription {namespace}/{} to ClusterExtension {}?", args.name, plan.extension.name_any()))? {
-            eprintln!("nothing was changed");
-            return Ok(ExitCode::from(1));
-        }
-        act::migrate(&client, &observed.subscription, &plan).await?;
-        println!("Subscription {namespace}/{} is ClusterExtension {} now", args.name, plan.extension.name_any());
-        Ok(ExitCode::SUCCESS)
+        Ok(if refused { ExitCode::from(1) } else { ExitCode::SUCCESS })
     })
+}
+
+async fn migrate_one(client: &kube::Client, namespace: &str, name: &str, args: &MigrateArgs) -> anyhow::Result<Ended> {
+    let choices = Choices {
+        name: args.extension_name.clone(),
+        catalog: args.catalog.clone(),
+        service_account: args.service_account.clone(),
+        pin: args.pin,
+        drop_config: args.drop_config,
+        ignore_dependencies: args.ignore_dependencies,
+    };
+    let observed = observe(client, namespace, name, &choices).await?;
+    let plan = match plan::plan(&observed, &choices) {
+        Ok(plan) => plan,
+        Err(refusals) => {
+            eprintln!("Subscription {namespace}/{name} cannot move to OLM v1 as it is:");
+            for refusal in &refusals {
+                eprintln!("  - {}: {}", refusal.what, refusal.fix);
+            }
+            return Ok(Ended::Refused);
+        }
+    };
+    let adopted = adoptable(client, &observed).await?;
+    if args.output == Output::Text {
+        print_plan(&plan, &adopted);
+    } else {
+        print_data(args.output, &plan_objects(&plan))?;
+    }
+    if args.dry_run {
+        return Ok(Ended::Planned);
+    }
+    if !args.yes && !confirm(&format!("Move Subscription {namespace}/{name} to ClusterExtension {}?", plan.extension.name_any()))? {
+        eprintln!("nothing was changed");
+        return Ok(Ended::Declined);
+    }
+    act::migrate(client, &observed.subscription, &plan).await?;
+    println!("Subscription {namespace}/{name} is ClusterExtension {} now", plan.extension.name_any());
+    Ok(Ended::Migrated)
 }
 
 async fn get_opt<K>(api: &Api<K>, what: &str, name: &str) -> anyhow::Result<Option<K>>
