@@ -172,6 +172,13 @@ async fn etcd_moves_from_a_subscription_to_a_cluster_extension_in_place_then_upg
     let extension = extensions.get(&name).await?;
     assert_eq!(extension.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.version.clone()).as_deref(), Some("0.9.2-clusterwide"));
     assert_eq!(extension.spec.source.catalog.as_ref().and_then(|c| c.version.clone()).as_deref(), Some("0.9.2-clusterwide"), "--pin keeps the version");
+    let origin = extension.conditions().iter().find(|c| c.type_ == "MigratedFromOLMv0").cloned().context("the MigratedFromOLMv0 condition")?;
+    assert_eq!(origin.status, "True");
+    assert!(
+        origin.message.contains(&format!("Subscription {}/etcd", ns.name())) && origin.message.contains("etcdoperator.v0.9.2-clusterwide"),
+        "{}",
+        origin.message
+    );
     let deployment = Api::<Deployment>::namespaced(cluster.client(), ns.name()).get("etcd-operator").await?;
     let labels = deployment.labels();
     assert_eq!(labels.get("olm.operatorframework.io/owner-name"), Some(&name));

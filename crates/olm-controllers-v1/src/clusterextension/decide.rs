@@ -16,6 +16,10 @@ use crate::conditions::{Set, Status, set};
 pub const FIRST_RETRY: Duration = Duration::from_secs(10);
 /// The slowest retry of a failed pass.
 pub const MAX_RETRY: Duration = Duration::from_secs(300);
+/// The condition olm-rs adds to a ClusterExtension `olm migrate` made: where it came from.
+/// Upstream's clients ignore a condition type they do not know.
+pub const MIGRATED_FROM_OLM_V0: &str = "MigratedFromOLMv0";
+
 /// How often an installed extension is applied again to undo drift (a deleted Deployment, an
 /// edited Role) when nothing else changed.
 pub const RESYNC: Duration = Duration::from_secs(600);
@@ -94,6 +98,15 @@ pub fn status(observed: &Observed<'_>, now: Timestamp) -> (ClusterExtensionStatu
     };
     for set in deprecation_conditions(observed.deprecations, observed.installed.is_some()) {
         put(set);
+    }
+    let annotations = extension.metadata.annotations.clone().unwrap_or_default();
+    if let (Some(subscription), Some(csv)) = (annotations.get(olm_api::keys::MIGRATED_FROM_ANNOTATION), annotations.get(olm_api::keys::ADOPT_FROM_ANNOTATION)) {
+        put(Set {
+            type_: MIGRATED_FROM_OLM_V0,
+            status: Status::True,
+            reason: "Adopted",
+            message: format!("moved from OLM v0 in place: Subscription {subscription}, ClusterServiceVersion {csv}"),
+        });
     }
     status.install = observed.installed.map(|i| ClusterExtensionInstallStatus {
         bundle: BundleMetadata { name: i.name.clone(), version: i.version.clone(), release: None },

@@ -119,3 +119,24 @@ fn retries_slow_down_and_the_transition_time_moves_only_with_the_status() {
     let (third, _) = status(&Observed { extension: &extension, installed: None, progress: &progress, deprecations: None, failures: 3 }, at(120));
     assert_ne!(time(&first), time(&third), "True to False: a new transition time");
 }
+
+#[test]
+fn an_extension_olm_migrate_made_says_where_it_came_from_and_others_do_not() {
+    let installed = etcd("0.9.2");
+    let mut migrated = extension(None);
+    migrated.metadata.annotations = Some(
+        [
+            (olm_api::keys::MIGRATED_FROM_ANNOTATION.to_owned(), "operators/etcd".to_owned()),
+            (olm_api::keys::ADOPT_FROM_ANNOTATION.to_owned(), "operators/etcdoperator.v0.9.2".to_owned()),
+        ]
+        .into(),
+    );
+    let observed = Observed { extension: &migrated, installed: Some(&installed), progress: &Progress::Done, deprecations: None, failures: 0 };
+    let (status_now, _) = status(&observed, at(0));
+    assert_eq!(
+        condition(&status_now, MIGRATED_FROM_OLM_V0),
+        ("True", "Adopted", "moved from OLM v0 in place: Subscription operators/etcd, ClusterServiceVersion operators/etcdoperator.v0.9.2")
+    );
+    let (plain, _) = run(Some(&installed), Progress::Done, None, 0);
+    assert!(!plain.conditions.iter().any(|c| c.type_ == MIGRATED_FROM_OLM_V0));
+}
