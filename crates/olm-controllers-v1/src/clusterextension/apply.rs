@@ -170,7 +170,7 @@ async fn claim(api: &Api<DynamicObject>, reference: &ObjectRef, kind: &str, owne
         tracing::info!(object = %reference, csv = %from.csv, "adopted from OLM v0");
         return Ok(Some(released));
     }
-    let v0 = labels.keys().find(|k| k.starts_with("operators.coreos.com/"));
+    let v0 = labels.keys().find(|k| k.starts_with(olm_api::keys::OPERATOR_COMPONENT_LABEL_PREFIX));
     let whose = match (labels.get(OWNER_NAME_LABEL), v0) {
         (Some(other), _) => format!("it belongs to ClusterExtension {other}"),
         (None, Some(label)) => format!("OLM v0 installed it: its label {label} names the Operator that has it"),

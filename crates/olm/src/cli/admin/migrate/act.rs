@@ -29,8 +29,8 @@ const FIELD_MANAGER: &str = "olm-migrate";
 pub async fn migrate(client: &kube::Client, sub: &Subscription, plan: &Plan) -> anyhow::Result<()> {
     let namespace = sub.namespace().unwrap_or_default();
     let name = plan.extension.name_any();
-    let adopt_from = plan.extension.annotations().get(olm_api::keys::ADOPT_FROM_ANNOTATION).cloned().unwrap_or_default();
-    let csv_name = adopt_from.split_once('/').map(|(_, c)| c.to_owned()).unwrap_or_default();
+    let csv_name = plan.deletions.csv.as_str();
+    let adopt_from = format!("{namespace}/{csv_name}");
     let subs: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
 
@@ -39,7 +39,7 @@ pub async fn migrate(client: &kube::Client, sub: &Subscription, plan: &Plan) -> 
     subs.patch(&sub.name_any(), &PatchParams::default(), &Patch::Merge(&pause))
         .await
         .map_err(|err| anyhow::anyhow!("cannot annotate Subscription {namespace}/{}: {}", sub.name_any(), api_error(&err)))?;
-    match csvs.patch(&csv_name, &PatchParams::default(), &Patch::Merge(&pause)).await {
+    match csvs.patch(csv_name, &PatchParams::default(), &Patch::Merge(&pause)).await {
         Ok(_) => {}
         Err(err) if is_not_found(&err) => {}
         Err(err) => anyhow::bail!("cannot annotate ClusterServiceVersion {adopt_from}: {}", api_error(&err)),
@@ -72,14 +72,12 @@ pub async fn migrate(client: &kube::Client, sub: &Subscription, plan: &Plan) -> 
 
     // 4. OLM v0's records of the install go; the objects are the extension's now.
     let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &namespace);
-    for deletion in &plan.deletions {
-        if let Some(plan_name) = deletion.strip_prefix(&format!("InstallPlan {namespace}/")) {
-            delete(&plans, plan_name, "InstallPlan").await?;
-        }
+    for plan_name in &plan.deletions.install_plans {
+        delete(&plans, plan_name, "InstallPlan").await?;
     }
-    delete(&csvs, &csv_name, "ClusterServiceVersion").await?;
-    wait_gone(&csvs, &csv_name, "ClusterServiceVersion").await?;
-    if let Some(group) = plan.deletions.iter().find_map(|d| d.strip_prefix(&format!("OperatorGroup {namespace}/"))) {
+    delete(&csvs, csv_name, "ClusterServiceVersion").await?;
+    wait_gone(&csvs, csv_name, "ClusterServiceVersion").await?;
+    if let Some(group) = &plan.deletions.operator_group {
         delete(&Api::<OperatorGroup>::namespaced(client.clone(), &namespace), group, "OperatorGroup").await?;
     }
 
@@ -97,20 +95,12 @@ pub async fn migrate(client: &kube::Client, sub: &Subscription, plan: &Plan) -> 
     Ok(())
 }
 
+/// Create or update what the plan made (fresh objects: no server fields to strip).
 async fn apply<K>(api: &Api<K>, name: &str, object: &K, what: &str) -> anyhow::Result<()>
 where
     K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let mut value = serde_json::to_value(object)?;
-    if let Some(metadata) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        for field in ["resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"] {
-            metadata.remove(field);
-        }
-    }
-    if let Some(map) = value.as_object_mut() {
-        map.remove("status");
-    }
-    api.patch(name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&value))
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(object))
         .await
         .map_err(|err| anyhow::anyhow!("cannot create {what} {name}: {}", api_error(&err)))?;
     progress(&format!("{what} {name} is there"));

@@ -299,7 +299,7 @@ fn print_plan(plan: &Plan, adopted: &[String]) {
         println!("  {object}");
     }
     println!("then delete:");
-    for deletion in &plan.deletions {
+    for deletion in plan.deletions.described() {
         println!("  {deletion}");
     }
     match &plan.final_version {

@@ -95,10 +95,33 @@ pub struct Plan {
     /// A ClusterCatalog to create first.
     pub new_catalog: Option<ClusterCatalog>,
     pub new_service_account: Option<NewServiceAccount>,
-    /// What is deleted once the ClusterExtension is installed, `Kind namespace/name`.
-    pub deletions: Vec<String>,
+    /// What is deleted once the ClusterExtension is installed.
+    pub deletions: Deletions,
     /// Things the user should know (nothing refused).
     pub notes: Vec<String>,
+}
+
+/// OLM v0's objects a migration deletes, all in the Subscription's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deletions {
+    pub namespace: String,
+    pub subscription: String,
+    pub install_plans: Vec<String>,
+    pub csv: String,
+    /// Only when no other Subscription uses it.
+    pub operator_group: Option<String>,
+}
+
+impl Deletions {
+    /// `Kind namespace/name` each, as the plan prints them.
+    pub fn described(&self) -> Vec<String> {
+        let ns = &self.namespace;
+        let mut lines = vec![format!("Subscription {ns}/{}", self.subscription)];
+        lines.extend(self.install_plans.iter().map(|plan| format!("InstallPlan {ns}/{plan}")));
+        lines.push(format!("ClusterServiceVersion {ns}/{} (its objects kept, now the extension's; its copies in other namespaces go with it)", self.csv));
+        lines.extend(self.operator_group.iter().map(|group| format!("OperatorGroup {ns}/{group}")));
+        lines
+    }
 }
 
 /// The plan for `observed`, or every reason it cannot go ahead.
@@ -298,11 +321,15 @@ pub fn plan(observed: &Observed, choices: &Choices) -> Result<Plan, Vec<Refusal>
         vec![Refusal { what: format!("the ClusterExtension for {sub_ref} does not form: {e}"), fix: "report this as a bug of olm migrate".into() }]
     })?;
 
-    let mut deletions = vec![format!("Subscription {sub_ref}")];
-    deletions.extend(observed.install_plans.iter().map(|plan| format!("InstallPlan {namespace}/{plan}")));
-    deletions.push(format!("ClusterServiceVersion {adopt_from} (its objects kept, now the extension's; its copies in other namespaces go with it)"));
+    let mut deletions = Deletions {
+        namespace: namespace.clone(),
+        subscription: sub.name_any(),
+        install_plans: observed.install_plans.clone(),
+        csv: adopt_from.split_once('/').map_or(adopt_from.as_str(), |(_, csv)| csv).to_owned(),
+        operator_group: None,
+    };
     match (observed.groups.first(), observed.other_subscriptions.is_empty()) {
-        (Some(group), true) => deletions.push(format!("OperatorGroup {namespace}/{}", group.name_any())),
+        (Some(group), true) => deletions.operator_group = Some(group.name_any()),
         (Some(group), false) => notes.push(format!(
             "OperatorGroup {namespace}/{} stays: Subscriptions {} still use it",
             group.name_any(),

@@ -87,7 +87,7 @@ fn a_clusterwide_install_becomes_an_extension_pinned_while_adopted_then_followin
     assert_eq!(new_catalog["spec"]["source"]["image"]["pollIntervalMinutes"], 2, "90s rounds up to 2 minutes");
     assert_eq!(plan.new_service_account, Some(NewServiceAccount { name: "etcd-installer".into(), cluster_role: "cluster-admin".into() }));
     assert_eq!(
-        plan.deletions,
+        plan.deletions.described(),
         [
             "Subscription operators/etcd",
             "InstallPlan operators/install-abcde",
@@ -222,7 +222,7 @@ fn a_scoped_install_keeps_its_service_account_and_a_shared_group_stays() {
     let plan = plan(&observed, &Choices::default()).expect("a plan");
     assert_eq!(spec_of(&plan)["spec"]["serviceAccount"]["name"], "scoped-installer");
     assert_eq!(plan.new_service_account, None);
-    assert!(!plan.deletions.iter().any(|d| d.starts_with("OperatorGroup")));
+    assert!(!plan.deletions.described().iter().any(|d| d.starts_with("OperatorGroup")));
     assert!(plan.notes.iter().any(|n| n.contains("OperatorGroup operators/global stays") && n.contains("prometheus")));
 }
 
