@@ -130,7 +130,12 @@ pub async fn apply_all(
         if kind == "Deployment" {
             let live = match released {
                 Some(live) => Some(live),
-                None if live_spec.contains(&reference) => api.get_opt(&reference.name).await.ok().flatten(),
+                // A failed read must not fall back to the rendered spec: that would restart the
+                // pods and end the adoption's keeping of it.
+                None if live_spec.contains(&reference) => api
+                    .get_opt(&reference.name)
+                    .await
+                    .map_err(|err| format!("cannot read {reference} to keep the spec it runs with: {}; OLM tries again", api_message(&err)))?,
                 None => None,
             };
             if let Some(live) = live {
