@@ -21,16 +21,9 @@ pub fn build(workspace: &Path) -> Result<Vec<Job>, String> {
         .stderr(Stdio::inherit())
         .output()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
-    // Diagnostics are rendered to stderr; stdout holds one JSON message per line.
+    // Cargo renders the compiler's diagnostics on stderr itself; stdout holds one JSON message
+    // per line for the rest.
     let stdout = String::from_utf8_lossy(&output.stdout);
-    for line in stdout.lines() {
-        if let Ok(message) = serde_json::from_str::<serde_json::Value>(line)
-            && message["reason"] == "compiler-message"
-            && let Some(rendered) = message["message"]["rendered"].as_str()
-        {
-            eprint!("{rendered}");
-        }
-    }
     if !output.status.success() {
         return Err(format!(
             "`cargo test --workspace --no-run` failed ({})",
