@@ -55,6 +55,14 @@ pub fn cluster_catalog(name: &str, image: &str, poll_minutes: Option<u32>) -> St
 /// API in `group` (a suite of its own each, so that one's leftovers do not stand in another's way).
 pub fn widget_catalog(dir: &std::path::Path, group: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("catalog.json"), widget_package("widget", group))?;
+    Ok(())
+}
+
+/// The documents (JSON lines) of [`widget_catalog`]'s package under the name `package`: its
+/// objects named after it (CSV `<package>.v1.0.0`, Deployment `<package>-operator`, …), so that
+/// several can share a catalog and a namespace.
+pub fn widget_package(package: &str, group: &str) -> String {
     let object = |value: Value| json!({"type": "olm.bundle.object", "value": {"data": base64::engine::general_purpose::STANDARD.encode(value.to_string())}});
     let crd = |required: bool| {
         let mut spec = json!({"type": "object", "properties": {"size": {"type": "integer"}}});
@@ -66,31 +74,30 @@ pub fn widget_catalog(dir: &std::path::Path, group: &str) -> anyhow::Result<()> 
                         "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}}]}})
     };
     let csv = |version: &str| {
-        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": format!("widget.v{version}")},
-               "spec": {"version": version, "displayName": "Widget",
+        json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": format!("{package}.v{version}")},
+               "spec": {"version": version, "displayName": package,
                         "installModes": [{"type": "AllNamespaces", "supported": true}, {"type": "OwnNamespace", "supported": true}],
                         "customresourcedefinitions": {"owned": [{"name": format!("widgets.{group}"), "version": "v1", "kind": "Widget"}]},
                         "install": {"strategy": "deployment", "spec": {
-                            "clusterPermissions": [{"serviceAccountName": "widget", "rules": [{"apiGroups": [group], "resources": ["widgets"], "verbs": ["*"]}]}],
-                            "deployments": [{"name": "widget-operator", "spec": {"selector": {"matchLabels": {"app": "widget"}},
-                                "template": {"metadata": {"labels": {"app": "widget"}}, "spec": {"serviceAccountName": "widget", "containers": [{"name": "op", "image": format!("example.com/widget:{version}")}]}}}}]}}}})
+                            "clusterPermissions": [{"serviceAccountName": package, "rules": [{"apiGroups": [group], "resources": ["widgets"], "verbs": ["*"]}]}],
+                            "deployments": [{"name": format!("{package}-operator"), "spec": {"selector": {"matchLabels": {"app": package}},
+                                "template": {"metadata": {"labels": {"app": package}}, "spec": {"serviceAccountName": package, "containers": [{"name": "op", "image": format!("example.com/{package}:{version}")}]}}}}]}}}})
     };
-    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "widget-metrics"}, "spec": {"selector": {"app": "widget"}, "ports": [{"port": 8443}]}});
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": format!("{package}-metrics")}, "spec": {"selector": {"app": package}, "ports": [{"port": 8443}]}});
     let bundle = |version: &str, objects: Vec<Value>| {
         let mut properties = vec![
-            json!({"type": "olm.package", "value": {"packageName": "widget", "version": version}}),
+            json!({"type": "olm.package", "value": {"packageName": package, "version": version}}),
             json!({"type": "olm.gvk", "value": {"group": group, "version": "v1", "kind": "Widget"}}),
         ];
         properties.extend(objects.into_iter().map(object));
-        json!({"schema": "olm.bundle", "package": "widget", "name": format!("widget.v{version}"), "image": format!("example.com/widget-bundle:v{version}"), "properties": properties})
+        json!({"schema": "olm.bundle", "package": package, "name": format!("{package}.v{version}"), "image": format!("example.com/{package}-bundle:v{version}"), "properties": properties})
     };
     let docs = [
-        json!({"schema": "olm.package", "name": "widget", "defaultChannel": "stable"}),
-        json!({"schema": "olm.channel", "package": "widget", "name": "stable", "entries": [{"name": "widget.v1.0.0"}, {"name": "widget.v2.0.0", "replaces": "widget.v1.0.0"}]}),
+        json!({"schema": "olm.package", "name": package, "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": package, "name": "stable", "entries": [{"name": format!("{package}.v1.0.0")}, {"name": format!("{package}.v2.0.0"), "replaces": format!("{package}.v1.0.0")}]}),
         bundle("1.0.0", vec![csv("1.0.0"), crd(false), service]),
         bundle("2.0.0", vec![csv("2.0.0"), crd(true)]),
     ];
-    std::fs::write(dir.join("catalog.json"), docs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"))?;
-    Ok(())
+    docs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n") + "\n"
 }
 

@@ -3,7 +3,9 @@
 //! own, becomes an OLM v1 ClusterExtension in place — the same Deployment (uid and generation:
 //! no pod restarted), the same pods, the same CRD and custom resource, every object now the
 //! extension's and none left with OLM v0's labels — then upgrades through the extension's
-//! version. A dry run changes nothing; what v1 cannot express is refused with what to do.
+//! version. A dry run changes nothing; what v1 cannot express is refused with what to do. Two
+//! operators migrated with `--all`, the run killed after each step in turn (and OLM once), are
+//! finished by a rerun with nothing claimed by both OLM v0 and v1 at any stop.
 
 use std::process::Output;
 use std::time::Duration;
@@ -27,6 +29,10 @@ use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(180);
 const ETCD_CRDS: [&str; 3] = ["etcdclusters.etcd.database.coreos.com", "etcdbackups.etcd.database.coreos.com", "etcdrestores.etcd.database.coreos.com"];
+
+/// One test at a time: each runs an `olm run` of its own (two would both reconcile every
+/// object), and ClusterExtensions are cluster-scoped.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn migrate(cluster: &TestCluster, args: &[&str]) -> anyhow::Result<Output> {
     let kubeconfig = format!("--kubeconfig={}", cluster.kubeconfig().display());
@@ -80,6 +86,7 @@ async fn running(cluster: &TestCluster, ns: &TestNamespace) -> anyhow::Result<Ru
 
 #[tokio::test]
 async fn etcd_moves_from_a_subscription_to_a_cluster_extension_in_place_then_upgrades_through_it() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let cluster = controllers::cluster_with_crds().await?;
     // OLM v0 suites on this shared control plane leave etcd's CRDs; this test's v0 install
     // must be the one that created them.
@@ -219,6 +226,188 @@ async fn etcd_moves_from_a_subscription_to_a_cluster_extension_in_place_then_upg
     assert_eq!(cr.metadata.uid, before.custom_resource.0, "the custom resource survives the upgrade");
 
     extensions.delete(&name, &DeleteParams::default()).await?;
+    let _ = Api::<ClusterCatalog>::all(cluster.client()).delete(&source, &DeleteParams::default()).await;
+    Ok(())
+}
+
+/// Every object OLM v0 or v1 installed for `csv_prefix`'s operator in `ns`, as `Kind name`
+/// with the worlds that claim it: OLM v0 by its `olm.owner` label or a CSV owner reference,
+/// OLM v1 by its `olm.operatorframework.io/owner-name` label or a ClusterExtension owner.
+async fn claims(cluster: &TestCluster, ns: &str, package: &str, group: &str) -> anyhow::Result<Vec<(String, bool, bool)>> {
+    fn of(kind: &str, meta: &kube::api::ObjectMeta) -> (String, bool, bool) {
+        let labels = meta.labels.clone().unwrap_or_default();
+        let owners = meta.owner_references.clone().unwrap_or_default();
+        let v0 = labels.contains_key("olm.owner") || owners.iter().any(|o| o.kind == "ClusterServiceVersion");
+        let v1 = labels.contains_key("olm.operatorframework.io/owner-name") || owners.iter().any(|o| o.kind == "ClusterExtension");
+        (format!("{kind} {}", meta.name.clone().unwrap_or_default()), v0, v1)
+    }
+    let client = cluster.client();
+    let mut found = Vec::new();
+    let deployment = Api::<Deployment>::namespaced(client.clone(), ns).get(&format!("{package}-operator")).await?;
+    found.push(of("Deployment", &deployment.metadata));
+    let account = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), ns).get(package).await?;
+    found.push(of("ServiceAccount", &account.metadata));
+    let crd = Api::<CustomResourceDefinition>::all(client.clone()).get(&format!("widgets.{group}")).await?;
+    found.push(of("CustomResourceDefinition", &crd.metadata));
+    for role in Api::<ClusterRole>::all(client.clone()).list(&ListParams::default()).await?.items {
+        let rules = serde_json::to_string(&role.rules)?;
+        // Not the aggregated ones (admin, edit, view gather every role's rules), nor OLM v0's
+        // roles per API, which its CRD owns (they stay with it: checked after the migration).
+        let of_the_crd = role.owner_references().iter().any(|o| o.kind == "CustomResourceDefinition");
+        if rules.contains(group) && role.aggregation_rule.is_none() && !of_the_crd {
+            found.push(of("ClusterRole", &role.metadata));
+        }
+    }
+    Ok(found)
+}
+
+/// `olm migrate --all` of two operators, stopped by SIGKILL at each of its steps in turn (and
+/// once with OLM itself killed and started again while the extension adopts): after every stop
+/// no object is claimed by both OLM v0 and OLM v1, and a last rerun finishes — both operators
+/// are extensions, the same Deployments, CRDs and custom resources, OLM v0's objects gone,
+/// each migration recorded once.
+#[tokio::test]
+async fn an_interrupted_migration_of_several_subscriptions_is_finished_by_a_rerun() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let cluster = controllers::cluster_with_crds().await?;
+    let registry = olm_testkit::registry(RegistryOptions::new()).await?;
+    let work = tempfile::tempdir()?;
+    let cache = work.path().join("cache");
+    let mut olm_run = OlmRun::start(&cluster, &cache).await?;
+    let ns = cluster.namespace("migrate-stops").await?;
+
+    // Two operators of one catalog, each with an API group of this run's own.
+    let packages: Vec<(String, String)> = ["gadget", "gizmo"]
+        .iter()
+        .map(|p| {
+            let package = olm_testkit::random_name(p);
+            let group = format!("{package}.example.com");
+            (package, group)
+        })
+        .collect();
+    let catalog_dir = work.path().join("catalog");
+    std::fs::create_dir_all(&catalog_dir)?;
+    let documents: String = packages.iter().map(|(package, group)| olm_e2e::olmv1::widget_package(package, group)).collect();
+    std::fs::write(catalog_dir.join("catalog.json"), documents)?;
+    // An image of this run's own: an earlier run's ClusterCatalog of it would be reused.
+    let image = format!("{}/{}:v1", registry.addr(), olm_testkit::random_name("migrate-stops"));
+    olm(&["catalog", "push", catalog_dir.to_str().context("path")?, &image])?;
+    let source = olm_testkit::random_name("stops-catalog");
+    create_from_yaml(&ns, &images::catalog_source(&source, &image)).await?;
+    create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: global\nspec: {}\n").await?;
+    for (package, _) in &packages {
+        create_from_yaml(
+            &ns,
+            &format!(
+                "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: {package}\nspec:\n  source: {source}\n  sourceNamespace: {}\n  name: {package}\n  channel: stable\n",
+                ns.name()
+            ),
+        )
+        .await?;
+    }
+    let mut before = Vec::new();
+    for (package, group) in &packages {
+        journey::csv_succeeded(&ns, &format!("{package}.v2.0.0"), TIMEOUT).await?;
+        let widgets = ApiResource { group: group.clone(), version: "v1".into(), api_version: format!("{group}/v1"), kind: "Widget".into(), plural: "widgets".into() };
+        let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget", "metadata": {"name": "mine"}, "spec": {"size": 3}}))?;
+        let widget = Api::<DynamicObject>::namespaced_with(cluster.client(), ns.name(), &widgets).create(&Default::default(), &widget).await?;
+        let deployment = Api::<Deployment>::namespaced(cluster.client(), ns.name()).get(&format!("{package}-operator")).await?;
+        let crd = Api::<CustomResourceDefinition>::all(cluster.client()).get(&format!("widgets.{group}")).await?;
+        before.push((deployment.metadata.uid, deployment.metadata.generation, crd.metadata.uid, widget.metadata.uid, widget.metadata.resource_version));
+    }
+
+    let (gadget, gizmo) = (&packages[0].0, &packages[1].0);
+    let n = ns.name();
+    // Each run is stopped at the first line it prints that no earlier run printed: the end of
+    // a step not reached before (SIGKILL as soon as it is read, so the next step may have
+    // begun), until a run ends by itself.
+    let kubeconfig = format!("--kubeconfig={}", cluster.kubeconfig().display());
+    let mut printed = std::collections::BTreeSet::new();
+    let mut stops = Vec::new();
+    loop {
+        let mut child = tokio::process::Command::new(olm_e2e::olm_bin())
+            .args(["migrate", "--all", &format!("--namespace={n}"), "--yes", &kubeconfig])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(child.stderr.take().context("stderr")?));
+        let stop = tokio::time::timeout(TIMEOUT, async {
+            while let Some(line) = lines.next_line().await? {
+                if printed.insert(line.clone()) {
+                    return anyhow::Ok(Some(line));
+                }
+            }
+            anyhow::Ok(None)
+        })
+        .await
+        .context("olm migrate neither printed a new line nor ended")??;
+        child.start_kill()?;
+        let _ = child.wait().await;
+        let Some(stop) = stop else { break };
+        if stop.starts_with(&format!("ClusterExtension {gizmo} is there")) {
+            // OLM itself stops while the extension adopts, and starts again.
+            drop(olm_run);
+            olm_run = OlmRun::start(&cluster, &cache).await?;
+        }
+        for (package, group) in &packages {
+            for (object, v0, v1) in claims(&cluster, n, package, group).await? {
+                assert!(!(v0 && v1), "stopped after {stop:?}: {object} is claimed by OLM v0 and OLM v1");
+            }
+        }
+        stops.push(stop);
+    }
+    eprintln!("olm migrate stopped {} times, after:\n{}", stops.len(), stops.join("\n"));
+    for step in [
+        format!("OLM v0 leaves Subscription {n}/{gadget}"),
+        format!("ClusterExtension {gadget} is there"),
+        format!("deleted Subscription {gadget}"),
+        format!("ClusterExtension {gizmo} is there"),
+        format!("ClusterExtension {gizmo} has adopted version 2.0.0"),
+        format!("deleted Subscription {gizmo}"),
+    ] {
+        assert!(stops.iter().any(|s| s.starts_with(&step)), "a run was stopped after {step:?}: {stops:#?}");
+    }
+
+    // The last rerun finishes (named: the last stop may leave no Subscription for --all).
+    let done = migrate(&cluster, &[gizmo.as_str(), &format!("--namespace={n}"), "--yes"])?;
+    let (stdout, stderr) = text(&done);
+    assert!(done.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains(&format!("Subscription {n}/{gizmo} is ClusterExtension {gizmo} now")), "{stdout}{stderr}");
+
+    let extensions: Api<ClusterExtension> = Api::all(cluster.client());
+    let operators: Api<olm_api::v1::operator::Operator> = Api::all(cluster.client());
+    for ((package, group), before) in packages.iter().zip(&before) {
+        let extension = extensions.get(package).await?;
+        assert_eq!(extension.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.version.clone()).as_deref(), Some("2.0.0"));
+        assert_eq!(extension.spec.source.catalog.as_ref().and_then(|c| c.version.clone()), None, "an Automatic Subscription's extension follows its channel");
+        let deployment = Api::<Deployment>::namespaced(cluster.client(), n).get(&format!("{package}-operator")).await?;
+        let crd = Api::<CustomResourceDefinition>::all(cluster.client()).get(&format!("widgets.{group}")).await?;
+        let widgets = ApiResource { group: group.clone(), version: "v1".into(), api_version: format!("{group}/v1"), kind: "Widget".into(), plural: "widgets".into() };
+        let widget = Api::<DynamicObject>::namespaced_with(cluster.client(), n, &widgets).get("mine").await?;
+        assert_eq!(
+            &(deployment.metadata.uid, deployment.metadata.generation, crd.metadata.uid, widget.metadata.uid, widget.metadata.resource_version),
+            before,
+            "{package}: the Deployment (uid, generation), the CRD and the custom resource are unchanged"
+        );
+        for (object, v0, v1) in claims(&cluster, n, package, group).await? {
+            assert!(v1 && !v0, "{object} is OLM v1's alone (v0 {v0}, v1 {v1})");
+        }
+        let api_admin = Api::<ClusterRole>::all(cluster.client()).get(&format!("widgets.{group}-v1-admin")).await?;
+        assert_eq!(api_admin.labels().get("rbac.authorization.k8s.io/aggregate-to-admin").map(String::as_str), Some("true"), "users keep access to the API");
+        assert!(Api::<Subscription>::namespaced(cluster.client(), n).get_opt(package).await?.is_none());
+        assert!(Api::<ClusterServiceVersion>::namespaced(cluster.client(), n).get_opt(&format!("{package}.v2.0.0")).await?.is_none());
+        assert!(operators.get_opt(&olm_api::keys::operator_name(package, n)).await?.is_none(), "OLM v0's Operator object of {package} is gone");
+        let events = Api::<Event>::namespaced(cluster.client(), "default")
+            .list(&ListParams::default().fields(&format!("involvedObject.name={package},reason=MigratedFromOLMv0")))
+            .await?;
+        assert_eq!(events.items.len(), 1, "{package}: one Event records the migration, whatever the stops: {:?}", events.items.iter().map(|e| &e.message).collect::<Vec<_>>());
+    }
+    assert!(Api::<OperatorGroup>::namespaced(cluster.client(), n).get_opt("global").await?.is_none());
+
+    for (package, _) in &packages {
+        extensions.delete(package, &DeleteParams::default()).await?;
+    }
     let _ = Api::<ClusterCatalog>::all(cluster.client()).delete(&source, &DeleteParams::default()).await;
     Ok(())
 }

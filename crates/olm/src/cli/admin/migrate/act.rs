@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
-use olm_api::keys::MIGRATING_TO_ANNOTATION;
+use olm_api::keys::{ADOPT_FROM_ANNOTATION, MIGRATED_FROM_ANNOTATION, MIGRATING_TO_ANNOTATION};
 use olm_api::olmv1::cluster_catalog::ClusterCatalog;
 use olm_api::olmv1::cluster_extension::ClusterExtension;
 use olm_api::v1::operator_group::OperatorGroup;
@@ -88,10 +88,24 @@ pub async fn migrate(client: &kube::Client, sub: &Subscription, plan: &Plan) -> 
         .await
         .map_err(|err| anyhow::anyhow!("cannot set the version of ClusterExtension {name}: {}", api_error(&err)))?;
 
-    // 6. The Subscription, last: until it goes, a rerun plans from it.
+    // 6. Recorded, then the Subscription, last: until it goes, a rerun plans from it; after
+    // it, a rerun finds the extension by its migrated-from annotation and does what `finish`
+    // does (OLM v0's Operator object can only go once no Subscription carries its label).
+    let extension = extensions.get(&name).await.map_err(|err| anyhow::anyhow!("cannot read ClusterExtension {name}: {}", api_error(&err)))?;
+    record_event(client, &extension, &format!("{namespace}/{}", sub.name_any()), &adopt_from, &version).await;
     delete(&subs, &sub.name_any(), "Subscription").await?;
-    super::super::uninstall::remove_operator(client, &olm_api::keys::operator_name(&sub.spec.name, &namespace)).await?;
-    record_event(&extensions, &name, sub, &adopt_from, &version).await;
+    finish(client, &extension).await
+}
+
+/// What follows the Subscription's deletion, done-if-already-done: the v0 Operator object of
+/// the package goes, and the migration is recorded in an Event once.
+pub async fn finish(client: &kube::Client, extension: &ClusterExtension) -> anyhow::Result<()> {
+    let package = extension.spec.source.catalog.as_ref().map(|c| c.package_name.clone()).unwrap_or_default();
+    super::super::uninstall::remove_operator(client, &olm_api::keys::operator_name(&package, &extension.spec.namespace)).await?;
+    let annotation = |key: &str| extension.annotations().get(key).cloned().unwrap_or_default();
+    let (subscription, adopt_from) = (annotation(MIGRATED_FROM_ANNOTATION), annotation(ADOPT_FROM_ANNOTATION));
+    let version = extension.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.version.clone()).unwrap_or_default();
+    record_event(client, extension, &subscription, &adopt_from, &version).await;
     Ok(())
 }
 
@@ -173,19 +187,24 @@ async fn wait_installed(api: &Api<ClusterExtension>, name: &str, version: &str) 
     )
 }
 
-/// An Event on the ClusterExtension naming what it came from (best effort: the migration is
-/// done whether or not it is recorded). events.k8s.io, as OLM's controllers write theirs; a
-/// cluster-scoped object's Events live in `default`.
-async fn record_event(extensions: &Api<ClusterExtension>, name: &str, sub: &Subscription, adopt_from: &str, version: &str) {
-    let Ok(extension) = extensions.get(name).await else { return };
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(extensions.clone().into_client(), "default");
+/// An Event on the ClusterExtension naming what it came from, unless one already does (best
+/// effort: the migration is done whether or not it is recorded). events.k8s.io, as OLM's
+/// controllers write theirs; a cluster-scoped object's Events live in `default`.
+async fn record_event(client: &kube::Client, extension: &ClusterExtension, subscription: &str, adopt_from: &str, version: &str) {
+    let name = extension.name_any();
+    let recorded: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let ours = ListParams::default().fields(&format!("involvedObject.name={name},reason=MigratedFromOLMv0"));
+    if recorded.list(&ours).await.is_ok_and(|l| l.items.iter().any(|e| e.involved_object.uid == extension.uid())) {
+        return;
+    }
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
     let event: Result<k8s_openapi::api::events::v1::Event, _> = serde_json::from_value(json!({
         "metadata": {"name": format!("{name}.migrated-{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos()), "namespace": "default"},
         "eventTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()),
         "regarding": {"apiVersion": "olm.operatorframework.io/v1", "kind": "ClusterExtension", "name": name, "uid": extension.uid()},
         "reason": "MigratedFromOLMv0",
         "action": "Migrate",
-        "note": format!("adopted {version} from Subscription {}/{} and ClusterServiceVersion {adopt_from} in place", sub.namespace().unwrap_or_default(), sub.name_any()),
+        "note": format!("adopted {version} from Subscription {subscription} and ClusterServiceVersion {adopt_from} in place"),
         "type": "Normal",
         "reportingController": "olm.operatorframework.io/olm-migrate",
         "reportingInstance": "olm-migrate",

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{ListParams, ObjectMeta};
 use kube::{Api, Resource, ResourceExt};
-use olm_api::keys::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
+use olm_api::keys::{MIGRATED_FROM_ANNOTATION, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 use olm_api::olmv1::cluster_catalog::ClusterCatalog;
 use olm_api::olmv1::cluster_extension::ClusterExtension;
 use olm_api::v1::operator_group::OperatorGroup;
@@ -91,7 +91,9 @@ pub fn run(args: MigrateArgs) -> anyhow::Result<ExitCode> {
                     .iter()
                     .map(ResourceExt::name_any)
                     .collect();
+                all.extend(unfinished(&client, &namespace).await?);
                 all.sort();
+                all.dedup();
                 if all.is_empty() {
                     anyhow::bail!("namespace {namespace} has no Subscription to migrate");
                 }
@@ -132,6 +134,15 @@ async fn migrate_one(client: &kube::Client, namespace: &str, name: &str, args: &
         drop_config: args.drop_config,
         ignore_dependencies: args.ignore_dependencies,
     };
+    if let Some(extension) = migrated_already(client, namespace, name).await? {
+        if args.dry_run {
+            println!("Subscription {namespace}/{name} is ClusterExtension {} already: nothing to plan", extension.name_any());
+            return Ok(Ended::Planned);
+        }
+        act::finish(client, &extension).await?;
+        println!("Subscription {namespace}/{name} is ClusterExtension {} now", extension.name_any());
+        return Ok(Ended::Migrated);
+    }
     let observed = observe(client, namespace, name, &choices).await?;
     let plan = match plan::plan(&observed, &choices) {
         Ok(plan) => plan,
@@ -173,6 +184,39 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
     Ok(api.list(params).await.map_err(|err| anyhow::anyhow!("cannot list {what}: {}", api_error(&err)))?.items)
+}
+
+/// The extension an earlier run made of Subscription `namespace/name`, once that Subscription
+/// is gone (a run stopped after deleting it leaves only the last steps to do).
+async fn migrated_already(client: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<Option<ClusterExtension>> {
+    if get_opt(&Api::<Subscription>::namespaced(client.clone(), namespace), "Subscription", name).await?.is_some() {
+        return Ok(None);
+    }
+    let extensions = match Api::<ClusterExtension>::all(client.clone()).list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        // No v1 API: observing says so, with what to do.
+        Err(_) => return Ok(None),
+    };
+    let from = format!("{namespace}/{name}");
+    Ok(extensions.into_iter().find(|e| e.annotations().get(MIGRATED_FROM_ANNOTATION) == Some(&from)))
+}
+
+/// The Subscriptions of `namespace` an interrupted run deleted before it finished: their
+/// extension is there and OLM v0's Operator object of the package still is.
+async fn unfinished(client: &kube::Client, namespace: &str) -> anyhow::Result<Vec<String>> {
+    let Ok(extensions) = Api::<ClusterExtension>::all(client.clone()).list(&ListParams::default()).await else {
+        return Ok(Vec::new());
+    };
+    let operators: Api<olm_api::v1::operator::Operator> = Api::all(client.clone());
+    let mut names = Vec::new();
+    for extension in extensions.items {
+        let Some((ns, name)) = extension.annotations().get(MIGRATED_FROM_ANNOTATION).and_then(|from| from.split_once('/')) else { continue };
+        let package = extension.spec.source.catalog.as_ref().map(|c| c.package_name.as_str()).unwrap_or_default();
+        if ns == namespace && get_opt(&operators, "Operator", &olm_api::keys::operator_name(package, namespace)).await?.is_some() {
+            names.push(name.to_owned());
+        }
+    }
+    Ok(names)
 }
 
 /// Everything the plan is a function of; reads only.

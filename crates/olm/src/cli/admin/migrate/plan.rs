@@ -135,11 +135,11 @@ pub fn plan(observed: &Observed, choices: &Choices) -> Result<Plan, Vec<Refusal>
     let mut notes = Vec::new();
     let mut refuse = |what: String, fix: String| refusals.push(Refusal { what, fix });
 
-    // A rerun after the CSV was deleted goes on from the extension this migration made.
-    let resumed = observed
-        .existing_extension
-        .as_ref()
-        .filter(|e| e.annotations().get(MIGRATED_FROM_ANNOTATION) == Some(&sub_ref))
+    // A rerun after the CSV or the OperatorGroup was deleted goes on from the extension this
+    // migration made.
+    let made_before = observed.existing_extension.as_ref().filter(|e| e.annotations().get(MIGRATED_FROM_ANNOTATION) == Some(&sub_ref));
+    let made_before_spec = made_before.and_then(|e| serde_json::to_value(&e.spec).ok()).unwrap_or_default();
+    let resumed = made_before
         .and_then(|e| {
             let pinned = e.spec.source.catalog.as_ref().and_then(|c| c.version.clone());
             let installed = e.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.version.clone());
@@ -191,6 +191,7 @@ pub fn plan(observed: &Observed, choices: &Choices) -> Result<Plan, Vec<Refusal>
                 None
             }
         },
+        [] if made_before.is_some() => made_before_spec.pointer("/config/inline/watchNamespace").and_then(|w| w.as_str()).map(str::to_owned),
         [] => {
             refuse(format!("namespace {namespace} has no OperatorGroup"), "create the OperatorGroup the operator was installed with, or remove the Subscription".into());
             None
@@ -221,12 +222,12 @@ pub fn plan(observed: &Observed, choices: &Choices) -> Result<Plan, Vec<Refusal>
         }
     }
 
-    // OLM v0 gives users access to an operator's APIs through aggregated ClusterRoles it makes
-    // per CSV; they go with the CSV, and OLM v1 makes none.
+    // OLM v0 gives users access to an operator's APIs through ClusterRoles per API that
+    // aggregate into the cluster's admin, edit and view; they are owned by the CRD, so they stay.
     let provided: Vec<&str> = csv.spec.owned_crds().iter().map(|d| d.name.as_str()).collect();
     if !provided.is_empty() {
         notes.push(format!(
-            "the aggregated ClusterRoles OLM v0 made for its APIs (admin, edit and view of {}) go with the CSV, and OLM v1 makes none: grant users access to them with RBAC of your own",
+            "the ClusterRoles OLM v0 made for its APIs ({} -admin, -edit, -view) stay with their CRDs, so users keep access through admin, edit and view; OLM v1 makes none for APIs a later version adds: grant access to those with RBAC of your own",
             provided.join(", ")
         ));
     }
@@ -270,6 +271,10 @@ pub fn plan(observed: &Observed, choices: &Choices) -> Result<Plan, Vec<Refusal>
         (None, Some(scoped)) => {
             notes.push(format!("installs as ServiceAccount {namespace}/{scoped}, as the OperatorGroup's scoped install did"));
             (scoped, None)
+        }
+        (None, None) if observed.groups.is_empty() && made_before.is_some() => {
+            let account = made_before_spec.pointer("/serviceAccount/name").and_then(|a| a.as_str()).unwrap_or_default();
+            (account.to_owned(), None)
         }
         (None, None) => {
             let account = format!("{name}-installer");

@@ -265,14 +265,36 @@ fn a_rerun_after_the_csv_went_goes_on_from_the_extension_this_migration_made() {
 }
 
 #[test]
-fn the_aggregated_roles_of_its_apis_are_said_to_go() {
+fn a_rerun_after_the_operator_group_went_keeps_the_extensions_namespaces_and_account() {
+    for (group, account) in [(json!({}), None), (json!({"targetNamespaces": ["operators"], "serviceAccountName": "scoped"}), Some("scoped"))] {
+        let mut observed = etcd();
+        observed.groups[0].spec = from(group);
+        observed.groups[0].status = None;
+        let first = plan(&observed, &Choices::default()).expect("a plan");
+        assert_eq!(first.new_service_account.is_some(), account.is_none());
+        observed.csv = None;
+        observed.groups.clear();
+        observed.existing_extension = Some(first.extension.clone());
+        let again = plan(&observed, &Choices::default()).expect("resumed without its OperatorGroup");
+        assert_eq!(again.extension.spec, first.extension.spec, "the same namespaces watched and the same installer");
+        assert_eq!(again.new_service_account, None, "made by the first run");
+        assert_eq!(again.deletions.operator_group, None);
+    }
+    // Without an extension of this migration, a missing group is still refused.
+    let mut observed = etcd();
+    observed.groups.clear();
+    refused_because(&observed, &Choices::default(), "has no OperatorGroup", "create the OperatorGroup");
+}
+
+#[test]
+fn the_roles_of_its_apis_are_said_to_stay() {
     let mut observed = etcd();
     let mut csv = serde_json::to_value(observed.csv.as_ref().unwrap()).unwrap();
     csv["spec"]["customresourcedefinitions"] = json!({"owned": [{"name": "etcdclusters.etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster"}]});
     observed.csv = Some(from(csv));
     let plan = plan(&observed, &Choices::default()).expect("a plan");
     assert!(
-        plan.notes.iter().any(|n| n.contains("aggregated ClusterRoles") && n.contains("etcdclusters.etcd.database.coreos.com") && n.contains("RBAC of your own")),
+        plan.notes.iter().any(|n| n.contains("stay with their CRDs") && n.contains("etcdclusters.etcd.database.coreos.com") && n.contains("RBAC of your own")),
         "{:?}",
         plan.notes
     );
