@@ -3,7 +3,7 @@
 //! own, becomes an OLM v1 ClusterExtension in place — the same Deployment (uid and generation:
 //! no pod restarted), the same pods, the same CRD and custom resource, every object now the
 //! extension's and none left with OLM v0's labels — then upgrades through the extension's
-//! version. A dry run changes nothing; what v1 cannot express is refused with what to do. Two
+//! version. A dry run changes nothing (the API server's audit log shows no write); what v1 cannot express is refused with what to do. Two
 //! operators migrated with `--all`, the run killed after each step in turn (and OLM once), are
 //! finished by a rerun with nothing claimed by both OLM v0 and v1 at any stop.
 
@@ -37,6 +37,40 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 fn migrate(cluster: &TestCluster, args: &[&str]) -> anyhow::Result<Output> {
     let kubeconfig = format!("--kubeconfig={}", cluster.kubeconfig().display());
     Ok(std::process::Command::new(olm_e2e::olm_bin()).arg("migrate").args(args).arg(&kubeconfig).output()?)
+}
+
+/// A kubeconfig for the cluster as a ServiceAccount of olm-dev's audited namespace bound to
+/// cluster-admin (every right: what it does not do, it chose not to), and that account's user
+/// name: the API server's audit log records each of its requests.
+async fn audited_kubeconfig(cluster: &TestCluster, dir: &std::path::Path) -> anyhow::Result<(std::path::PathBuf, String)> {
+    let ns = olm_dev::AUDITED_NAMESPACE;
+    let account = olm_testkit::random_name("migrate-dry-run");
+    let _ = cluster.kubectl(&["create", "namespace", ns]).await;
+    cluster.kubectl(&["create", "serviceaccount", &account, "-n", ns]).await?;
+    cluster.kubectl(&["create", "clusterrolebinding", &account, "--clusterrole=cluster-admin", &format!("--serviceaccount={ns}:{account}")]).await?;
+    let token = cluster.kubectl(&["create", "token", &account, "-n", ns]).await?;
+    let mut config = kube::config::Kubeconfig::read_from(cluster.kubeconfig())?;
+    for named in &mut config.auth_infos {
+        named.auth_info = Some(kube::config::AuthInfo { token: Some(token.stdout.trim().to_owned().into()), ..Default::default() });
+    }
+    let path = dir.join("audited.kubeconfig");
+    std::fs::write(&path, serde_json::to_string(&config)?)?;
+    Ok((path, format!("system:serviceaccount:{ns}:{account}")))
+}
+
+/// `verb resource/name` of each request `user` made after `from` bytes of the audit log.
+fn audited_requests(cluster: &TestCluster, user: &str, from: u64) -> anyhow::Result<Vec<String>> {
+    let log = std::fs::read(cluster.layout().audit_log())?;
+    let new = String::from_utf8_lossy(log.get(usize::try_from(from)?..).unwrap_or_default()).into_owned();
+    Ok(new
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event.pointer("/user/username").and_then(|u| u.as_str()) == Some(user))
+        .map(|event| {
+            let field = |pointer: &str| event.pointer(pointer).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            format!("{} {}/{}", field("/verb"), field("/objectRef/resource"), field("/objectRef/name"))
+        })
+        .collect())
 }
 
 fn text(output: &Output) -> (String, String) {
@@ -164,6 +198,26 @@ async fn etcd_moves_from_a_subscription_to_a_cluster_extension_in_place_then_upg
     ] {
         assert!(stdout.contains(&expected), "{expected:?} in the plan:\n{stdout}");
     }
+    // The API server's own record: the same dry run, as a user whose requests the audit log
+    // keeps, reads and writes nothing.
+    let (audited, audited_user) = audited_kubeconfig(&cluster, work.path()).await?;
+    let log_size = std::fs::metadata(cluster.layout().audit_log()).map(|m| m.len()).unwrap_or(0);
+    let as_audited = format!("--kubeconfig={}", audited.display());
+    let dry_audited = std::process::Command::new(olm_e2e::olm_bin())
+        .args(["migrate", "--all", &ns_flag, &name_flag, "--pin", "--dry-run", &as_audited])
+        .output()?;
+    assert!(dry_audited.status.success(), "{:?}", text(&dry_audited));
+    let requests = audited_requests(&cluster, &audited_user, log_size)?;
+    let account = audited_user.rsplit(':').next().unwrap_or_default();
+    cluster.kubectl(&["delete", "clusterrolebinding", account]).await?;
+    cluster.kubectl(&["delete", "serviceaccount", account, "-n", olm_dev::AUDITED_NAMESPACE]).await?;
+    assert!(
+        requests.iter().any(|r| r.starts_with("get subscriptions/etcd")) && requests.iter().any(|r| r.starts_with("list clusterextensions")),
+        "the audit log records the dry run's reads (restart the test cluster if its API server runs with an older audit policy): {requests:#?}"
+    );
+    let writes: Vec<&String> = requests.iter().filter(|r| !r.starts_with("get ") && !r.starts_with("list ") && !r.starts_with("watch ")).collect();
+    assert!(writes.is_empty(), "the dry run wrote: {writes:#?}");
+    eprintln!("the dry run made {} requests, all reads", requests.len());
     assert_eq!(subs.get("etcd").await?.metadata.resource_version, sub_version, "the dry run wrote the Subscription");
     assert_eq!(csvs.get("etcdoperator.v0.9.2-clusterwide").await?.metadata.resource_version, csv_version, "the dry run wrote the CSV");
     assert!(extensions.get_opt(&name).await?.is_none(), "the dry run created the ClusterExtension");

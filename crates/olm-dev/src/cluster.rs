@@ -286,17 +286,23 @@ fn wait_until(
 }
 
 /// The API server's audit policy: the metadata of every request of OLM's own ServiceAccounts
-/// (namespace `olm`, as manifests/ install them), for deriving the least privilege OLM needs;
-/// nothing of anybody else, so the log stays small.
+/// (namespace `olm`, as manifests/ install them), for deriving the least privilege OLM needs,
+/// and of the ServiceAccounts of [`AUDITED_NAMESPACE`]; nothing of anybody else, so the log
+/// stays small.
 pub const AUDIT_POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: Metadata
-  userGroups: [\"system:serviceaccounts:olm\"]
+  userGroups: [\"system:serviceaccounts:olm\", \"system:serviceaccounts:olm-dev-audited\"]
 - level: None
 ";
+
+/// Every request of a ServiceAccount of this namespace is in the audit log: act as one (its
+/// token in a kubeconfig) to see what a command asks of the API server. (Impersonation would
+/// not do: the policy is matched against the user who authenticated.)
+pub const AUDITED_NAMESPACE: &str = "olm-dev-audited";
 
 /// Builds if needed, then starts everything and waits until a pod could be scheduled and become
 /// Ready: API server ready, the fake node Ready without taints, the `default` ServiceAccount.
@@ -314,7 +320,9 @@ pub fn up_with(layout: &Layout, progress: &Progress, options: UpOptions) -> Resu
     builder::ensure_built(layout, progress)?;
 
     let current = status(layout)?;
-    if current.control_plane_healthy() && layout.kubeconfig().is_file() && !node_ip_changed {
+    // The API server reads its audit policy when it starts: a changed one needs a restart.
+    let policy_changed = std::fs::read_to_string(layout.audit_policy()).ok().as_deref() != Some(AUDIT_POLICY);
+    if current.control_plane_healthy() && layout.kubeconfig().is_file() && !node_ip_changed && !policy_changed {
         progress.say("control plane is already running and healthy");
         if node::real_node_ip(layout).is_some() {
             node::start_node(layout, progress)?;
@@ -328,6 +336,9 @@ pub fn up_with(layout: &Layout, progress: &Progress, options: UpOptions) -> Resu
     }
     if current.any_running() && node_ip_changed {
         progress.say("restarting the control plane so the API server serves the real node");
+        stop_all(layout, progress)?;
+    } else if current.any_running() && current.control_plane_healthy() && policy_changed {
+        progress.say("restarting the control plane so the API server reads the new audit policy");
         stop_all(layout, progress)?;
     } else if current.any_running() {
         let unhealthy: Vec<String> = current

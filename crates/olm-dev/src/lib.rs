@@ -25,7 +25,7 @@ mod run;
 
 pub use builder::{ensure_built, ensure_helm_built, ensure_node_built, ensure_registry_built, is_built};
 pub use cluster::{
-    ClusterStatus, ComponentStatus, DownReport, UpOptions, UpReport, down, kubectl, status, up, up_with,
+    AUDITED_NAMESPACE, ClusterStatus, ComponentStatus, DownReport, UpOptions, UpReport, down, kubectl, status, up, up_with,
 };
 pub use component::Component;
 pub use debian::ensure_packages as ensure_debian_packages;
