@@ -192,6 +192,9 @@ fn write_files(layout: &Layout, paths: &NodePaths, net: &NodeNetwork) -> Result<
         create_dir_all(&dir)?;
         write_if_changed(&dir.join("hosts.toml"), &config::registry_hosts_toml(&host))?;
     }
+    let mirror = paths.certs_d().join("_default");
+    create_dir_all(&mirror)?;
+    write_if_changed(&mirror.join("hosts.toml"), &config::default_mirror_hosts_toml(&format!("127.0.0.1:{registry_port}")))?;
     let files = [
         (
             paths.containerd_config(),

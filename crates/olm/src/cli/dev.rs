@@ -125,8 +125,10 @@ enum ClusterCommand {
         /// olm.dev/real-node=true:NoSchedule and labelled olm.dev/node=real: a pod runs there
         /// only with a toleration for the taint (and the node selector to run nowhere else);
         /// everything else stays on the kwok node. Pods pull from OLM_DEV_REGISTRY over plain
-        /// HTTP. The node stays on later `up`s until `down`, which removes its bridge, iptables
-        /// chains and mounts.
+        /// HTTP, and an image of any other registry from OLM_DEV_REGISTRY first, under the same
+        /// path (a mirror: push REGISTRY/kuadrant/authorino:v1 to stand in for
+        /// quay.io/kuadrant/authorino:v1). The node stays on later `up`s until `down`, which
+        /// removes its bridge, iptables chains and mounts.
         #[arg(long)]
         real_node: bool,
     },
