@@ -112,19 +112,8 @@ impl Drop for DevEnvironment {
 /// kubectl of the environment's cache against its kubeconfig.
 pub fn kubectl(env: &DevEnvironment, args: &[&str], stdin: Option<&str>) -> Output {
     use std::io::Write as _;
-    let cluster_env = env.olm(&["dev", "cluster", "env"]);
-    let lines = String::from_utf8_lossy(&cluster_env.stdout).into_owned();
-    let value = |name: &str| {
-        lines
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
-            .unwrap_or_else(|| panic!("olm dev cluster env sets {name}:\n{lines}"))
-            .trim_matches('\'')
-            .to_owned()
-    };
-    let kubeconfig = value("KUBECONFIG");
-    let bin = value("PATH").split(':').next().unwrap_or_default().trim_matches('\'').to_owned();
-    let mut child = Command::new(Path::new(&bin).join("kubectl"))
+    let (kubectl, kubeconfig) = kubectl_paths(env);
+    let mut child = Command::new(kubectl)
         .args(args)
         .env("KUBECONFIG", kubeconfig)
         .stdin(Stdio::piped())
@@ -137,6 +126,23 @@ pub fn kubectl(env: &DevEnvironment, args: &[&str], stdin: Option<&str>) -> Outp
     }
     drop(child.stdin.take());
     child.wait_with_output().expect("kubectl finishes")
+}
+
+/// The environment's kubectl and kubeconfig, as `olm dev cluster env` names them.
+pub fn kubectl_paths(env: &DevEnvironment) -> (PathBuf, PathBuf) {
+    let cluster_env = env.olm(&["dev", "cluster", "env"]);
+    let lines = String::from_utf8_lossy(&cluster_env.stdout).into_owned();
+    let value = |name: &str| {
+        lines
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+            .unwrap_or_else(|| panic!("olm dev cluster env sets {name}:\n{lines}"))
+            .trim_matches('\'')
+            .to_owned()
+    };
+    let kubeconfig = value("KUBECONFIG");
+    let bin = value("PATH").split(':').next().unwrap_or_default().trim_matches('\'').to_owned();
+    (Path::new(&bin).join("kubectl"), PathBuf::from(kubeconfig))
 }
 
 /// Whether this process runs as root (the real node and the image builder need it).

@@ -9,6 +9,8 @@
 //!   host processes), on its own state directory and ports.
 //! - [`images`]: bundle and catalog images pushed to a test registry, hostile images built by
 //!   hand, a slow registry.
+//! - [`stand_in`]: images standing in for public ones on the real node (a program of this
+//!   build and its libraries), e.g. [`stand_in::push_operator_stand_in`].
 //! - [`upstream`]: upstream OLM v0.46's operators as the OLM under test, to judge against.
 //! - [`widget`]: a test operator without Deployments and a ConfigMap catalog for it.
 //! - [`olm_bin`]: the `olm` binary under test.
@@ -24,6 +26,7 @@ pub mod faults;
 pub mod images;
 pub mod journey;
 pub mod olmv1;
+pub mod stand_in;
 pub mod upstream;
 pub mod widget;
 

@@ -73,38 +73,12 @@ fn build_and_push_server(work: &Path, registry: &str) -> String {
     std::fs::write(&source, SERVER_C).expect("write server.c");
     let gcc = Command::new("gcc").args(["-Os", "-static", "-o"]).arg(&binary).arg(&source).output().expect("gcc runs");
     assert!(gcc.status.success(), "gcc -static server.c: {}", text(&gcc));
-    let content = std::fs::read(&binary).expect("read the server binary");
-
-    let mut builder = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_ustar();
-    header.set_size(content.len() as u64);
-    header.set_mode(0o755);
-    header.set_entry_type(tar::EntryType::Regular);
-    builder.append_data(&mut header, "server", content.as_slice()).expect("tar the server");
-    let layer = builder.into_inner().expect("tar");
-
-    // reqwest (under oci-client) is built without a crypto provider: use ring's, as kube does.
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
-        let oci = oci_client::Client::new(ClientConfig { protocol: ClientProtocol::Http, ..Default::default() });
-        let reference: oci_client::Reference = format!("{registry}/e2e/hello-real:v1").parse().expect("reference");
-        // An uncompressed layer: its digest is also its diff_id, which containerd checks on unpack.
-        let layers = [ImageLayer::oci_v1(layer, None)];
-        let diff_id = layers[0].sha256_digest();
-        let config = serde_json::json!({
-            "architecture": "amd64", "os": "linux",
-            "config": {"Entrypoint": ["/server"], "ExposedPorts": {"8080/tcp": {}}},
-            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-        });
-        let config = Config::oci_v1(serde_json::to_vec(&config).expect("config"), None);
-        let manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, None);
-        let anonymous = oci_client::secrets::RegistryAuth::Anonymous;
-        oci.push(&reference, &layers, config, &anonymous, Some(manifest)).await.expect("push the server image");
-        let digest = oci.fetch_manifest_digest(&reference, &anonymous).await.expect("digest");
-        format!("{registry}/e2e/hello-real@{digest}")
-    })
+    let files = [olm_e2e::stand_in::ImageFile { source: binary, dest: "/server".into(), executable: true }];
+    let config = serde_json::json!({"Entrypoint": ["/server"], "ExposedPorts": {"8080/tcp": {}}});
+    runtime
+        .block_on(olm_e2e::stand_in::push_image(&format!("{registry}/e2e/hello-real:v1"), &files, config))
+        .expect("push the server image")
 }
 
 fn deployment(image: &str) -> String {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The end-to-end suites that start a real kubelet node: never two at once.
-pub const REAL_NODE_SUITES: [&str; 2] = ["in_cluster", "real_node"];
+pub const REAL_NODE_SUITES: [&str; 3] = ["in_cluster", "real_node", "real_node_migrate"];
 
 /// The package of the end-to-end suites (tests/).
 pub const E2E_PACKAGE: &str = "olm-e2e";

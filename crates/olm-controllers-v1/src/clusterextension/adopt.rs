@@ -18,13 +18,22 @@ use serde_json::{Value, json};
 pub struct AdoptFrom {
     pub namespace: String,
     pub csv: String,
+    /// OLM v0's Operator label of the package in that namespace
+    /// (`operators.coreos.com/<package>.<namespace>`): the only mark OLM v0 leaves on the
+    /// cluster-scoped objects a bundle ships besides its CSV (a bundle's own ClusterRoles).
+    pub operator_label: Option<String>,
 }
 
 impl AdoptFrom {
-    /// From the annotation's `<namespace>/<csv>`; anything else adopts nothing.
-    pub fn parse(annotation: &str) -> Option<AdoptFrom> {
+    /// From the annotation's `<namespace>/<csv>` and the extension's package; anything else
+    /// adopts nothing.
+    pub fn parse(annotation: &str, package: &str) -> Option<AdoptFrom> {
         let (namespace, csv) = annotation.split_once('/')?;
-        (!namespace.is_empty() && !csv.is_empty() && !csv.contains('/')).then(|| AdoptFrom { namespace: namespace.to_owned(), csv: csv.to_owned() })
+        (!namespace.is_empty() && !csv.is_empty() && !csv.contains('/')).then(|| AdoptFrom {
+            namespace: namespace.to_owned(),
+            csv: csv.to_owned(),
+            operator_label: (!package.is_empty()).then(|| keys::operator_component_label(&keys::operator_name(package, namespace))).flatten(),
+        })
     }
 }
 
@@ -44,17 +53,20 @@ fn is_v0_label(key: &str) -> bool {
 }
 
 /// Whether `existing` is what OLM v0 installed for `from`'s CSV: labelled as its (cluster-scoped
-/// objects), owned by it (namespaced ones), or a CRD of the bundle that no OLM v1 install owns
-/// (OLM v0 leaves its CRDs without owner; the bundle being the CSV's, its CRDs are the CSV's).
+/// objects), owned by it (namespaced ones), an object of the bundle labelled for the package's
+/// v0 Operator (the extension applies the same bundle, so it is the CSV's bundle's), or a CRD of
+/// the bundle that no OLM v1 install owns (OLM v0 leaves its CRDs without owner; the bundle
+/// being the CSV's, its CRDs are the CSV's).
 pub fn installed_by(existing: &DynamicObject, from: &AdoptFrom, kind: &str, v1_owner_label: &str) -> bool {
     let labels = existing.metadata.labels.clone().unwrap_or_default();
+    let of_the_operator = from.operator_label.as_ref().is_some_and(|label| labels.contains_key(label));
     let labelled = labels.get(keys::OWNER_LABEL) == Some(&from.csv)
         && labels.get(keys::OWNER_NAMESPACE_LABEL) == Some(&from.namespace)
         && labels.get(keys::OWNER_KIND_LABEL).map(String::as_str) == Some("ClusterServiceVersion");
     let owned = existing.metadata.namespace.as_deref() == Some(from.namespace.as_str())
         && existing.metadata.owner_references.iter().flatten().any(|o| o.kind == "ClusterServiceVersion" && o.name == from.csv);
     let unowned_crd = kind == "CustomResourceDefinition" && !labels.contains_key(v1_owner_label) && existing.metadata.owner_references.as_ref().is_none_or(Vec::is_empty);
-    labelled || owned || unowned_crd
+    labelled || owned || of_the_operator || unowned_crd
 }
 
 /// The JSON patch that releases `existing` from OLM v0: tested against the version read; its
@@ -105,15 +117,26 @@ mod tests {
     }
 
     fn from() -> AdoptFrom {
-        AdoptFrom { namespace: "operators".into(), csv: "etcdoperator.v0.9.4".into() }
+        AdoptFrom { namespace: "operators".into(), csv: "etcdoperator.v0.9.4".into(), operator_label: Some("operators.coreos.com/etcd.operators".into()) }
     }
 
     #[test]
     fn the_annotation_names_a_namespace_and_a_csv() {
-        assert_eq!(AdoptFrom::parse("operators/etcdoperator.v0.9.4"), Some(from()));
+        assert_eq!(AdoptFrom::parse("operators/etcdoperator.v0.9.4", "etcd"), Some(from()));
         for bad in ["", "operators", "/csv", "operators/", "a/b/c"] {
-            assert_eq!(AdoptFrom::parse(bad), None, "{bad}");
+            assert_eq!(AdoptFrom::parse(bad, "etcd"), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_bundles_own_cluster_role_labelled_for_the_packages_v0_operator_is_adoptable() {
+        // What OLM v0 leaves on a ClusterRole shipped in the bundle's manifests/.
+        let shipped = object(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "etcd-editor-role",
+            "labels": {"operators.coreos.com/etcd.operators": ""}}}));
+        assert!(installed_by(&shipped, &from(), "ClusterRole", "olm.operatorframework.io/owner-name"));
+        let other_namespace = object(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "etcd-editor-role",
+            "labels": {"operators.coreos.com/etcd.elsewhere": ""}}}));
+        assert!(!installed_by(&other_namespace, &from(), "ClusterRole", "olm.operatorframework.io/owner-name"));
     }
 
     #[test]

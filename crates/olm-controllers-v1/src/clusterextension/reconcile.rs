@@ -184,7 +184,8 @@ async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
         Err(message) => return kept(Progress::Stopped { reason: BLOCKED, message }),
     };
     let uid = extension.uid().unwrap_or_default();
-    let adopt_from = extension.annotations().get(olm_api::keys::ADOPT_FROM_ANNOTATION).and_then(|a| AdoptFrom::parse(a));
+    let package = extension.spec.source.catalog.as_ref().map(|c| c.package_name.as_str()).unwrap_or_default();
+    let adopt_from = extension.annotations().get(olm_api::keys::ADOPT_FROM_ANNOTATION).and_then(|a| AdoptFrom::parse(a, package));
     let owner = Owner { name: &name, uid: &uid, install_namespace: &namespace, adopt_from: adopt_from.as_ref() };
     let previous = recorded.as_ref().map(|r| r.objects.clone()).unwrap_or_default();
     // Adopted Deployments keep their spec while the bundle they were adopted at stays.

@@ -316,9 +316,23 @@ async fn adoptable(client: &kube::Client, observed: &Observed) -> anyhow::Result
     for b in list(&Api::<ClusterRoleBinding>::all(client.clone()), "ClusterRoleBindings", &labels).await? {
         found.push(cluster("ClusterRoleBinding", &b.metadata));
     }
+    // What the bundle shipped besides its CSV, cluster-scoped: only OLM v0's Operator label marks it.
+    let package = observed.subscription.spec.name.as_str();
+    if let Some(component) = olm_api::keys::operator_component_label(&olm_api::keys::operator_name(package, &namespace)) {
+        let shipped = ListParams::default().labels(&component);
+        for r in list(&Api::<ClusterRole>::all(client.clone()), "ClusterRoles", &shipped).await? {
+            found.push(cluster("ClusterRole", &r.metadata));
+        }
+        for b in list(&Api::<ClusterRoleBinding>::all(client.clone()), "ClusterRoleBindings", &shipped).await? {
+            found.push(cluster("ClusterRoleBinding", &b.metadata));
+        }
+    }
     for crd in csv.spec.owned_crds() {
         found.push(format!("CustomResourceDefinition {} (its objects untouched)", crd.name));
     }
+    // An object can be found twice (labelled both ways; a CRD owned at two versions).
+    let mut seen = std::collections::BTreeSet::new();
+    found.retain(|line| seen.insert(line.clone()));
     Ok(found)
 }
 

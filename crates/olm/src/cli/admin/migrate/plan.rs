@@ -224,7 +224,7 @@ pub fn plan(observed: &Observed, choices: &Choices) -> Result<Plan, Vec<Refusal>
 
     // OLM v0 gives users access to an operator's APIs through ClusterRoles per API that
     // aggregate into the cluster's admin, edit and view; they are owned by the CRD, so they stay.
-    let provided: Vec<&str> = csv.spec.owned_crds().iter().map(|d| d.name.as_str()).collect();
+    let provided: Vec<&str> = csv.spec.owned_crds().iter().map(|d| d.name.as_str()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
     if !provided.is_empty() {
         notes.push(format!(
             "the ClusterRoles OLM v0 made for its APIs ({} -admin, -edit, -view) stay with their CRDs, so users keep access through admin, edit and view; OLM v1 makes none for APIs a later version adds: grant access to those with RBAC of your own",
