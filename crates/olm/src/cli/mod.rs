@@ -53,6 +53,8 @@ enum Command {
     Uninstall(admin::uninstall::UninstallArgs),
     /// For cluster admins: move an operator from OLM v0 (Subscription) to OLM v1 (ClusterExtension) in place.
     Migrate(admin::migrate::MigrateArgs),
+    /// A web console on 127.0.0.1: browse catalogs, install, see what is installed (with your credentials).
+    Console(admin::console::ConsoleArgs),
     /// Build and push bundle images (`olm bundle push DIR IMAGE`).
     Bundle(image::BundleArgs),
     /// Validate, render and serve catalogs (File-Based Catalogs, package manifests, bundle directories).
@@ -161,6 +163,7 @@ pub fn main() -> ExitCode {
         Command::Rollback(args) => admin::rollback::run(args),
         Command::Uninstall(args) => admin::uninstall::run(args),
         Command::Migrate(args) => admin::migrate::run(args),
+        Command::Console(args) => admin::console::run(args),
         Command::Bundle(args) => image::run_bundle(args),
         Command::Catalog(args) => catalog::run(args),
         Command::Crds(args) => crds::run(args),

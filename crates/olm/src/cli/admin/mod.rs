@@ -3,6 +3,7 @@
 //! runs them; they take kubectl's `-n`, `--context`, `--kubeconfig` and `-o`.
 
 pub mod approve;
+pub mod console;
 pub mod migrate;
 pub mod plan;
 pub mod rollback;

@@ -1,0 +1,171 @@
+//! What the pages read and write, as the user: every error becomes the API server's own words
+//! (a refusal names the verb, the resource and the namespace), never a debug dump.
+
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
+use kube::Api;
+use olm_api::packages::v1::PackageManifest;
+use olm_api::v1::operator_group::OperatorGroup;
+use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
+use olm_api::v1alpha1::subscription::Subscription;
+use serde_json::Value;
+
+use crate::install::{ExistingGroup, Target};
+
+fn manifests_resource() -> ApiResource {
+    ApiResource {
+        group: "packages.operators.coreos.com".into(),
+        version: "v1".into(),
+        api_version: "packages.operators.coreos.com/v1".into(),
+        kind: "PackageManifest".into(),
+        plural: "packagemanifests".into(),
+    }
+}
+
+/// The API server's answer in words.
+pub fn said(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn forbidden(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == 403)
+}
+
+fn to_manifest(object: DynamicObject) -> Option<PackageManifest> {
+    serde_json::to_value(object).ok().and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// Every PackageManifest the user can list: in all namespaces, or (when that is refused) in
+/// the kubeconfig's namespace, with a note saying so.
+pub async fn package_manifests(client: &kube::Client) -> Result<(Vec<PackageManifest>, Option<String>), String> {
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &manifests_resource());
+    match all.list(&ListParams::default()).await {
+        Ok(list) => Ok((list.items.into_iter().filter_map(to_manifest).collect(), None)),
+        Err(err) if forbidden(&err) => {
+            let namespace = client.default_namespace().to_owned();
+            let own: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &manifests_resource());
+            let list = own.list(&ListParams::default()).await.map_err(|e| format!("cannot list the packages of namespace {namespace}: {}", said(&e)))?;
+            Ok((list.items.into_iter().filter_map(to_manifest).collect(), Some(format!("You may not list packages in all namespaces ({}); showing namespace {namespace}.", said(&err)))))
+        }
+        Err(err) if matches!(&err, kube::Error::Api(s) if s.code == 404) => Err("this cluster does not serve the PackageManifest API: OLM's package server is not running".into()),
+        Err(err) => Err(format!("cannot list packages: {}", said(&err))),
+    }
+}
+
+pub async fn package_manifest(client: &kube::Client, namespace: &str, name: &str) -> Result<PackageManifest, String> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &manifests_resource());
+    let object = api.get(name).await.map_err(|e| format!("package {name} of namespace {namespace}: {}", said(&e)))?;
+    to_manifest(object).ok_or_else(|| format!("package {name} of namespace {namespace} is not a PackageManifest this console can read"))
+}
+
+/// Whether `namespace` exists and its OperatorGroups (an empty name is refused by the plan).
+pub async fn target(client: &kube::Client, namespace: &str) -> Result<Target, String> {
+    if namespace.is_empty() {
+        return Ok(Target { namespace_exists: false, groups: Vec::new() });
+    }
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let namespace_exists = match namespaces.get_opt(namespace).await {
+        Ok(found) => found.is_some(),
+        // A namespace admin may not read Namespaces: assume it exists, the dry run says more.
+        Err(err) if forbidden(&err) => true,
+        Err(err) => return Err(format!("cannot read namespace {namespace}: {}", said(&err))),
+    };
+    let groups = if namespace_exists {
+        Api::<OperatorGroup>::namespaced(client.clone(), namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| format!("cannot list the OperatorGroups of namespace {namespace}: {}", said(&e)))?
+            .items
+            .into_iter()
+            .map(|g| ExistingGroup {
+                name: g.metadata.name.clone().unwrap_or_default(),
+                targets: g.status.as_ref().and_then(|s| s.namespaces.clone()).or(g.spec.target_namespaces.clone()).unwrap_or_default().into_iter().filter(|t| !t.is_empty()).collect(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Target { namespace_exists, groups })
+}
+
+fn resource_of(object: &Value) -> Option<(ApiResource, Option<String>)> {
+    let kind = object["kind"].as_str()?;
+    let (group, version, plural) = match kind {
+        "Namespace" => ("", "v1", "namespaces"),
+        "OperatorGroup" => ("operators.coreos.com", "v1", "operatorgroups"),
+        "Subscription" => ("operators.coreos.com", "v1alpha1", "subscriptions"),
+        _ => return None,
+    };
+    let api_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    let resource = ApiResource { group: group.into(), version: version.into(), api_version, kind: kind.into(), plural: plural.into() };
+    Some((resource, object["metadata"]["namespace"].as_str().map(str::to_owned)))
+}
+
+async fn post(client: &kube::Client, object: &Value, dry_run: bool) -> Result<(), String> {
+    let what = format!("{} {}", object["kind"].as_str().unwrap_or_default(), object["metadata"]["name"].as_str().unwrap_or_default());
+    let (resource, namespace) = resource_of(object).ok_or_else(|| format!("{what}: not something the console creates"))?;
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let dynamic: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| format!("{what}: {e}"))?;
+    let params = PostParams { dry_run, ..PostParams::default() };
+    api.create(&params, &dynamic).await.map(drop).map_err(|e| format!("{what}: {}", said(&e)))
+}
+
+/// The server-side dry run of each object, a line each. Objects of a namespace that does not
+/// exist yet cannot be checked before it does: said so.
+pub async fn dry_run(client: &kube::Client, objects: &[Value], namespace_exists: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    for object in objects {
+        let what = format!("{} {}", object["kind"].as_str().unwrap_or_default(), object["metadata"]["name"].as_str().unwrap_or_default());
+        if !namespace_exists && object["metadata"]["namespace"].is_string() {
+            lines.push(format!("{what}: checked when it is created (its namespace does not exist yet)"));
+            continue;
+        }
+        lines.push(match post(client, object, true).await {
+            Ok(()) => format!("{what}: accepted"),
+            Err(message) => format!("refused: {message}"),
+        });
+    }
+    lines
+}
+
+/// Creates the objects in order; stops at the first refusal, saying what was created before.
+pub async fn create(client: &kube::Client, objects: &[Value]) -> Result<(), String> {
+    let mut created = Vec::new();
+    for object in objects {
+        if let Err(message) = post(client, object, false).await {
+            let before = if created.is_empty() { "nothing was created".to_owned() } else { format!("created before it: {}", created.join(", ")) };
+            return Err(format!("{message} ({before})"));
+        }
+        created.push(format!("{} {}", object["kind"].as_str().unwrap_or_default(), object["metadata"]["name"].as_str().unwrap_or_default()));
+    }
+    Ok(())
+}
+
+/// The Subscriptions and CSVs the user can list, in all namespaces or (refused) their own.
+pub async fn installed(client: &kube::Client) -> Result<(Vec<Subscription>, Vec<ClusterServiceVersion>, Option<String>), String> {
+    let all: Api<Subscription> = Api::all(client.clone());
+    let (subscriptions, note, namespace) = match all.list(&ListParams::default()).await {
+        Ok(list) => (list.items, None, None),
+        Err(err) if forbidden(&err) => {
+            let namespace = client.default_namespace().to_owned();
+            let list = Api::<Subscription>::namespaced(client.clone(), &namespace)
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| format!("cannot list the Subscriptions of namespace {namespace}: {}", said(&e)))?;
+            (list.items, Some(format!("You may not list Subscriptions in all namespaces ({}); showing namespace {namespace}.", said(&err))), Some(namespace))
+        }
+        Err(err) => return Err(format!("cannot list Subscriptions: {}", said(&err))),
+    };
+    let csvs: Api<ClusterServiceVersion> = match &namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    // Copies are left out: a row shows the CSV of its own namespace.
+    let csvs = csvs.list(&ListParams::default().labels("!olm.copiedFrom")).await.map(|l| l.items).unwrap_or_default();
+    Ok((subscriptions, csvs, note))
+}

@@ -1,0 +1,146 @@
+//! `olm console` (issue #55): an OperatorHub-style web console for any cluster, served on
+//! 127.0.0.1 by the `olm` binary and acting with the user's own kubeconfig credentials — what
+//! the user may not do, the page cannot do either; nothing runs in the cluster, nothing is
+//! stored. Pages are rendered here (no script builds them); the one script only refreshes.
+//!
+//! - [`session`]: the one-time URL, the session cookie, Host and Origin checks, the headers;
+//! - [`catalog`], [`package`], [`install`], [`installed`]: the pages, pure renderers of what
+//!   [`cluster`] reads;
+//! - [`html`]: escaping, catalog Markdown made safe, the page frame.
+
+pub mod catalog;
+pub mod cluster;
+pub mod html;
+pub mod install;
+pub mod installed;
+pub mod package;
+pub mod session;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::get;
+
+pub use session::Session;
+
+/// What every handler has: the user's client and the session.
+#[derive(Clone)]
+struct Console {
+    client: kube::Client,
+}
+
+/// The console's routes, every one behind the session guard.
+pub fn router(client: kube::Client, session: Arc<Session>) -> Router {
+    Router::new()
+        .route("/", get(catalog_page))
+        .route("/package/{namespace}/{name}", get(package_page))
+        .route("/icon/{namespace}/{name}", get(icon))
+        .route("/install/{namespace}/{name}", get(install_form).post(install_submit))
+        .route("/installed", get(installed_page))
+        .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("assets/style.css")) }))
+        .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/app.js")) }))
+        .with_state(Console { client })
+        .layer(axum::middleware::from_fn_with_state(session, session::guard))
+}
+
+/// Serves the console on `listener` until `shutdown`.
+pub async fn serve(listener: tokio::net::TcpListener, client: kube::Client, session: Arc<Session>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    axum::serve(listener, router(client, session)).with_graceful_shutdown(shutdown).await
+}
+
+fn html_page(title: &str, body: &str) -> Response {
+    Html(html::page(title, body)).into_response()
+}
+
+fn failure(status: StatusCode, title: &str, message: &str) -> Response {
+    (status, Html(html::page(title, &format!("<p class=\"error\" role=\"alert\">{}</p>", html::escape(message))))).into_response()
+}
+
+async fn catalog_page(State(console): State<Console>, Query(filters): Query<catalog::Filters>) -> Response {
+    match cluster::package_manifests(&console.client).await {
+        Ok((manifests, note)) => html_page("Catalog", &catalog::page(&catalog::cards(&manifests), &filters, note.as_deref())),
+        Err(message) => failure(StatusCode::BAD_GATEWAY, "Catalog", &message),
+    }
+}
+
+async fn package_page(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>) -> Response {
+    match cluster::package_manifest(&console.client, &namespace, &name).await {
+        Ok(manifest) => {
+            let title = catalog::Card::of(&manifest).display_name;
+            html_page(&title, &package::page(&manifest))
+        }
+        Err(message) => failure(StatusCode::NOT_FOUND, "Package", &message),
+    }
+}
+
+/// A package's icon, with its declared media type when it is an image type; sandboxed.
+async fn icon(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>) -> Response {
+    use base64::Engine as _;
+    const IMAGES: [&str; 5] = ["image/png", "image/jpeg", "image/gif", "image/svg+xml", "image/webp"];
+    let Ok(manifest) = cluster::package_manifest(&console.client, &namespace, &name).await else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let card_channel = manifest.default_channel().map(str::to_owned);
+    let icon = manifest
+        .status
+        .channels
+        .iter()
+        .find(|c| Some(&c.name) == card_channel.as_ref())
+        .or(manifest.status.channels.first())
+        .and_then(|c| c.current_csv_desc.icon.iter().find(|i| !i.base64_data.is_empty()).cloned());
+    let Some(icon) = icon else { return StatusCode::NOT_FOUND.into_response() };
+    let media_type = icon.media_type.trim().to_ascii_lowercase();
+    let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(icon.base64_data.trim()) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if !IMAGES.contains(&media_type.as_str()) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    // An SVG opened on its own runs nothing: no script, a sandbox.
+    ([(header::CONTENT_TYPE, media_type), (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'; sandbox".to_owned())], bytes).into_response()
+}
+
+async fn install_form(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>) -> Response {
+    match cluster::package_manifest(&console.client, &namespace, &name).await {
+        Ok(manifest) => {
+            let title = format!("Install {}", catalog::Card::of(&manifest).display_name);
+            html_page(&title, &install::form_page(&manifest, &install::InstallForm::default(), None))
+        }
+        Err(message) => failure(StatusCode::NOT_FOUND, "Install", &message),
+    }
+}
+
+async fn install_submit(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>, Form(form): Form<install::InstallForm>) -> Response {
+    let manifest = match cluster::package_manifest(&console.client, &namespace, &name).await {
+        Ok(manifest) => manifest,
+        Err(message) => return failure(StatusCode::NOT_FOUND, "Install", &message),
+    };
+    let title = format!("Install {}", catalog::Card::of(&manifest).display_name);
+    let target = match cluster::target(&console.client, form.namespace.trim()).await {
+        Ok(target) => target,
+        Err(message) => return html_page(&title, &install::form_page(&manifest, &form, Some(&message))),
+    };
+    let plan = match install::plan(&manifest, &form, &target) {
+        Ok(plan) => plan,
+        Err(message) => return html_page(&title, &install::form_page(&manifest, &form, Some(&message))),
+    };
+    if form.action == "create" {
+        return match cluster::create(&console.client, &plan.objects).await {
+            Ok(()) => Redirect::to(&format!("/installed#{}", html::query_value(form.namespace.trim()))).into_response(),
+            Err(message) => html_page(&title, &install::form_page(&manifest, &form, Some(&message))),
+        };
+    }
+    let yaml = plan.objects.iter().map(|o| serde_saphyr::to_string(o).unwrap_or_default()).collect::<Vec<_>>().join("---\n");
+    let dry_run = cluster::dry_run(&console.client, &plan.objects, target.namespace_exists).await;
+    html_page(&title, &install::preview_page(&manifest, &form, &plan, &yaml, &dry_run))
+}
+
+async fn installed_page(State(console): State<Console>) -> Response {
+    match cluster::installed(&console.client).await {
+        Ok((subscriptions, csvs, note)) => html_page("Installed", &installed::page(&installed::rows(&subscriptions, &csvs), note.as_deref())),
+        Err(message) => failure(StatusCode::BAD_GATEWAY, "Installed", &message),
+    }
+}

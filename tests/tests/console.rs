@@ -1,0 +1,243 @@
+//! `olm console` (issue #55) in a real browser: headless Chromium from Debian's packages, driven
+//! through WebDriver (chromedriver), against `olm dev up` (OLM, its package server and the
+//! bundled catalog) on a throwaway environment.
+//!
+//! - without the one-time URL nothing answers (no cookie: 401; another Host: 421; another
+//!   Origin: 403), and the URL opens one session only;
+//! - etcd is installed by clicking: catalog → search → package → Install → Preview (the YAML
+//!   and the server-side dry run) → Create → the Installed page shows its CSV Succeeded;
+//! - a catalog whose package carries `<script>`, an `onerror` image in its name and a
+//!   `javascript:` link runs no script and links nowhere on the catalog and package pages.
+//!
+//! Needs chromium and chromium-driver (installed with apt-get when running as root; skipped
+//! with a message otherwise).
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, running_as_root};
+use serde_json::json;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+/// Kills the child when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn browser_available() -> bool {
+    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
+        return true;
+    }
+    if !running_as_root() {
+        return false;
+    }
+    let apt = Command::new("apt-get")
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["install", "-y", "--no-install-recommends", "chromium", "chromium-driver"])
+        .output()
+        .expect("apt-get runs");
+    assert!(apt.status.success(), "apt-get install chromium chromium-driver: {}", String::from_utf8_lossy(&apt.stderr));
+    true
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// A raw HTTP/1.1 GET with `headers`; the status code and the body.
+fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the console");
+    let mut request = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let code = response.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (code, response.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+}
+
+/// A catalog image of one package whose every text tries to run a script.
+fn push_hostile_catalog(work: &Path, registry: &str) -> String {
+    let dir = work.join("hostile");
+    std::fs::create_dir_all(&dir).expect("catalog dir");
+    let csv_metadata = json!({
+        "displayName": "<img src=x onerror=\"window.pwned='name'\">Hostile",
+        "description": "# Hostile\n\n<script>window.pwned='description'</script>\n\n[click me](javascript:window.pwned='link') and <a href=\"javascript:window.pwned='raw'\">raw</a>",
+        "annotations": {"description": "<script>window.pwned='card'</script>", "categories": "Security"},
+        "provider": {"name": "<b onmouseover=\"window.pwned='provider'\">Evil</b>"},
+        "links": [{"name": "home", "url": "javascript:window.pwned='links'"}],
+        "installModes": [{"type": "AllNamespaces", "supported": true}],
+    });
+    let docs = [
+        json!({"schema": "olm.package", "name": "hostile", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "hostile", "name": "stable", "entries": [{"name": "hostile.v1.0.0"}]}),
+        json!({"schema": "olm.bundle", "package": "hostile", "name": "hostile.v1.0.0", "image": "example.com/hostile-bundle:v1.0.0",
+               "properties": [{"type": "olm.package", "value": {"packageName": "hostile", "version": "1.0.0"}}, {"type": "olm.csv.metadata", "value": csv_metadata}]}),
+    ];
+    std::fs::write(dir.join("catalog.json"), docs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")).expect("write catalog");
+    let image = format!("{registry}/e2e/hostile-catalog:v1");
+    olm_e2e::olm(&["catalog", "push", dir.to_str().expect("path"), &image]).expect("olm catalog push");
+    image
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let begin = Instant::now();
+    loop {
+        match check() {
+            Ok(value) => {
+                eprintln!("{what}: {:?}", begin.elapsed());
+                return value;
+            }
+            Err(last) if begin.elapsed() > timeout => panic!("timed out after {timeout:?} waiting for {what}: {last}"),
+            Err(_) => std::thread::sleep(Duration::from_secs(1)),
+        }
+    }
+}
+
+async fn browser(driver_port: u16) -> Client {
+    let capabilities = json!({"goog:chromeOptions": {"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,800"]}});
+    let capabilities = capabilities.as_object().cloned().expect("an object");
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    ClientBuilder::new(connector).capabilities(capabilities).connect(&format!("http://127.0.0.1:{driver_port}")).await.expect("chromedriver answers")
+}
+
+async fn text_of(client: &Client) -> String {
+    match client.find(Locator::Css("main")).await {
+        Ok(main) => main.text().await.expect("its text"),
+        Err(err) => panic!("the page at {:?} has no <main> ({err}):\n{}", client.current_url().await.ok(), client.source().await.unwrap_or_default()),
+    }
+}
+
+async fn no_script_ran(client: &Client, page: &str) {
+    let pwned = client.execute("return window.pwned === undefined ? null : String(window.pwned);", vec![]).await.expect("execute");
+    assert_eq!(pwned, serde_json::Value::Null, "a script of the catalog ran on the {page} page");
+    let hrefs = client.execute("return Array.from(document.querySelectorAll('[href],[src]')).map(e => e.getAttribute('href') || e.getAttribute('src'));", vec![]).await.expect("execute");
+    assert!(!hrefs.to_string().to_lowercase().contains("javascript:"), "the {page} page links to javascript: {hrefs}");
+    let handlers = client.execute("return Array.from(document.querySelectorAll('*')).flatMap(e => Array.from(e.attributes).map(a => a.name)).filter(n => n.startsWith('on'));", vec![]).await.expect("execute");
+    assert_eq!(handlers, json!([]), "no element of the {page} page has an event handler attribute");
+}
+
+#[test]
+fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing() {
+    if !browser_available() {
+        eprintln!("SKIPPED console: needs chromium and chromium-driver (apt-get install chromium chromium-driver, or run the suite as root to have them installed)");
+        return;
+    }
+    let first_base = std::env::var("OLM_TEST_PORT_BASE").ok().and_then(|b| b.parse().ok()).unwrap_or(30800);
+    let mut env = DevEnvironment::new(first_base);
+    let up = env.olm(&["dev", "up"]);
+    assert!(up.status.success(), "olm dev up: {}", String::from_utf8_lossy(&up.stderr));
+    let registry = format!("127.0.0.1:{}", env.base + 500);
+    let work = tempfile::tempdir().expect("work dir");
+    let hostile = push_hostile_catalog(work.path(), &registry);
+    let source = format!("apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata:\n  name: hostile\n  namespace: olm\nspec:\n  sourceType: grpc\n  image: {hostile}\n  displayName: Hostile <script>\n");
+    let applied = kubectl(&env, &["apply", "-f", "-"], Some(&source));
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    wait_for("the hostile package served", Duration::from_secs(120), || {
+        let out = kubectl(&env, &["get", "packagemanifest", "hostile", "-n", "olm", "-o", "name"], None);
+        if out.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&out.stderr).into_owned()) }
+    });
+
+    // The console, as the environment's admin.
+    let (_, kubeconfig) = kubectl_paths(&env);
+    let mut console = Command::new(olm_e2e::olm_bin())
+        .args(["console", "--port", "0"])
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("olm console starts");
+    let mut first_line = String::new();
+    BufReader::new(console.stdout.take().expect("stdout")).read_line(&mut first_line).expect("olm console prints its URL");
+    let _console = Running(console);
+    let url = first_line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("a URL in {first_line:?}")).to_owned();
+    let port: u16 = url.trim_start_matches("http://127.0.0.1:").split('/').next().and_then(|p| p.parse().ok()).expect("a port");
+    let host = format!("127.0.0.1:{port}");
+
+    // Nothing answers without the session.
+    let (code, body) = get(port, "/", &[("Host", &host)]);
+    assert_eq!(code, 401, "{body}");
+    assert!(body.contains("open the console with the URL"), "{body}");
+    assert_eq!(get(port, "/installed", &[("Host", &host), ("Cookie", "olm_console=guess")]).0, 401);
+    assert_eq!(get(port, "/", &[("Host", &format!("rebound.example:{port}"))]).0, 421);
+    assert_eq!(get(port, "/", &[("Host", &host), ("Origin", "https://evil.example")]).0, 403);
+
+    let driver_port = free_port();
+    let _driver = Running(Command::new(CHROMEDRIVER).arg(format!("--port={driver_port}")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("chromedriver starts"));
+    wait_for("chromedriver", Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", driver_port)).map(drop).map_err(|e| e.to_string()));
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let client = browser(driver_port).await;
+        client.goto(&url).await.expect("open the console");
+        assert_eq!(client.current_url().await.expect("url").path(), "/", "the token is exchanged for a cookie and left out of the address");
+        let catalog = text_of(&client).await;
+        assert!(catalog.contains("etcd") && catalog.contains("packages"), "{catalog}");
+        no_script_ran(&client, "catalog").await;
+        assert!(catalog.contains("<img src=x onerror="), "the hostile name is shown as text: {catalog}");
+
+        // etcd, by clicking.
+        client.find(Locator::Css("input[name=q]")).await.expect("search").send_keys("etcd").await.expect("type");
+        client.find(Locator::Css("form.filters button")).await.expect("filter").click().await.expect("click");
+        let filtered = text_of(&client).await;
+        assert!(filtered.contains("1 of"), "the search leaves etcd: {filtered}");
+        client.find(Locator::LinkText("etcd")).await.expect("etcd's card").click().await.expect("click");
+        let package = text_of(&client).await;
+        assert!(package.contains("Channels and versions") && package.contains("(default)"), "{package}");
+        client.find(Locator::LinkText("Install")).await.expect("Install").click().await.expect("click");
+        let namespace = client.find(Locator::Css("input[name=namespace]")).await.expect("namespace field");
+        namespace.clear().await.expect("clear");
+        namespace.send_keys("console-etcd").await.expect("type");
+        client.find(Locator::Css("button[value=preview]")).await.expect("Preview").click().await.expect("click");
+        let preview = text_of(&client).await;
+        for expected in ["Namespace console-etcd does not exist: it is created.", "kind: Subscription", "name: etcd", "Namespace console-etcd: accepted"] {
+            assert!(preview.contains(expected), "{expected:?} on the preview:\n{preview}");
+        }
+        client.find(Locator::Css("button[value=create]")).await.expect("Create").click().await.expect("click");
+        assert_eq!(client.current_url().await.expect("url").path(), "/installed");
+        let started = Instant::now();
+        loop {
+            let row = client.find(Locator::Css("tr[data-subscription='console-etcd/etcd'] td.phase")).await.map(|e| e);
+            let phase = match row {
+                Ok(cell) => cell.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if phase.starts_with("Succeeded") {
+                eprintln!("etcd Succeeded on the Installed page {:?} after Create", started.elapsed());
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(240), "etcd did not reach Succeeded on the Installed page: {phase:?}\n{}", text_of(&client).await);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            client.refresh().await.expect("refresh");
+        }
+
+        // The hostile package's own page.
+        client.goto(&format!("http://{host}/package/olm/hostile")).await.expect("open");
+        let page = text_of(&client).await;
+        assert!(page.contains("<script>window.pwned='description'</script>"), "the script is shown as text: {page}");
+        no_script_ran(&client, "package").await;
+        client.close().await.expect("close the browser");
+
+        // The URL works once: a new browser with it gets no session.
+        let again = browser(driver_port).await;
+        again.goto(&url).await.expect("open");
+        let source = again.source().await.expect("source");
+        assert!(source.contains("its token works once"), "{source}");
+        again.close().await.expect("close");
+    });
+    let down = env.down();
+    assert!(down.status.success(), "olm dev down --purge: {}", String::from_utf8_lossy(&down.stderr));
+}
