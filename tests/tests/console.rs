@@ -6,8 +6,14 @@
 //!   Origin: 403), and the URL opens one session only;
 //! - etcd is installed by clicking: catalog → search → package → Install → Preview (the YAML
 //!   and the server-side dry run) → Create → the Installed page shows its CSV Succeeded;
+//! - the Installed page follows the cluster (server-sent events from watches): no reload by
+//!   the test;
 //! - a catalog whose package carries `<script>`, an `onerror` image in its name and a
-//!   `javascript:` link runs no script and links nowhere on the catalog and package pages.
+//!   `javascript:` link runs no script and links nowhere on the catalog and package pages;
+//! - a user bound to `admin` in one namespace sees that namespace's packages and
+//!   Subscriptions only, and installing into another shows the API server's refusal in words.
+//!
+//! `OLM_CONSOLE_SCREENSHOTS=$PWD/docs/console` saves each page there (README, docs/console.md).
 //!
 //! Needs chromium and chromium-driver (installed with apt-get when running as root; skipped
 //! with a message otherwise).
@@ -130,6 +136,50 @@ async fn no_script_ran(client: &Client, page: &str) {
     assert_eq!(handlers, json!([]), "no element of the {page} page has an event handler attribute");
 }
 
+/// With OLM_CONSOLE_SCREENSHOTS=DIR, each page is saved as DIR/<name>.png (docs/console/ has
+/// them: `OLM_CONSOLE_SCREENSHOTS=$PWD/docs/console cargo test -p olm-e2e --test console`).
+async fn shot(client: &Client, name: &str) {
+    if let Some(dir) = std::env::var_os("OLM_CONSOLE_SCREENSHOTS") {
+        let png = client.screenshot().await.expect("screenshot");
+        std::fs::create_dir_all(&dir).expect("screenshot dir");
+        std::fs::write(Path::new(&dir).join(format!("{name}.png")), png).expect("write screenshot");
+    }
+}
+
+/// A kubeconfig of the environment as ServiceAccount `team-a/alice`, bound to `admin` in
+/// team-a only.
+fn namespace_admin_kubeconfig(env: &DevEnvironment, dir: &Path) -> std::path::PathBuf {
+    let setup = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-b\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: alice\n  namespace: team-a\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: alice-admin\n  namespace: team-a\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: admin\nsubjects:\n- kind: ServiceAccount\n  name: alice\n  namespace: team-a\n";
+    let applied = kubectl(env, &["apply", "-f", "-"], Some(setup));
+    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    let token = kubectl(env, &["create", "token", "alice", "-n", "team-a"], None);
+    assert!(token.status.success(), "{}", String::from_utf8_lossy(&token.stderr));
+    let (_, kubeconfig) = kubectl_paths(env);
+    let mut config = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");
+    for named in &mut config.auth_infos {
+        named.auth_info = Some(kube::config::AuthInfo { token: Some(String::from_utf8_lossy(&token.stdout).trim().to_owned().into()), ..Default::default() });
+    }
+    let path = dir.join("alice.kubeconfig");
+    std::fs::write(&path, serde_json::to_string(&config).expect("json")).expect("write kubeconfig");
+    path
+}
+
+/// `olm console` with `kubeconfig` (and `args`); its URL and the process.
+fn start_console(kubeconfig: &Path, args: &[&str]) -> (String, Running) {
+    let mut console = Command::new(olm_e2e::olm_bin())
+        .args(["console", "--port", "0"])
+        .args(args)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("olm console starts");
+    let mut first_line = String::new();
+    BufReader::new(console.stdout.take().expect("stdout")).read_line(&mut first_line).expect("olm console prints its URL");
+    let url = first_line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("a URL in {first_line:?}")).to_owned();
+    (url, Running(console))
+}
+
 #[test]
 fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing() {
     if !browser_available() {
@@ -153,17 +203,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
 
     // The console, as the environment's admin.
     let (_, kubeconfig) = kubectl_paths(&env);
-    let mut console = Command::new(olm_e2e::olm_bin())
-        .args(["console", "--port", "0"])
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("olm console starts");
-    let mut first_line = String::new();
-    BufReader::new(console.stdout.take().expect("stdout")).read_line(&mut first_line).expect("olm console prints its URL");
-    let _console = Running(console);
-    let url = first_line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("a URL in {first_line:?}")).to_owned();
+    let (url, _console) = start_console(&kubeconfig, &[]);
     let port: u16 = url.trim_start_matches("http://127.0.0.1:").split('/').next().and_then(|p| p.parse().ok()).expect("a port");
     let host = format!("127.0.0.1:{port}");
 
@@ -186,6 +226,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         assert_eq!(client.current_url().await.expect("url").path(), "/", "the token is exchanged for a cookie and left out of the address");
         let catalog = text_of(&client).await;
         assert!(catalog.contains("etcd") && catalog.contains("packages"), "{catalog}");
+        shot(&client, "catalog").await;
         no_script_ran(&client, "catalog").await;
         assert!(catalog.contains("<img src=x onerror="), "the hostile name is shown as text: {catalog}");
 
@@ -197,17 +238,24 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         client.find(Locator::LinkText("etcd")).await.expect("etcd's card").click().await.expect("click");
         let package = text_of(&client).await;
         assert!(package.contains("Channels and versions") && package.contains("(default)"), "{package}");
+        shot(&client, "package").await;
         client.find(Locator::LinkText("Install")).await.expect("Install").click().await.expect("click");
         let namespace = client.find(Locator::Css("input[name=namespace]")).await.expect("namespace field");
         namespace.clear().await.expect("clear");
         namespace.send_keys("console-etcd").await.expect("type");
+        shot(&client, "install").await;
         client.find(Locator::Css("button[value=preview]")).await.expect("Preview").click().await.expect("click");
         let preview = text_of(&client).await;
         for expected in ["Namespace console-etcd does not exist: it is created.", "kind: Subscription", "name: etcd", "Namespace console-etcd: accepted"] {
             assert!(preview.contains(expected), "{expected:?} on the preview:\n{preview}");
         }
+        shot(&client, "preview").await;
         client.find(Locator::Css("button[value=create]")).await.expect("Create").click().await.expect("click");
-        assert_eq!(client.current_url().await.expect("url").path(), "/installed");
+        let clicked = Instant::now();
+        while client.current_url().await.expect("url").path() != "/installed" {
+            assert!(clicked.elapsed() < Duration::from_secs(30), "Create did not lead to the Installed page:\n{}", text_of(&client).await);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let started = Instant::now();
         loop {
             let row = client.find(Locator::Css("tr[data-subscription='console-etcd/etcd'] td.phase")).await.map(|e| e);
@@ -220,9 +268,10 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
                 break;
             }
             assert!(started.elapsed() < Duration::from_secs(240), "etcd did not reach Succeeded on the Installed page: {phase:?}\n{}", text_of(&client).await);
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            client.refresh().await.expect("refresh");
+            // No refresh here: the page follows the cluster through its event stream.
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
+        shot(&client, "installed").await;
 
         // The hostile package's own page.
         client.goto(&format!("http://{host}/package/olm/hostile")).await.expect("open");
@@ -230,6 +279,27 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         assert!(page.contains("<script>window.pwned='description'</script>"), "the script is shown as text: {page}");
         no_script_ran(&client, "package").await;
         client.close().await.expect("close the browser");
+
+        // A user bound to one namespace sees that namespace, and another's refusal in words.
+        let alice = namespace_admin_kubeconfig(&env, work.path());
+        let (alice_url, _alice_console) = start_console(&alice, &["--namespace=team-a"]);
+        let as_alice = browser(driver_port).await;
+        as_alice.goto(&alice_url).await.expect("open");
+        let catalog = text_of(&as_alice).await;
+        assert!(catalog.contains("You may not list packages in all namespaces") && catalog.contains("showing namespace team-a") && catalog.contains("etcd"), "{catalog}");
+        let alice_port = alice_url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
+        as_alice.goto(&format!("http://{alice_port}/installed")).await.expect("open");
+        let installed = text_of(&as_alice).await;
+        assert!(installed.contains("showing namespace team-a") && !installed.contains("console-etcd"), "only team-a: {installed}");
+        as_alice.goto(&format!("http://{alice_port}/install/team-a/etcd")).await.expect("open");
+        let namespace = as_alice.find(Locator::Css("input[name=namespace]")).await.expect("namespace field");
+        namespace.clear().await.expect("clear");
+        namespace.send_keys("team-b").await.expect("type");
+        as_alice.find(Locator::Css("button[value=preview]")).await.expect("Preview").click().await.expect("click");
+        let refused = text_of(&as_alice).await;
+        assert!(refused.contains("Cannot install") && refused.contains("forbidden") && refused.contains("team-b") && refused.contains("alice"), "the API server's refusal, in words: {refused}");
+        shot(&as_alice, "refused").await;
+        as_alice.close().await.expect("close");
 
         // The URL works once: a new browser with it gets no session.
         let again = browser(driver_port).await;

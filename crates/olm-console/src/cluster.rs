@@ -1,7 +1,8 @@
 //! What the pages read and write, as the user: every error becomes the API server's own words
 //! (a refusal names the verb, the resource and the namespace), never a debug dump.
 
-use kube::api::{ApiResource, DynamicObject, ListParams, PostParams};
+use futures::{Stream, StreamExt as _};
+use kube::api::{ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::Api;
 use olm_api::packages::v1::PackageManifest;
 use olm_api::v1::operator_group::OperatorGroup;
@@ -39,12 +40,12 @@ fn to_manifest(object: DynamicObject) -> Option<PackageManifest> {
 
 /// Every PackageManifest the user can list: in all namespaces, or (when that is refused) in
 /// the kubeconfig's namespace, with a note saying so.
-pub async fn package_manifests(client: &kube::Client) -> Result<(Vec<PackageManifest>, Option<String>), String> {
+pub async fn package_manifests(client: &kube::Client, own: &str) -> Result<(Vec<PackageManifest>, Option<String>), String> {
     let all: Api<DynamicObject> = Api::all_with(client.clone(), &manifests_resource());
     match all.list(&ListParams::default()).await {
         Ok(list) => Ok((list.items.into_iter().filter_map(to_manifest).collect(), None)),
         Err(err) if forbidden(&err) => {
-            let namespace = client.default_namespace().to_owned();
+            let namespace = own.to_owned();
             let own: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &manifests_resource());
             let list = own.list(&ListParams::default()).await.map_err(|e| format!("cannot list the packages of namespace {namespace}: {}", said(&e)))?;
             Ok((list.items.into_iter().filter_map(to_manifest).collect(), Some(format!("You may not list packages in all namespaces ({}); showing namespace {namespace}.", said(&err)))))
@@ -147,17 +148,25 @@ pub async fn create(client: &kube::Client, objects: &[Value]) -> Result<(), Stri
 }
 
 /// The Subscriptions and CSVs the user can list, in all namespaces or (refused) their own.
-pub async fn installed(client: &kube::Client) -> Result<(Vec<Subscription>, Vec<ClusterServiceVersion>, Option<String>), String> {
+/// What the Installed page shows, and the resourceVersions of the two lists (to watch from).
+pub struct Installed {
+    pub subscriptions: Vec<Subscription>,
+    pub csvs: Vec<ClusterServiceVersion>,
+    pub note: Option<String>,
+    pub versions: (String, String),
+}
+
+pub async fn installed(client: &kube::Client, own: &str) -> Result<Installed, String> {
     let all: Api<Subscription> = Api::all(client.clone());
     let (subscriptions, note, namespace) = match all.list(&ListParams::default()).await {
-        Ok(list) => (list.items, None, None),
+        Ok(list) => (list, None, None),
         Err(err) if forbidden(&err) => {
-            let namespace = client.default_namespace().to_owned();
+            let namespace = own.to_owned();
             let list = Api::<Subscription>::namespaced(client.clone(), &namespace)
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| format!("cannot list the Subscriptions of namespace {namespace}: {}", said(&e)))?;
-            (list.items, Some(format!("You may not list Subscriptions in all namespaces ({}); showing namespace {namespace}.", said(&err))), Some(namespace))
+            (list, Some(format!("You may not list Subscriptions in all namespaces ({}); showing namespace {namespace}.", said(&err))), Some(namespace))
         }
         Err(err) => return Err(format!("cannot list Subscriptions: {}", said(&err))),
     };
@@ -166,6 +175,47 @@ pub async fn installed(client: &kube::Client) -> Result<(Vec<Subscription>, Vec<
         None => Api::all(client.clone()),
     };
     // Copies are left out: a row shows the CSV of its own namespace.
-    let csvs = csvs.list(&ListParams::default().labels("!olm.copiedFrom")).await.map(|l| l.items).unwrap_or_default();
-    Ok((subscriptions, csvs, note))
+    let csvs = csvs.list(&ListParams::default().labels("!olm.copiedFrom")).await.map_err(|e| format!("cannot list ClusterServiceVersions: {}", said(&e)))?;
+    let versions = (subscriptions.metadata.resource_version.clone().unwrap_or_default(), csvs.metadata.resource_version.clone().unwrap_or_default());
+    Ok(Installed { subscriptions: subscriptions.items, csvs: csvs.items, note, versions })
+}
+
+/// The namespace the user may list Subscriptions in: None for all, else `own`.
+pub async fn installed_scope(client: &kube::Client, own: &str) -> Option<String> {
+    match Api::<Subscription>::all(client.clone()).list(&ListParams::default().limit(1)).await {
+        Err(err) if forbidden(&err) => Some(own.to_owned()),
+        _ => None,
+    }
+}
+
+/// Yields each time a Subscription or CSV in `scope` changes after the lists the page showed
+/// (`versions`: their resourceVersions), and once more when a watch ends or fails (10 s
+/// later: the page then lists and watches again), so no change between the page and its watch
+/// is missed.
+pub fn installed_changes(client: kube::Client, scope: Option<String>, versions: (String, String)) -> impl Stream<Item = ()> + Send {
+    fn since<K>(api: Api<K>, version: String) -> futures::stream::BoxStream<'static, ()>
+    where
+        K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    {
+        futures::stream::once(async move { api.watch(&WatchParams::default().timeout(290), &version).await })
+            .flat_map(|watch| match watch {
+                Ok(events) => events
+                    .filter_map(|event| async move {
+                        match event {
+                            Ok(WatchEvent::Bookmark(_)) => None,
+                            _ => Some(()),
+                        }
+                    })
+                    .boxed(),
+                // Not at once: a watch refused every time must not reload the page in a loop.
+                Err(_) => futures::stream::once(tokio::time::sleep(std::time::Duration::from_secs(10))).boxed(),
+            })
+            .chain(futures::stream::once(async {}))
+            .boxed()
+    }
+    let (subscriptions, csvs): (Api<Subscription>, Api<ClusterServiceVersion>) = match &scope {
+        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client, ns)),
+        None => (Api::all(client.clone()), Api::all(client)),
+    };
+    futures::stream::select(since(subscriptions, versions.0), since(csvs, versions.1))
 }

@@ -85,6 +85,13 @@ pub fn markdown(source: &str) -> String {
 /// A whole page: the navigation, `title`, and `body` (already HTML). Styles and the one script
 /// come from /assets (the Content-Security-Policy allows nothing inline).
 pub fn page(title: &str, body: &str) -> String {
+    live_page(title, body, None)
+}
+
+/// [`page`], following the cluster: the script reloads it when the event stream at `live` (a
+/// path under /events/) says that what it shows changed.
+pub fn live_page(title: &str, body: &str, live: Option<&str>) -> String {
+    let live = live.map(|l| format!(" data-live=\"{}\"", escape(l))).unwrap_or_default();
     format!(
         r##"<!doctype html>
 <html lang="en">
@@ -98,7 +105,7 @@ pub fn page(title: &str, body: &str) -> String {
 <body>
 <a class="skip" href="#main">Skip to content</a>
 <header><nav aria-label="Main"><a class="brand" href="/">OLM console</a> <a href="/">Catalog</a> <a href="/installed">Installed</a></nav></header>
-<main id="main">
+<main id="main"{live}>
 <h1>{title}</h1>
 {body}
 </main>

@@ -26,29 +26,39 @@ use axum::routing::get;
 
 pub use session::Session;
 
-/// What every handler has: the user's client and the session.
+/// What every handler has: the user's client, and the namespace to show when the user may
+/// not list all (the kubeconfig's, or `-n`).
 #[derive(Clone)]
 struct Console {
     client: kube::Client,
+    namespace: String,
 }
 
-/// The console's routes, every one behind the session guard.
-pub fn router(client: kube::Client, session: Arc<Session>) -> Router {
+/// The console's routes, every one behind the session guard; `namespace` is where a user who
+/// may not list every namespace is shown.
+pub fn router(client: kube::Client, namespace: String, session: Arc<Session>) -> Router {
     Router::new()
         .route("/", get(catalog_page))
         .route("/package/{namespace}/{name}", get(package_page))
         .route("/icon/{namespace}/{name}", get(icon))
         .route("/install/{namespace}/{name}", get(install_form).post(install_submit))
         .route("/installed", get(installed_page))
+        .route("/events/installed", get(installed_events))
         .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("assets/style.css")) }))
         .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/app.js")) }))
-        .with_state(Console { client })
+        .with_state(Console { client, namespace })
         .layer(axum::middleware::from_fn_with_state(session, session::guard))
 }
 
 /// Serves the console on `listener` until `shutdown`.
-pub async fn serve(listener: tokio::net::TcpListener, client: kube::Client, session: Arc<Session>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
-    axum::serve(listener, router(client, session)).with_graceful_shutdown(shutdown).await
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    client: kube::Client,
+    namespace: String,
+    session: Arc<Session>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(client, namespace, session)).with_graceful_shutdown(shutdown).await
 }
 
 fn html_page(title: &str, body: &str) -> Response {
@@ -60,7 +70,7 @@ fn failure(status: StatusCode, title: &str, message: &str) -> Response {
 }
 
 async fn catalog_page(State(console): State<Console>, Query(filters): Query<catalog::Filters>) -> Response {
-    match cluster::package_manifests(&console.client).await {
+    match cluster::package_manifests(&console.client, &console.namespace).await {
         Ok((manifests, note)) => html_page("Catalog", &catalog::page(&catalog::cards(&manifests), &filters, note.as_deref())),
         Err(message) => failure(StatusCode::BAD_GATEWAY, "Catalog", &message),
     }
@@ -139,8 +149,31 @@ async fn install_submit(State(console): State<Console>, Path((namespace, name)):
 }
 
 async fn installed_page(State(console): State<Console>) -> Response {
-    match cluster::installed(&console.client).await {
-        Ok((subscriptions, csvs, note)) => html_page("Installed", &installed::page(&installed::rows(&subscriptions, &csvs), note.as_deref())),
+    match cluster::installed(&console.client, &console.namespace).await {
+        Ok(seen) => {
+            let live = format!("/events/installed?subscriptions={}&csvs={}", html::query_value(&seen.versions.0), html::query_value(&seen.versions.1));
+            let body = installed::page(&installed::rows(&seen.subscriptions, &seen.csvs), seen.note.as_deref());
+            Html(html::live_page("Installed", &body, Some(&live))).into_response()
+        }
         Err(message) => failure(StatusCode::BAD_GATEWAY, "Installed", &message),
     }
+}
+
+/// The lists an Installed page showed, by resourceVersion.
+#[derive(serde::Deserialize)]
+struct Seen {
+    #[serde(default)]
+    subscriptions: String,
+    #[serde(default)]
+    csvs: String,
+}
+
+/// Server-sent events for the Installed page: `changed` when a Subscription or CSV changed
+/// since the lists it showed.
+async fn installed_events(State(console): State<Console>, Query(seen): Query<Seen>) -> Response {
+    use futures::StreamExt as _;
+    let scope = cluster::installed_scope(&console.client, &console.namespace).await;
+    let changes = cluster::installed_changes(console.client.clone(), scope, (seen.subscriptions, seen.csvs))
+        .map(|()| Ok::<_, std::convert::Infallible>(axum::response::sse::Event::default().event("changed").data("installed")));
+    axum::response::sse::Sse::new(changes).keep_alive(axum::response::sse::KeepAlive::default()).into_response()
 }

@@ -23,7 +23,7 @@ pub struct ConsoleArgs {
 
 pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
     block_on(async move {
-        let (client, _) = connect(&args.kube).await?;
+        let (client, namespace) = connect(&args.kube).await?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await.with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
         let port = listener.local_addr()?.port();
         let session = Arc::new(olm_console::Session::new(port).context("cannot make the console's secret token")?);
@@ -34,7 +34,7 @@ pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
-        olm_console::serve(listener, client, session, shutdown).await.context("the console stopped")?;
+        olm_console::serve(listener, client, namespace, session, shutdown).await.context("the console stopped")?;
         Ok(ExitCode::SUCCESS)
     })
 }
