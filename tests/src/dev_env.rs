@@ -161,3 +161,36 @@ pub fn own_namespace_yaml(ns: &str) -> String {
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\napiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: {ns}\n  namespace: {ns}\nspec:\n  targetNamespaces:\n  - {ns}\n"
     )
 }
+
+/// Polls `check` every second until it returns Ok, saying how long it took, or panics with
+/// its last error after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: std::time::Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let begin = std::time::Instant::now();
+    loop {
+        match check() {
+            Ok(value) => {
+                eprintln!("{what}: {:?}", begin.elapsed());
+                return value;
+            }
+            Err(last) if begin.elapsed() > timeout => panic!("timed out after {timeout:?} waiting for {what}: {last}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_secs(1)),
+        }
+    }
+}
+
+/// For a suite that needs the real node: None, with a SKIPPED line naming `suite`, when not
+/// root; else a throwaway environment (a free port base from OLM_TEST_PORT_BASE, else 31800)
+/// on which `olm dev up --real-node` succeeded.
+pub fn real_node_environment(suite: &str) -> Option<DevEnvironment> {
+    if !running_as_root() {
+        eprintln!("SKIPPED {suite}: `olm dev up --real-node` needs root (containerd, kubelet, a bridge, iptables); run the suite as root");
+        return None;
+    }
+    let first_base = std::env::var("OLM_TEST_PORT_BASE").ok().and_then(|b| b.parse().ok()).unwrap_or(31800);
+    let env = DevEnvironment::new(first_base);
+    let began = std::time::Instant::now();
+    let up = env.olm(&["dev", "up", "--real-node"]);
+    assert!(up.status.success(), "olm dev up --real-node failed:\n{}{}", String::from_utf8_lossy(&up.stdout), String::from_utf8_lossy(&up.stderr));
+    eprintln!("olm dev up --real-node: {:?}", began.elapsed());
+    Some(env)
+}

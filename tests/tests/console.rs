@@ -24,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, running_as_root};
+use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, running_as_root, wait_for};
 use serde_json::json;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -97,20 +97,6 @@ fn push_hostile_catalog(work: &Path, registry: &str) -> String {
     let image = format!("{registry}/e2e/hostile-catalog:v1");
     olm_e2e::olm(&["catalog", "push", dir.to_str().expect("path"), &image]).expect("olm catalog push");
     image
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let begin = Instant::now();
-    loop {
-        match check() {
-            Ok(value) => {
-                eprintln!("{what}: {:?}", begin.elapsed());
-                return value;
-            }
-            Err(last) if begin.elapsed() > timeout => panic!("timed out after {timeout:?} waiting for {what}: {last}"),
-            Err(_) => std::thread::sleep(Duration::from_secs(1)),
-        }
-    }
 }
 
 async fn browser(driver_port: u16) -> Client {

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use olm_e2e::dev_env::{DevEnvironment, kubectl, process_alive, running_as_root};
+use olm_e2e::dev_env::{DevEnvironment, kubectl, process_alive, wait_for};
 
 const SERVER_C: &str = r#"
 #include <signal.h>
@@ -232,30 +232,10 @@ spec:
     image: example.invalid/cannot-exist:v1
 "#;
 
-/// Polls `check` until it returns `Some`, or panics with the last observation.
-fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let begin = Instant::now();
-    loop {
-        match check() {
-            Ok(value) => return value,
-            Err(last) if begin.elapsed() > timeout => panic!("timed out after {timeout:?} waiting for {what}: {last}"),
-            Err(_) => std::thread::sleep(Duration::from_secs(1)),
-        }
-    }
-}
-
 #[test]
 fn a_real_pod_runs_on_the_real_node() {
-    if !running_as_root() {
-        eprintln!("SKIPPED real_node: `olm dev up --real-node` needs root (containerd, kubelet, a bridge, iptables); run the suite as root");
-        return;
-    }
-    let first_base = std::env::var("OLM_TEST_PORT_BASE").ok().and_then(|b| b.parse().ok()).unwrap_or(31800);
-    let mut env = DevEnvironment::new(first_base);
+    let Some(mut env) = olm_e2e::dev_env::real_node_environment("real_node") else { return };
     let total = Instant::now();
-    let up = env.olm(&["dev", "up", "--real-node"]);
-    assert!(up.status.success(), "olm dev up --real-node failed:\n{}", text(&up));
-    eprintln!("olm dev up --real-node: {:?}", total.elapsed());
 
     let status = env.olm(&["dev", "status"]);
     let status_text = text(&status);

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, running_as_root};
+use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, wait_for};
 
 const NS: &str = "authorino-operator";
 const BUNDLES: &str = "tests/testdata/real-bundles/authorino-operator";
@@ -36,21 +36,6 @@ fn kubectl_ok(env: &DevEnvironment, args: &[&str], stdin: Option<&str>) -> Strin
     let out = kubectl(env, args, stdin);
     assert!(out.status.success(), "kubectl {}: {}", args.join(" "), text(&out));
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// Polls `check` every second until it returns Ok, or panics with its last error.
-fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let begin = Instant::now();
-    loop {
-        match check() {
-            Ok(value) => {
-                eprintln!("{what}: {:?}", begin.elapsed());
-                return value;
-            }
-            Err(last) if begin.elapsed() > timeout => panic!("timed out after {timeout:?} waiting for {what}: {last}"),
-            Err(_) => std::thread::sleep(Duration::from_secs(1)),
-        }
-    }
 }
 
 /// `name uid node phase ready image` of the pods of Deployment `app`'s selector.
@@ -177,16 +162,8 @@ fn read_through_the_webhook(env: &DevEnvironment, stop: Arc<AtomicBool>) -> std:
 
 #[test]
 fn a_running_community_operator_with_a_webhook_moves_to_olm_v1_in_place() {
-    if !running_as_root() {
-        eprintln!("SKIPPED real_node_migrate: `olm dev up --real-node` needs root (containerd, kubelet, a bridge, iptables); run the suite as root");
-        return;
-    }
-    let first_base = std::env::var("OLM_TEST_PORT_BASE").ok().and_then(|b| b.parse().ok()).unwrap_or(31800);
-    let mut env = DevEnvironment::new(first_base);
+    let Some(mut env) = olm_e2e::dev_env::real_node_environment("real_node_migrate") else { return };
     let total = Instant::now();
-    let up = env.olm(&["dev", "up", "--real-node"]);
-    assert!(up.status.success(), "olm dev up --real-node failed:\n{}", text(&up));
-    eprintln!("olm dev up --real-node: {:?}", total.elapsed());
     // Every pod of this test runs for real: the real node takes all, the kwok node none.
     kubectl_ok(&env, &["taint", "nodes", REAL_NODE, "olm.dev/real-node-"], None);
     kubectl_ok(&env, &["cordon", "kwok-node-0"], None);
