@@ -8,6 +8,9 @@
 //!   and the server-side dry run) → Create → the Installed page shows its CSV Succeeded;
 //! - the Installed page follows the cluster (server-sent events from watches): no reload by
 //!   the test;
+//! - with Manual approval from 0.9.2, the first install (its permissions listed as added) and
+//!   the upgrade to 0.9.4 each wait on the review page (the plan as `kubectl olm plan show`
+//!   sees it) and are approved by a click, each followed to Succeeded;
 //! - a catalog whose package carries `<script>`, an `onerror` image in its name and a
 //!   `javascript:` link runs no script and links nowhere on the catalog and package pages;
 //! - a user bound to `admin` in one namespace sees that namespace's packages and
@@ -97,6 +100,25 @@ fn push_hostile_catalog(work: &Path, registry: &str) -> String {
     let image = format!("{registry}/e2e/hostile-catalog:v1");
     olm_e2e::olm(&["catalog", "push", dir.to_str().expect("path"), &image]).expect("olm catalog push");
     image
+}
+
+/// Clicks what `css` finds and waits until the page it leads to has loaded (a click returns
+/// before the navigation it starts has ended).
+async fn click_to_page(client: &Client, css: &str) {
+    client.execute("window.__olmConsoleBefore = true;", vec![]).await.expect("mark the page");
+    client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.expect("click");
+    let clicked = Instant::now();
+    loop {
+        let loaded = client
+            .execute("return window.__olmConsoleBefore === undefined && document.readyState === 'complete';", vec![])
+            .await
+            .unwrap_or(serde_json::Value::Bool(false));
+        if loaded == serde_json::Value::Bool(true) {
+            return;
+        }
+        assert!(clicked.elapsed() < Duration::from_secs(30), "clicking {css} led to no new page");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn browser(driver_port: u16) -> Client {
@@ -218,30 +240,26 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
 
         // etcd, by clicking.
         client.find(Locator::Css("input[name=q]")).await.expect("search").send_keys("etcd").await.expect("type");
-        client.find(Locator::Css("form.filters button")).await.expect("filter").click().await.expect("click");
+        click_to_page(&client, "form.filters button").await;
         let filtered = text_of(&client).await;
         assert!(filtered.contains("1 of"), "the search leaves etcd: {filtered}");
-        client.find(Locator::LinkText("etcd")).await.expect("etcd's card").click().await.expect("click");
+        click_to_page(&client, "a[href='/package/olm/etcd']").await;
         let package = text_of(&client).await;
         assert!(package.contains("Channels and versions") && package.contains("(default)"), "{package}");
         shot(&client, "package").await;
-        client.find(Locator::LinkText("Install")).await.expect("Install").click().await.expect("click");
+        click_to_page(&client, "a[href='/install/olm/etcd']").await;
         let namespace = client.find(Locator::Css("input[name=namespace]")).await.expect("namespace field");
         namespace.clear().await.expect("clear");
         namespace.send_keys("console-etcd").await.expect("type");
         shot(&client, "install").await;
-        client.find(Locator::Css("button[value=preview]")).await.expect("Preview").click().await.expect("click");
+        click_to_page(&client, "button[value=preview]").await;
         let preview = text_of(&client).await;
         for expected in ["Namespace console-etcd does not exist: it is created.", "kind: Subscription", "name: etcd", "Namespace console-etcd: accepted"] {
             assert!(preview.contains(expected), "{expected:?} on the preview:\n{preview}");
         }
         shot(&client, "preview").await;
-        client.find(Locator::Css("button[value=create]")).await.expect("Create").click().await.expect("click");
-        let clicked = Instant::now();
-        while client.current_url().await.expect("url").path() != "/installed" {
-            assert!(clicked.elapsed() < Duration::from_secs(30), "Create did not lead to the Installed page:\n{}", text_of(&client).await);
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        click_to_page(&client, "button[value=create]").await;
+        assert_eq!(client.current_url().await.expect("url").path(), "/installed", "Create leads to the Installed page:\n{}", text_of(&client).await);
         let started = Instant::now();
         loop {
             let row = client.find(Locator::Css("tr[data-subscription='console-etcd/etcd'] td.phase")).await.map(|e| e);
@@ -258,6 +276,49 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         shot(&client, "installed").await;
+
+        // Manual approval: the first install and the upgrade each wait on the review page.
+        client.goto(&format!("http://{host}/install/olm/etcd")).await.expect("open");
+        let namespace = client.find(Locator::Css("input[name=namespace]")).await.expect("namespace field");
+        namespace.clear().await.expect("clear");
+        namespace.send_keys("console-manual").await.expect("type");
+        client.find(Locator::Css("select[name=version] option[value='etcdoperator.v0.9.2']")).await.expect("0.9.2").click().await.expect("choose");
+        client.find(Locator::Css("input[name=approval][value=Manual]")).await.expect("Manual").click().await.expect("choose");
+        click_to_page(&client, "button[value=preview]").await;
+        let preview = text_of(&client).await;
+        assert!(preview.contains("startingCSV: etcdoperator.v0.9.2") && preview.contains("installPlanApproval: Manual"), "{preview}");
+        click_to_page(&client, "button[value=create]").await;
+        for (version, expected) in [("0.9.2", "+ in the target namespaces, ServiceAccount etcd-operator: * etcdclusters.etcd.database.coreos.com"), ("0.9.4", "Upgrades etcdoperator.v0.9.2 to etcdoperator.v0.9.4")] {
+            let link = Locator::Css("tr[data-subscription='console-manual/etcd'] a[href^='/plan/']");
+            let waited = Instant::now();
+            let review = loop {
+                if let Ok(link) = client.find(link).await {
+                    break link;
+                }
+                assert!(waited.elapsed() < Duration::from_secs(120), "no plan of {version} to review on the Installed page:\n{}", text_of(&client).await);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            };
+            drop(review);
+            click_to_page(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/plan/']").await;
+            let page = text_of(&client).await;
+            assert!(page.contains("waits for approval") && page.contains(expected), "the review of {version}:\n{page}");
+            eprintln!("the review page of {version}:\n{page}");
+            shot(&client, &format!("review-{version}")).await;
+            click_to_page(&client, "form[action$='/approve'] button").await;
+            let approved = Instant::now();
+            loop {
+                let row = match client.find(Locator::Css("tr[data-subscription='console-manual/etcd']")).await {
+                    Ok(row) => row.text().await.unwrap_or_default(),
+                    Err(_) => String::new(),
+                };
+                if row.contains(&format!("etcdoperator.v{version} Succeeded")) {
+                    eprintln!("{version} approved by a click, Succeeded {:?} later", approved.elapsed());
+                    break;
+                }
+                assert!(approved.elapsed() < Duration::from_secs(180), "{version} did not reach Succeeded after Approve: {row:?}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
 
         // The hostile package's own page.
         client.goto(&format!("http://{host}/package/olm/hostile")).await.expect("open");
@@ -281,7 +342,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         let namespace = as_alice.find(Locator::Css("input[name=namespace]")).await.expect("namespace field");
         namespace.clear().await.expect("clear");
         namespace.send_keys("team-b").await.expect("type");
-        as_alice.find(Locator::Css("button[value=preview]")).await.expect("Preview").click().await.expect("click");
+        click_to_page(&as_alice, "button[value=preview]").await;
         let refused = text_of(&as_alice).await;
         assert!(refused.contains("Cannot install") && refused.contains("forbidden") && refused.contains("team-b") && refused.contains("alice"), "the API server's refusal, in words: {refused}");
         shot(&as_alice, "refused").await;

@@ -219,3 +219,13 @@ pub fn installed_changes(client: kube::Client, scope: Option<String>, versions: 
     };
     futures::stream::select(since(subscriptions, versions.0), since(csvs, versions.1))
 }
+
+/// Sets `spec.approved` of InstallPlan `namespace/name`, as the user.
+pub async fn approve(client: &kube::Client, namespace: &str, name: &str) -> Result<(), String> {
+    let api: Api<olm_api::v1alpha1::install_plan::InstallPlan> = Api::namespaced(client.clone(), namespace);
+    let patch = serde_json::json!({"spec": {"approved": true}});
+    api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(|e| format!("cannot approve InstallPlan {namespace}/{name}: {}", said(&e)))
+}

@@ -21,6 +21,8 @@ pub struct Row {
     pub state: String,
     /// Conditions that are True and say something is wrong, as `Type: message`.
     pub problems: Vec<String>,
+    /// The InstallPlan that waits for approval, when one does.
+    pub review: Option<String>,
 }
 
 /// The rows for `subscriptions`, their CSVs looked up in `csvs`; sorted by namespace and name.
@@ -56,7 +58,12 @@ pub fn rows(subscriptions: &[Subscription], csvs: &[ClusterServiceVersion]) -> V
                 .filter(|c| c.status.to_string() == "True" && !matches!(c.type_.to_string().as_str(), "InstallPlanPending"))
                 .map(|c| format!("{}: {}", c.type_, c.message.clone().or(c.reason.clone()).unwrap_or_default()))
                 .collect();
+            let waiting = status.conditions.iter().flatten().any(|c| {
+                c.type_.to_string() == "InstallPlanPending" && c.status.to_string() == "True" && c.reason.as_deref() == Some("RequiresApproval")
+            });
+            let review = status.install_plan_ref.as_ref().and_then(|r| r.name.clone()).filter(|_| waiting);
             Row {
+                review,
                 name: sub.metadata.name.clone().unwrap_or_default(),
                 package: sub.spec.name.clone(),
                 channel: sub.spec.channel.clone().unwrap_or_default(),
@@ -99,7 +106,10 @@ pub fn page(rows: &[Row], note: Option<&str>) -> String {
             installed = escape(&row.installed),
             phase = escape(&row.phase),
             detail = if row.detail.is_empty() { String::new() } else { format!("<br><span class=\"meta\">{}</span>", escape(&row.detail)) },
-            state = escape(&row.state),
+            state = match &row.review {
+                Some(plan) => format!("{} <a href=\"/plan/{}/{}\">Review and approve</a>", escape(&row.state), crate::html::query_value(&row.namespace), crate::html::query_value(plan)),
+                None => escape(&row.state),
+            },
         ));
     }
     html.push_str("</tbody></table>");
@@ -117,6 +127,7 @@ mod tests {
             serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": "etcd", "namespace": "b"},
                 "spec": {"name": "etcd", "channel": "alpha", "source": "c", "sourceNamespace": "olm"},
                 "status": {"installedCSV": "etcd.v1", "currentCSV": "etcd.v2", "state": "UpgradePending",
+                           "installPlanRef": {"name": "install-abc", "namespace": "b"},
                            "conditions": [{"type": "CatalogSourcesUnhealthy", "status": "True", "message": "catalog olm/c is not serving"}, {"type": "InstallPlanPending", "status": "True", "reason": "RequiresApproval"}]}})).unwrap(),
             serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": "new", "namespace": "a"},
                 "spec": {"name": "new", "source": "c", "sourceNamespace": "olm"}})).unwrap(),
@@ -131,7 +142,10 @@ mod tests {
         assert_eq!(rows[1].detail, "InstallSucceeded: install strategy completed with no errors");
         assert_eq!(rows[1].state, "etcd.v2 waits for approval");
         assert_eq!(rows[1].problems, ["CatalogSourcesUnhealthy: catalog olm/c is not serving"]);
+        assert_eq!(rows[1].review.as_deref(), Some("install-abc"));
+        assert_eq!(rows[0].review, None);
         let html = page(&rows, None);
         assert!(html.contains("<strong>Succeeded</strong>"), "{html}");
+        assert!(html.contains("<a href=\"/plan/b/install-abc\">Review and approve</a>"), "{html}");
     }
 }

@@ -4,7 +4,7 @@
 //! stored. Pages are rendered here (no script builds them); the one script only refreshes.
 //!
 //! - [`session`]: the one-time URL, the session cookie, Host and Origin checks, the headers;
-//! - [`catalog`], [`package`], [`install`], [`installed`]: the pages, pure renderers of what
+//! - [`catalog`], [`package`], [`install`], [`installed`], [`review`]: the pages, pure renderers of what
 //!   [`cluster`] reads;
 //! - [`html`]: escaping, catalog Markdown made safe, the page frame.
 
@@ -14,6 +14,7 @@ pub mod html;
 pub mod install;
 pub mod installed;
 pub mod package;
+pub mod review;
 pub mod session;
 
 use std::sync::Arc;
@@ -44,6 +45,8 @@ pub fn router(client: kube::Client, namespace: String, session: Arc<Session>) ->
         .route("/install/{namespace}/{name}", get(install_form).post(install_submit))
         .route("/installed", get(installed_page))
         .route("/events/installed", get(installed_events))
+        .route("/plan/{namespace}/{name}", get(review_page))
+        .route("/plan/{namespace}/{name}/approve", axum::routing::post(approve))
         .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("assets/style.css")) }))
         .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/app.js")) }))
         .with_state(Console { client, namespace })
@@ -176,4 +179,19 @@ async fn installed_events(State(console): State<Console>, Query(seen): Query<See
     let changes = cluster::installed_changes(console.client.clone(), scope, (seen.subscriptions, seen.csvs))
         .map(|()| Ok::<_, std::convert::Infallible>(axum::response::sse::Event::default().event("changed").data("installed")));
     axum::response::sse::Sse::new(changes).keep_alive(axum::response::sse::KeepAlive::default()).into_response()
+}
+
+async fn review_page(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>) -> Response {
+    match olm_controllers::plan_preview::preview_of(&console.client, &namespace, &name).await {
+        Ok((plan, preview)) => html_page(&format!("Review InstallPlan {name}"), &review::page(&plan, &preview)),
+        Err(message) => failure(StatusCode::NOT_FOUND, "Review", &message),
+    }
+}
+
+/// Approves the plan as the user (`spec.approved: true`), then shows the Installed page.
+async fn approve(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>) -> Response {
+    match cluster::approve(&console.client, &namespace, &name).await {
+        Ok(()) => Redirect::to("/installed").into_response(),
+        Err(message) => failure(StatusCode::FORBIDDEN, "Approve", &message),
+    }
 }

@@ -4,6 +4,7 @@
 //! approval as the [`PREVIEW_ANNOTATION`] (JSON; upstream clients ignore it), and
 //! `olm plan show` computes it again from the cluster as it is now.
 
+mod live;
 pub mod observe;
 pub mod render;
 #[cfg(test)]
@@ -17,6 +18,7 @@ use serde_json::Value;
 
 use olm_install::crd_rules::served_schema;
 
+pub use live::{header, preview_of};
 pub use olm_api::keys::PREVIEW_ANNOTATION;
 
 /// What a plan will change.
