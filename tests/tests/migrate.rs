@@ -5,7 +5,8 @@
 //! extension's and none left with OLM v0's labels — then upgrades through the extension's
 //! version. A dry run changes nothing (the API server's audit log shows no write); what v1 cannot express is refused with what to do. Two
 //! operators migrated with `--all`, the run killed after each step in turn (and OLM once), are
-//! finished by a rerun with nothing claimed by both OLM v0 and v1 at any stop.
+//! finished by a rerun with nothing claimed by both OLM v0 and v1 at any stop. `--all` stops
+//! at the first Subscription it must refuse, saying what it migrated before it.
 
 use std::process::Output;
 use std::time::Duration;
@@ -462,6 +463,66 @@ async fn an_interrupted_migration_of_several_subscriptions_is_finished_by_a_reru
     for (package, _) in &packages {
         extensions.delete(package, &DeleteParams::default()).await?;
     }
+    let _ = Api::<ClusterCatalog>::all(cluster.client()).delete(&source, &DeleteParams::default()).await;
+    Ok(())
+}
+
+/// `olm migrate --all` migrates the namespace's Subscriptions one after another and stops at
+/// the first it must refuse, saying why, what to do and which were migrated before it; the
+/// refused one and the OperatorGroup it still uses stay OLM v0's, untouched.
+#[tokio::test]
+async fn migrating_all_stops_at_the_first_refusal_saying_what_was_migrated_before_it() -> anyhow::Result<()> {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let cluster = controllers::cluster_with_crds().await?;
+    let registry = olm_testkit::registry(RegistryOptions::new()).await?;
+    let work = tempfile::tempdir()?;
+    let _olm = OlmRun::start(&cluster, &work.path().join("cache")).await?;
+    let ns = cluster.namespace("migrate-refusal").await?;
+    // "aa-…" sorts before "zz-…": the first is migrated, the second (Manual approval, no
+    // --pin) refused.
+    let first = olm_testkit::random_name("aa");
+    let second = olm_testkit::random_name("zz");
+    let catalog_dir = work.path().join("catalog");
+    std::fs::create_dir_all(&catalog_dir)?;
+    let documents: String = [&first, &second].iter().map(|p| olm_e2e::olmv1::widget_package(p, &format!("{p}.example.com"))).collect();
+    std::fs::write(catalog_dir.join("catalog.json"), documents)?;
+    let image = format!("{}/{}:v1", registry.addr(), olm_testkit::random_name("migrate-refusal"));
+    olm(&["catalog", "push", catalog_dir.to_str().context("path")?, &image])?;
+    let source = olm_testkit::random_name("refusal-catalog");
+    create_from_yaml(&ns, &images::catalog_source(&source, &image)).await?;
+    create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: global\nspec: {}\n").await?;
+    for (package, approval) in [(&first, "Automatic"), (&second, "Manual")] {
+        create_from_yaml(
+            &ns,
+            &format!(
+                "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata:\n  name: {package}\n  annotations:\n    olm-rs.io/auto-approve-starting-csv: \"true\"\nspec:\n  source: {source}\n  sourceNamespace: {}\n  name: {package}\n  channel: stable\n  startingCSV: {package}.v2.0.0\n  installPlanApproval: {approval}\n",
+                ns.name()
+            ),
+        )
+        .await?;
+    }
+    for package in [&first, &second] {
+        journey::csv_succeeded(&ns, &format!("{package}.v2.0.0"), TIMEOUT).await?;
+    }
+
+    let n = ns.name();
+    let stopped = migrate(&cluster, &["--all", &format!("--namespace={n}"), "--yes"])?;
+    let (stdout, stderr) = text(&stopped);
+    assert_eq!(stopped.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains(&format!("Subscription {n}/{first} is ClusterExtension {first} now")), "{stdout}{stderr}");
+    assert!(stderr.contains("installPlanApproval: Manual") && stderr.contains("--pin"), "why and what to do: {stderr}");
+    assert!(stderr.contains(&format!("stopped at Subscription {n}/{second}; migrated before it: {first}")), "{stderr}");
+
+    let extensions: Api<ClusterExtension> = Api::all(cluster.client());
+    assert!(extensions.get_opt(&first).await?.is_some());
+    assert!(extensions.get_opt(&second).await?.is_none(), "the refused one is not migrated");
+    let sub = Api::<Subscription>::namespaced(cluster.client(), n).get(&second).await?;
+    assert!(!sub.annotations().contains_key(olm_api::keys::MIGRATING_TO_ANNOTATION), "the refused Subscription is left to OLM v0");
+    let csv = Api::<ClusterServiceVersion>::namespaced(cluster.client(), n).get(&format!("{second}.v2.0.0")).await?;
+    assert!(!csv.annotations().contains_key(olm_api::keys::MIGRATING_TO_ANNOTATION));
+    assert!(Api::<OperatorGroup>::namespaced(cluster.client(), n).get_opt("global").await?.is_some(), "the OperatorGroup stays: the refused Subscription uses it");
+
+    extensions.delete(&first, &DeleteParams::default()).await?;
     let _ = Api::<ClusterCatalog>::all(cluster.client()).delete(&source, &DeleteParams::default()).await;
     Ok(())
 }
