@@ -316,6 +316,22 @@ async fn claims(cluster: &TestCluster, ns: &str, package: &str, group: &str) -> 
     Ok(found)
 }
 
+/// A catalog image of widget packages named `packages` (API group `<package>.example.com`
+/// each), an image of this run's own (an earlier run's ClusterCatalog of it would be reused),
+/// its CatalogSource in `ns` and an OperatorGroup for all namespaces; the CatalogSource's name.
+async fn widget_packages_in(ns: &TestNamespace, registry: &str, work: &std::path::Path, packages: &[&str]) -> anyhow::Result<String> {
+    let catalog_dir = work.join("catalog");
+    std::fs::create_dir_all(&catalog_dir)?;
+    let documents: String = packages.iter().map(|p| olm_e2e::olmv1::widget_package(p, &format!("{p}.example.com"))).collect();
+    std::fs::write(catalog_dir.join("catalog.json"), documents)?;
+    let image = format!("{registry}/{}:v1", olm_testkit::random_name("migrate-widgets"));
+    olm(&["catalog", "push", catalog_dir.to_str().context("path")?, &image])?;
+    let source = olm_testkit::random_name("widgets-catalog");
+    create_from_yaml(ns, &images::catalog_source(&source, &image)).await?;
+    create_from_yaml(ns, "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: global\nspec: {}\n").await?;
+    Ok(source)
+}
+
 /// `olm migrate --all` of two operators, stopped by SIGKILL at each of its steps in turn (and
 /// once with OLM itself killed and started again while the extension adopts): after every stop
 /// no object is claimed by both OLM v0 and OLM v1, and a last rerun finishes — both operators
@@ -340,16 +356,8 @@ async fn an_interrupted_migration_of_several_subscriptions_is_finished_by_a_reru
             (package, group)
         })
         .collect();
-    let catalog_dir = work.path().join("catalog");
-    std::fs::create_dir_all(&catalog_dir)?;
-    let documents: String = packages.iter().map(|(package, group)| olm_e2e::olmv1::widget_package(package, group)).collect();
-    std::fs::write(catalog_dir.join("catalog.json"), documents)?;
-    // An image of this run's own: an earlier run's ClusterCatalog of it would be reused.
-    let image = format!("{}/{}:v1", registry.addr(), olm_testkit::random_name("migrate-stops"));
-    olm(&["catalog", "push", catalog_dir.to_str().context("path")?, &image])?;
-    let source = olm_testkit::random_name("stops-catalog");
-    create_from_yaml(&ns, &images::catalog_source(&source, &image)).await?;
-    create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: global\nspec: {}\n").await?;
+    let names: Vec<&str> = packages.iter().map(|(package, _)| package.as_str()).collect();
+    let source = widget_packages_in(&ns, registry.addr(), work.path(), &names).await?;
     for (package, _) in &packages {
         create_from_yaml(
             &ns,
@@ -482,15 +490,7 @@ async fn migrating_all_stops_at_the_first_refusal_saying_what_was_migrated_befor
     // --pin) refused.
     let first = olm_testkit::random_name("aa");
     let second = olm_testkit::random_name("zz");
-    let catalog_dir = work.path().join("catalog");
-    std::fs::create_dir_all(&catalog_dir)?;
-    let documents: String = [&first, &second].iter().map(|p| olm_e2e::olmv1::widget_package(p, &format!("{p}.example.com"))).collect();
-    std::fs::write(catalog_dir.join("catalog.json"), documents)?;
-    let image = format!("{}/{}:v1", registry.addr(), olm_testkit::random_name("migrate-refusal"));
-    olm(&["catalog", "push", catalog_dir.to_str().context("path")?, &image])?;
-    let source = olm_testkit::random_name("refusal-catalog");
-    create_from_yaml(&ns, &images::catalog_source(&source, &image)).await?;
-    create_from_yaml(&ns, "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata:\n  name: global\nspec: {}\n").await?;
+    let source = widget_packages_in(&ns, registry.addr(), work.path(), &[&first, &second]).await?;
     for (package, approval) in [(&first, "Automatic"), (&second, "Manual")] {
         create_from_yaml(
             &ns,

@@ -44,8 +44,7 @@ pub struct Card {
 impl Card {
     pub fn of(manifest: &PackageManifest) -> Card {
         let status = &manifest.status;
-        let channel = manifest.default_channel().and_then(|name| status.channels.iter().find(|c| c.name == name)).or(status.channels.first());
-        let desc = channel.map(|c| &c.current_csv_desc);
+        let desc = manifest.shown_channel().map(|c| &c.current_csv_desc);
         let annotation = |key: &str| desc.and_then(|d| d.annotations.get(key)).cloned().unwrap_or_default();
         let display_name = desc.map(|d| d.display_name.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| status.package_name.clone());
         Card {

@@ -4,6 +4,7 @@
 use futures::{Stream, StreamExt as _};
 use kube::api::{ApiResource, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::Api;
+use olm_runtime::error::{api_message, api_status_code};
 use olm_api::packages::v1::PackageManifest;
 use olm_api::v1::operator_group::OperatorGroup;
 use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
@@ -22,16 +23,8 @@ fn manifests_resource() -> ApiResource {
     }
 }
 
-/// The API server's answer in words.
-pub fn said(err: &kube::Error) -> String {
-    match err {
-        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn forbidden(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 403)
+    api_status_code(err) == Some(403)
 }
 
 fn to_manifest(object: DynamicObject) -> Option<PackageManifest> {
@@ -47,17 +40,17 @@ pub async fn package_manifests(client: &kube::Client, own: &str) -> Result<(Vec<
         Err(err) if forbidden(&err) => {
             let namespace = own.to_owned();
             let own: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &manifests_resource());
-            let list = own.list(&ListParams::default()).await.map_err(|e| format!("cannot list the packages of namespace {namespace}: {}", said(&e)))?;
-            Ok((list.items.into_iter().filter_map(to_manifest).collect(), Some(format!("You may not list packages in all namespaces ({}); showing namespace {namespace}.", said(&err)))))
+            let list = own.list(&ListParams::default()).await.map_err(|e| format!("cannot list the packages of namespace {namespace}: {}", api_message(&e)))?;
+            Ok((list.items.into_iter().filter_map(to_manifest).collect(), Some(format!("You may not list packages in all namespaces ({}); showing namespace {namespace}.", api_message(&err)))))
         }
-        Err(err) if matches!(&err, kube::Error::Api(s) if s.code == 404) => Err("this cluster does not serve the PackageManifest API: OLM's package server is not running".into()),
-        Err(err) => Err(format!("cannot list packages: {}", said(&err))),
+        Err(err) if api_status_code(&err) == Some(404) => Err("this cluster does not serve the PackageManifest API: OLM's package server is not running".into()),
+        Err(err) => Err(format!("cannot list packages: {}", api_message(&err))),
     }
 }
 
 pub async fn package_manifest(client: &kube::Client, namespace: &str, name: &str) -> Result<PackageManifest, String> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &manifests_resource());
-    let object = api.get(name).await.map_err(|e| format!("package {name} of namespace {namespace}: {}", said(&e)))?;
+    let object = api.get(name).await.map_err(|e| format!("package {name} of namespace {namespace}: {}", api_message(&e)))?;
     to_manifest(object).ok_or_else(|| format!("package {name} of namespace {namespace} is not a PackageManifest this console can read"))
 }
 
@@ -71,13 +64,13 @@ pub async fn target(client: &kube::Client, namespace: &str) -> Result<Target, St
         Ok(found) => found.is_some(),
         // A namespace admin may not read Namespaces: assume it exists, the dry run says more.
         Err(err) if forbidden(&err) => true,
-        Err(err) => return Err(format!("cannot read namespace {namespace}: {}", said(&err))),
+        Err(err) => return Err(format!("cannot read namespace {namespace}: {}", api_message(&err))),
     };
     let groups = if namespace_exists {
         Api::<OperatorGroup>::namespaced(client.clone(), namespace)
             .list(&ListParams::default())
             .await
-            .map_err(|e| format!("cannot list the OperatorGroups of namespace {namespace}: {}", said(&e)))?
+            .map_err(|e| format!("cannot list the OperatorGroups of namespace {namespace}: {}", api_message(&e)))?
             .items
             .into_iter()
             .map(|g| ExistingGroup {
@@ -113,7 +106,7 @@ async fn post(client: &kube::Client, object: &Value, dry_run: bool) -> Result<()
     };
     let dynamic: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| format!("{what}: {e}"))?;
     let params = PostParams { dry_run, ..PostParams::default() };
-    api.create(&params, &dynamic).await.map(drop).map_err(|e| format!("{what}: {}", said(&e)))
+    api.create(&params, &dynamic).await.map(drop).map_err(|e| format!("{what}: {}", api_message(&e)))
 }
 
 /// The server-side dry run of each object, a line each. Objects of a namespace that does not
@@ -165,17 +158,17 @@ pub async fn installed(client: &kube::Client, own: &str) -> Result<Installed, St
             let list = Api::<Subscription>::namespaced(client.clone(), &namespace)
                 .list(&ListParams::default())
                 .await
-                .map_err(|e| format!("cannot list the Subscriptions of namespace {namespace}: {}", said(&e)))?;
-            (list, Some(format!("You may not list Subscriptions in all namespaces ({}); showing namespace {namespace}.", said(&err))), Some(namespace))
+                .map_err(|e| format!("cannot list the Subscriptions of namespace {namespace}: {}", api_message(&e)))?;
+            (list, Some(format!("You may not list Subscriptions in all namespaces ({}); showing namespace {namespace}.", api_message(&err))), Some(namespace))
         }
-        Err(err) => return Err(format!("cannot list Subscriptions: {}", said(&err))),
+        Err(err) => return Err(format!("cannot list Subscriptions: {}", api_message(&err))),
     };
     let csvs: Api<ClusterServiceVersion> = match &namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
     // Copies are left out: a row shows the CSV of its own namespace.
-    let csvs = csvs.list(&ListParams::default().labels("!olm.copiedFrom")).await.map_err(|e| format!("cannot list ClusterServiceVersions: {}", said(&e)))?;
+    let csvs = csvs.list(&ListParams::default().labels("!olm.copiedFrom")).await.map_err(|e| format!("cannot list ClusterServiceVersions: {}", api_message(&e)))?;
     let versions = (subscriptions.metadata.resource_version.clone().unwrap_or_default(), csvs.metadata.resource_version.clone().unwrap_or_default());
     Ok(Installed { subscriptions: subscriptions.items, csvs: csvs.items, note, versions })
 }
@@ -227,5 +220,5 @@ pub async fn approve(client: &kube::Client, namespace: &str, name: &str) -> Resu
     api.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
         .await
         .map(drop)
-        .map_err(|e| format!("cannot approve InstallPlan {namespace}/{name}: {}", said(&e)))
+        .map_err(|e| format!("cannot approve InstallPlan {namespace}/{name}: {}", api_message(&e)))
 }

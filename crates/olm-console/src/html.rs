@@ -51,17 +51,10 @@ pub fn markdown(source: &str) -> String {
     options.insert(Options::ENABLE_TABLES);
     options.insert(Options::ENABLE_STRIKETHROUGH);
     let mut dropped_links = 0usize;
-    let mut in_image = 0usize;
     let events = Parser::new_ext(source, options).filter_map(|event| match event {
         Event::Html(raw) | Event::InlineHtml(raw) => Some(Event::Text(raw)),
-        Event::Start(Tag::Image { .. }) => {
-            in_image += 1;
-            None
-        }
-        Event::End(TagEnd::Image) => {
-            in_image = in_image.saturating_sub(1);
-            None
-        }
+        // The image's alt text stays, as text.
+        Event::Start(Tag::Image { .. }) | Event::End(TagEnd::Image) => None,
         Event::Start(Tag::Link { link_type, dest_url, title, id }) => {
             if safe_link(&dest_url) || link_type == LinkType::Email {
                 Some(Event::Start(Tag::Link { link_type, dest_url, title, id }))

@@ -96,14 +96,7 @@ async fn icon(State(console): State<Console>, Path((namespace, name)): Path<(Str
     let Ok(manifest) = cluster::package_manifest(&console.client, &namespace, &name).await else {
         return StatusCode::NOT_FOUND.into_response();
     };
-    let card_channel = manifest.default_channel().map(str::to_owned);
-    let icon = manifest
-        .status
-        .channels
-        .iter()
-        .find(|c| Some(&c.name) == card_channel.as_ref())
-        .or(manifest.status.channels.first())
-        .and_then(|c| c.current_csv_desc.icon.iter().find(|i| !i.base64_data.is_empty()).cloned());
+    let icon = manifest.shown_channel().and_then(|c| c.current_csv_desc.icon.iter().find(|i| !i.base64_data.is_empty()).cloned());
     let Some(icon) = icon else { return StatusCode::NOT_FOUND.into_response() };
     let media_type = icon.media_type.trim().to_ascii_lowercase();
     let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(icon.base64_data.trim()) else {

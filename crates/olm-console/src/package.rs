@@ -11,7 +11,7 @@ pub fn page(manifest: &PackageManifest) -> String {
     let namespace = manifest.metadata.namespace.clone().unwrap_or_default();
     let name = manifest.metadata.name.clone().unwrap_or_default();
     let default = manifest.default_channel().unwrap_or_default().to_owned();
-    let head = status.channels.iter().find(|c| c.name == default).or(status.channels.first());
+    let head = manifest.shown_channel();
     let mut html = String::new();
     html.push_str(&format!(
         "<p class=\"meta\">Package <code>{}</code> from catalog {} (<code>{}/{}</code>)</p>",

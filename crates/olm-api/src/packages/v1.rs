@@ -61,6 +61,12 @@ impl PackageManifest {
             _ => None,
         }
     }
+
+    /// The channel a package is shown by: its default channel, else its first.
+    pub fn shown_channel(&self) -> Option<&PackageChannel> {
+        let default = self.default_channel();
+        self.status.channels.iter().find(|c| Some(c.name.as_str()) == default).or(self.status.channels.first())
+    }
 }
 
 /// A list of PackageManifests.

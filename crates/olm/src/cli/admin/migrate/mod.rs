@@ -186,34 +186,41 @@ where
     Ok(api.list(params).await.map_err(|err| anyhow::anyhow!("cannot list {what}: {}", api_error(&err)))?.items)
 }
 
+/// The extensions earlier runs made of `namespace`'s Subscriptions, with the Subscription's
+/// name (its `olm-rs.io/migrated-from`); none when this cluster has no v1 API (observing says
+/// so, with what to do).
+async fn migrated_from(client: &kube::Client, namespace: &str) -> Vec<(String, ClusterExtension)> {
+    let Ok(extensions) = Api::<ClusterExtension>::all(client.clone()).list(&ListParams::default()).await else {
+        return Vec::new();
+    };
+    extensions
+        .items
+        .into_iter()
+        .filter_map(|e| {
+            let (ns, name) = e.annotations().get(MIGRATED_FROM_ANNOTATION)?.split_once('/')?;
+            (ns == namespace).then(|| (name.to_owned(), e.clone()))
+        })
+        .collect()
+}
+
 /// The extension an earlier run made of Subscription `namespace/name`, once that Subscription
 /// is gone (a run stopped after deleting it leaves only the last steps to do).
 async fn migrated_already(client: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<Option<ClusterExtension>> {
     if get_opt(&Api::<Subscription>::namespaced(client.clone(), namespace), "Subscription", name).await?.is_some() {
         return Ok(None);
     }
-    let extensions = match Api::<ClusterExtension>::all(client.clone()).list(&ListParams::default()).await {
-        Ok(list) => list.items,
-        // No v1 API: observing says so, with what to do.
-        Err(_) => return Ok(None),
-    };
-    let from = format!("{namespace}/{name}");
-    Ok(extensions.into_iter().find(|e| e.annotations().get(MIGRATED_FROM_ANNOTATION) == Some(&from)))
+    Ok(migrated_from(client, namespace).await.into_iter().find(|(from, _)| from == name).map(|(_, e)| e))
 }
 
 /// The Subscriptions of `namespace` an interrupted run deleted before it finished: their
 /// extension is there and OLM v0's Operator object of the package still is.
 async fn unfinished(client: &kube::Client, namespace: &str) -> anyhow::Result<Vec<String>> {
-    let Ok(extensions) = Api::<ClusterExtension>::all(client.clone()).list(&ListParams::default()).await else {
-        return Ok(Vec::new());
-    };
     let operators: Api<olm_api::v1::operator::Operator> = Api::all(client.clone());
     let mut names = Vec::new();
-    for extension in extensions.items {
-        let Some((ns, name)) = extension.annotations().get(MIGRATED_FROM_ANNOTATION).and_then(|from| from.split_once('/')) else { continue };
+    for (name, extension) in migrated_from(client, namespace).await {
         let package = extension.spec.source.catalog.as_ref().map(|c| c.package_name.as_str()).unwrap_or_default();
-        if ns == namespace && get_opt(&operators, "Operator", &olm_api::keys::operator_name(package, namespace)).await?.is_some() {
-            names.push(name.to_owned());
+        if get_opt(&operators, "Operator", &olm_api::keys::operator_name(package, namespace)).await?.is_some() {
+            names.push(name);
         }
     }
     Ok(names)
