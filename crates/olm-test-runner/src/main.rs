@@ -158,6 +158,7 @@ fn run(options: &Options) -> Result<bool, String> {
     drop(sender);
 
     let mut failed = Vec::new();
+    let mut failed_outcomes = Vec::new();
     let mut finished = 0;
     for outcome in results {
         finished += 1;
@@ -165,7 +166,12 @@ fn run(options: &Options) -> Result<bool, String> {
         durations.insert(outcome.job.name.clone(), outcome.elapsed);
         if outcome.success != Some(true) {
             failed.push(outcome.job.name.clone());
+            failed_outcomes.push(outcome);
         }
+    }
+    // Failures last, where a reader of the run's tail (CI shows its tail) finds them.
+    for outcome in &failed_outcomes {
+        print_failure(outcome);
     }
     if let Err(e) = std::fs::write(&durations_file, schedule::format_durations(&durations)) {
         eprintln!(
@@ -217,21 +223,57 @@ fn report(outcome: &Outcome, finished: usize, total: usize) {
     for skipped in outcome.output.lines().filter(|l| l.starts_with("SKIPPED")) {
         println!("      {skipped}");
     }
-    if outcome.success != Some(true) {
-        if let Some(error) = &outcome.error {
-            println!("      {error}");
-        }
-        let lines: Vec<_> = outcome.output.lines().collect();
-        println!(
-            "      --- last {} of {} lines of {} ---",
-            FAILURE_TAIL.min(lines.len()),
-            lines.len(),
-            outcome.log.display()
-        );
-        for line in &lines[lines.len().saturating_sub(FAILURE_TAIL)..] {
-            println!("      {line}");
-        }
+}
+
+fn print_failure(outcome: &Outcome) {
+    println!("== {} failed", outcome.job.name);
+    if let Some(error) = &outcome.error {
+        println!("      {error}");
     }
+    let lines = without_backtraces(&outcome.output);
+    println!(
+        "      --- last {} of {} lines of {} (backtraces left out) ---",
+        FAILURE_TAIL.min(lines.len()),
+        lines.len(),
+        outcome.log.display()
+    );
+    for line in &lines[lines.len().saturating_sub(FAILURE_TAIL)..] {
+        println!("      {line}");
+    }
+}
+
+/// `output` without the frames of its backtraces (anyhow's `Stack backtrace:`, a panic's
+/// `stack backtrace:`): with `RUST_BACKTRACE` set they are most of a failure's tail and push
+/// out its message. Each is replaced by one line saying it is in the log.
+fn without_backtraces(output: &str) -> Vec<String> {
+    let is_frame = |line: &str| {
+        let line = line.trim_start();
+        line.starts_with("at ")
+            || line
+                .split_once(": ")
+                .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut kept = Vec::new();
+    let mut frames: Option<usize> = None;
+    for line in output.lines() {
+        if let Some(n) = frames {
+            if is_frame(line) {
+                frames = Some(n + usize::from(!line.trim_start().starts_with("at ")));
+                continue;
+            }
+            kept.push(format!("[a backtrace of {n} frames: in the log]"));
+            frames = None;
+        }
+        if line.trim().eq_ignore_ascii_case("stack backtrace:") {
+            frames = Some(0);
+            continue;
+        }
+        kept.push(line.to_owned());
+    }
+    if let Some(n) = frames {
+        kept.push(format!("[a backtrace of {n} frames: in the log]"));
+    }
+    kept
 }
 
 fn minutes(elapsed: Duration) -> String {
@@ -242,6 +284,34 @@ fn minutes(elapsed: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backtraces_are_left_out_and_the_message_kept() {
+        let output = "test t ... FAILED\nError: 1 failures over 5 packages:\netcd: timed out\n\nStack backtrace:\n   0: anyhow::error::<impl anyhow::Error>::msg\n             at /src/error.rs:83:36\n  22: t::run\n             at ./tests/t.rs:366:7\ntest result: FAILED. 0 passed; 1 failed\n";
+        assert_eq!(
+            without_backtraces(output),
+            [
+                "test t ... FAILED",
+                "Error: 1 failures over 5 packages:",
+                "etcd: timed out",
+                "",
+                "[a backtrace of 2 frames: in the log]",
+                "test result: FAILED. 0 passed; 1 failed",
+            ]
+        );
+        let panicked =
+            "thread 'x' panicked at a.rs:1:2:\nboom\nstack backtrace:\n   0: rust_begin_unwind\n";
+        assert_eq!(
+            without_backtraces(panicked),
+            [
+                "thread 'x' panicked at a.rs:1:2:",
+                "boom",
+                "[a backtrace of 1 frames: in the log]"
+            ]
+        );
+        // A line that only looks like a frame outside a backtrace stays.
+        assert_eq!(without_backtraces("  1: one\n"), ["  1: one"]);
+    }
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
