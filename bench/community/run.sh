@@ -53,6 +53,8 @@ cargo build -q -p olm
 suite=$(cargo test -p olm-e2e --test conformance --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p')
 [ -x "$suite" ] || { echo "run.sh: could not build the conformance suite" >&2; exit 1; }
 table="$out/$olm-$mode-${slice%/*}of${slice#*/}.md"
+# Rendered once per commit, shared by every slice and mode.
+OLM_CONFORMANCE_RENDERED="$out/rendered-$commit" \
 OLM_CONFORMANCE_PACKAGES="$tree/operators" OLM_CONFORMANCE_SLICE="$slice" OLM_CONFORMANCE_TABLE="$table" \
     "$suite" real_packages_install_and_walk_their_default_channel --exact --nocapture \
     || echo "run.sh: some packages failed; the table says which" >&2

@@ -159,7 +159,7 @@ impl ThisCluster {
         for group in client.list_api_groups().await?.groups {
             served.extend(group.versions.into_iter().map(|v| v.group_version));
         }
-        let crds = catalog.bundles().flat_map(|b| b.objects.iter().map(move |o| (b, o))).filter(|(_, o)| o["kind"] == "CustomResourceDefinition");
+        let crds = catalog.bundles().flat_map(|b| b.objects().into_iter().map(move |o| (b, o))).filter(|(_, o)| o["kind"] == "CustomResourceDefinition");
         let mut crd_groups = BTreeSet::new();
         let mut refused_crds = BTreeMap::new();
         let api: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> = Api::all(client);
@@ -211,7 +211,7 @@ impl ThisCluster {
                 ));
             }
         }
-        for object in &bundle.objects {
+        for object in &bundle.objects() {
             let api_version = object["apiVersion"].as_str().unwrap_or_default();
             let group = api_version.split_once('/').map_or("", |(g, _)| g);
             let by_kind = object["kind"].as_str().is_some_and(created_by_kind);
@@ -229,7 +229,7 @@ impl ThisCluster {
     async fn add_used_apis(&self, cluster: &TestCluster, catalog: &Catalog) -> anyhow::Result<Vec<String>> {
         let mut used = BTreeSet::new();
         for bundle in catalog.bundles() {
-            for object in &bundle.objects {
+            for object in &bundle.objects() {
                 let api_version = object["apiVersion"].as_str().unwrap_or_default();
                 let kind = object["kind"].as_str().unwrap_or_default();
                 if !self.served.contains(api_version) && !created_by_kind(kind) && api_version.contains('/') {
@@ -237,15 +237,16 @@ impl ThisCluster {
                 }
             }
         }
-        let mut newest: BTreeMap<String, (&Bundle, &Value)> = BTreeMap::new();
+        let mut newest: BTreeMap<String, (&Bundle, Value)> = BTreeMap::new();
         for bundle in catalog.bundles() {
-            for crd in bundle.objects.iter().filter(|o| o["kind"] == "CustomResourceDefinition" && o["apiVersion"] == "apiextensions.k8s.io/v1") {
+            for crd in bundle.objects().into_iter().filter(|o| o["kind"] == "CustomResourceDefinition" && o["apiVersion"] == "apiextensions.k8s.io/v1") {
                 let (group, kind) = (crd.pointer("/spec/group").and_then(Value::as_str), crd.pointer("/spec/names/kind").and_then(Value::as_str));
                 let (Some(group), Some(kind), Some(name)) = (group, kind, crd.pointer("/metadata/name").and_then(Value::as_str)) else { continue };
                 if used.contains(&(group.to_owned(), kind.to_owned()))
                     && newest.get(name).is_none_or(|(b, _)| bundle.package == b.package && bundle.cmp_version(b).is_gt())
                 {
-                    newest.insert(name.to_owned(), (bundle, crd));
+                    let name = name.to_owned();
+                    newest.insert(name, (bundle, crd));
                 }
             }
         }
@@ -285,9 +286,10 @@ fn fits_node(pod: &Value, labels: &BTreeMap<String, String>) -> bool {
 }
 
 fn install_modes(bundle: &Bundle) -> BTreeSet<String> {
-    let modes = bundle.csv().and_then(|csv| csv.pointer("/spec/installModes")).and_then(Value::as_array);
+    let modes = bundle.csv().and_then(|mut csv| csv.pointer_mut("/spec/installModes").map(Value::take));
     modes
-        .into_iter()
+        .iter()
+        .filter_map(Value::as_array)
         .flatten()
         .filter(|m| m["supported"] == json!(true))
         .filter_map(|m| m["type"].as_str().map(str::to_owned))
@@ -410,7 +412,7 @@ fn drops_a_stored_version<'a>(walk: impl Iterator<Item = &'a Bundle>) -> Option<
     // (CRD, version) → the bundle whose CRD first stored it.
     let mut stored: BTreeMap<(String, String), String> = BTreeMap::new();
     for bundle in walk {
-        for crd in bundle.objects.iter().filter(|o| o["kind"] == "CustomResourceDefinition") {
+        for crd in bundle.objects().iter().filter(|o| o["kind"] == "CustomResourceDefinition") {
             let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
             let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
             let single = crd.pointer("/spec/version").and_then(Value::as_str);
@@ -436,7 +438,7 @@ fn drops_a_stored_version<'a>(walk: impl Iterator<Item = &'a Bundle>) -> Option<
 async fn remove_catalog_crds(cluster: &TestCluster, catalog: &Catalog) -> anyhow::Result<()> {
     let names: BTreeSet<String> = catalog
         .bundles()
-        .flat_map(|b| b.objects.iter())
+        .flat_map(|b| b.objects())
         .filter(|o| o["kind"] == "CustomResourceDefinition")
         .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str).map(str::to_owned))
         .collect();
@@ -612,6 +614,29 @@ fn render_packages(packages: &Path, out: &Path) -> anyhow::Result<(String, Vec<(
     Ok((warnings, refused))
 }
 
+/// The rendered packages, what render said and what it refused. With `OLM_CONFORMANCE_RENDERED`
+/// (a directory), rendered once and kept there with what render said (`render.json`): the
+/// slices of a whole-catalog run share one render (minutes for 297 packages) instead of each
+/// rendering every package its dependencies may come from.
+fn rendered_packages(packages: &Path, scratch: &Path) -> anyhow::Result<(PathBuf, String, Vec<(String, String)>)> {
+    let Some(dir) = std::env::var_os("OLM_CONFORMANCE_RENDERED").map(PathBuf::from) else {
+        let rendered = scratch.join("catalog");
+        let (warnings, refused) = render_packages(packages, &rendered)?;
+        return Ok((rendered, warnings, refused));
+    };
+    let (catalog, said) = (dir.join("catalog"), dir.join("render.json"));
+    if let Ok(text) = std::fs::read_to_string(&said) {
+        let (warnings, refused): (String, Vec<(String, String)>) =
+            serde_json::from_str(&text).with_context(|| format!("{}: remove the directory to render again", said.display()))?;
+        return Ok((catalog, warnings, refused));
+    }
+    let _ = std::fs::remove_dir_all(&catalog);
+    let (warnings, refused) = render_packages(packages, &catalog)?;
+    // Written last: a render cut short leaves no render.json, and the next run renders again.
+    std::fs::write(&said, serde_json::to_string(&(&warnings, &refused))?).with_context(|| said.display().to_string())?;
+    Ok((catalog, warnings, refused))
+}
+
 /// `olm catalog render` of `packages` into `out/catalog.json`, as a cluster admin would;
 /// returns what it said on stderr (its warnings are the admin's too).
 fn render(packages: &Path, out: &Path) -> anyhow::Result<String> {
@@ -710,8 +735,7 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
     let started = Instant::now();
     let packages = packages_dir(scratch.path())?;
 
-    let rendered = scratch.path().join("catalog");
-    let (warnings, refused) = render_packages(&packages, &rendered)?;
+    let (rendered, warnings, refused) = rendered_packages(&packages, scratch.path())?;
     eprintln!("rendered {} in {:?}; render said:\n{warnings}", packages.display(), started.elapsed());
 
     // What the server serves: the catalog with its unsound packages left out.
@@ -722,6 +746,7 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
         bail!("the rendered catalog has problems that no package can be blamed for (what is served would lack more than a package): {}", errors.join("; "));
     }
     let catalog = isolated.catalog;
+    eprintln!("catalog loaded ({:?} in)", started.elapsed());
     // (package, why): rows of the table (the bundled subset has one: eventing-kogito, whose
     // dependencies.yaml files are not YAML).
     let mut left_out: Vec<(String, String)> = isolated
@@ -734,7 +759,7 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
     remove_catalog_crds(&cluster, &catalog).await?;
     let this = ThisCluster::read(&cluster, &catalog).await?;
     let added = this.add_used_apis(&cluster, &catalog).await?;
-    eprintln!("APIs bundles use, created first: {added:?}");
+    eprintln!("APIs bundles use, created first ({:?} in): {added:?}", started.elapsed());
     // The full walk from the oldest installable bundle is hundreds of upgrades over the subset
     // (ack-* channels are 70 entries long, one `replaces` at a time): a benchmark-sized run.
     // CI starts each package at most MAX_CI_STEPS upgrades (shortest path) below its head.
@@ -775,6 +800,7 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
     }))?;
     catalogs.create(&PostParams::default(), &source).await?;
     let catalog_ref = (catalog_name.clone(), global.clone());
+    eprintln!("{} packages planned and the catalog served ({:?} in)", plans.len(), started.elapsed());
 
     // Packages that others depend on go first, alone: installed beside their dependents at the
     // same time, an all-namespaces operator would be provided twice to every namespace

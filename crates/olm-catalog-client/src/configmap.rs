@@ -245,7 +245,7 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["demo.v2", "demo.v1"]);
         let bundle = package.bundle("demo.v2").expect("bundle");
-        assert_eq!(bundle.objects.len(), 2, "the CSV and its owned CRD");
+        assert_eq!(bundle.objects().len(), 2, "the CSV and its owned CRD");
         assert!(bundle.csv().is_some());
         assert_eq!(content.indexed.entries.len(), 2);
         assert!(content.indexed.entries.iter().any(|e| e.replaces.as_deref() == Some("demo.v1")));

@@ -63,13 +63,11 @@ fn etcd_bundle_directories_load_with_objects() {
     );
     let b = cat.bundle("etcd", "etcdoperator.v0.9.4").unwrap();
     assert_eq!(
-        b.csv()
-            .and_then(|c| c.pointer("/metadata/name"))
-            .and_then(|n| n.as_str()),
+        b.csv().and_then(|c| c.pointer("/metadata/name").and_then(|n| n.as_str()).map(str::to_owned)).as_deref(),
         Some("etcdoperator.v0.9.4")
     );
     assert_eq!(
-        b.objects
+        b.objects()
             .iter()
             .filter(|o| o["kind"] == "CustomResourceDefinition")
             .count(),

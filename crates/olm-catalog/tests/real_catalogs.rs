@@ -76,7 +76,7 @@ fn etcd_bundle_directories() {
     assert_eq!(pkg.bundles().len(), 6);
     let b = cat.bundle("etcd", "etcdoperator.v0.9.4").unwrap();
     assert!(b.csv().is_some(), "bundle objects carry the CSV");
-    assert_eq!(b.objects.len(), 4);
+    assert_eq!(b.objects().len(), 4);
 }
 
 #[test]

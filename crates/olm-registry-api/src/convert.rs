@@ -126,8 +126,9 @@ impl BundleContent {
 
 /// `csvJson` and `object` of a bundle.
 pub fn csv_json_and_objects(package: &Package, bundle: &Bundle) -> (String, Vec<String>) {
-    let mut objects: Vec<String> = bundle.objects.iter().map(|o| o.to_string()).collect();
-    if let Some(csv) = bundle.csv() {
+    let decoded = bundle.objects();
+    let mut objects: Vec<String> = decoded.iter().map(|o| o.to_string()).collect();
+    if let Some(csv) = decoded.iter().find(|o| olm_catalog::is_csv_object(o)) {
         return (csv.to_string(), objects);
     }
     match synthesized_csv(package, bundle) {
@@ -146,7 +147,7 @@ pub fn csv_json_and_objects(package: &Package, bundle: &Bundle) -> (String, Vec<
 /// The flag says whether it was synthesized.
 pub fn bundle_csv(package: &Package, bundle: &Bundle) -> Option<(Value, bool)> {
     if let Some(csv) = bundle.csv() {
-        return Some((csv.clone(), false));
+        return Some((csv, false));
     }
     synthesized_csv(package, bundle).map(|v| (v, true))
 }

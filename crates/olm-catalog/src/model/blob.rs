@@ -150,6 +150,26 @@ impl JsonText {
         }
     }
 
+    /// The texts of `values`, decompressing each blob they share once (a bundle's values
+    /// share its blob: reading each alone would decompress the whole document each time).
+    pub fn texts_of<'a>(values: impl IntoIterator<Item = &'a JsonText>) -> Vec<Cow<'a, str>> {
+        let mut decompressed: Option<(&Arc<[u8]>, String)> = None;
+        let mut texts = Vec::new();
+        for value in values {
+            let JsonTextRepr::Shared { blob: Blob(BlobRepr::Lz4 { len, bytes }), start, end } = &value.0 else {
+                texts.push(value.text());
+                continue;
+            };
+            if decompressed.as_ref().is_none_or(|(held, _)| !Arc::ptr_eq(held, bytes)) {
+                let text = Blob(BlobRepr::Lz4 { len: *len, bytes: bytes.clone() }).text().into_owned();
+                decompressed = Some((bytes, text));
+            }
+            let text = decompressed.as_ref().map_or("", |(_, text)| text.get(*start as usize..*end as usize).unwrap_or_default());
+            texts.push(Cow::Owned(text.to_owned()));
+        }
+        texts
+    }
+
     /// Length of the JSON text.
     pub fn len(&self) -> usize {
         match &self.0 {

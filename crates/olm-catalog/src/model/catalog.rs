@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::blob::JsonText;
 use super::meta::{Meta, meta_sort_key};
+use super::parse::{bundle_object_docs, is_csv};
 use super::property::{Constraint, Gvk, PackageRequired, Property, PropertyKind};
 use crate::graph::{ChannelGraph, EdgeKind, UpgradeEdges};
 use crate::version::{Version, VersionRange};
@@ -180,20 +182,32 @@ pub struct Bundle {
     pub release: Option<String>,
     pub properties: Vec<Property>,
     pub related_images: Vec<RelatedImage>,
-    /// Manifests inlined with `olm.bundle.object` (or read from a bundle
-    /// directory), in order. The CSV is one of them.
-    pub objects: Vec<Value>,
     /// Channels of the package that list this bundle, sorted.
     pub channels: Vec<String>,
     pub deprecation: Option<String>,
     pub source: Option<Arc<Path>>,
-    pub(super) csv_index: Option<usize>,
+    /// Which of `properties` is the `olm.bundle.object` holding the CSV.
+    pub(super) csv_property: Option<usize>,
 }
 
 impl Bundle {
-    /// The ClusterServiceVersion object, when the catalog inlines it.
-    pub fn csv(&self) -> Option<&Value> {
-        self.csv_index.and_then(|i| self.objects.get(i))
+    /// Manifests inlined with `olm.bundle.object` (or read from a bundle directory), in
+    /// order; the CSV is one of them. Decoded on each call: the catalog holds them only as
+    /// the (compressed) text it read, a fraction of their parsed size.
+    pub fn objects(&self) -> Vec<Value> {
+        let values = self.properties.iter().filter(|p| p.kind == PropertyKind::BundleObject).map(|p| &p.value_json);
+        JsonText::texts_of(values).iter().flat_map(|text| bundle_object(text)).collect()
+    }
+
+    /// Whether the bundle inlines any manifest (`olm.bundle.object`).
+    pub fn has_objects(&self) -> bool {
+        self.properties.iter().any(|p| p.kind == PropertyKind::BundleObject)
+    }
+
+    /// The ClusterServiceVersion object, when the catalog inlines it (decoded on each call).
+    pub fn csv(&self) -> Option<Value> {
+        let property = self.properties.get(self.csv_property?)?;
+        bundle_object(&property.value_json.text()).into_iter().find(is_csv)
     }
     /// Value of the `olm.csv.metadata` property, when present.
     pub fn csv_metadata(&self) -> Option<Value> {
@@ -207,7 +221,7 @@ impl Bundle {
     /// `None` when the catalog carries neither.
     pub fn supported_install_modes(&self) -> Option<Vec<String>> {
         let modes = match self.csv() {
-            Some(csv) => csv.pointer("/spec/installModes")?.clone(),
+            Some(mut csv) => csv.pointer_mut("/spec/installModes")?.take(),
             None => self.csv_metadata()?.get("installModes")?.clone(),
         };
         let supported = modes
@@ -378,4 +392,12 @@ impl Catalog {
     fn at(&self, a: BundleAddr) -> &Bundle {
         &self.packages[a.package as usize].bundles[a.bundle as usize]
     }
+}
+
+/// The manifests of one `olm.bundle.object` value, given as its JSON text. The load checked
+/// that every value decodes, so a failure here (none expected) yields no manifest.
+fn bundle_object(value_text: &str) -> Vec<Value> {
+    let value: Value = serde_json::from_str(value_text).unwrap_or(Value::Null);
+    let data = value.get("data").and_then(Value::as_str).unwrap_or_default();
+    bundle_object_docs(data).unwrap_or_default()
 }

@@ -317,22 +317,26 @@ pub(super) fn parse_bundle(
             ));
         }
     };
-    let mut objects = Vec::new();
-    for p in &properties {
+    // Each object is decoded here only to refuse a bundle whose objects do not decode; the
+    // bundle keeps them as the text it was read from (`Bundle::objects` decodes on demand):
+    // parsed, the community catalog's CRDs took gigabytes. Read from the document as parsed
+    // (`properties` holds one Property per item), not through `Property::value`, which
+    // decompresses the bundle's whole text once per object.
+    let raw_properties = match get_ci(obj, "properties") {
+        Some(Value::Array(items)) => items.as_slice(),
+        _ => &[],
+    };
+    let mut csv_property = None;
+    for (i, (p, raw)) in properties.iter().zip(raw_properties).enumerate() {
         if p.kind == PropertyKind::BundleObject {
-            let v = p.value();
-            let data = v.get("data").and_then(Value::as_str).unwrap_or_default();
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(data.trim().as_bytes())
-                .map_err(|e| format!("olm.bundle.object data is not valid base64: {e}"))?;
-            let text = String::from_utf8(bytes)
-                .map_err(|_| "olm.bundle.object data is not UTF-8 text".to_string())?;
-            let docs = crate::text::parse_manifest_text(&text)
-                .map_err(|e| format!("olm.bundle.object does not decode: {e}"))?;
-            objects.extend(docs);
+            let value = raw.as_object().and_then(|m| get_ci(m, "value"));
+            let data = value.and_then(|v| v.get("data")).and_then(Value::as_str).unwrap_or_default();
+            let docs = bundle_object_docs(data)?;
+            if csv_property.is_none() && docs.iter().any(is_csv) {
+                csv_property = Some(i);
+            }
         }
     }
-    let csv_index = objects.iter().position(is_csv);
     Ok(Bundle {
         name: meta.name.clone(),
         package: meta.package.clone(),
@@ -341,11 +345,10 @@ pub(super) fn parse_bundle(
         release: pp.release.clone(),
         properties,
         related_images,
-        objects,
         channels: Vec::new(),
         deprecation: None,
         source: meta.source.clone(),
-        csv_index,
+        csv_property,
     })
 }
 
@@ -399,7 +402,17 @@ pub(super) fn parse_deprecations(obj: &Map<String, Value>) -> Result<Vec<Depreca
 }
 
 
-pub(crate) fn is_csv(v: &Value) -> bool {
+/// The manifests of an `olm.bundle.object` value's `data` (base64 of JSON or YAML).
+pub(super) fn bundle_object_docs(data: &str) -> Result<Vec<Value>, String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.trim().as_bytes())
+        .map_err(|e| format!("olm.bundle.object data is not valid base64: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| "olm.bundle.object data is not UTF-8 text".to_string())?;
+    crate::text::parse_manifest_text(&text).map_err(|e| format!("olm.bundle.object does not decode: {e}"))
+}
+
+/// Whether `v` is a ClusterServiceVersion.
+pub fn is_csv(v: &Value) -> bool {
     v.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")
 }
 

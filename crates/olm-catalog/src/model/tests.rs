@@ -26,6 +26,43 @@ fn bundle(name: &str, version: &str) -> Value {
 }
 
 #[test]
+fn inlined_objects_are_held_as_text_and_decoded_on_demand() {
+    use base64::Engine as _;
+    let encode = |v: &Value| base64::engine::general_purpose::STANDARD.encode(v.to_string());
+    let crd = |n: usize| json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("x{n}.x.io")}, "spec": {"description": "A widget of the x.io group. ".repeat(60)}});
+    let csv = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "p.v1.0.0"}, "spec": {"installModes": [{"type": "OwnNamespace", "supported": true}]}});
+    let objects = [crd(1), csv.clone(), crd(2)];
+    let mut b = bundle("p.v1.0.0", "1.0.0");
+    for object in &objects {
+        b["properties"].as_array_mut().unwrap().push(json!({"type": "olm.bundle.object", "value": {"data": encode(object)}}));
+    }
+    let catalog_of = |b: Value| {
+        Catalog::build(docs(vec![
+            json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [{"name": "p.v1.0.0"}]}),
+            b,
+        ]))
+    };
+    let (cat, problems) = catalog_of(b);
+    assert!(problems.is_empty(), "{problems:?}");
+    let bundle = cat.bundle("p", "p.v1.0.0").unwrap();
+    // The values share the compressed blob: read together, in order, with one decompression.
+    let meta = cat.metas(MetaFilter { schema: Some(SCHEMA_BUNDLE), ..Default::default() }).next().unwrap();
+    assert!(meta.blob.is_compressed());
+    assert_eq!(bundle.objects(), objects);
+    assert!(bundle.has_objects());
+    assert_eq!(bundle.csv(), Some(csv));
+    assert_eq!(bundle.supported_install_modes(), Some(vec!["OwnNamespace".to_owned()]));
+    // An object that does not decode refuses the bundle at load, saying why.
+    let mut broken = super::tests::bundle("p.v1.0.0", "1.0.0");
+    broken["properties"].as_array_mut().unwrap().push(json!({"type": "olm.bundle.object", "value": {"data": "not base64!"}}));
+    let (_, problems) = catalog_of(broken);
+    assert!(problems.iter().any(|p| p.to_string().contains("olm.bundle.object data is not valid base64")), "{problems:?}");
+}
+
+#[test]
 fn large_blobs_are_held_compressed_and_read_back_whole() {
     let description = "An operator that manages etcd clusters. ".repeat(100);
     let mut big = bundle("p.v1.0.0", "1.0.0");

@@ -118,7 +118,7 @@ pub(super) fn check_package(pkg: &mut Package, problems: &mut Vec<Problem>) {
         }
     }
     for b in &pkg.bundles {
-        if b.image.is_empty() && b.objects.is_empty() {
+        if b.image.is_empty() && !b.has_objects() {
             problems.push(
                 Problem::new("bundle image is not set and the bundle inlines no manifests (olm.bundle.object)")
                     .file(b.source.as_deref())

@@ -297,6 +297,6 @@ pub(super) fn bundle_view(pkg: &Package, bundle: &olm_catalog::Bundle) -> Value 
             out.insert("csv".into(), Value::Null);
         }
     }
-    out.insert("objects".into(), Value::Array(bundle.objects.clone()));
+    out.insert("objects".into(), Value::Array(bundle.objects()));
     Value::Object(out)
 }
