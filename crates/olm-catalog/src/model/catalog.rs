@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::blob::JsonText;
 use super::meta::{Meta, meta_sort_key};
-use super::parse::{bundle_object_docs, is_csv};
+use super::json::is_csv;
+use crate::text::bundle_object_docs;
 use super::property::{Constraint, Gvk, PackageRequired, Property, PropertyKind};
 use crate::graph::{ChannelGraph, EdgeKind, UpgradeEdges};
 use crate::version::{Version, VersionRange};

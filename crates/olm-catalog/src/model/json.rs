@@ -51,3 +51,8 @@ pub(super) fn req_str(map: &Map<String, Value>, key: &str) -> Result<String, Str
         Ok(s)
     }
 }
+
+/// Whether `v` is a ClusterServiceVersion.
+pub fn is_csv(v: &Value) -> bool {
+    v.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")
+}

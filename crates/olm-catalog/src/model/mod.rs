@@ -41,4 +41,4 @@ pub use property::{
 
 pub(crate) use assemble::{assemble as assemble_prepared, prepare as prepare_document};
 pub(crate) use json::get_ci;
-pub use parse::is_csv as is_csv_object;
+pub use json::is_csv as is_csv_object;

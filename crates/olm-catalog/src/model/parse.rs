@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::blob::{Blob, JsonText};
 use super::catalog::{Bundle, Channel, ChannelEntry, DeprecationEntry, DeprecationReference, Icon, Package, RelatedImage};
-use super::json::{get_ci, json_kind, opt_str};
+use super::json::{get_ci, is_csv, json_kind, opt_str};
 use super::meta::{Meta, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_PACKAGE};
 use super::property::{PackageProperty, Property, PropertyKind};
 use crate::error::Problem;
@@ -331,7 +331,7 @@ pub(super) fn parse_bundle(
         if p.kind == PropertyKind::BundleObject {
             let value = raw.as_object().and_then(|m| get_ci(m, "value"));
             let data = value.and_then(|v| v.get("data")).and_then(Value::as_str).unwrap_or_default();
-            let docs = bundle_object_docs(data)?;
+            let docs = crate::text::bundle_object_docs(data)?;
             if csv_property.is_none() && docs.iter().any(is_csv) {
                 csv_property = Some(i);
             }
@@ -402,19 +402,6 @@ pub(super) fn parse_deprecations(obj: &Map<String, Value>) -> Result<Vec<Depreca
 }
 
 
-/// The manifests of an `olm.bundle.object` value's `data` (base64 of JSON or YAML).
-pub(super) fn bundle_object_docs(data: &str) -> Result<Vec<Value>, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data.trim().as_bytes())
-        .map_err(|e| format!("olm.bundle.object data is not valid base64: {e}"))?;
-    let text = String::from_utf8(bytes).map_err(|_| "olm.bundle.object data is not UTF-8 text".to_string())?;
-    crate::text::parse_manifest_text(&text).map_err(|e| format!("olm.bundle.object does not decode: {e}"))
-}
-
-/// Whether `v` is a ClusterServiceVersion.
-pub fn is_csv(v: &Value) -> bool {
-    v.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")
-}
 
 pub(super) fn dns1123_label_error(name: &str) -> Option<String> {
     if name.len() > 63 {
