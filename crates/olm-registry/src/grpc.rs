@@ -335,9 +335,16 @@ impl pb::registry_server::Registry for RegistryService {
                 let pkg = &snap.catalog.packages()[p as usize];
                 let ch = &pkg.channels()[c as usize];
                 let entry = &ch.entries()[e as usize];
-                let item = pkg
-                    .bundle(&entry.name)
-                    .map(|b| Ok(convert::api_bundle(pkg, &ch.name, Some(entry), b, Content::ListBundles)));
+                // A bundle without an image carries its content, built once per snapshot as
+                // for GetBundle (while the cache's bound allows): the catalog holds manifests
+                // as compressed text, and a listing is asked for again and again.
+                let item = pkg.bundle(&entry.name).map(|b| {
+                    Ok(if b.image.is_empty() {
+                        convert::api_bundle_from(&ch.name, Some(entry), b, &snap.bundle_contents.get_or_build(pkg, b))
+                    } else {
+                        convert::api_bundle(pkg, &ch.name, Some(entry), b, Content::ListBundles)
+                    })
+                });
                 futures::future::ready(item)
             });
             Response::new(Box::pin(stream) as ResponseStream<pb::Bundle>)
