@@ -86,7 +86,7 @@ pub enum PropertyKind {
     GvkRequired(Gvk),
     PackageRequired(PackageRequired),
     Constraint(Constraint),
-    /// `olm.bundle.object`; the decoded object lives in [`Bundle::objects`].
+    /// `olm.bundle.object`; [`Bundle::objects`] decodes it.
     BundleObject,
     /// `olm.csv.metadata`; read it with [`Property::value`] / [`Bundle::csv_metadata`].
     CsvMetadata,
