@@ -245,8 +245,7 @@ impl ThisCluster {
                 if used.contains(&(group.to_owned(), kind.to_owned()))
                     && newest.get(name).is_none_or(|(b, _)| bundle.package == b.package && bundle.cmp_version(b).is_gt())
                 {
-                    let name = name.to_owned();
-                    newest.insert(name, (bundle, crd));
+                    newest.insert(name.to_owned(), (bundle, crd));
                 }
             }
         }
@@ -286,14 +285,7 @@ fn fits_node(pod: &Value, labels: &BTreeMap<String, String>) -> bool {
 }
 
 fn install_modes(bundle: &Bundle) -> BTreeSet<String> {
-    let modes = bundle.csv().and_then(|mut csv| csv.pointer_mut("/spec/installModes").map(Value::take));
-    modes
-        .iter()
-        .filter_map(Value::as_array)
-        .flatten()
-        .filter(|m| m["supported"] == json!(true))
-        .filter_map(|m| m["type"].as_str().map(str::to_owned))
-        .collect()
+    bundle.supported_install_modes().unwrap_or_default().into_iter().collect()
 }
 
 /// The bundles of `channel`, oldest first.

@@ -232,6 +232,16 @@ fn one_line(s: &str) -> String {
     out
 }
 
+/// The manifests of an `olm.bundle.object` value's `data` (base64 of JSON or YAML).
+pub(crate) fn bundle_object_docs(data: &str) -> Result<Vec<Value>, String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data.trim().as_bytes())
+        .map_err(|e| format!("olm.bundle.object data is not valid base64: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|_| "olm.bundle.object data is not UTF-8 text".to_string())?;
+    parse_manifest_text(&text).map_err(|e| format!("olm.bundle.object does not decode: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -322,14 +332,4 @@ mod tests {
         let err = parse_manifest_text(&text).unwrap_err();
         assert!(err.contains("too many under-indented lines"), "{err}");
     }
-}
-
-/// The manifests of an `olm.bundle.object` value's `data` (base64 of JSON or YAML).
-pub(crate) fn bundle_object_docs(data: &str) -> Result<Vec<Value>, String> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data.trim().as_bytes())
-        .map_err(|e| format!("olm.bundle.object data is not valid base64: {e}"))?;
-    let text = String::from_utf8(bytes).map_err(|_| "olm.bundle.object data is not UTF-8 text".to_string())?;
-    parse_manifest_text(&text).map_err(|e| format!("olm.bundle.object does not decode: {e}"))
 }

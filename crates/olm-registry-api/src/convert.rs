@@ -11,16 +11,6 @@ use serde_json::{Map, Value, json};
 
 use crate::pb;
 
-/// Whether a converted bundle carries its CSV and objects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Content {
-    /// csvJson and object filled (GetBundle and friends).
-    Full,
-    /// csvJson and object left empty when the bundle has an image, as ListBundles does
-    /// (clients fetch the content from the image instead).
-    ListBundles,
-}
-
 /// The `olm.package` version string exactly as the catalog wrote it.
 pub fn bundle_version(bundle: &Bundle) -> String {
     bundle
@@ -33,20 +23,32 @@ pub fn bundle_version(bundle: &Bundle) -> String {
         .unwrap_or_else(|| bundle.version.to_string())
 }
 
-/// The bundle as a member of one channel, the way operator-registry serves it.
-/// `replaces`/`skips` are filled; GetBundle-style calls clear them with [`trim`].
-pub fn api_bundle(package: &Package, channel_name: &str, entry: Option<&ChannelEntry>, bundle: &Bundle, content: Content) -> pb::Bundle {
-    let (csv_json, object) = if content == Content::ListBundles && !bundle.image.is_empty() {
-        (String::new(), Vec::new())
-    } else {
-        csv_json_and_objects(package, bundle)
-    };
+/// The bundle as a member of one channel, the way operator-registry serves it, with its
+/// CSV and objects. `replaces`/`skips` are filled; GetBundle-style calls clear them with
+/// [`trim`].
+pub fn api_bundle(package: &Package, channel_name: &str, entry: Option<&ChannelEntry>, bundle: &Bundle) -> pb::Bundle {
+    let (csv_json, object) = csv_json_and_objects(package, bundle);
     api_bundle_with(channel_name, entry, bundle, csv_json, object)
 }
 
-/// Like [`api_bundle`] with [`Content::Full`], taking `csvJson` and `object` from a
-/// [`BundleContent`] built earlier (see `store::BundleContentCache`), so the CSV of a
-/// bundle is built once per snapshot instead of once per request.
+/// The bundle as ListBundles lists it: csvJson and object only when the bundle has no image
+/// (clients fetch the content from the image instead), taken from `content` then.
+pub fn listed_bundle(
+    channel_name: &str,
+    entry: Option<&ChannelEntry>,
+    bundle: &Bundle,
+    content: impl FnOnce() -> std::sync::Arc<BundleContent>,
+) -> pb::Bundle {
+    if bundle.image.is_empty() {
+        api_bundle_from(channel_name, entry, bundle, &content())
+    } else {
+        api_bundle_with(channel_name, entry, bundle, String::new(), Vec::new())
+    }
+}
+
+/// Like [`api_bundle`], taking `csvJson` and `object` from a [`BundleContent`] built
+/// earlier (see `store::BundleContentCache`), so the CSV of a bundle is built once per
+/// snapshot instead of once per request.
 pub fn api_bundle_from(channel_name: &str, entry: Option<&ChannelEntry>, bundle: &Bundle, content: &BundleContent) -> pb::Bundle {
     api_bundle_with(channel_name, entry, bundle, content.csv_json.clone(), content.objects.clone())
 }

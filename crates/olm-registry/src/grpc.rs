@@ -13,7 +13,7 @@ use olm_catalog::quote::quoted;
 use olm_catalog::{Catalog, Gvk};
 use tonic::{Request, Response, Status};
 
-use olm_registry_api::convert::{self, Content};
+use olm_registry_api::convert;
 use crate::metrics::Metrics;
 use olm_registry_api::pb;
 use crate::store::{CatalogSnapshot, ServedCatalog};
@@ -335,15 +335,10 @@ impl pb::registry_server::Registry for RegistryService {
                 let pkg = &snap.catalog.packages()[p as usize];
                 let ch = &pkg.channels()[c as usize];
                 let entry = &ch.entries()[e as usize];
-                // A bundle without an image carries its content, built once per snapshot as
-                // for GetBundle (while the cache's bound allows): the catalog holds manifests
-                // as compressed text, and a listing is asked for again and again.
+                // Content a listing carries is built once per snapshot, as for GetBundle
+                // (while the cache's bound allows): a listing is asked for again and again.
                 let item = pkg.bundle(&entry.name).map(|b| {
-                    Ok(if b.image.is_empty() {
-                        convert::api_bundle_from(&ch.name, Some(entry), b, &snap.bundle_contents.get_or_build(pkg, b))
-                    } else {
-                        convert::api_bundle(pkg, &ch.name, Some(entry), b, Content::ListBundles)
-                    })
+                    Ok(convert::listed_bundle(&ch.name, Some(entry), b, || snap.bundle_contents.get_or_build(pkg, b)))
                 });
                 futures::future::ready(item)
             });

@@ -424,7 +424,7 @@ impl CatalogSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use olm_registry_api::convert::{self, Content};
+    use olm_registry_api::convert;
 
     fn demo_catalog() -> Catalog {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/catalog");
@@ -455,7 +455,7 @@ mod tests {
                     let entry = channel.entry(&bundle.name);
                     assert_eq!(
                         convert::api_bundle_from(&channel.name, entry, bundle, &first),
-                        convert::api_bundle(pkg, &channel.name, entry, bundle, Content::Full),
+                        convert::api_bundle(pkg, &channel.name, entry, bundle),
                         "{} in {}",
                         bundle.name,
                         channel.name

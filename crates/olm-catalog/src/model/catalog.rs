@@ -7,11 +7,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::blob::JsonText;
-use super::meta::{Meta, meta_sort_key};
 use super::json::is_csv;
-use crate::text::bundle_object_docs;
+use super::meta::{Meta, meta_sort_key};
 use super::property::{Constraint, Gvk, PackageRequired, Property, PropertyKind};
 use crate::graph::{ChannelGraph, EdgeKind, UpgradeEdges};
+use crate::text::bundle_object_docs;
 use crate::version::{Version, VersionRange};
 
 /// `icon` of an `olm.package`.

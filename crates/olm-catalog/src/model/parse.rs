@@ -401,8 +401,6 @@ pub(super) fn parse_deprecations(obj: &Map<String, Value>) -> Result<Vec<Depreca
     Ok(out)
 }
 
-
-
 pub(super) fn dns1123_label_error(name: &str) -> Option<String> {
     if name.len() > 63 {
         return Some(format!("{} characters, at most 63 allowed", name.len()));
