@@ -24,6 +24,9 @@ use lanes::Outcome;
 
 /// Lines of a failed binary's output printed (all of it is in its log).
 const FAILURE_TAIL: usize = 120;
+/// How many lines of a failure's message are shown from its start (a long message, say one
+/// with a namespace dump, would otherwise leave only its end in the tail).
+const FAILURE_HEAD: usize = 40;
 
 struct Options {
     lanes: usize,
@@ -231,6 +234,15 @@ fn print_failure(outcome: &Outcome) {
         println!("      {error}");
     }
     let lines = without_backtraces(&outcome.output);
+    for start in failure_starts(&lines) {
+        if start + FAILURE_TAIL >= lines.len() {
+            continue; // the tail below shows it whole
+        }
+        println!("      --- the first {FAILURE_HEAD} lines of a failure's message ---");
+        for line in lines[start..].iter().take(FAILURE_HEAD) {
+            println!("      {line}");
+        }
+    }
     println!(
         "      --- last {} of {} lines of {} (backtraces left out) ---",
         FAILURE_TAIL.min(lines.len()),
@@ -240,6 +252,17 @@ fn print_failure(outcome: &Outcome) {
     for line in &lines[lines.len().saturating_sub(FAILURE_TAIL)..] {
         println!("      {line}");
     }
+}
+
+/// Where each failure's message starts: a test's returned `Error: ` or a panic.
+fn failure_starts(lines: &[String]) -> Vec<usize> {
+    let starts = lines.iter().enumerate();
+    starts
+        .filter(|(_, l)| {
+            l.starts_with("Error: ") || (l.starts_with("thread '") && l.contains("' panicked at "))
+        })
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// `output` without the frames of its backtraces (anyhow's `Stack backtrace:`, a panic's
@@ -311,6 +334,24 @@ mod tests {
         );
         // A line that only looks like a frame outside a backtrace stays.
         assert_eq!(without_backtraces("  1: one\n"), ["  1: one"]);
+    }
+
+    #[test]
+    fn a_failure_message_is_found_where_it_starts() {
+        let output = "running 1 test\nsetup done\nError: 2 failures over 12 packages:\nyaks: timed out\n--- dump\nthread 'y' panicked at b.rs:3:4:\nboom\n";
+        let lines = without_backtraces(output);
+        let starts: Vec<&str> = failure_starts(&lines)
+            .into_iter()
+            .map(|i| lines[i].as_str())
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                "Error: 2 failures over 12 packages:",
+                "thread 'y' panicked at b.rs:3:4:"
+            ]
+        );
+        assert!(failure_starts(&without_backtraces("test t ... ok\n")).is_empty());
     }
 
     fn args(list: &[&str]) -> Vec<String> {
