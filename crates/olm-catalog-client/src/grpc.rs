@@ -9,7 +9,7 @@ use olm_resolver::CatalogKey;
 use serde_json::{Value, json};
 use tonic::transport::{Channel, Endpoint};
 
-use super::{CONNECT_TIMEOUT, CatalogContent, ClientError, FETCH_TIMEOUT, InlineManifests, Location};
+use super::{CONNECT_TIMEOUT, CatalogContent, ClientError, FETCH_TIMEOUT, InlineManifests, Location, answer};
 
 /// Messages bigger than this are refused (a CSV with a big icon is a few MB at most).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -62,31 +62,31 @@ fn call_error(address: &str, call: &str, status: tonic::Status) -> ClientError {
     }
 }
 
-/// The full listing of the catalog at `address`.
+/// The full listing of the catalog at `address`, each answer within [`FETCH_TIMEOUT`].
 pub(super) async fn list(address: &str, key: CatalogKey, priority: i32) -> Result<CatalogContent, ClientError> {
-    let mut client = connect(address).await?;
-    let answer = client
-        .list_packages(pb::ListPackageRequest {})
-        .await
-        .map_err(|s| call_error(address, "ListPackages", s))?;
-    let left_out = olm_registry_api::left_out::read(answer.metadata());
-    let mut names = answer.into_inner();
+    let mut client = answer(address, connect(address)).await?;
+    let listed = answer(address, async {
+        client.list_packages(pb::ListPackageRequest {}).await.map_err(|s| call_error(address, "ListPackages", s))
+    })
+    .await?;
+    let left_out = olm_registry_api::left_out::read(listed.metadata());
+    let mut names = listed.into_inner();
     let mut packages = Vec::new();
-    while let Some(name) = names.message().await.map_err(|s| call_error(address, "ListPackages", s))? {
-        let package = client
-            .get_package(pb::GetPackageRequest { name: name.name.clone() })
-            .await
-            .map_err(|s| call_error(address, &format!("GetPackage {}", name.name), s))?
-            .into_inner();
-        packages.push(package);
+    while let Some(name) = answer(address, async { names.message().await.map_err(|s| call_error(address, "ListPackages", s)) }).await? {
+        let request = pb::GetPackageRequest { name: name.name.clone() };
+        let package = answer(address, async {
+            client.get_package(request).await.map_err(|s| call_error(address, &format!("GetPackage {}", name.name), s))
+        })
+        .await?;
+        packages.push(package.into_inner());
     }
-    let mut stream = client
-        .list_bundles(pb::ListBundlesRequest {})
-        .await
-        .map_err(|s| call_error(address, "ListBundles", s))?
-        .into_inner();
+    let mut stream = answer(address, async {
+        client.list_bundles(pb::ListBundlesRequest {}).await.map_err(|s| call_error(address, "ListBundles", s))
+    })
+    .await?
+    .into_inner();
     let mut bundles = Vec::new();
-    while let Some(bundle) = stream.message().await.map_err(|s| call_error(address, "ListBundles", s))? {
+    while let Some(bundle) = answer(address, async { stream.message().await.map_err(|s| call_error(address, "ListBundles", s)) }).await? {
         bundles.push(bundle);
     }
     let (documents, inline) = documents(&packages, bundles);

@@ -8,7 +8,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use olm_resolver::CatalogKey;
 
-use super::{CatalogContent, ClientError, Location};
+use super::{CatalogContent, ClientError, Location, answer};
 
 /// A catalog bigger than this is refused.
 const MAX_BODY_BYTES: usize = 512 * 1024 * 1024;
@@ -62,21 +62,28 @@ pub(super) async fn list(url: &str, key: CatalogKey, priority: i32) -> Result<Ca
         message: format!("spec.address is not a valid URL: {err}"),
     })?;
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let response = client.get(uri).await.map_err(|err| ClientError::Connect {
-        address: url.to_owned(),
-        message: err.to_string(),
-    })?;
-    let status = response.status();
-    let body = Limited::new(response.into_body(), MAX_BODY_BYTES)
-        .collect()
-        .await
-        .map_err(|err| ClientError::Call {
+    let response = answer(url, async {
+        client.get(uri).await.map_err(|err| ClientError::Connect {
             address: url.to_owned(),
-            call: "GET /api/v1/all".into(),
             message: err.to_string(),
-            retryable: true,
-        })?
-        .to_bytes();
+        })
+    })
+    .await?;
+    let status = response.status();
+    let read_error = |message: String| ClientError::Call {
+        address: url.to_owned(),
+        call: "GET /api/v1/all".into(),
+        message,
+        retryable: true,
+    };
+    // Frame by frame, each within the time limit: a big catalog takes as long as it keeps coming.
+    let mut stream = Limited::new(response.into_body(), MAX_BODY_BYTES);
+    let mut body = Vec::new();
+    while let Some(frame) = answer(url, async { stream.frame().await.transpose().map_err(|err| read_error(err.to_string())) }).await? {
+        if let Ok(data) = frame.into_data() {
+            body.extend_from_slice(&data);
+        }
+    }
     if !status.is_success() {
         return Err(ClientError::Call {
             address: url.to_owned(),
@@ -100,4 +107,62 @@ pub(super) async fn list(url: &str, key: CatalogKey, priority: i32) -> Result<Ca
             message,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A catalog server on the loopback that sends `parts` of the catalog as HTTP chunks, waiting
+    /// `pause` before each. Its URL.
+    async fn slow_server(parts: Vec<String>, pause: Duration) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/catalogs/slow", listener.local_addr().expect("address"));
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut request = [0u8; 1024];
+            let _ = socket.read(&mut request).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/jsonl\r\ntransfer-encoding: chunked\r\n\r\n";
+            socket.write_all(head.as_bytes()).await.expect("head");
+            for part in parts {
+                tokio::time::sleep(pause).await;
+                let chunk = format!("{:x}\r\n{part}\r\n", part.len());
+                if socket.write_all(chunk.as_bytes()).await.is_err() {
+                    return; // the client gave up
+                }
+            }
+            let _ = socket.write_all(b"0\r\n\r\n").await;
+        });
+        url
+    }
+
+    fn catalog_parts() -> Vec<String> {
+        [
+            r#"{"schema":"olm.package","name":"demo","defaultChannel":"stable"}"#,
+            r#"{"schema":"olm.channel","package":"demo","name":"stable","entries":[{"name":"demo.v1"}]}"#,
+            r#"{"schema":"olm.bundle","name":"demo.v1","package":"demo","image":"r/demo:1","properties":[{"type":"olm.package","value":{"packageName":"demo","version":"1.0.0"}}]}"#,
+        ]
+        .iter()
+        .map(|doc| format!("{doc}\n"))
+        .collect()
+    }
+
+    // The clock is paused: it jumps to the next timer whenever both sides wait, so minutes pass
+    // in milliseconds.
+    #[tokio::test(start_paused = true)]
+    async fn a_catalog_that_keeps_sending_is_read_however_long_it_takes_and_one_that_stops_is_not() {
+        let pause = crate::FETCH_TIMEOUT / 2;
+        let url = slow_server(catalog_parts(), pause).await;
+        let content = list(&url, CatalogKey::new("slow", "olm"), 0).await.expect("read whole, over 1.5 × FETCH_TIMEOUT");
+        assert_eq!(content.counts(), (1, 1));
+
+        let url = slow_server(catalog_parts(), crate::FETCH_TIMEOUT + Duration::from_secs(1)).await;
+        let err = list(&url, CatalogKey::new("slow", "olm"), 0).await.expect_err("stalled");
+        assert_eq!(err.category(), "CatalogTimeout");
+        assert_eq!(err.to_string(), format!("catalog {} did not answer within 60s", base(&url)));
+    }
 }

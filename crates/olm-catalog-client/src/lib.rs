@@ -35,7 +35,10 @@ use olm_catalog::{Catalog, PropertyKind};
 use olm_resolver::{CatalogKey, IndexedCatalog};
 use serde_json::{Value, json};
 
-/// How long one whole listing may take before the catalog counts as failing.
+/// How long a catalog server may send nothing while it is read (a call's answer, the next
+/// bundle of a listing) before it counts as failing. There is no limit on a whole listing: a
+/// big catalog (the whole community catalog is 1.5 GB of FBC) streams for as long as it keeps
+/// sending, and a server that stops is caught within this.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long connecting may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -89,7 +92,7 @@ pub enum ClientError {
         /// Why.
         source: olm_image::ImageError,
     },
-    /// The whole operation took too long.
+    /// The server sent nothing for `timeout`.
     #[error("catalog {address} did not answer within {}s", timeout.as_secs())]
     Timeout {
         /// Where.
@@ -380,6 +383,14 @@ fn properties_annotation(bundle: &olm_catalog::Bundle) -> String {
 /// A catalog problem: `package` was left out, and why.
 fn left_out_problem(package: &str, why: &str) -> String {
     format!("package {package} left out: {why}")
+}
+
+/// `work`, one answer of the catalog server at `address`, unless it takes [`FETCH_TIMEOUT`].
+async fn answer<T>(address: &str, work: impl std::future::Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
+    match tokio::time::timeout(FETCH_TIMEOUT, work).await {
+        Ok(result) => result,
+        Err(_) => Err(ClientError::Timeout { address: address.to_owned(), timeout: FETCH_TIMEOUT }),
+    }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use olm_resolver::CatalogKey;
 
 use crate::image::{ImageAccess, ImageFetch, fetch_image};
 use crate::location::{self, Location};
-use crate::{CONNECT_TIMEOUT, CatalogContent, ClientError, FETCH_TIMEOUT, configmap, grpc, http};
+use crate::{CONNECT_TIMEOUT, CatalogContent, ClientError, configmap, grpc, http};
 
 /// What a read gave.
 #[derive(Debug)]
@@ -40,7 +40,7 @@ impl Read {
 }
 
 /// Read the content of `catalog` from `location` (from [`Location::of`]). A catalog server
-/// (gRPC or HTTP) is listed whole within [`FETCH_TIMEOUT`]; a catalog image is pulled through
+/// (gRPC or HTTP) is listed whole, each of its answers within [`FETCH_TIMEOUT`](crate::FETCH_TIMEOUT); a catalog image is pulled through
 /// `images`, unless its tag still names the digest `loaded` was read from, which is then given
 /// back ([`Read::Unchanged`]); a ConfigMap catalog is read from `configmap`, the data of its
 /// ConfigMap as the caller read it (`None`: it does not exist). New content can pull bundle
@@ -88,16 +88,10 @@ fn server_address(location: &Location) -> &str {
 
 /// The whole listing of the catalog server at `location`.
 async fn list(location: &Location, key: CatalogKey, priority: i32) -> Result<CatalogContent, ClientError> {
-    let work = async {
-        match location {
-            Location::Grpc(address) => grpc::list(address, key, priority).await,
-            Location::Http(url) => http::list(url, key, priority).await,
-            Location::Image(_) | Location::ConfigMap(_) => unreachable!("only a catalog server is listed"),
-        }
-    };
-    match tokio::time::timeout(FETCH_TIMEOUT, work).await {
-        Ok(result) => result,
-        Err(_) => Err(ClientError::Timeout { address: server_address(location).to_owned(), timeout: FETCH_TIMEOUT }),
+    match location {
+        Location::Grpc(address) => grpc::list(address, key, priority).await,
+        Location::Http(url) => http::list(url, key, priority).await,
+        Location::Image(_) | Location::ConfigMap(_) => unreachable!("only a catalog server is listed"),
     }
 }
 
