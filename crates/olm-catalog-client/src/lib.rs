@@ -387,9 +387,14 @@ fn left_out_problem(package: &str, why: &str) -> String {
 
 /// `work`, one answer of the catalog server at `address`, unless it takes [`FETCH_TIMEOUT`].
 async fn answer<T>(address: &str, work: impl std::future::Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
-    match tokio::time::timeout(FETCH_TIMEOUT, work).await {
+    answer_within(FETCH_TIMEOUT, address, work).await
+}
+
+/// [`answer`] with another limit (tests take seconds, not minutes).
+async fn answer_within<T>(limit: Duration, address: &str, work: impl std::future::Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
+    match tokio::time::timeout(limit, work).await {
         Ok(result) => result,
-        Err(_) => Err(ClientError::Timeout { address: address.to_owned(), timeout: FETCH_TIMEOUT }),
+        Err(_) => Err(ClientError::Timeout { address: address.to_owned(), timeout: limit }),
     }
 }
 
