@@ -118,7 +118,6 @@ async fn list_within(limit: Duration, url: &str, key: CatalogKey, priority: i32)
 
 #[cfg(test)]
 mod tests {
-
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
