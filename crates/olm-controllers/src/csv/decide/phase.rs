@@ -459,6 +459,28 @@ fn reinstall(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus, reason
     Some(transition(previous, phase, reason, format!("installing: {}", problem.message()), pass.now).requeue(REQUEUE_RESYNC))
 }
 
+/// Whether `next` (this CSV's replacement), or a CSV that replaces it further along the chain
+/// past CSVs that are themselves being replaced, has Succeeded: the oldest of a chain can go
+/// then, as upstream's `findIntermediatesForDeletion` decides. Checking `next` alone waits for
+/// ever when a walk outran this CSV's passes: `next` went Succeeded, then Replacing, and waits
+/// for this CSV to go first.
+fn newer_succeeded(observed: &Observed<'_>, next: &ClusterServiceVersion) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut current = next;
+    loop {
+        match current.phase() {
+            Some(CsvPhase::Succeeded) => return true,
+            Some(CsvPhase::Replacing | CsvPhase::Deleting) if seen.insert(current.name_any()) => {}
+            _ => return false,
+        }
+        let name = current.name_any();
+        match observed.peers.iter().copied().find(|p| p.spec.replaces.as_deref() == Some(name.as_str())) {
+            Some(newer) => current = newer,
+            None => return false,
+        }
+    }
+}
+
 /// A Deployment that will not become available (past its progress deadline) fails the CSV.
 fn install_check_failed(previous: &ClusterServiceVersionStatus, message: &str, now: Timestamp) -> CsvDecision {
     transition(previous, CsvPhase::Failed, CsvReason::InstallCheckFailed, format!("install failed: {message}"), now)
@@ -472,7 +494,7 @@ fn replacing(pass: &Pass<'_, '_>, previous: &ClusterServiceVersionStatus) -> Csv
         return CsvDecision::status(previous.clone()).requeue(REQUEUE_WAITING);
     }
     match replacement(observed) {
-        Some(next) if next.phase() == Some(&CsvPhase::Succeeded) => transition(
+        Some(next) if newer_succeeded(observed, next) => transition(
             previous,
             CsvPhase::Deleting,
             CsvReason::Replaced,

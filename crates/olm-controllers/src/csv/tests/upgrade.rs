@@ -55,6 +55,36 @@ fn upgrade_chain_replacing_then_deleting() {
     assert_eq!(world.decide().actions, vec![CsvAction::DeleteSelf]);
 }
 
+/// A walk faster than this CSV's passes: its replacement went Succeeded, then Replacing (the
+/// next version came) before this CSV saw it succeed. The chain's newest has Succeeded, so the
+/// oldest goes (and the one after it next); waiting for its direct replacement to succeed
+/// would wait for ever, that one waiting for this one to go first.
+#[test]
+fn the_oldest_of_a_chain_goes_once_a_newer_csv_along_it_has_succeeded() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Replacing, CsvReason::BeingReplaced))).with_installed_deployments();
+    world.csv.spec.replaces = None;
+    // Annotated for the group as the oldest is: the middle one is decided on below.
+    let mut middle = world.csv.clone();
+    middle.metadata.name = Some("etcdoperator.v0.9.5".into());
+    middle.spec.replaces = Some("etcdoperator.v0.9.4".into());
+    let mut newest = etcd();
+    newest.metadata.name = Some("etcdoperator.v0.9.6".into());
+    newest.spec.replaces = Some("etcdoperator.v0.9.5".into());
+    let middle = with_phase(middle, CsvPhase::Replacing, CsvReason::BeingReplaced);
+    world.peers = vec![middle.clone(), with_phase(newest.clone(), CsvPhase::Installing, CsvReason::InstallWaiting)];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Replacing, CsvReason::BeingReplaced), "nothing newer has succeeded yet");
+
+    world.peers = vec![middle.clone(), with_phase(newest.clone(), CsvPhase::Succeeded, CsvReason::InstallSucceeded)];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Deleting, CsvReason::Replaced));
+
+    // The middle one waits for the oldest to go, then goes itself.
+    let oldest = std::mem::replace(&mut world.csv, middle);
+    world.peers = vec![oldest, with_phase(newest.clone(), CsvPhase::Succeeded, CsvReason::InstallSucceeded)];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Replacing, CsvReason::BeingReplaced), "not the oldest");
+    world.peers = vec![with_phase(newest, CsvPhase::Succeeded, CsvReason::InstallSucceeded)];
+    assert_eq!(phase_reason(&world.decide()), (CsvPhase::Deleting, CsvReason::Replaced));
+}
+
 #[test]
 fn fail_forward_lets_a_failed_csv_be_replaced() {
     let mut world = World::etcd_ready(Some((CsvPhase::Failed, CsvReason::ComponentUnhealthy)));
