@@ -277,6 +277,27 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         }
         shot(&client, "installed").await;
 
+        // An instance of an API etcd provides, from its CSV's example: checked, then created.
+        click_to_page(&client, "tr[data-subscription='console-etcd/etcd'] td.apis a[href$='/EtcdCluster']").await;
+        let yaml = client.execute("return document.getElementById('yaml').value;", vec![]).await.expect("the YAML");
+        let yaml = yaml.as_str().unwrap_or_default().to_owned();
+        assert!(yaml.contains("kind: EtcdCluster") && yaml.contains("namespace: console-etcd"), "the example, in the operator's namespace: {yaml}");
+        shot(&client, "instance").await;
+        click_to_page(&client, "button[value=check]").await;
+        let checked = text_of(&client).await;
+        assert!(checked.contains("Accepted by the server-side dry run"), "{checked}");
+        assert!(kubectl(&env, &["get", "etcdclusters", "-n", "console-etcd", "-o", "name"], None).stdout.is_empty(), "a dry run creates nothing");
+        click_to_page(&client, "button[value=create]").await;
+        let created = text_of(&client).await;
+        assert!(created.contains("Created EtcdCluster example in namespace console-etcd"), "{created}");
+        let listed = kubectl(&env, &["get", "etcdclusters", "-n", "console-etcd", "-o", "name"], None);
+        assert_eq!(String::from_utf8_lossy(&listed.stdout).trim(), "etcdcluster.etcd.database.coreos.com/example", "{}", String::from_utf8_lossy(&listed.stderr));
+        // Created twice: the API server's refusal, in words.
+        click_to_page(&client, "button[value=create]").await;
+        let again = text_of(&client).await;
+        assert!(again.contains("Refused:") && again.contains("already exists"), "{again}");
+        no_script_ran(&client, "instance").await;
+
         // Manual approval: the first install and the upgrade each wait on the review page.
         client.goto(&format!("http://{host}/install/olm/etcd")).await.expect("open");
         let namespace = client.find(Locator::Css("input[name=namespace]")).await.expect("namespace field");

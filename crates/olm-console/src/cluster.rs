@@ -222,3 +222,41 @@ pub async fn approve(client: &kube::Client, namespace: &str, name: &str) -> Resu
         .map(drop)
         .map_err(|e| format!("cannot approve InstallPlan {namespace}/{name}: {}", api_message(&e)))
 }
+
+/// ClusterServiceVersion `namespace/name`, as the user reads it.
+pub async fn csv(client: &kube::Client, namespace: &str, name: &str) -> Result<ClusterServiceVersion, String> {
+    Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace)
+        .get(name)
+        .await
+        .map_err(|e| format!("ClusterServiceVersion {name} of namespace {namespace}: {}", api_message(&e)))
+}
+
+/// The API of `kind` in `api_version` as the cluster serves it, and whether it is namespaced.
+pub async fn served_kind(client: &kube::Client, api_version: &str, kind: &str) -> Result<(ApiResource, bool), String> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok((resource, capabilities)) => Ok((resource, capabilities.scope == kube::discovery::Scope::Namespaced)),
+        Err(err) => Err(format!("the cluster does not serve {kind} in {api_version} ({}): is the operator's CRD installed?", api_message(&err))),
+    }
+}
+
+/// Creates `object` (of an API an operator provides) as the user, or only checks it with a
+/// server-side dry run; what was created, in words.
+pub async fn create_instance(client: &kube::Client, object: &Value, dry_run: bool) -> Result<String, String> {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let (resource, namespaced) = served_kind(client, object["apiVersion"].as_str().unwrap_or_default(), kind).await?;
+    let namespace = object["metadata"]["namespace"].as_str().filter(|_| namespaced);
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let dynamic: DynamicObject = serde_json::from_value(object.clone()).map_err(|e| format!("{kind}: {e}"))?;
+    let params = PostParams { dry_run, ..PostParams::default() };
+    let created = api.create(&params, &dynamic).await.map_err(|e| format!("{kind}: {}", api_message(&e)))?;
+    let name = created.metadata.name.unwrap_or_default();
+    Ok(match namespace {
+        Some(ns) => format!("{kind} {name} in namespace {ns}"),
+        None => format!("{kind} {name}"),
+    })
+}

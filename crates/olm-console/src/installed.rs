@@ -23,6 +23,8 @@ pub struct Row {
     pub problems: Vec<String>,
     /// The InstallPlan that waits for approval, when one does.
     pub review: Option<String>,
+    /// The APIs the installed CSV provides.
+    pub apis: Vec<crate::instance::ProvidedApi>,
 }
 
 /// The rows for `subscriptions`, their CSVs looked up in `csvs`; sorted by namespace and name.
@@ -64,6 +66,7 @@ pub fn rows(subscriptions: &[Subscription], csvs: &[ClusterServiceVersion]) -> V
             let review = status.install_plan_ref.as_ref().and_then(|r| r.name.clone()).filter(|_| waiting);
             Row {
                 review,
+                apis: csv.map(crate::instance::provided_apis).unwrap_or_default(),
                 name: sub.metadata.name.clone().unwrap_or_default(),
                 package: sub.spec.name.clone(),
                 channel: sub.spec.channel.clone().unwrap_or_default(),
@@ -90,7 +93,7 @@ pub fn page(rows: &[Row], note: Option<&str>) -> String {
         html.push_str("<p>No Subscription you can see. Install one from the <a href=\"/\">catalog</a>.</p>");
         return html;
     }
-    html.push_str("<table class=\"installed\"><thead><tr><th scope=\"col\">Namespace</th><th scope=\"col\">Subscription</th><th scope=\"col\">Channel</th><th scope=\"col\">Installed</th><th scope=\"col\">Phase</th><th scope=\"col\">State</th></tr></thead><tbody>");
+    html.push_str("<table class=\"installed\"><thead><tr><th scope=\"col\">Namespace</th><th scope=\"col\">Subscription</th><th scope=\"col\">Channel</th><th scope=\"col\">Installed</th><th scope=\"col\">Phase</th><th scope=\"col\">State</th><th scope=\"col\">Provided APIs</th></tr></thead><tbody>");
     for row in rows {
         let problems = if row.problems.is_empty() {
             String::new()
@@ -98,7 +101,7 @@ pub fn page(rows: &[Row], note: Option<&str>) -> String {
             format!("<ul class=\"problems\">{}</ul>", row.problems.iter().map(|p| format!("<li>{}</li>", escape(p))).collect::<String>())
         };
         html.push_str(&format!(
-            "<tr data-subscription=\"{ns}/{name}\"><td>{ns}</td><td>{name} <span class=\"meta\">({package})</span></td><td>{channel}</td><td>{installed}</td><td class=\"phase\"><strong>{phase}</strong>{detail}</td><td>{state}{problems}</td></tr>",
+            "<tr data-subscription=\"{ns}/{name}\"><td>{ns}</td><td>{name} <span class=\"meta\">({package})</span></td><td>{channel}</td><td>{installed}</td><td class=\"phase\"><strong>{phase}</strong>{detail}</td><td>{state}{problems}</td><td class=\"apis\">{apis}</td></tr>",
             ns = escape(&row.namespace),
             name = escape(&row.name),
             package = escape(&row.package),
@@ -106,6 +109,21 @@ pub fn page(rows: &[Row], note: Option<&str>) -> String {
             installed = escape(&row.installed),
             phase = escape(&row.phase),
             detail = if row.detail.is_empty() { String::new() } else { format!("<br><span class=\"meta\">{}</span>", escape(&row.detail)) },
+            apis = row
+                .apis
+                .iter()
+                .map(|api| if api.has_example {
+                    format!(
+                        "<a href=\"/instance/{}/{}/{}\">Create {}</a><br>",
+                        crate::html::query_value(&row.namespace),
+                        crate::html::query_value(&row.installed),
+                        crate::html::query_value(&api.kind),
+                        escape(&api.display_name)
+                    )
+                } else {
+                    format!("{}<br>", escape(&api.display_name))
+                })
+                .collect::<String>(),
             state = match &row.review {
                 Some(plan) => format!("{} <a href=\"/plan/{}/{}\">Review and approve</a>", escape(&row.state), crate::html::query_value(&row.namespace), crate::html::query_value(plan)),
                 None => escape(&row.state),
@@ -133,7 +151,10 @@ mod tests {
                 "spec": {"name": "new", "source": "c", "sourceNamespace": "olm"}})).unwrap(),
         ];
         let csvs: Vec<ClusterServiceVersion> = vec![serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-            "metadata": {"name": "etcd.v1", "namespace": "b"}, "spec": {"displayName": "etcd", "install": {"strategy": "deployment"}},
+            "metadata": {"name": "etcd.v1", "namespace": "b", "annotations": {"alm-examples": "[{\"apiVersion\": \"etcd.database.coreos.com/v1beta2\", \"kind\": \"EtcdCluster\", \"metadata\": {\"name\": \"example\"}}]"}},
+            "spec": {"displayName": "etcd", "install": {"strategy": "deployment"},
+                "customresourcedefinitions": {"owned": [{"name": "etcdclusters.etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster", "displayName": "etcd Cluster"},
+                    {"name": "etcdbackups.etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdBackup"}]}},
             "status": {"phase": "Succeeded", "reason": "InstallSucceeded", "message": "install strategy completed with no errors"}})).unwrap()];
         let rows = rows(&subs, &csvs);
         assert_eq!(rows[0].name, "new", "sorted by namespace");
@@ -147,5 +168,6 @@ mod tests {
         let html = page(&rows, None);
         assert!(html.contains("<strong>Succeeded</strong>"), "{html}");
         assert!(html.contains("<a href=\"/plan/b/install-abc\">Review and approve</a>"), "{html}");
+        assert!(html.contains("<a href=\"/instance/b/etcd.v1/EtcdCluster\">Create etcd Cluster</a><br>EtcdBackup<br>"), "an example links to its form: {html}");
     }
 }

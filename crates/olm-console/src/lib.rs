@@ -4,8 +4,8 @@
 //! stored. Pages are rendered here (no script builds them); the one script only refreshes.
 //!
 //! - [`session`]: the one-time URL, the session cookie, Host and Origin checks, the headers;
-//! - [`catalog`], [`package`], [`install`], [`installed`], [`review`]: the pages, pure renderers of what
-//!   [`cluster`] reads;
+//! - [`catalog`], [`package`], [`install`], [`installed`], [`instance`], [`review`]: the pages,
+//!   pure renderers of what [`cluster`] reads;
 //! - [`html`]: escaping, catalog Markdown made safe, the page frame.
 
 pub mod catalog;
@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod html;
 pub mod install;
 pub mod installed;
+pub mod instance;
 pub mod package;
 pub mod review;
 pub mod session;
@@ -45,6 +46,7 @@ pub fn router(client: kube::Client, namespace: String, session: Arc<Session>) ->
         .route("/install/{namespace}/{name}", get(install_form).post(install_submit))
         .route("/installed", get(installed_page))
         .route("/events/installed", get(installed_events))
+        .route("/instance/{namespace}/{csv}/{kind}", get(instance_form).post(instance_submit))
         .route("/plan/{namespace}/{name}", get(review_page))
         .route("/plan/{namespace}/{name}/approve", axum::routing::post(approve))
         .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("assets/style.css")) }))
@@ -186,5 +188,58 @@ async fn approve(State(console): State<Console>, Path((namespace, name)): Path<(
     match cluster::approve(&console.client, &namespace, &name).await {
         Ok(()) => Redirect::to("/installed").into_response(),
         Err(message) => failure(StatusCode::FORBIDDEN, "Approve", &message),
+    }
+}
+
+/// The form to create an instance of `kind`, filled with the CSV's example of it.
+async fn instance_form(State(console): State<Console>, Path((namespace, csv, kind)): Path<(String, String, String)>) -> Response {
+    let title = format!("Create {kind}");
+    let example = async {
+        let found = cluster::csv(&console.client, &namespace, &csv).await?;
+        let api_version = instance::examples(&found)?.into_iter().find(|e| e["kind"] == kind.as_str()).and_then(|e| e["apiVersion"].as_str().map(str::to_owned));
+        let namespaced = match api_version {
+            Some(api_version) => cluster::served_kind(&console.client, &api_version, &kind).await?.1,
+            None => true,
+        };
+        instance::example_for(&found, &kind, namespaced.then_some(namespace.as_str()))
+    };
+    match example.await {
+        Ok(example) => {
+            let yaml = serde_saphyr::to_string(&example).unwrap_or_default();
+            html_page(&title, &instance::page(&namespace, &csv, &kind, &yaml, instance::Outcome::Fresh))
+        }
+        Err(message) => failure(StatusCode::NOT_FOUND, &title, &message),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct InstanceForm {
+    #[serde(default)]
+    yaml: String,
+    #[serde(default)]
+    action: String,
+}
+
+/// Checks (server-side dry run) or creates what the user submitted, as the user.
+async fn instance_submit(
+    State(console): State<Console>,
+    Path((namespace, csv, kind)): Path<(String, String, String)>,
+    Form(form): Form<InstanceForm>,
+) -> Response {
+    let title = format!("Create {kind}");
+    let submitted = async {
+        let api_version = serde_saphyr::from_str::<serde_json::Value>(&form.yaml).ok().and_then(|v| v["apiVersion"].as_str().map(str::to_owned));
+        let namespaced = match api_version {
+            Some(api_version) => cluster::served_kind(&console.client, &api_version, &kind).await?.1,
+            None => true,
+        };
+        let object = instance::object_from(&form.yaml, &kind, namespaced.then_some(namespace.as_str()))?;
+        cluster::create_instance(&console.client, &object, form.action != "create").await
+    };
+    let page = |outcome| html_page(&title, &instance::page(&namespace, &csv, &kind, &form.yaml, outcome));
+    match submitted.await {
+        Ok(created) if form.action == "create" => page(instance::Outcome::Created(&created)),
+        Ok(_) => page(instance::Outcome::Accepted),
+        Err(message) => page(instance::Outcome::Refused(&message)),
     }
 }
