@@ -197,11 +197,8 @@ async fn instance_form(State(console): State<Console>, Path((namespace, csv, kin
     let example = async {
         let found = cluster::csv(&console.client, &namespace, &csv).await?;
         let api_version = instance::examples(&found)?.into_iter().find(|e| e["kind"] == kind.as_str()).and_then(|e| e["apiVersion"].as_str().map(str::to_owned));
-        let namespaced = match api_version {
-            Some(api_version) => cluster::served_kind(&console.client, &api_version, &kind).await?.1,
-            None => true,
-        };
-        instance::example_for(&found, &kind, namespaced.then_some(namespace.as_str()))
+        let placed = instance_namespace(&console.client, api_version, &kind, &namespace).await?;
+        instance::example_for(&found, &kind, placed)
     };
     match example.await {
         Ok(example) => {
@@ -210,6 +207,17 @@ async fn instance_form(State(console): State<Console>, Path((namespace, csv, kin
         }
         Err(message) => failure(StatusCode::NOT_FOUND, &title, &message),
     }
+}
+
+/// Where an instance of `kind` goes: the operator's `namespace` when the cluster serves the
+/// kind (of `api_version`) namespaced, none when cluster-scoped. Without an apiVersion to look
+/// up, the namespace: the form then says what is missing.
+async fn instance_namespace<'a>(client: &kube::Client, api_version: Option<String>, kind: &str, namespace: &'a str) -> Result<Option<&'a str>, String> {
+    let namespaced = match api_version {
+        Some(api_version) => cluster::served_kind(client, &api_version, kind).await?.1,
+        None => true,
+    };
+    Ok(namespaced.then_some(namespace))
 }
 
 #[derive(serde::Deserialize)]
@@ -229,11 +237,8 @@ async fn instance_submit(
     let title = format!("Create {kind}");
     let submitted = async {
         let api_version = serde_saphyr::from_str::<serde_json::Value>(&form.yaml).ok().and_then(|v| v["apiVersion"].as_str().map(str::to_owned));
-        let namespaced = match api_version {
-            Some(api_version) => cluster::served_kind(&console.client, &api_version, &kind).await?.1,
-            None => true,
-        };
-        let object = instance::object_from(&form.yaml, &kind, namespaced.then_some(namespace.as_str()))?;
+        let placed = instance_namespace(&console.client, api_version, &kind, &namespace).await?;
+        let object = instance::object_from(&form.yaml, &kind, placed)?;
         cluster::create_instance(&console.client, &object, form.action != "create").await
     };
     let page = |outcome| html_page(&title, &instance::page(&namespace, &csv, &kind, &form.yaml, outcome));
