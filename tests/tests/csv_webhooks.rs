@@ -42,6 +42,12 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
             "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore",
             "rules": [{"apiGroups": ["nothing.example.com"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["nothings"]}],
         }]);
+        // As flink-kubernetes-operator does: an init container reads the pair from the
+        // `apiservice-cert` volume OLM adds (upstream adds it for webhooks too); the API server
+        // refuses the Deployment if the volume is missing.
+        let deployment = &mut value["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["spec"];
+        deployment["initContainers"] = json!([{"name": "import-cert", "image": "busybox",
+            "volumeMounts": [{"name": "apiservice-cert", "mountPath": "/certs"}]}]);
     })?;
     create_csv_with_permissions(&ns, &csv, false).await?;
     wait_phase(&ns, CSV_NAME, "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
@@ -77,6 +83,8 @@ async fn a_csv_webhook_gets_a_serving_certificate_and_a_configuration() -> anyho
         .flatten()
         .any(|m| m.mount_path == "/tmp/k8s-webhook-server/serving-certs");
     assert!(mounted, "{:?}", pod.containers[0].volume_mounts);
+    let volume_names: Vec<&str> = pod.volumes.iter().flatten().map(|v| v.name.as_str()).collect();
+    assert!(volume_names.contains(&"apiservice-cert") && volume_names.contains(&"webhook-cert"), "{volume_names:?}");
     let secret_volume = pod
         .volumes
         .iter()

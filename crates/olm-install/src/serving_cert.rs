@@ -183,7 +183,10 @@ pub fn secret_data(cert: &ServingCert) -> BTreeMap<String, ByteString> {
 }
 
 /// Mount the serving pair into every container of a Deployment and annotate the pod template
-/// with the CA hash (so the spec hash, and the pods, change with the certificates).
+/// with the CA hash (so the spec hash, and the pods, change with the certificates). Both
+/// volumes, `apiservice-cert` and `webhook-cert`, whatever the Deployment serves, as upstream
+/// does: real operators rely on it (flink-kubernetes-operator serves webhooks only, and its
+/// init container reads the pair from `apiservice-cert`).
 pub fn mount_certs(spec: &mut DeploymentSpec, deployment: &str, uses: CertUses, cert: &ServingCert) {
     let secret = secret_name(deployment);
     let template_meta = spec.template.metadata.get_or_insert_with(ObjectMeta::default);
@@ -200,7 +203,8 @@ pub fn mount_certs(spec: &mut DeploymentSpec, deployment: &str, uses: CertUses, 
         mode: None,
     };
     let mut wanted: Vec<(Volume, VolumeMount)> = Vec::new();
-    if uses.api_service {
+    let serves = uses.api_service || uses.webhook;
+    if serves {
         wanted.push((
             Volume {
                 name: APISERVICE_VOLUME.to_owned(),
@@ -218,7 +222,7 @@ pub fn mount_certs(spec: &mut DeploymentSpec, deployment: &str, uses: CertUses, 
             },
         ));
     }
-    if uses.webhook {
+    if serves {
         wanted.push((
             Volume {
                 name: WEBHOOK_VOLUME.to_owned(),

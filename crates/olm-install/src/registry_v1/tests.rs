@@ -235,8 +235,11 @@ fn admission_webhooks_are_served_with_a_certificate_and_limited_to_the_watched_n
 
     let deployment = object(&rendered, "Deployment");
     let pod = &deployment["spec"]["template"]["spec"];
-    assert_eq!(pod["volumes"][0]["secret"]["secretName"], json!("widget-operator-service-cert"));
-    assert_eq!(pod["containers"][0]["volumeMounts"][0]["mountPath"], json!("/tmp/k8s-webhook-server/serving-certs"));
+    // Both certificate volumes, as upstream mounts them for a webhook: operators read either.
+    let volumes: Vec<(&str, &str)> = pod["volumes"].as_array().unwrap().iter().map(|v| (v["name"].as_str().unwrap(), v["secret"]["secretName"].as_str().unwrap())).collect();
+    assert_eq!(volumes, [("apiservice-cert", "widget-operator-service-cert"), ("webhook-cert", "widget-operator-service-cert")]);
+    let mounts: Vec<&str> = pod["containers"][0]["volumeMounts"].as_array().unwrap().iter().map(|m| m["mountPath"].as_str().unwrap()).collect();
+    assert_eq!(mounts, ["/apiserver.local.config/certificates", "/tmp/k8s-webhook-server/serving-certs"]);
     let kinds: Vec<String> = kinds(&rendered).into_iter().map(|(k, ..)| k).collect();
     let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap();
     assert!(at("Secret") < at("Deployment") && at("Deployment") < at("ValidatingWebhookConfiguration"), "certificates first, configurations last: {kinds:?}");
