@@ -760,8 +760,8 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
     let max_steps = if heads { 0 } else if full { usize::MAX } else { MAX_CI_STEPS };
     // Slices cut the packages of the tree, served or not: a package left out is a row of its
     // own slice's table only.
-    let names: BTreeSet<String> = catalog.packages().iter().map(|p| p.name.clone()).chain(left_out.iter().map(|(p, _)| p.clone())).collect();
-    let picked = Selection::from_env()?.pick(names.iter().map(String::as_str));
+    let names = catalog.packages().iter().map(|p| p.name.as_str()).chain(left_out.iter().map(|(p, _)| p.as_str()));
+    let picked = Selection::from_env()?.pick(names);
     left_out.retain(|(package, _)| picked.contains(package));
     let mut plans = Vec::new();
     let mut failures = Vec::new();

@@ -1,14 +1,13 @@
 //! Our catalog server's HTTP API: `<catalog url>/api/v1/all` streams the catalog as FBC JSON.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use olm_resolver::CatalogKey;
-
-use std::time::Duration;
 
 use super::{CatalogContent, ClientError, FETCH_TIMEOUT, Location, answer_within};
 

@@ -40,9 +40,10 @@ impl Read {
 }
 
 /// Read the content of `catalog` from `location` (from [`Location::of`]). A catalog server
-/// (gRPC or HTTP) is listed whole, each of its answers within [`FETCH_TIMEOUT`](crate::FETCH_TIMEOUT); a catalog image is pulled through
-/// `images`, unless its tag still names the digest `loaded` was read from, which is then given
-/// back ([`Read::Unchanged`]); a ConfigMap catalog is read from `configmap`, the data of its
+/// (gRPC or HTTP) is listed whole, each of its answers within
+/// [`FETCH_TIMEOUT`](crate::FETCH_TIMEOUT); a catalog image is pulled through `images`,
+/// unless its tag still names the digest `loaded` was read from, which is then given back
+/// ([`Read::Unchanged`]); a ConfigMap catalog is read from `configmap`, the data of its
 /// ConfigMap as the caller read it (`None`: it does not exist). New content can pull bundle
 /// images through `images`.
 pub async fn read(

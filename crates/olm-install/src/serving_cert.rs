@@ -202,10 +202,11 @@ pub fn mount_certs(spec: &mut DeploymentSpec, deployment: &str, uses: CertUses, 
         path: path.to_owned(),
         mode: None,
     };
-    let mut wanted: Vec<(Volume, VolumeMount)> = Vec::new();
-    let serves = uses.api_service || uses.webhook;
-    if serves {
-        wanted.push((
+    if !uses.api_service && !uses.webhook {
+        return;
+    }
+    let wanted = [
+        (
             Volume {
                 name: APISERVICE_VOLUME.to_owned(),
                 secret: Some(SecretVolumeSource {
@@ -220,10 +221,8 @@ pub fn mount_certs(spec: &mut DeploymentSpec, deployment: &str, uses: CertUses, 
                 mount_path: APISERVICE_CERT_DIR.to_owned(),
                 ..Default::default()
             },
-        ));
-    }
-    if serves {
-        wanted.push((
+        ),
+        (
             Volume {
                 name: WEBHOOK_VOLUME.to_owned(),
                 secret: Some(SecretVolumeSource {
@@ -238,8 +237,8 @@ pub fn mount_certs(spec: &mut DeploymentSpec, deployment: &str, uses: CertUses, 
                 mount_path: WEBHOOK_CERT_DIR.to_owned(),
                 ..Default::default()
             },
-        ));
-    }
+        ),
+    ];
     for (volume, mount) in wanted {
         let volumes = pod.volumes.get_or_insert_with(Vec::new);
         volumes.retain(|v| v.name != volume.name);
