@@ -2,6 +2,7 @@
 //! against a real control plane (`olm_testkit::cluster()` starts it once and every suite reuses
 //! it; each test gets its own namespaces, removed afterwards).
 //!
+//! - [`browser`]: headless Chromium over WebDriver and `olm console`, for the console's suites.
 //! - [`controllers`]: OLM's controllers in-process (one manager per suite binary), the CRDs, the
 //!   etcd catalog on a catalog server, CSV fixtures, and waits that print the namespace's
 //!   Subscriptions, InstallPlans and CSVs with their conditions, and its Events, on timeout.
@@ -20,6 +21,7 @@
 use std::path::{Path, PathBuf};
 
 pub mod admin;
+pub mod browser;
 pub mod controllers;
 pub mod dev_env;
 pub mod faults;

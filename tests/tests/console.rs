@@ -13,6 +13,11 @@
 //!   sees it) and are approved by a click, each followed to Succeeded;
 //! - a catalog whose package carries `<script>`, an `onerror` image in its name and a
 //!   `javascript:` link runs no script and links nowhere on the catalog and package pages;
+//! - Roll back (0.9.4 → 0.9.2: its plan reviewed and approved by a click, followed to
+//!   Succeeded) and Uninstall (what goes and what stays; the operand kept, then deleted when
+//!   its box is ticked; the CRD kept) from the Installed page;
+//! - the keyboard alone searches, opens the package and reaches Install, the focus always
+//!   visible; at 400 pixels wide no page is wider than the window;
 //! - a user bound to `admin` in one namespace sees that namespace's packages and
 //!   Subscriptions only, and installing into another shows the API server's refusal in words.
 //!
@@ -21,62 +26,13 @@
 //! Needs chromium and chromium-driver (installed with apt-get when running as root; skipped
 //! with a message otherwise).
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fantoccini::{Client, ClientBuilder, Locator};
-use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, running_as_root, wait_for};
+use fantoccini::{Client, Locator};
+use olm_e2e::browser::{browser, browser_available, chromedriver, get, start_console};
+use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, wait_for};
 use serde_json::json;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-/// Kills the child when dropped.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn browser_available() -> bool {
-    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
-        return true;
-    }
-    if !running_as_root() {
-        return false;
-    }
-    let apt = Command::new("apt-get")
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .args(["install", "-y", "--no-install-recommends", "chromium", "chromium-driver"])
-        .output()
-        .expect("apt-get runs");
-    assert!(apt.status.success(), "apt-get install chromium chromium-driver: {}", String::from_utf8_lossy(&apt.stderr));
-    true
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
-}
-
-/// A raw HTTP/1.1 GET with `headers`; the status code and the body.
-fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to the console");
-    let mut request = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let code = response.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (code, response.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
-}
 
 /// A catalog image of one package whose every text tries to run a script.
 fn push_hostile_catalog(work: &Path, registry: &str) -> String {
@@ -121,11 +77,24 @@ async fn click_to_page(client: &Client, css: &str) {
     }
 }
 
-async fn browser(driver_port: u16) -> Client {
-    let capabilities = json!({"goog:chromeOptions": {"binary": CHROMIUM, "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,800"]}});
-    let capabilities = capabilities.as_object().cloned().expect("an object");
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    ClientBuilder::new(connector).capabilities(capabilities).connect(&format!("http://127.0.0.1:{driver_port}")).await.expect("chromedriver answers")
+/// Presses `keys` on the focused element and waits until the page that leads to has loaded
+/// and is `path`.
+async fn press_to_page(client: &Client, keys: &str, path: &str) {
+    client.execute("window.__olmConsoleBefore = true;", vec![]).await.expect("mark the page");
+    client.active_element().await.expect("the focused element").send_keys(keys).await.expect("keys");
+    let started = Instant::now();
+    loop {
+        let loaded = client
+            .execute("return window.__olmConsoleBefore === undefined && document.readyState === 'complete';", vec![])
+            .await
+            .unwrap_or(serde_json::Value::Bool(false));
+        if loaded == serde_json::Value::Bool(true) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "pressing {keys:?} led to no new page");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(client.current_url().await.expect("url").path(), path);
 }
 
 async fn text_of(client: &Client) -> String {
@@ -172,22 +141,6 @@ fn namespace_admin_kubeconfig(env: &DevEnvironment, dir: &Path) -> std::path::Pa
     path
 }
 
-/// `olm console` with `kubeconfig` (and `args`); its URL and the process.
-fn start_console(kubeconfig: &Path, args: &[&str]) -> (String, Running) {
-    let mut console = Command::new(olm_e2e::olm_bin())
-        .args(["console", "--port", "0"])
-        .args(args)
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("olm console starts");
-    let mut first_line = String::new();
-    BufReader::new(console.stdout.take().expect("stdout")).read_line(&mut first_line).expect("olm console prints its URL");
-    let url = first_line.split_whitespace().find(|w| w.starts_with("http://127.0.0.1:")).unwrap_or_else(|| panic!("a URL in {first_line:?}")).to_owned();
-    (url, Running(console))
-}
-
 #[test]
 fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing() {
     if !browser_available() {
@@ -223,9 +176,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
     assert_eq!(get(port, "/", &[("Host", &format!("rebound.example:{port}"))]).0, 421);
     assert_eq!(get(port, "/", &[("Host", &host), ("Origin", "https://evil.example")]).0, 403);
 
-    let driver_port = free_port();
-    let _driver = Running(Command::new(CHROMEDRIVER).arg(format!("--port={driver_port}")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("chromedriver starts"));
-    wait_for("chromedriver", Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", driver_port)).map(drop).map_err(|e| e.to_string()));
+    let (driver_port, _driver) = chromedriver();
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
@@ -340,6 +291,108 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
+
+        // Rollback: back from 0.9.4 to 0.9.2, its plan reviewed and approved like any other.
+        client.goto(&format!("http://{host}/installed")).await.expect("open");
+        click_to_page(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/rollback/']").await;
+        let page = text_of(&client).await;
+        assert!(page.contains("Rolls Subscription console-manual/etcd back from etcdoperator.v0.9.4 to etcdoperator.v0.9.2."), "{page}");
+        assert!(page.contains("through an InstallPlan (Manual approval)"), "{page}");
+        shot(&client, "rollback").await;
+        click_to_page(&client, "form[action='/rollback/console-manual/etcd'] button").await;
+        if !client.current_url().await.expect("url").path().starts_with("/plan/") {
+            // Not planned within the console's wait: the Installed page follows it.
+            let waited = Instant::now();
+            while client.find(Locator::Css("tr[data-subscription='console-manual/etcd'] a[href^='/plan/']")).await.is_err() {
+                assert!(waited.elapsed() < Duration::from_secs(120), "the rollback's plan never waited for approval:\n{}", text_of(&client).await);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            click_to_page(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/plan/']").await;
+        }
+        let review = text_of(&client).await;
+        assert!(review.contains("waits for approval") && review.contains("etcdoperator.v0.9.2"), "the rollback's plan on the review page:\n{review}");
+        click_to_page(&client, "form[action$='/approve'] button").await;
+        let approved = Instant::now();
+        loop {
+            let row = match client.find(Locator::Css("tr[data-subscription='console-manual/etcd']")).await {
+                Ok(row) => row.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            };
+            if row.contains("etcdoperator.v0.9.2 Succeeded") {
+                eprintln!("rolled back to 0.9.2 by two clicks, Succeeded {:?} after Approve", approved.elapsed());
+                break;
+            }
+            assert!(approved.elapsed() < Duration::from_secs(180), "0.9.2 did not come back: {row:?}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+
+        // Uninstall: what goes and what stays, the operand kept, then deleted when asked.
+        click_to_page(&client, "tr[data-subscription='console-etcd/etcd'] a[href^='/uninstall/']").await;
+        let page = text_of(&client).await;
+        assert!(page.contains("Uninstalls Subscription console-etcd/etcd (etcdoperator.v0.9.4)"), "{page}");
+        let kept = client.find(Locator::Css("ul.kept")).await.expect("what stays").text().await.expect("text");
+        assert!(kept.contains("1 operand(s), the objects of its CRDs (“Also delete its operands” deletes them):") && kept.contains("EtcdCluster console-etcd/example"), "{kept}");
+        assert!(kept.contains("CustomResourceDefinition etcdclusters.etcd.database.coreos.com (“Also delete its CRDs” deletes it)"), "{kept}");
+        client.find(Locator::Css("form.options input[name=operands]")).await.expect("the operands box").click().await.expect("tick");
+        click_to_page(&client, "form.options button").await;
+        let goes = client.find(Locator::Css("ul.goes")).await.expect("what goes").text().await.expect("text");
+        assert!(goes.contains("EtcdCluster console-etcd/example (operand)") && goes.contains("Subscription etcd"), "{goes}");
+        shot(&client, "uninstall").await;
+        client.find(Locator::Css("form.confirm input[name=confirm]")).await.expect("the confirmation box").click().await.expect("tick");
+        click_to_page(&client, "form.confirm button").await;
+        let done = text_of(&client).await;
+        assert!(done.contains("Uninstalled etcdoperator.v0.9.4."), "{done}");
+        for kind in ["subscriptions", "clusterserviceversions", "etcdclusters"] {
+            let left = kubectl(&env, &["get", kind, "-n", "console-etcd", "-o", "name"], None);
+            assert!(left.status.success() && left.stdout.is_empty(), "{kind} left in console-etcd: {}{}", String::from_utf8_lossy(&left.stdout), String::from_utf8_lossy(&left.stderr));
+        }
+        let crd = kubectl(&env, &["get", "crd", "etcdclusters.etcd.database.coreos.com", "-o", "name"], None);
+        assert!(crd.status.success(), "the CRD stays: {}", String::from_utf8_lossy(&crd.stderr));
+
+        // The keyboard alone: search, open the package, reach Install; focus is always visible.
+        client.goto(&format!("http://{host}/")).await.expect("open");
+        let focused_is = |css: &'static str| {
+            let client = client.clone();
+            async move {
+                let found = client
+                    .execute("const e = document.activeElement; return [e.matches(arguments[0]), getComputedStyle(e).outlineStyle];", vec![json!(css)])
+                    .await
+                    .expect("execute");
+                (found[0] == json!(true), found[1].as_str().unwrap_or_default().to_owned())
+            }
+        };
+        let tab_to = |css: &'static str| {
+            let client = client.clone();
+            async move {
+                for _ in 0..60 {
+                    client.active_element().await.expect("the focused element").send_keys("\u{E004}").await.expect("Tab");
+                    let (there, outline) = focused_is(css).await;
+                    if there {
+                        assert_ne!(outline, "none", "the focus on {css} is visible");
+                        return;
+                    }
+                }
+                panic!("60 presses of Tab never reached {css}");
+            }
+        };
+        tab_to("input[name=q]").await;
+        press_to_page(&client, "etcd\u{E007}", "/").await;
+        assert!(text_of(&client).await.contains("1 of"), "the search, typed and sent with Enter, leaves etcd");
+        tab_to("a[href='/package/olm/etcd']").await;
+        press_to_page(&client, "\u{E007}", "/package/olm/etcd").await;
+        tab_to("a[href='/install/olm/etcd']").await;
+        press_to_page(&client, "\u{E007}", "/install/olm/etcd").await;
+
+        // A narrow window: one column, nothing wider than the window.
+        client.set_window_size(400, 800).await.expect("a narrow window");
+        for path in ["/", "/package/olm/etcd", "/installed", "/uninstall/console-manual/etcd", "/install/olm/etcd"] {
+            client.goto(&format!("http://{host}{path}")).await.expect("open");
+            let widths = client.execute("return [document.documentElement.scrollWidth, document.documentElement.clientWidth];", vec![]).await.expect("execute");
+            assert!(widths[0].as_u64() <= widths[1].as_u64(), "{path} is wider than a 400-pixel window: {widths}");
+        }
+        client.goto(&format!("http://{host}/installed")).await.expect("open");
+        shot(&client, "narrow-installed").await;
+        client.set_window_size(1280, 800).await.expect("back to 1280×800");
 
         // The hostile package's own page.
         client.goto(&format!("http://{host}/package/olm/hostile")).await.expect("open");

@@ -118,7 +118,7 @@ pub fn page(all: &[Card], filters: &Filters, note: Option<&str>) -> String {
     for card in shown {
         let link = format!("/package/{}/{}", query_value(&card.namespace), query_value(&card.package));
         let icon = if card.has_icon {
-            format!("<img src=\"/icon/{}/{}\" alt=\"\" width=\"48\" height=\"48\">", query_value(&card.namespace), query_value(&card.package))
+            format!("<img src=\"/icon/{}/{}\" alt=\"\" width=\"48\" height=\"48\" loading=\"lazy\">", query_value(&card.namespace), query_value(&card.package))
         } else {
             "<span class=\"noicon\" aria-hidden=\"true\"></span>".to_owned()
         };

@@ -25,6 +25,8 @@ pub struct Row {
     pub review: Option<String>,
     /// The APIs the installed CSV provides.
     pub apis: Vec<crate::instance::ProvidedApi>,
+    /// The installed CSV replaced another: it can be rolled back to that one.
+    pub can_roll_back: bool,
 }
 
 /// The rows for `subscriptions`, their CSVs looked up in `csvs`; sorted by namespace and name.
@@ -66,6 +68,7 @@ pub fn rows(subscriptions: &[Subscription], csvs: &[ClusterServiceVersion]) -> V
             let review = status.install_plan_ref.as_ref().and_then(|r| r.name.clone()).filter(|_| waiting);
             Row {
                 review,
+                can_roll_back: csv.and_then(|c| c.spec.replaces.as_deref()).is_some_and(|r| !r.is_empty()),
                 apis: csv.map(crate::instance::provided_apis).unwrap_or_default(),
                 name: sub.metadata.name.clone().unwrap_or_default(),
                 package: sub.spec.name.clone(),
@@ -93,7 +96,7 @@ pub fn page(rows: &[Row], note: Option<&str>) -> String {
         html.push_str("<p>No Subscription you can see. Install one from the <a href=\"/\">catalog</a>.</p>");
         return html;
     }
-    html.push_str("<table class=\"installed\"><thead><tr><th scope=\"col\">Namespace</th><th scope=\"col\">Subscription</th><th scope=\"col\">Channel</th><th scope=\"col\">Installed</th><th scope=\"col\">Phase</th><th scope=\"col\">State</th><th scope=\"col\">Provided APIs</th></tr></thead><tbody>");
+    html.push_str("<table class=\"installed\"><thead><tr><th scope=\"col\">Namespace</th><th scope=\"col\">Subscription</th><th scope=\"col\">Channel</th><th scope=\"col\">Installed</th><th scope=\"col\">Phase</th><th scope=\"col\">State</th><th scope=\"col\">Provided APIs</th><th scope=\"col\">Actions</th></tr></thead><tbody>");
     for row in rows {
         let problems = if row.problems.is_empty() {
             String::new()
@@ -101,7 +104,7 @@ pub fn page(rows: &[Row], note: Option<&str>) -> String {
             format!("<ul class=\"problems\">{}</ul>", row.problems.iter().map(|p| format!("<li>{}</li>", escape(p))).collect::<String>())
         };
         html.push_str(&format!(
-            "<tr data-subscription=\"{ns}/{name}\"><td>{ns}</td><td>{name} <span class=\"meta\">({package})</span></td><td>{channel}</td><td>{installed}</td><td class=\"phase\"><strong>{phase}</strong>{detail}</td><td>{state}{problems}</td><td class=\"apis\">{apis}</td></tr>",
+            "<tr data-subscription=\"{ns}/{name}\"><td data-label=\"Namespace\">{ns}</td><td data-label=\"Subscription\">{name} <span class=\"meta\">({package})</span></td><td data-label=\"Channel\">{channel}</td><td data-label=\"Installed\">{installed}</td><td class=\"phase\" data-label=\"Phase\"><strong>{phase}</strong>{detail}</td><td data-label=\"State\">{state}{problems}</td><td class=\"apis\" data-label=\"Provided APIs\">{apis}</td><td class=\"actions\" data-label=\"Actions\">{actions}</td></tr>",
             ns = escape(&row.namespace),
             name = escape(&row.name),
             package = escape(&row.package),
@@ -124,6 +127,11 @@ pub fn page(rows: &[Row], note: Option<&str>) -> String {
                     format!("{}<br>", escape(&api.display_name))
                 })
                 .collect::<String>(),
+            actions = {
+                let path = format!("{}/{}", crate::html::query_value(&row.namespace), crate::html::query_value(&row.name));
+                let rollback = if row.can_roll_back { format!("<a href=\"/rollback/{path}\">Roll back</a><br>") } else { String::new() };
+                format!("{rollback}<a href=\"/uninstall/{path}\">Uninstall</a>")
+            },
             state = match &row.review {
                 Some(plan) => format!("{} <a href=\"/plan/{}/{}\">Review and approve</a>", escape(&row.state), crate::html::query_value(&row.namespace), crate::html::query_value(plan)),
                 None => escape(&row.state),
@@ -152,7 +160,7 @@ mod tests {
         ];
         let csvs: Vec<ClusterServiceVersion> = vec![serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
             "metadata": {"name": "etcd.v1", "namespace": "b", "annotations": {"alm-examples": "[{\"apiVersion\": \"etcd.database.coreos.com/v1beta2\", \"kind\": \"EtcdCluster\", \"metadata\": {\"name\": \"example\"}}]"}},
-            "spec": {"displayName": "etcd", "install": {"strategy": "deployment"},
+            "spec": {"displayName": "etcd", "install": {"strategy": "deployment"}, "replaces": "etcd.v0",
                 "customresourcedefinitions": {"owned": [{"name": "etcdclusters.etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster", "displayName": "etcd Cluster"},
                     {"name": "etcdbackups.etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdBackup"}]}},
             "status": {"phase": "Succeeded", "reason": "InstallSucceeded", "message": "install strategy completed with no errors"}})).unwrap()];
@@ -169,5 +177,7 @@ mod tests {
         assert!(html.contains("<strong>Succeeded</strong>"), "{html}");
         assert!(html.contains("<a href=\"/plan/b/install-abc\">Review and approve</a>"), "{html}");
         assert!(html.contains("<a href=\"/instance/b/etcd.v1/EtcdCluster\">Create etcd Cluster</a><br>EtcdBackup<br>"), "an example links to its form: {html}");
+        assert!(html.contains("<td class=\"actions\" data-label=\"Actions\"><a href=\"/rollback/b/etcd\">Roll back</a><br><a href=\"/uninstall/b/etcd\">Uninstall</a></td>"), "{html}");
+        assert!(html.contains("<td class=\"actions\" data-label=\"Actions\"><a href=\"/uninstall/a/new\">Uninstall</a></td>"), "nothing installed: nothing to roll back to: {html}");
     }
 }

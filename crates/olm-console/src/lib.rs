@@ -4,7 +4,7 @@
 //! stored. Pages are rendered here (no script builds them); the one script only refreshes.
 //!
 //! - [`session`]: the one-time URL, the session cookie, Host and Origin checks, the headers;
-//! - [`catalog`], [`package`], [`install`], [`installed`], [`instance`], [`review`]: the pages,
+//! - [`catalog`], [`package`], [`install`], [`installed`], [`instance`], [`review`], [`remove`]: the pages,
 //!   pure renderers of what [`cluster`] reads;
 //! - [`html`]: escaping, catalog Markdown made safe, the page frame.
 
@@ -15,6 +15,7 @@ pub mod install;
 pub mod installed;
 pub mod instance;
 pub mod package;
+pub mod remove;
 pub mod review;
 pub mod session;
 
@@ -49,6 +50,8 @@ pub fn router(client: kube::Client, namespace: String, session: Arc<Session>) ->
         .route("/instance/{namespace}/{csv}/{kind}", get(instance_form).post(instance_submit))
         .route("/plan/{namespace}/{name}", get(review_page))
         .route("/plan/{namespace}/{name}/approve", axum::routing::post(approve))
+        .route("/uninstall/{namespace}/{name}", get(uninstall_page).post(uninstall_submit))
+        .route("/rollback/{namespace}/{name}", get(rollback_page).post(rollback_submit))
         .route("/assets/style.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("assets/style.css")) }))
         .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("assets/app.js")) }))
         .with_state(Console { client, namespace })
@@ -108,7 +111,16 @@ async fn icon(State(console): State<Console>, Path((namespace, name)): Path<(Str
         return StatusCode::NOT_FOUND.into_response();
     }
     // An SVG opened on its own runs nothing: no script, a sandbox.
-    ([(header::CONTENT_TYPE, media_type), (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'; sandbox".to_owned())], bytes).into_response()
+    // Kept a while by the browser: a catalog page shows hundreds of them.
+    (
+        [
+            (header::CONTENT_TYPE, media_type),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'; sandbox".to_owned()),
+            (header::CACHE_CONTROL, "private, max-age=600".to_owned()),
+        ],
+        bytes,
+    )
+        .into_response()
 }
 
 async fn install_form(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>) -> Response {
@@ -247,4 +259,108 @@ async fn instance_submit(
         Ok(_) => page(instance::Outcome::Accepted),
         Err(message) => page(instance::Outcome::Refused(&message)),
     }
+}
+
+/// A failed admin action as a page: a refusal is the user's to settle (409), the API server's
+/// answer keeps its meaning (403 when forbidden), the rest is the cluster's (502).
+fn admin_failure(title: &str, err: &olm_admin::AdminError) -> Response {
+    let status = match err {
+        olm_admin::AdminError::Refused(_) => StatusCode::CONFLICT,
+        _ if err.category() == "ApiForbidden" => StatusCode::FORBIDDEN,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    failure(status, title, &err.to_string())
+}
+
+/// How long the console waits for an uninstall's steps: the page answers when it is done.
+const UNINSTALL_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// What uninstalling Subscription `namespace/name` deletes and keeps, with the options asked.
+async fn uninstall_page(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>, Query(form): Query<remove::UninstallForm>) -> Response {
+    let title = format!("Uninstall {name}");
+    match olm_admin::uninstall::observe(&console.client, &namespace, &name).await {
+        Ok(plan) => html_page(&title, &remove::uninstall_page(&namespace, &name, &plan.summary(form.options(), remove::OPTION_NAMES), form.options(), None)),
+        Err(err) => admin_failure(&title, &err),
+    }
+}
+
+/// Uninstalls, as the user, what the page showed (read again: the cluster may have changed).
+async fn uninstall_submit(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>, Form(form): Form<remove::UninstallForm>) -> Response {
+    let title = format!("Uninstall {name}");
+    let plan = match olm_admin::uninstall::observe(&console.client, &namespace, &name).await {
+        Ok(plan) => plan,
+        Err(err) => return admin_failure(&title, &err),
+    };
+    let options = form.options();
+    if form.confirm.as_deref() != Some("yes") {
+        let summary = plan.summary(options, remove::OPTION_NAMES);
+        return html_page(&title, &remove::uninstall_page(&namespace, &name, &summary, options, Some("tick the box to confirm what goes")));
+    }
+    let quiet = |_: &str| {};
+    let waiting = olm_admin::uninstall::Waiting { limit: UNINSTALL_WAIT, poll: std::time::Duration::from_secs(1), progress: &quiet };
+    match olm_admin::uninstall::execute(&console.client, &plan, options, &waiting).await {
+        Ok(done) => html_page(&title, &remove::uninstalled_page(&done.uninstalled, done.note.as_deref())),
+        Err(err) => {
+            let summary = plan.summary(options, remove::OPTION_NAMES);
+            html_page(&title, &remove::uninstall_page(&namespace, &name, &summary, options, Some(&err.to_string())))
+        }
+    }
+}
+
+async fn rollback_page(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>) -> Response {
+    let title = format!("Roll back {name}");
+    match olm_admin::rollback::prepare(&console.client, &namespace, &name).await {
+        Ok(olm_admin::rollback::Prepared::Ready(rollback)) => html_page(&title, &remove::rollback_page(&rollback)),
+        Ok(olm_admin::rollback::Prepared::UnderWay { from }) => html_page(&title, &remove::message_page(&format!("A rollback from {from} is already under way."), false)),
+        Err(err) => admin_failure(&title, &err),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct RollbackForm {
+    #[serde(default)]
+    from: String,
+}
+
+/// How long the console follows a rollback it asked for before showing the Installed page
+/// (which follows it from there): long enough for OLM to refuse it or to plan it.
+const ROLLBACK_FOLLOW: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Asks OLM for the rollback the page showed; a refusal by OLM is taken back and said, a plan
+/// that waits for approval is shown for review.
+async fn rollback_submit(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>, Form(form): Form<RollbackForm>) -> Response {
+    use olm_admin::rollback::{self, Prepared, Progress};
+    let title = format!("Roll back {name}");
+    let client = &console.client;
+    let rollback = match rollback::prepare(client, &namespace, &name).await {
+        Ok(Prepared::Ready(rollback)) if rollback.from == form.from => rollback,
+        Ok(Prepared::Ready(rollback)) => {
+            let changed = format!("{} is installed now, not {}: nothing was asked; review the rollback again", rollback.from, form.from);
+            return failure(StatusCode::CONFLICT, &title, &changed);
+        }
+        Ok(Prepared::UnderWay { .. }) => return Redirect::to("/installed").into_response(),
+        Err(err) => return admin_failure(&title, &err),
+    };
+    if let Err(err) = rollback::request(client, &rollback).await {
+        return admin_failure(&title, &err);
+    }
+    let started = std::time::Instant::now();
+    while started.elapsed() < ROLLBACK_FOLLOW {
+        match rollback::progress(client, &namespace, &name, &rollback.from, Some(&rollback.to)).await {
+            Ok(Progress::Refused(why)) => {
+                let withdrawn = rollback::withdraw(client, &namespace, &name, rollback.before.as_deref()).await;
+                let said = match withdrawn {
+                    Ok(()) => format!("{why} (the request was withdrawn: {} stays installed)", rollback.from),
+                    Err(err) => format!("{why} (and the request could not be withdrawn: {err})"),
+                };
+                return html_page(&title, &remove::message_page(&said, true));
+            }
+            Ok(Progress::WaitsForApproval { plan }) => return Redirect::to(&format!("/plan/{}/{}", html::query_value(&namespace), html::query_value(&plan))).into_response(),
+            Ok(Progress::Done { csv }) => return html_page(&title, &remove::message_page(&format!("Rolled back to {csv}."), false)),
+            Ok(Progress::Going(_)) => {}
+            Err(err) => return admin_failure(&title, &err),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    Redirect::to(&format!("/installed#{}", html::query_value(&namespace))).into_response()
 }

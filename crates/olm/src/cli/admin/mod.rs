@@ -16,9 +16,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, ResourceExt};
+use kube::Api;
 use olm_api::v1alpha1::subscription::Subscription;
 
 /// Where to connect, as kubectl takes it.
@@ -113,13 +112,7 @@ pub struct AskArgs {
 /// The Subscription `name` of `namespace`, and its API; an error that says how to list them
 /// when it does not exist.
 pub async fn subscription(client: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<(Api<Subscription>, Subscription)> {
-    let api: Api<Subscription> = Api::namespaced(client.clone(), namespace);
-    let sub = api
-        .get_opt(name)
-        .await
-        .map_err(|err| anyhow::anyhow!("cannot read Subscription {namespace}/{name}: {}", api_error(&err)))?
-        .with_context(|| format!("Subscription {namespace}/{name} not found (kubectl get subscriptions -n {namespace})"))?;
-    Ok((api, sub))
+    Ok(olm_admin::subscription(client, namespace, name).await?)
 }
 
 /// How long the commands that wait for OLM wait at most, and how often they look.
@@ -131,25 +124,7 @@ pub fn progress(line: &str) {
     eprintln!("{line}");
 }
 
-/// The PackageManifest of `sub`'s package in its catalog, from the PackageManifest API
-/// (None when the catalog does not list it), or why it cannot be read.
-pub async fn package_manifest(client: &kube::Client, sub: &Subscription) -> Result<Option<DynamicObject>, String> {
-    let resource = ApiResource {
-        group: "packages.operators.coreos.com".into(),
-        version: "v1".into(),
-        api_version: "packages.operators.coreos.com/v1".into(),
-        kind: "PackageManifest".into(),
-        plural: "packagemanifests".into(),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &sub.namespace().unwrap_or_default(), &resource);
-    let catalog_ns = if sub.spec.source_namespace.is_empty() { sub.namespace().unwrap_or_default() } else { sub.spec.source_namespace.clone() };
-    let selector = format!("catalog={},catalog-namespace={catalog_ns}", sub.spec.source);
-    let list = api.list(&ListParams::default().labels(&selector)).await.map_err(|err| match olm_runtime::error::api_status_code(&err) {
-        Some(404) => "this cluster does not serve the PackageManifest API (OLM's packageserver is not running)".to_owned(),
-        _ => format!("the PackageManifest API did not answer: {}", api_error(&err)),
-    })?;
-    Ok(list.items.into_iter().find(|p| p.name_any() == sub.spec.name))
-}
+pub use olm_admin::package_manifest;
 
 /// The API server's message of a failed request, for people.
 pub fn api_error(err: &kube::Error) -> String {

@@ -101,7 +101,10 @@ pub async fn migrate(client: &kube::Client, sub: &Subscription, plan: &Plan) -> 
 /// the package goes, and the migration is recorded in an Event once.
 pub async fn finish(client: &kube::Client, extension: &ClusterExtension) -> anyhow::Result<()> {
     let package = extension.spec.source.catalog.as_ref().map(|c| c.package_name.clone()).unwrap_or_default();
-    super::super::uninstall::remove_operator(client, &olm_api::keys::operator_name(&package, &extension.spec.namespace)).await?;
+    let operator = olm_api::keys::operator_name(&package, &extension.spec.namespace);
+    if let Some(note) = olm_admin::uninstall::remove_operator(client, &operator, &super::super::uninstall::waiting()).await? {
+        eprintln!("note: {note}");
+    }
     let annotation = |key: &str| extension.annotations().get(key).cloned().unwrap_or_default();
     let (subscription, adopt_from) = (annotation(MIGRATED_FROM_ANNOTATION), annotation(ADOPT_FROM_ANNOTATION));
     let version = extension.status.as_ref().and_then(|s| s.install.as_ref()).map(|i| i.bundle.version.clone()).unwrap_or_default();
