@@ -12,7 +12,8 @@
 //!   the upgrade to 0.9.4 each wait on the review page (the plan as `kubectl olm plan show`
 //!   sees it) and are approved by a click, each followed to Succeeded;
 //! - a catalog whose package carries `<script>`, an `onerror` image in its name and a
-//!   `javascript:` link runs no script and links nowhere on the catalog and package pages;
+//!   `javascript:` link runs no script and links nowhere on the catalog and package pages, whose
+//!   permissions (from the CSV the catalog carries whole) are listed as text;
 //! - Roll back (0.9.4 → 0.9.2: its plan reviewed and approved by a click, followed to
 //!   Succeeded) and Uninstall (what goes and what stays; the operand kept, then deleted when
 //!   its box is ticked; the CRD kept) from the Installed page;
@@ -46,11 +47,21 @@ fn push_hostile_catalog(work: &Path, registry: &str) -> String {
         "links": [{"name": "home", "url": "javascript:window.pwned='links'"}],
         "installModes": [{"type": "AllNamespaces", "supported": true}],
     });
+    // The whole CSV too (an `olm.bundle.object`): its install's permissions are shown, escaped.
+    let mut spec = csv_metadata.clone();
+    spec["version"] = json!("1.0.0");
+    spec["install"] = json!({"strategy": "deployment", "spec": {"deployments": [],
+        "permissions": [{"serviceAccountName": "hostile", "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["<script>window.pwned='rule'</script>"]}]}],
+        "clusterPermissions": [{"serviceAccountName": "hostile", "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}]}});
+    let annotations = spec.as_object_mut().and_then(|s| s.remove("annotations")).unwrap_or_default();
+    let csv = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": "hostile.v1.0.0", "annotations": annotations}, "spec": spec});
+    use base64::Engine as _;
+    let csv_object = base64::engine::general_purpose::STANDARD.encode(csv.to_string());
     let docs = [
         json!({"schema": "olm.package", "name": "hostile", "defaultChannel": "stable"}),
         json!({"schema": "olm.channel", "package": "hostile", "name": "stable", "entries": [{"name": "hostile.v1.0.0"}]}),
         json!({"schema": "olm.bundle", "package": "hostile", "name": "hostile.v1.0.0", "image": "example.com/hostile-bundle:v1.0.0",
-               "properties": [{"type": "olm.package", "value": {"packageName": "hostile", "version": "1.0.0"}}, {"type": "olm.csv.metadata", "value": csv_metadata}]}),
+               "properties": [{"type": "olm.package", "value": {"packageName": "hostile", "version": "1.0.0"}}, {"type": "olm.bundle.object", "value": {"data": csv_object}}]}),
     ];
     std::fs::write(dir.join("catalog.json"), docs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")).expect("write catalog");
     let image = format!("{registry}/e2e/hostile-catalog:v1");
@@ -197,6 +208,10 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         click_to_page(&client, "a[href='/package/olm/etcd']").await;
         let package = text_of(&client).await;
         assert!(package.contains("Channels and versions") && package.contains("(default)"), "{package}");
+        assert!(
+            package.contains("Permissions the install grants") && package.contains("The catalog carries only this version's metadata"),
+            "the bundled catalog names bundle images only: where its permissions will be shown is said: {package}"
+        );
         shot(&client, "package").await;
         click_to_page(&client, "a[href='/install/olm/etcd']").await;
         let namespace = client.find(Locator::Css("input[name=namespace]")).await.expect("namespace field");
@@ -398,6 +413,8 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         client.goto(&format!("http://{host}/package/olm/hostile")).await.expect("open");
         let page = text_of(&client).await;
         assert!(page.contains("<script>window.pwned='description'</script>"), "the script is shown as text: {page}");
+        assert!(page.contains("cluster-wide, ServiceAccount hostile: * *"), "what its install grants: {page}");
+        assert!(page.contains("in the target namespaces, ServiceAccount hostile: <script>window.pwned='rule'</script> secrets"), "a rule's text is shown as text: {page}");
         no_script_ran(&client, "package").await;
         client.close().await.expect("close the browser");
 

@@ -1,5 +1,6 @@
 //! The package page: its long description (Markdown, sanitised), channels with their versions,
-//! install modes, the APIs it provides and requires, its links and maintainers. Pure.
+//! install modes, the APIs it provides and requires, the permissions its install grants, its
+//! links and maintainers. Pure.
 
 use olm_api::packages::v1::PackageManifest;
 
@@ -40,6 +41,7 @@ pub fn page(manifest: &PackageManifest) -> String {
             list_or(&owned, "none"),
             list_or(&required, "none")
         ));
+        html.push_str(&permissions(&head.current_csv, desc.install_permissions.as_ref()));
         let links: Vec<String> = desc
             .links
             .iter()
@@ -68,6 +70,20 @@ pub fn page(manifest: &PackageManifest) -> String {
     }
     html.push_str("</section>");
     html
+}
+
+/// What installing `csv` grants, a line per resource (as the review page says it), or why it
+/// cannot be known yet.
+fn permissions(csv: &str, install: Option<&olm_api::packages::v1::InstallPermissions>) -> String {
+    let body = match install {
+        None => "<p>The catalog carries only this version's metadata, not its install: the permissions are shown on the review page of its InstallPlan (choose Manual approval to see them before anything runs).</p>".to_owned(),
+        Some(install) => {
+            let csv_json = serde_json::json!({"spec": {"install": {"spec": install}}});
+            let lines: Vec<String> = olm_controllers::plan_preview::csv_permissions(&csv_json).iter().map(olm_controllers::plan_preview::render::grant_line).collect();
+            format!("<p class=\"meta\">What installing {} gives its ServiceAccounts:</p><ul class=\"permissions\">{}</ul>", escape(csv), list_or(&lines, "nothing: it asks for no permission"))
+        }
+    };
+    format!("<section aria-labelledby=\"permissions\"><h2 id=\"permissions\">Permissions the install grants</h2>{body}</section>")
 }
 
 fn list(items: &[String]) -> String {
@@ -105,5 +121,28 @@ mod tests {
         assert!(html.contains("OwnNamespace: supported") && html.contains("AllNamespaces: not supported"), "{html}");
         assert!(html.contains("etcd Cluster (etcdclusters.etcd.database.coreos.com v1beta2)"), "{html}");
         assert!(html.contains("href=\"/install/olm/etcd\""), "{html}");
+        assert!(html.contains("The catalog carries only this version's metadata"), "no install strategy: said, not guessed: {html}");
+    }
+
+    #[test]
+    fn the_permissions_the_install_grants_are_listed_per_resource_with_their_scope() {
+        let install: olm_api::packages::v1::InstallPermissions = serde_json::from_value(json!({
+            "permissions": [{"serviceAccountName": "etcd-operator", "rules": [{"apiGroups": ["etcd.database.coreos.com"], "resources": ["etcdclusters"], "verbs": ["*"]},
+                                                                           {"apiGroups": [""], "resources": ["pods", "<b>x</b>"], "verbs": ["get", "list"]}]}],
+            "clusterPermissions": [{"serviceAccountName": "etcd-operator", "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}]
+        }))
+        .unwrap();
+        let html = permissions("etcd.v2", Some(&install));
+        assert!(html.contains("What installing etcd.v2 gives its ServiceAccounts:"), "{html}");
+        for line in [
+            "<li>in the target namespaces, ServiceAccount etcd-operator: * etcdclusters.etcd.database.coreos.com</li>",
+            "<li>in the target namespaces, ServiceAccount etcd-operator: get, list pods</li>",
+            "<li>in the target namespaces, ServiceAccount etcd-operator: get, list &lt;b&gt;x&lt;/b&gt;</li>",
+            "<li>cluster-wide, ServiceAccount etcd-operator: get /metrics</li>",
+        ] {
+            assert!(html.contains(line), "{line} in {html}");
+        }
+        let none = permissions("quiet.v1", Some(&olm_api::packages::v1::InstallPermissions::default()));
+        assert!(none.contains("<li>nothing: it asks for no permission</li>"), "{none}");
     }
 }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use olm_api::packages::v1::{
-    ChannelEntry, CsvDescription, Deprecation, PackageChannel, PackageIcon, PackageManifest, PackageManifestStatus,
+    ChannelEntry, CsvDescription, Deprecation, InstallPermissions, PackageChannel, PackageIcon, PackageManifest, PackageManifestStatus,
 };
 use olm_catalog::{Catalog, Package};
 use olm_registry_api::convert;
@@ -102,6 +102,17 @@ pub fn heads_without_csv(catalog: &Catalog) -> Vec<(String, String, String)> {
     out
 }
 
+/// What `csv`'s install grants; None when the catalog has no install strategy for it (only its
+/// metadata) or the strategy's permissions cannot be read.
+fn install_permissions(csv: &Value) -> Option<InstallPermissions> {
+    let spec = csv.pointer("/spec/install/spec")?;
+    let read = |field: &str| match spec.get(field) {
+        None | Some(Value::Null) => Some(Vec::new()),
+        Some(list) => serde_json::from_value(list.clone()).ok(),
+    };
+    Some(InstallPermissions { permissions: read("permissions")?, cluster_permissions: read("clusterPermissions")? })
+}
+
 fn build_package(info: &CatalogInfo, package: &Package, head_csvs: &HashMap<String, Value>, problems: &mut Vec<String>) -> Option<Served> {
     let mut channels: Vec<(PackageChannel, Vec<PackageIcon>, Value)> = Vec::new();
     let mut sorted: Vec<_> = package.channels().iter().collect();
@@ -115,7 +126,8 @@ fn build_package(info: &CatalogInfo, package: &Package, head_csvs: &HashMap<Stri
             problems.push(format!("package {} channel {}: head {} is not a bundle of the package", package.name, channel.name, head.name));
             continue;
         };
-        let Some(csv) = convert::bundle_csv(package, bundle).map(|(csv, _)| csv).or_else(|| head_csvs.get(&head.name).cloned()) else {
+        // A CSV made up from `olm.csv.metadata` has a stub install: its permissions are unknown.
+        let Some((csv, synthesized)) = convert::bundle_csv(package, bundle).or_else(|| head_csvs.get(&head.name).cloned().map(|csv| (csv, false))) else {
             problems.push(format!("package {} channel {}: head {} has no CSV", package.name, channel.name, head.name));
             continue;
         };
@@ -130,6 +142,7 @@ fn build_package(info: &CatalogInfo, package: &Package, head_csvs: &HashMap<Stri
                 continue;
             }
         };
+        description.install_permissions = if synthesized { None } else { install_permissions(&csv) };
         let icons = std::mem::take(&mut description.icon);
         let mut entries: Vec<(&olm_catalog::Bundle, ChannelEntry)> = channel
             .entries()
@@ -253,7 +266,12 @@ mod tests {
         assert_eq!(names, sorted, "channels sorted by name");
         let alpha = status.channels.iter().find(|c| c.name == "singlenamespace-alpha").expect("default channel");
         assert_eq!(alpha.current_csv, alpha.entries[0].name, "the head is the newest entry");
+        let install = alpha.current_csv_desc.install_permissions.as_ref().expect("the head's install permissions");
+        let etcd_operator = install.permissions.iter().find(|p| p.service_account_name == "etcd-operator").expect("etcd-operator's permissions");
+        let rules = serde_json::to_string(&etcd_operator.rules).expect("json");
+        assert!(rules.contains("etcdclusters"), "{rules}");
         assert!(alpha.current_csv_desc.icon.is_empty(), "icons are stripped from the served object");
+
         assert!(etcd.default_icon().is_some(), "the icon is kept aside");
         assert!(!etcd.with_icons().status.channels.iter().all(|c| c.current_csv_desc.icon.is_empty()));
         let labels = etcd.manifest.metadata.labels.as_ref().expect("labels");
@@ -264,6 +282,23 @@ mod tests {
         assert!(labels.keys().any(|k| k.starts_with("operatorframework.io/os.")));
         assert!(labels.keys().any(|k| k.starts_with("operatorframework.io/arch.")));
         assert_eq!(etcd.icon_etag(), format!("\"etcd.singlenamespace-alpha.{}\"", alpha.current_csv));
+    }
+
+    #[test]
+    fn a_head_known_only_by_its_metadata_has_no_install_permissions_rather_than_none() {
+        let documents = [
+            serde_json::json!({"schema": "olm.package", "name": "meta", "defaultChannel": "stable"}),
+            serde_json::json!({"schema": "olm.channel", "package": "meta", "name": "stable", "entries": [{"name": "meta.v1.0.0"}]}),
+            serde_json::json!({"schema": "olm.bundle", "package": "meta", "name": "meta.v1.0.0", "image": "example.com/meta-bundle:v1.0.0",
+                "properties": [{"type": "olm.package", "value": {"packageName": "meta", "version": "1.0.0"}}, {"type": "olm.csv.metadata", "value": {"displayName": "Meta"}}]}),
+        ];
+        let documents = documents.into_iter().map(|value| olm_catalog::model::Document { value, source: None }).collect();
+        let catalog = Catalog::from_documents(documents).expect("a catalog");
+        let (served, problems) = build(&info(), &catalog, &HashMap::new());
+        assert!(problems.is_empty(), "{problems:?}");
+        let desc = &served[0].manifest.status.channels[0].current_csv_desc;
+        assert_eq!(desc.display_name, "Meta");
+        assert_eq!(desc.install_permissions, None, "its install is unknown, not empty");
     }
 
     #[test]

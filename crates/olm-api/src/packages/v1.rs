@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ListMeta, ObjectMeta};
 use serde::{Deserialize, Serialize};
 
+use crate::v1alpha1::cluster_service_version::StrategyDeploymentPermissions;
 use crate::v1alpha1::{ApiServiceDefinitions, AppLink, CustomResourceDefinitions, GroupVersionKind, InstallMode, Maintainer};
 
 /// The API group.
@@ -191,6 +192,23 @@ pub struct CsvDescription {
     /// Image references only (not `{name, image}` as in the CSV).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub related_images: Vec<String>,
+    /// olm-rs's addition, which upstream's clients ignore: what the CSV's install grants, so a
+    /// console can show it before anything is installed. Absent when the catalog carries only
+    /// the CSV's metadata (no install strategy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_permissions: Option<InstallPermissions>,
+}
+
+/// The permissions of a CSV's install strategy, as its `spec.install.spec` lists them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallPermissions {
+    /// Granted in each namespace the operator watches.
+    #[serde(default)]
+    pub permissions: Vec<StrategyDeploymentPermissions>,
+    /// Granted cluster-wide.
+    #[serde(default)]
+    pub cluster_permissions: Vec<StrategyDeploymentPermissions>,
 }
 
 /// An icon; both fields are optional here (unlike the CSV's icon).

@@ -233,6 +233,12 @@ fn generated_from_csv(object: &Value) -> bool {
         == Some("ClusterServiceVersion")
 }
 
+/// Every permission `csv` grants (its install's permissions and clusterPermissions), the verbs
+/// of one resource together: what installing it would add where nothing is installed.
+pub fn csv_permissions(csv: &Value) -> Vec<PermissionChange> {
+    group_grants(csv_grants(csv).into_iter().map(|grant| (Change::Added, grant)).collect())
+}
+
 /// One verb on one resource (or URL), in a scope, for an account: what rules are made of.
 type Grant = (String, Option<String>, String, Vec<String>, String);
 

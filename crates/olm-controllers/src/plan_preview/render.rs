@@ -10,6 +10,12 @@ pub fn permission_line(p: &PermissionChange) -> String {
         Change::Added => '+',
         Change::Removed => '-',
     };
+    format!("{sign} {}", grant_line(p))
+}
+
+/// What a permission grants, without saying whether it comes or goes:
+/// `cluster-wide, ServiceAccount sa: get, list clusterserviceversions.operators.coreos.com`.
+pub fn grant_line(p: &PermissionChange) -> String {
     let scope = match p.scope.as_str() {
         "cluster" => "cluster-wide".to_owned(),
         "namespace" => "in the target namespaces".to_owned(),
@@ -17,7 +23,7 @@ pub fn permission_line(p: &PermissionChange) -> String {
     };
     let account = p.service_account.as_deref().map(|sa| format!(", ServiceAccount {sa}")).unwrap_or_default();
     let names = if p.resource_names.is_empty() { String::new() } else { format!(" named {}", p.resource_names.join(", ")) };
-    format!("{sign} {scope}{account}: {} {}{names}", p.verbs.join(", "), p.resource)
+    format!("{scope}{account}: {} {}{names}", p.verbs.join(", "), p.resource)
 }
 
 /// The whole preview, one section per kind of change; sections with nothing are left out.
