@@ -1,6 +1,6 @@
 //! The package page: its long description (Markdown, sanitised), channels with their versions,
-//! install modes, the APIs it provides and requires, the permissions its install grants, its
-//! links and maintainers. Pure.
+//! install modes, the APIs it provides and requires, the packages it depends on, the permissions
+//! its install grants, its links and maintainers. Pure.
 
 use olm_api::packages::v1::PackageManifest;
 
@@ -35,11 +35,19 @@ pub fn page(manifest: &PackageManifest) -> String {
         let modes: Vec<String> = desc.install_modes.iter().map(|m| format!("{}: {}", m.type_.as_str(), if m.supported { "supported" } else { "not supported" })).collect();
         html.push_str(&format!("<section aria-labelledby=\"modes\"><h2 id=\"modes\">Install modes</h2><ul>{}</ul></section>", list(&modes)));
         let owned: Vec<String> = desc.custom_resource_definitions.owned.iter().flatten().map(|c| format!("{} ({} {})", c.display_name.as_deref().unwrap_or(&c.kind), c.name, c.version)).collect();
-        let required: Vec<String> = desc.custom_resource_definitions.required.iter().flatten().map(|c| format!("{} ({} {})", c.kind, c.name, c.version)).collect();
+        let mut required: Vec<String> = desc.custom_resource_definitions.required.iter().flatten().map(|c| format!("{} ({} {})", c.kind, c.name, c.version)).collect();
+        required.extend(desc.required_apis.iter().map(|g| format!("{} ({}/{})", g.kind, g.group, g.version)));
+        let packages: Vec<String> = desc
+            .required_packages
+            .iter()
+            .map(|p| if p.version_range.is_empty() { p.package_name.clone() } else { format!("{}, versions {}", p.package_name, p.version_range) })
+            .collect();
         html.push_str(&format!(
-            "<section aria-labelledby=\"apis\"><h2 id=\"apis\">APIs</h2><h3>Provided</h3><ul>{}</ul><h3>Required from other operators</h3><ul>{}</ul></section>",
+            "<section aria-labelledby=\"apis\"><h2 id=\"apis\">APIs</h2><h3>Provided</h3><ul>{}</ul><h3>Required from other operators</h3><ul>{}</ul></section>\
+             <section aria-labelledby=\"dependencies\"><h2 id=\"dependencies\">Dependencies</h2><p class=\"meta\">Packages OLM installs with it when they are not installed yet:</p><ul>{}</ul></section>",
             list_or(&owned, "none"),
-            list_or(&required, "none")
+            list_or(&required, "none"),
+            list_or(&packages, "none")
         ));
         html.push_str(&permissions(&head.current_csv, desc.install_permissions.as_ref()));
         let links: Vec<String> = desc
@@ -109,7 +117,9 @@ mod tests {
                         "longDescription": "Hello <script>window.pwned=1</script> [x](javascript:window.pwned=2)",
                         "links": [{"name": "bad", "url": "javascript:alert(1)"}, {"name": "site", "url": "https://etcd.io"}],
                         "installModes": [{"type": "OwnNamespace", "supported": true}, {"type": "AllNamespaces", "supported": false}],
-                        "customresourcedefinitions": {"owned": [{"name": "etcdclusters.etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster", "displayName": "etcd Cluster"}]}}}]}
+                        "customresourcedefinitions": {"owned": [{"name": "etcdclusters.etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster", "displayName": "etcd Cluster"}]},
+                        "requiredPackages": [{"packageName": "cert-manager", "versionRange": ">=1.0.0 <2.0.0"}],
+                        "requiredApis": [{"group": "monitoring.coreos.com", "version": "v1", "kind": "ServiceMonitor"}]}}]}
         }))
         .unwrap();
         let html = page(&manifest);
@@ -120,6 +130,8 @@ mod tests {
         assert!(html.contains("<li>2.0.0 (etcd.v2)</li><li>1.0.0 (etcd.v1)</li>"), "{html}");
         assert!(html.contains("OwnNamespace: supported") && html.contains("AllNamespaces: not supported"), "{html}");
         assert!(html.contains("etcd Cluster (etcdclusters.etcd.database.coreos.com v1beta2)"), "{html}");
+        assert!(html.contains("<li>ServiceMonitor (monitoring.coreos.com/v1)</li>"), "a required API: {html}");
+        assert!(html.contains("<li>cert-manager, versions &gt;=1.0.0 &lt;2.0.0</li>"), "a required package: {html}");
         assert!(html.contains("href=\"/install/olm/etcd\""), "{html}");
         assert!(html.contains("The catalog carries only this version's metadata"), "no install strategy: said, not guessed: {html}");
     }

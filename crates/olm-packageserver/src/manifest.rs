@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use olm_api::packages::v1::{
-    ChannelEntry, CsvDescription, Deprecation, InstallPermissions, PackageChannel, PackageIcon, PackageManifest, PackageManifestStatus,
+    ChannelEntry, CsvDescription, Deprecation, InstallPermissions, PackageChannel, PackageIcon, PackageManifest, PackageManifestStatus, RequiredPackage,
 };
+use olm_api::v1alpha1::GroupVersionKind;
 use olm_catalog::{Catalog, Package};
 use olm_registry_api::convert;
 use serde_json::Value;
@@ -143,6 +144,10 @@ fn build_package(info: &CatalogInfo, package: &Package, head_csvs: &HashMap<Stri
             }
         };
         description.install_permissions = if synthesized { None } else { install_permissions(&csv) };
+        description.required_packages =
+            bundle.required_packages().map(|r| RequiredPackage { package_name: r.package_name.clone(), version_range: r.version_range.clone() }).collect();
+        description.required_apis =
+            bundle.required_gvks().map(|g| GroupVersionKind { group: g.group.clone(), version: g.version.clone(), kind: g.kind.clone() }).collect();
         let icons = std::mem::take(&mut description.icon);
         let mut entries: Vec<(&olm_catalog::Bundle, ChannelEntry)> = channel
             .entries()
@@ -285,12 +290,14 @@ mod tests {
     }
 
     #[test]
-    fn a_head_known_only_by_its_metadata_has_no_install_permissions_rather_than_none() {
+    fn a_head_known_only_by_its_metadata_has_unknown_install_permissions_and_its_dependencies() {
         let documents = [
             serde_json::json!({"schema": "olm.package", "name": "meta", "defaultChannel": "stable"}),
             serde_json::json!({"schema": "olm.channel", "package": "meta", "name": "stable", "entries": [{"name": "meta.v1.0.0"}]}),
             serde_json::json!({"schema": "olm.bundle", "package": "meta", "name": "meta.v1.0.0", "image": "example.com/meta-bundle:v1.0.0",
-                "properties": [{"type": "olm.package", "value": {"packageName": "meta", "version": "1.0.0"}}, {"type": "olm.csv.metadata", "value": {"displayName": "Meta"}}]}),
+                "properties": [{"type": "olm.package", "value": {"packageName": "meta", "version": "1.0.0"}}, {"type": "olm.csv.metadata", "value": {"displayName": "Meta"}},
+                    {"type": "olm.package.required", "value": {"packageName": "etcd", "versionRange": ">=0.9.0"}},
+                    {"type": "olm.gvk.required", "value": {"group": "etcd.database.coreos.com", "version": "v1beta2", "kind": "EtcdCluster"}}]}),
         ];
         let documents = documents.into_iter().map(|value| olm_catalog::model::Document { value, source: None }).collect();
         let catalog = Catalog::from_documents(documents).expect("a catalog");
@@ -299,6 +306,8 @@ mod tests {
         let desc = &served[0].manifest.status.channels[0].current_csv_desc;
         assert_eq!(desc.display_name, "Meta");
         assert_eq!(desc.install_permissions, None, "its install is unknown, not empty");
+        assert_eq!(desc.required_packages, [RequiredPackage { package_name: "etcd".into(), version_range: ">=0.9.0".into() }]);
+        assert_eq!(desc.required_apis, [GroupVersionKind { group: "etcd.database.coreos.com".into(), version: "v1beta2".into(), kind: "EtcdCluster".into() }]);
     }
 
     #[test]

@@ -197,6 +197,22 @@ pub struct CsvDescription {
     /// the CSV's metadata (no install strategy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_permissions: Option<InstallPermissions>,
+    /// olm-rs's addition: the packages the head bundle needs installed beside it
+    /// (`olm.package.required`), which OLM resolves and installs with it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_packages: Vec<RequiredPackage>,
+    /// olm-rs's addition: the APIs the head bundle needs another operator to provide
+    /// (`olm.gvk.required`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_apis: Vec<GroupVersionKind>,
+}
+
+/// A package a bundle requires, and the versions of it that do.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RequiredPackage {
+    pub package_name: String,
+    pub version_range: String,
 }
 
 /// The permissions of a CSV's install strategy, as its `spec.install.spec` lists them.
