@@ -39,6 +39,10 @@ mod upstream_e2e;
 mod upstream_e2e_ci;
 mod upstream_e2e_report;
 
+// Our resolver runs in this process: with the allocator `olm` ships (crates/olm/src/main.rs).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -402,7 +402,8 @@ pub fn render(
 pub const LOSS_CONTEXT: &str = "How to read these: the load generator runs on the same cores as the server (nproc above), so \
 latency and throughput figures include contention with it, equally for both servers; a single run has no error bars, so \
 differences of a few percent can flip between runs, while differences of several times do not. The first resolution \
-includes getting the catalog: ours parses the FBC from disk, upstream reads opm's pre-parsed cache over gRPC.";
+includes getting the catalog: ours reads its parsed form (what `olm catalog push` ships beside /configs) from disk and builds \
+its model, upstream reads opm's pre-parsed cache over gRPC; neither counts building that form.";
 
 /// Causes behind the losses, from reading our code (not measurements); printed with the losses.
 pub const KNOWN_CAUSES: &str = "Known causes (from reading the code, not measured): **GetBundleForChannel** — the real catalog's \
@@ -410,7 +411,7 @@ bundles carry `olm.csv.metadata` and no `olm.bundle.object`, so both servers syn
 the first request and keeps it for the life of the catalog snapshot (crates/olm-registry `store::BundleContentCache`, bounded). \
 **Catalog server memory** — ours keeps its whole indexed snapshot in memory (the canonical JSON of every object, LZ4-compressed \
 when at least 1 KiB: crates/olm-catalog `Blob`), while opm serves bundle content from its cache directory on disk. **Latency percentiles** — the load generator shares the two cores with \
-the server, so a p99 of a few ms is a scheduling hiccup as often as server work. **First resolution** — ours parses and indexes \
-the FBC from disk, upstream receives opm's pre-parsed bundles over gRPC; a running controller pays this once per catalog change, \
-not per resolution. **Resolution answers** — where the channel of a chosen bundle differs, see \"Channel attribution\" in §2: \
+the server, so a p99 of a few ms is a scheduling hiccup as often as server work. **First resolution** — ours reads the parsed form \
+and builds its model and the resolver's snapshot, upstream receives opm's pre-parsed bundles over gRPC; a running controller \
+pays this once per catalog change, not per resolution. **Resolution answers** — where the channel of a chosen bundle differs, see \"Channel attribution\" in §2: \
 upstream's own choice varies between runs.";

@@ -139,8 +139,19 @@ pub async fn fetch_image(
         return Ok(ImageFetch::Unchanged { digest });
     }
     let unpacked = access.client.catalog(image, &access.creds).await.map_err(wrap)?;
-    let root = unpacked.root.clone();
-    let loaded = tokio::task::spawn_blocking(move || olm_catalog::load::load_fbc_documents(&root))
+    let (root, parsed) = (unpacked.root.clone(), unpacked.parsed.clone());
+    let loaded = tokio::task::spawn_blocking(move || {
+        // The catalog already parsed when the image carries it (`olm catalog push`); the
+        // YAML otherwise, or when that form cannot be read.
+        match parsed.map(|path| olm_catalog::parsed::read_file(&path, &root)) {
+            Some(Ok(documents)) => Ok((documents, Vec::new())),
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "the catalog image's parsed form cannot be read; parsing its /configs instead");
+                olm_catalog::load::load_fbc_documents(&root)
+            }
+            None => olm_catalog::load::load_fbc_documents(&root),
+        }
+    })
         .await
         .map_err(|err| ClientError::Invalid { address: image.to_owned(), message: err.to_string() })?
         .map_err(|err| ClientError::Invalid { address: image.to_owned(), message: relative(&err.to_string(), &unpacked.root) })?;

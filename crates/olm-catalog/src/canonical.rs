@@ -115,6 +115,14 @@ fn write_string(out: &mut String, s: &str) {
     // (UTF-8 E2 80 A8/A9). Scanning bytes keeps the common no-escape case a copy.
     out.push('"');
     let bytes = s.as_bytes();
+    // Most strings (names, base64 icons and manifests) need no escape: one pass the compiler
+    // vectorises tells, and they are copied whole.
+    let needs_escape = bytes.iter().fold(false, |seen, &b| seen | (b < 0x20) | (b == b'"') | (b == b'\\') | (b == 0xe2));
+    if !needs_escape {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     let mut plain_from = 0;
     let mut i = 0;
     while i < bytes.len() {

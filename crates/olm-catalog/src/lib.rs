@@ -24,6 +24,7 @@ mod ignore;
 pub mod graph;
 pub mod load;
 pub mod model;
+pub mod parsed;
 mod parallel;
 pub mod quote;
 pub mod render;

@@ -9,6 +9,11 @@ use crate::{Credentials, ImageClient, ImageError};
 
 /// The label naming a catalog image's FBC directory.
 pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+/// The label of a catalog image `olm catalog push` built: where its catalog is, already parsed
+/// (`olm_catalog::parsed`), and the digest of the layer holding both it and /configs.
+pub const PARSED_LABEL: &str = "io.olm-rs.catalog.parsed.v1";
+/// Where `olm catalog push` puts the parsed catalog in the image.
+pub const PARSED_PATH: &str = "olm-rs/catalog.jsonl";
 /// The label of the deprecated SQLite catalog images.
 pub const DATABASE_LABEL: &str = "operators.operatorframework.io.index.database.v1";
 
@@ -21,6 +26,9 @@ pub struct CatalogImage {
     pub digest: String,
     /// The FBC root.
     pub root: PathBuf,
+    /// The catalog already parsed, when the image carries it and it is the image's own (see
+    /// [`PARSED_LABEL`]).
+    pub parsed: Option<PathBuf>,
     _scratch: tempfile::TempDir,
 }
 
@@ -46,8 +54,18 @@ impl ImageClient {
                 message: format!("label {CONFIGS_LABEL} names {configs:?}, which is not a directory inside the image"),
             });
         }
+        // The parsed form is trusted only while its layer is the image's last: an image built
+        // on top of it may have changed /configs.
+        let parsed = pulled.labels.get(PARSED_LABEL).and_then(|label| {
+            let (path, layer) = label.split_once('@')?;
+            let path = path.trim_matches('/');
+            let own = pulled.layers.last().is_some_and(|last| last.digest == layer) && !path.is_empty() && !path.split('/').any(|c| c == "..");
+            own.then(|| path.to_owned())
+        });
         let scratch = self.scratch()?;
-        self.unpack(&pulled, &[&configs], scratch.path()).await?;
+        let mut wanted = vec![configs.as_str()];
+        wanted.extend(parsed.as_deref());
+        self.unpack(&pulled, &wanted, scratch.path()).await?;
         let root = scratch.path().join(&configs);
         if !root.is_dir() {
             return Err(ImageError::BadContent {
@@ -57,6 +75,7 @@ impl ImageClient {
                 ),
             });
         }
-        Ok(CatalogImage { image: image.to_owned(), digest: pulled.digest, root, _scratch: scratch })
+        let parsed = parsed.map(|p| scratch.path().join(p)).filter(|p| p.is_file());
+        Ok(CatalogImage { image: image.to_owned(), digest: pulled.digest, root, parsed, _scratch: scratch })
     }
 }

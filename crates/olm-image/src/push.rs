@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::bundle::{MANIFESTS_LABEL, METADATA_LABEL};
-use crate::catalog::CONFIGS_LABEL;
+use crate::catalog::{CONFIGS_LABEL, PARSED_LABEL, PARSED_PATH};
 use crate::pull::parse;
 use crate::{Credentials, ImageClient, ImageError};
 
@@ -42,7 +42,7 @@ pub fn build_bundle(dir: &Path) -> Result<BuiltImage, ImageError> {
     labels.insert(MANIFESTS_LABEL.into(), "manifests/".into());
     labels.insert(METADATA_LABEL.into(), "metadata/".into());
     tracing::debug!(bundle = %rendered.name, package = %rendered.package, "building a bundle image");
-    build(&[(dir.join("manifests"), "manifests"), (dir.join("metadata"), "metadata")], labels, "olm bundle push")
+    build(&[(dir.join("manifests"), "manifests"), (dir.join("metadata"), "metadata")], &[], labels, "olm bundle push")
 }
 
 /// Build a catalog image from a file-based catalog directory (served from `/configs`).
@@ -54,8 +54,18 @@ pub fn build_catalog(dir: &Path) -> Result<BuiltImage, ImageError> {
         return Err(local(&format!("not a file-based catalog with at least one package: {first}")));
     }
     let labels = BTreeMap::from([(CONFIGS_LABEL.to_owned(), "/configs".to_owned())]);
-    build(&[(dir.to_owned(), "configs")], labels, "olm catalog push")
+    // The catalog already parsed, beside /configs, when it loads without a problem (a catalog
+    // with problems is parsed from /configs, so they are found the same way; a warning, such
+    // as a directory link not followed, changes nothing) and is not so large that shipping it
+    // twice would crowd a puller's unpack limit.
+    let (documents, problems) = olm_catalog::load::load_fbc_documents(dir).map_err(|err| local(&err))?;
+    let parsed = if problems.iter().all(|p| p.warning) { Some(olm_catalog::parsed::write(&documents, dir).map_err(|err| local(&err))?) } else { None };
+    let files: Vec<(&str, Vec<u8>)> = parsed.filter(|bytes| bytes.len() as u64 <= MAX_PARSED_BYTES).map(|bytes| (PARSED_PATH, bytes)).into_iter().collect();
+    build(&[(dir.to_owned(), "configs")], &files, labels, "olm catalog push")
 }
+
+/// The largest parsed form `olm catalog push` ships: it doubles what a puller unpacks.
+const MAX_PARSED_BYTES: u64 = 256 << 20;
 
 impl ImageClient {
     /// Push a built image to `image` (a tag); returns `registry/repository@digest`.
@@ -101,18 +111,40 @@ fn annotations(dir: &Path) -> Result<BTreeMap<String, String>, String> {
     Err("metadata/annotations.yaml is missing".into())
 }
 
-/// One layer holding each `(source directory, path in the image)`, its config and manifest.
-fn build(dirs: &[(std::path::PathBuf, &str)], labels: BTreeMap<String, String>, created_by: &str) -> Result<BuiltImage, ImageError> {
+/// One layer holding each `(source directory, path in the image)` and each `(path in the
+/// image, content)` file, its config and manifest. With the parsed catalog among the files,
+/// the label [`PARSED_LABEL`] names it and this layer's digest: a loader trusts it only while
+/// this layer is the image's last, so nothing can have changed /configs since it was written.
+fn build(dirs: &[(std::path::PathBuf, &str)], files: &[(&str, Vec<u8>)], mut labels: BTreeMap<String, String>, created_by: &str) -> Result<BuiltImage, ImageError> {
     let mut builder = tar::Builder::new(Vec::new());
     for (source, target) in dirs {
         let walker = olm_catalog::walk::Walker::new(source).map_err(|err| ImageError::local(source.display(), err))?;
         append_dir(&mut builder, &walker, source, target)?;
+    }
+    for (path, data) in files {
+        if let Some((dir, _)) = path.rsplit_once('/') {
+            let mut header = tar::Header::new_ustar();
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_size(0);
+            header.set_mtime(0);
+            builder.append_data(&mut header, format!("{dir}/"), std::io::empty()).map_err(|err| ImageError::local(dir, err))?;
+        }
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_mode(0o644);
+        header.set_size(data.len() as u64);
+        header.set_mtime(0);
+        builder.append_data(&mut header, path, data.as_slice()).map_err(|err| ImageError::local(path, err))?;
     }
     let tar = builder.into_inner().map_err(|err| ImageError::local("layer", err))?;
     let diff_id = sha256(&tar);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&tar).map_err(|err| ImageError::local("layer", err))?;
     let layer = gz.finish().map_err(|err| ImageError::local("layer", err))?;
+    if files.iter().any(|(path, _)| *path == PARSED_PATH) {
+        labels.insert(PARSED_LABEL.to_owned(), format!("/{PARSED_PATH}@{}", sha256(&layer)));
+    }
     let config = serde_json::to_vec(&json!({
         "architecture": "amd64", "os": "linux",
         "config": {"Labels": labels},

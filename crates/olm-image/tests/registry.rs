@@ -45,14 +45,21 @@ async fn push_layer(registry: &str, repository: &str, layer: ImageLayer, labels:
 
 /// A gzip tar layer with one file whose name is written byte for byte (`..` included).
 fn layer_with(path: &str, content: &[u8]) -> Vec<u8> {
+    layer_with_files(&[(path, content)])
+}
+
+/// [`layer_with`], with several files.
+fn layer_with_files(files: &[(&str, &[u8])]) -> Vec<u8> {
     let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
-    let mut header = tar::Header::new_gnu();
-    header.set_size(content.len() as u64);
-    header.set_entry_type(tar::EntryType::Regular);
-    header.set_mode(0o644);
-    header.as_gnu_mut().expect("gnu").name[..path.len()].copy_from_slice(path.as_bytes());
-    header.set_cksum();
-    builder.append(&header, content).expect("append");
+    for (path, content) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_mode(0o644);
+        header.as_gnu_mut().expect("gnu").name[..path.len()].copy_from_slice(path.as_bytes());
+        header.set_cksum();
+        builder.append(&header, *content).expect("append");
+    }
     builder.into_inner().expect("tar").finish().expect("gzip")
 }
 
@@ -319,6 +326,23 @@ async fn a_catalog_image_round_trips_and_its_digest_follows_the_tag() {
         std::fs::read(unpacked.root.join("catalog.json")).expect("catalog.json"),
         std::fs::read(fbc.join("catalog.json")).expect("source")
     );
+    // The catalog already parsed comes with it, and reads as /configs loads.
+    let parsed = unpacked.parsed.as_deref().expect("the parsed form of an image `olm catalog push` built");
+    let (from_configs, problems) = olm_catalog::load::load_fbc_documents(&unpacked.root).expect("/configs loads");
+    assert!(problems.is_empty(), "{problems:?}");
+    let from_parsed = olm_catalog::parsed::read_file(parsed, &unpacked.root).expect("the parsed form reads");
+    assert_eq!(from_parsed.iter().map(|d| (&d.value, d.source.clone())).collect::<Vec<_>>(), from_configs.iter().map(|d| (&d.value, d.source.clone())).collect::<Vec<_>>());
+    // Under a label that names another layer than the image's last (as in an image built on
+    // top of one of ours, whose /configs may have changed), it is not trusted.
+    let labels = BTreeMap::from([
+        (olm_image::catalog::CONFIGS_LABEL.to_owned(), "/configs".to_owned()),
+        (olm_image::catalog::PARSED_LABEL.to_owned(), format!("/{}@sha256:{}", olm_image::catalog::PARSED_PATH, "0".repeat(64))),
+    ]);
+    let source = std::fs::read(fbc.join("catalog.json")).expect("source");
+    let layer = layer_with_files(&[("configs/catalog.json", &source), (olm_image::catalog::PARSED_PATH, &std::fs::read(parsed).expect("the parsed form"))]);
+    let layered = push_raw(registry.addr(), "layered-catalog", layer, labels).await;
+    let unpacked = images.catalog(&layered, &Credentials::anonymous()).await.expect("pull");
+    assert!(unpacked.parsed.is_none(), "another layer's parsed form is not used");
     // Another catalog on the same tag: the digest moves.
     let demo = olm_image::build_catalog(&repo().join("crates/olm-registry/testdata/catalog/demo")).expect("catalog image");
     images.push(&demo, &tag, &Credentials::anonymous()).await.expect("push");

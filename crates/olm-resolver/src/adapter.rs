@@ -137,12 +137,16 @@ pub fn load(
     if !load_problems.is_empty() {
         return Err(olm_catalog::CatalogError::Invalid(load_problems));
     }
+    let (snapshot, mut warnings) = from_documents(documents, key, priority);
+    warnings.splice(0..0, load_warnings.iter().map(ToString::to_string));
+    Ok((snapshot, warnings))
+}
+
+/// The resolver's snapshot of a catalog's documents (read from files or from the parsed form,
+/// `olm_catalog::parsed`), and what is wrong with them, in words.
+pub fn from_documents(documents: Vec<olm_catalog::model::Document>, key: CatalogKey, priority: i32) -> (CatalogSnapshot, Vec<String>) {
     let (catalog, problems) = Catalog::build(documents);
     // A local bundle directory has no image; that matters for installing, not resolving.
-    let warnings = load_warnings
-        .iter()
-        .chain(problems.iter().filter(|p| p.code != "MissingImage"))
-        .map(ToString::to_string)
-        .collect();
-    Ok((snapshot(&catalog, key, priority), warnings))
+    let warnings = problems.iter().filter(|p| p.code != "MissingImage").map(ToString::to_string).collect();
+    (snapshot(&catalog, key, priority), warnings)
 }
