@@ -88,6 +88,36 @@ async fn click_to_page(client: &Client, css: &str) {
     }
 }
 
+/// Clicks what `css` finds on a live page (one that reloads itself when the cluster changes)
+/// until the browser is at a path starting with `path`: a reload that lands between the click
+/// and its navigation leaves it on the same page, so it clicks again (at most 5 times).
+async fn click_through(client: &Client, css: &str, path: &str) {
+    for _ in 0..5 {
+        client.execute("window.__olmConsoleBefore = true;", vec![]).await.expect("mark the page");
+        // The element may go with a reload between finding and clicking it: then again.
+        let clicked = match client.find(Locator::Css(css)).await {
+            Ok(element) => element.click().await.is_ok(),
+            Err(_) => false,
+        };
+        let started = Instant::now();
+        while clicked && started.elapsed() < Duration::from_secs(30) {
+            let loaded = client
+                .execute("return window.__olmConsoleBefore === undefined && document.readyState === 'complete';", vec![])
+                .await
+                .unwrap_or(serde_json::Value::Bool(false));
+            if loaded == serde_json::Value::Bool(true) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if client.current_url().await.expect("url").path().starts_with(path) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    panic!("clicking {css} never led to {path}:\n{}", text_of(client).await);
+}
+
 /// Presses `keys` on the focused element and waits until the page that leads to has loaded
 /// and is `path`.
 async fn press_to_page(client: &Client, keys: &str, path: &str) {
@@ -244,7 +274,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         shot(&client, "installed").await;
 
         // An instance of an API etcd provides, from its CSV's example: checked, then created.
-        click_to_page(&client, "tr[data-subscription='console-etcd/etcd'] td.apis a[href$='/EtcdCluster']").await;
+        click_through(&client, "tr[data-subscription='console-etcd/etcd'] td.apis a[href$='/EtcdCluster']", "/instance/").await;
         let yaml = client.execute("return document.getElementById('yaml').value;", vec![]).await.expect("the YAML");
         let yaml = yaml.as_str().unwrap_or_default().to_owned();
         assert!(yaml.contains("kind: EtcdCluster") && yaml.contains("namespace: console-etcd"), "the example, in the operator's namespace: {yaml}");
@@ -286,7 +316,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             };
             drop(review);
-            click_to_page(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/plan/']").await;
+            click_through(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/plan/']", "/plan/").await;
             let page = text_of(&client).await;
             assert!(page.contains("waits for approval") && page.contains(expected), "the review of {version}:\n{page}");
             eprintln!("the review page of {version}:\n{page}");
@@ -309,7 +339,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
 
         // Rollback: back from 0.9.4 to 0.9.2, its plan reviewed and approved like any other.
         client.goto(&format!("http://{host}/installed")).await.expect("open");
-        click_to_page(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/rollback/']").await;
+        click_through(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/rollback/']", "/rollback/").await;
         let page = text_of(&client).await;
         assert!(page.contains("Rolls Subscription console-manual/etcd back from etcdoperator.v0.9.4 to etcdoperator.v0.9.2."), "{page}");
         assert!(page.contains("through an InstallPlan (Manual approval)"), "{page}");
@@ -322,7 +352,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
                 assert!(waited.elapsed() < Duration::from_secs(120), "the rollback's plan never waited for approval:\n{}", text_of(&client).await);
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            click_to_page(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/plan/']").await;
+            click_through(&client, "tr[data-subscription='console-manual/etcd'] a[href^='/plan/']", "/plan/").await;
         }
         let review = text_of(&client).await;
         assert!(review.contains("waits for approval") && review.contains("etcdoperator.v0.9.2"), "the rollback's plan on the review page:\n{review}");
@@ -342,7 +372,7 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         }
 
         // Uninstall: what goes and what stays, the operand kept, then deleted when asked.
-        click_to_page(&client, "tr[data-subscription='console-etcd/etcd'] a[href^='/uninstall/']").await;
+        click_through(&client, "tr[data-subscription='console-etcd/etcd'] a[href^='/uninstall/']", "/uninstall/").await;
         let page = text_of(&client).await;
         assert!(page.contains("Uninstalls Subscription console-etcd/etcd (etcdoperator.v0.9.4)"), "{page}");
         let kept = client.find(Locator::Css("ul.kept")).await.expect("what stays").text().await.expect("text");
