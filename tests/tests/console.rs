@@ -69,23 +69,33 @@ fn push_hostile_catalog(work: &Path, registry: &str) -> String {
     image
 }
 
-/// Clicks what `css` finds and waits until the page it leads to has loaded (a click returns
-/// before the navigation it starts has ended).
-async fn click_to_page(client: &Client, css: &str) {
+/// Marks the page, so that [`new_page_loaded`] can tell when another has replaced it.
+async fn mark_page(client: &Client) {
     client.execute("window.__olmConsoleBefore = true;", vec![]).await.expect("mark the page");
-    client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.expect("click");
-    let clicked = Instant::now();
-    loop {
+}
+
+/// Waits (30 s at most) until a page other than the one marked has loaded; whether one did (a
+/// click or a key press returns before the navigation it starts has ended).
+async fn new_page_loaded(client: &Client) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
         let loaded = client
             .execute("return window.__olmConsoleBefore === undefined && document.readyState === 'complete';", vec![])
             .await
             .unwrap_or(serde_json::Value::Bool(false));
         if loaded == serde_json::Value::Bool(true) {
-            return;
+            return true;
         }
-        assert!(clicked.elapsed() < Duration::from_secs(30), "clicking {css} led to no new page");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    false
+}
+
+/// Clicks what `css` finds and waits until the page it leads to has loaded.
+async fn click_to_page(client: &Client, css: &str) {
+    mark_page(client).await;
+    client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.expect("click");
+    assert!(new_page_loaded(client).await, "clicking {css} led to no new page");
 }
 
 /// Clicks what `css` finds on a live page (one that reloads itself when the cluster changes)
@@ -93,22 +103,14 @@ async fn click_to_page(client: &Client, css: &str) {
 /// and its navigation leaves it on the same page, so it clicks again (at most 5 times).
 async fn click_through(client: &Client, css: &str, path: &str) {
     for _ in 0..5 {
-        client.execute("window.__olmConsoleBefore = true;", vec![]).await.expect("mark the page");
+        mark_page(client).await;
         // The element may go with a reload between finding and clicking it: then again.
         let clicked = match client.find(Locator::Css(css)).await {
             Ok(element) => element.click().await.is_ok(),
             Err(_) => false,
         };
-        let started = Instant::now();
-        while clicked && started.elapsed() < Duration::from_secs(30) {
-            let loaded = client
-                .execute("return window.__olmConsoleBefore === undefined && document.readyState === 'complete';", vec![])
-                .await
-                .unwrap_or(serde_json::Value::Bool(false));
-            if loaded == serde_json::Value::Bool(true) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        if clicked {
+            new_page_loaded(client).await;
         }
         if client.current_url().await.expect("url").path().starts_with(path) {
             return;
@@ -121,20 +123,9 @@ async fn click_through(client: &Client, css: &str, path: &str) {
 /// Presses `keys` on the focused element and waits until the page that leads to has loaded
 /// and is `path`.
 async fn press_to_page(client: &Client, keys: &str, path: &str) {
-    client.execute("window.__olmConsoleBefore = true;", vec![]).await.expect("mark the page");
+    mark_page(client).await;
     client.active_element().await.expect("the focused element").send_keys(keys).await.expect("keys");
-    let started = Instant::now();
-    loop {
-        let loaded = client
-            .execute("return window.__olmConsoleBefore === undefined && document.readyState === 'complete';", vec![])
-            .await
-            .unwrap_or(serde_json::Value::Bool(false));
-        if loaded == serde_json::Value::Bool(true) {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "pressing {keys:?} led to no new page");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    assert!(new_page_loaded(client).await, "pressing {keys:?} led to no new page");
     assert_eq!(client.current_url().await.expect("url").path(), path);
 }
 
