@@ -129,6 +129,23 @@ async fn press_to_page(client: &Client, keys: &str, path: &str) {
     assert_eq!(client.current_url().await.expect("url").path(), path);
 }
 
+/// Waits (180 s at most) until the Installed page's row of Subscription `subscription`
+/// (`namespace/name`) shows `csv` Succeeded, following the page as it reloads itself; how long.
+async fn succeeded_in_row(client: &Client, subscription: &str, csv: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let row = match client.find(Locator::Css(&format!("tr[data-subscription='{subscription}']"))).await {
+            Ok(row) => row.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if row.contains(&format!("{csv} Succeeded")) {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(180), "{csv} did not reach Succeeded on the Installed page: {row:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 async fn text_of(client: &Client) -> String {
     match client.find(Locator::Css("main")).await {
         Ok(main) => main.text().await.expect("its text"),
@@ -313,19 +330,8 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
             eprintln!("the review page of {version}:\n{page}");
             shot(&client, &format!("review-{version}")).await;
             click_to_page(&client, "form[action$='/approve'] button").await;
-            let approved = Instant::now();
-            loop {
-                let row = match client.find(Locator::Css("tr[data-subscription='console-manual/etcd']")).await {
-                    Ok(row) => row.text().await.unwrap_or_default(),
-                    Err(_) => String::new(),
-                };
-                if row.contains(&format!("etcdoperator.v{version} Succeeded")) {
-                    eprintln!("{version} approved by a click, Succeeded {:?} later", approved.elapsed());
-                    break;
-                }
-                assert!(approved.elapsed() < Duration::from_secs(180), "{version} did not reach Succeeded after Approve: {row:?}");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
+            let took = succeeded_in_row(&client, "console-manual/etcd", &format!("etcdoperator.v{version}")).await;
+            eprintln!("{version} approved by a click, Succeeded {took:?} later");
         }
 
         // Rollback: back from 0.9.4 to 0.9.2, its plan reviewed and approved like any other.
@@ -348,19 +354,8 @@ fn a_cluster_admin_installs_etcd_by_clicking_and_a_hostile_catalog_runs_nothing(
         let review = text_of(&client).await;
         assert!(review.contains("waits for approval") && review.contains("etcdoperator.v0.9.2"), "the rollback's plan on the review page:\n{review}");
         click_to_page(&client, "form[action$='/approve'] button").await;
-        let approved = Instant::now();
-        loop {
-            let row = match client.find(Locator::Css("tr[data-subscription='console-manual/etcd']")).await {
-                Ok(row) => row.text().await.unwrap_or_default(),
-                Err(_) => String::new(),
-            };
-            if row.contains("etcdoperator.v0.9.2 Succeeded") {
-                eprintln!("rolled back to 0.9.2 by two clicks, Succeeded {:?} after Approve", approved.elapsed());
-                break;
-            }
-            assert!(approved.elapsed() < Duration::from_secs(180), "0.9.2 did not come back: {row:?}");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        let took = succeeded_in_row(&client, "console-manual/etcd", "etcdoperator.v0.9.2").await;
+        eprintln!("rolled back to 0.9.2 by two clicks, Succeeded {took:?} after Approve");
 
         // Uninstall: what goes and what stays, the operand kept, then deleted when asked.
         click_through(&client, "tr[data-subscription='console-etcd/etcd'] a[href^='/uninstall/']", "/uninstall/").await;
