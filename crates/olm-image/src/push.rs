@@ -48,18 +48,19 @@ pub fn build_bundle(dir: &Path) -> Result<BuiltImage, ImageError> {
 /// Build a catalog image from a file-based catalog directory (served from `/configs`).
 pub fn build_catalog(dir: &Path) -> Result<BuiltImage, ImageError> {
     let local = |err: &dyn std::fmt::Display| ImageError::local(dir.display(), err);
-    let (catalog, problems) = olm_catalog::load::load_fbc(dir).map_err(|err| local(&err))?;
+    let (documents, mut problems) = olm_catalog::load::load_fbc_documents(dir).map_err(|err| local(&err))?;
+    // The catalog already parsed, beside /configs, when its files load without a problem (a
+    // catalog with problems is parsed from /configs, so they are found the same way; a
+    // warning, such as a directory link not followed, changes nothing) and it is not so large
+    // that shipping it twice would crowd a puller's unpack limit.
+    let parsed = if problems.iter().all(|p| p.warning) { Some(olm_catalog::parsed::write(&documents, dir).map_err(|err| local(&err))?) } else { None };
+    let (catalog, build_problems) = olm_catalog::Catalog::build(documents);
+    problems.extend(build_problems);
     if catalog.packages().is_empty() {
         let first = problems.first().map(ToString::to_string).unwrap_or_else(|| "no olm.package".into());
         return Err(local(&format!("not a file-based catalog with at least one package: {first}")));
     }
     let labels = BTreeMap::from([(CONFIGS_LABEL.to_owned(), "/configs".to_owned())]);
-    // The catalog already parsed, beside /configs, when it loads without a problem (a catalog
-    // with problems is parsed from /configs, so they are found the same way; a warning, such
-    // as a directory link not followed, changes nothing) and is not so large that shipping it
-    // twice would crowd a puller's unpack limit.
-    let (documents, problems) = olm_catalog::load::load_fbc_documents(dir).map_err(|err| local(&err))?;
-    let parsed = if problems.iter().all(|p| p.warning) { Some(olm_catalog::parsed::write(&documents, dir).map_err(|err| local(&err))?) } else { None };
     let files: Vec<(&str, Vec<u8>)> = parsed.filter(|bytes| bytes.len() as u64 <= MAX_PARSED_BYTES).map(|bytes| (PARSED_PATH, bytes)).into_iter().collect();
     build(&[(dir.to_owned(), "configs")], &files, labels, "olm catalog push")
 }
@@ -123,19 +124,9 @@ fn build(dirs: &[(std::path::PathBuf, &str)], files: &[(&str, Vec<u8>)], mut lab
     }
     for (path, data) in files {
         if let Some((dir, _)) = path.rsplit_once('/') {
-            let mut header = tar::Header::new_ustar();
-            header.set_entry_type(tar::EntryType::Directory);
-            header.set_mode(0o755);
-            header.set_size(0);
-            header.set_mtime(0);
-            builder.append_data(&mut header, format!("{dir}/"), std::io::empty()).map_err(|err| ImageError::local(dir, err))?;
+            builder.append_data(&mut header(tar::EntryType::Directory, 0), format!("{dir}/"), std::io::empty()).map_err(|err| ImageError::local(dir, err))?;
         }
-        let mut header = tar::Header::new_ustar();
-        header.set_entry_type(tar::EntryType::Regular);
-        header.set_mode(0o644);
-        header.set_size(data.len() as u64);
-        header.set_mtime(0);
-        builder.append_data(&mut header, path, data.as_slice()).map_err(|err| ImageError::local(path, err))?;
+        builder.append_data(&mut header(tar::EntryType::Regular, data.len()), path, data.as_slice()).map_err(|err| ImageError::local(path, err))?;
     }
     let tar = builder.into_inner().map_err(|err| ImageError::local("layer", err))?;
     let diff_id = sha256(&tar);
@@ -170,26 +161,16 @@ fn build(dirs: &[(std::path::PathBuf, &str)], files: &[(&str, Vec<u8>)], mut lab
 fn append_dir(builder: &mut tar::Builder<Vec<u8>>, walker: &olm_catalog::walk::Walker, source: &Path, target: &str) -> Result<(), ImageError> {
     use olm_catalog::walk::EntryKind;
     let local = |path: &Path, err: &dyn std::fmt::Display| ImageError::local(path.display(), err);
-    let mut header = tar::Header::new_ustar();
-    header.set_entry_type(tar::EntryType::Directory);
-    header.set_mode(0o755);
-    header.set_size(0);
-    header.set_mtime(0);
     builder
-        .append_data(&mut header, format!("{target}/"), std::io::empty())
+        .append_data(&mut header(tar::EntryType::Directory, 0), format!("{target}/"), std::io::empty())
         .map_err(|err| local(source, &err))?;
     for entry in walker.list(source).map_err(|err| local(source, &err))? {
         match entry.kind {
             EntryKind::Dir => append_dir(builder, walker, &entry.path, &format!("{target}/{}", entry.name))?,
             EntryKind::File { .. } => {
                 let data = std::fs::read(&entry.path).map_err(|err| local(&entry.path, &err))?;
-                let mut header = tar::Header::new_ustar();
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_mode(0o644);
-                header.set_size(data.len() as u64);
-                header.set_mtime(0);
                 builder
-                    .append_data(&mut header, format!("{target}/{}", entry.name), data.as_slice())
+                    .append_data(&mut header(tar::EntryType::Regular, data.len()), format!("{target}/{}", entry.name), data.as_slice())
                     .map_err(|err| local(&entry.path, &err))?;
             }
             EntryKind::LinkedDir { .. } => {}
@@ -200,6 +181,17 @@ fn append_dir(builder: &mut tar::Builder<Vec<u8>>, walker: &olm_catalog::walk::W
         }
     }
     Ok(())
+}
+
+/// A tar header of a directory or a file of `size` bytes, with zero times and owners so that a
+/// layer's digest depends on content only.
+fn header(kind: tar::EntryType, size: usize) -> tar::Header {
+    let mut header = tar::Header::new_ustar();
+    header.set_entry_type(kind);
+    header.set_mode(if kind == tar::EntryType::Directory { 0o755 } else { 0o644 });
+    header.set_size(size as u64);
+    header.set_mtime(0);
+    header
 }
 
 fn sha256(bytes: &[u8]) -> String {

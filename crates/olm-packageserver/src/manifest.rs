@@ -276,7 +276,6 @@ mod tests {
         let rules = serde_json::to_string(&etcd_operator.rules).expect("json");
         assert!(rules.contains("etcdclusters"), "{rules}");
         assert!(alpha.current_csv_desc.icon.is_empty(), "icons are stripped from the served object");
-
         assert!(etcd.default_icon().is_some(), "the icon is kept aside");
         assert!(!etcd.with_icons().status.channels.iter().all(|c| c.current_csv_desc.icon.is_empty()));
         let labels = etcd.manifest.metadata.labels.as_ref().expect("labels");
