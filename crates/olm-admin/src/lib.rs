@@ -10,6 +10,14 @@ use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::{Api, ResourceExt};
 use olm_api::v1alpha1::subscription::Subscription;
 
+/// How long to wait for each thing an action waits for (operands gone, a CSV gone, a rollback
+/// done), how often to look, and where to say what is waited for.
+pub struct Waiting<'a> {
+    pub limit: std::time::Duration,
+    pub poll: std::time::Duration,
+    pub progress: &'a (dyn Fn(&str) + Send + Sync),
+}
+
 /// Why an admin action did not happen, or did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {

@@ -2,7 +2,8 @@
 //! can (something installed, what it replaced, the catalog still offering it) and
 //! [`Rollback::summary`] says how it will go; [`request`] annotates the Subscription
 //! (`olm-rs.io/rolled-back-from`) and OLM does it (the Subscription controller's `rollback`);
-//! [`progress`] reads how far it got, and [`withdraw`] takes back a request OLM refused.
+//! [`progress`] reads how far it got, [`withdraw`] takes back a request OLM refused, and
+//! [`follow`] does both until the rollback is done, waits for approval or is refused.
 
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -13,7 +14,7 @@ use olm_api::v1alpha1::install_plan::{InstallPlan, InstallPlanPhase};
 use olm_api::v1alpha1::subscription::{Subscription, SubscriptionConditionType};
 use serde_json::{Value, json};
 
-use crate::AdminError;
+use crate::{AdminError, Waiting};
 
 /// A rollback that can be asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,6 +187,46 @@ pub async fn progress(client: &kube::Client, namespace: &str, name: &str, from: 
         None => None,
     };
     Ok(assess(&sub, current.as_ref(), from_left, plan.as_ref(), from, to))
+}
+
+/// How a followed rollback stands at the end of the wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followed {
+    /// Back at `csv`, Succeeded.
+    Done { csv: String },
+    /// Its InstallPlan waits for approval.
+    WaitsForApproval { plan: String },
+    /// OLM refused it and the request was withdrawn: why, in words.
+    Refused(String),
+    /// Still going when the wait ran out.
+    Going,
+}
+
+/// Follows the rollback of Subscription `namespace/name` from `from` (to `to`, when known)
+/// until it is done, waits for approval or is refused, saying each new state to
+/// `waiting.progress`. A refused request is withdrawn (the annotation as it was, `before`),
+/// since OLM changed nothing.
+pub async fn follow(client: &kube::Client, namespace: &str, name: &str, from: &str, to: Option<&str>, before: Option<&str>, waiting: &Waiting<'_>) -> Result<Followed, AdminError> {
+    let started = std::time::Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < waiting.limit {
+        match progress(client, namespace, name, from, to).await? {
+            Progress::Refused(why) => {
+                withdraw(client, namespace, name, before).await?;
+                return Ok(Followed::Refused(format!("{why} (the request was withdrawn: {from} stays installed)")));
+            }
+            Progress::Done { csv } => return Ok(Followed::Done { csv }),
+            Progress::WaitsForApproval { plan } => return Ok(Followed::WaitsForApproval { plan }),
+            Progress::Going(line) => {
+                if line != last {
+                    (waiting.progress)(&line);
+                    last = line;
+                }
+            }
+        }
+        tokio::time::sleep(waiting.poll).await;
+    }
+    Ok(Followed::Going)
 }
 
 #[cfg(test)]

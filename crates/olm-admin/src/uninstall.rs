@@ -6,7 +6,7 @@
 //! lists nothing.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -18,7 +18,7 @@ use olm_api::v1alpha1::cluster_service_version::ClusterServiceVersion;
 use olm_api::v1alpha1::install_plan::InstallPlan;
 use olm_api::v1alpha1::subscription::Subscription;
 
-use crate::AdminError;
+use crate::{AdminError, Waiting};
 
 /// What to delete besides the operator itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -254,14 +254,6 @@ impl Plan {
 pub struct Done {
     pub uninstalled: String,
     pub note: Option<String>,
-}
-
-/// How long to wait for each step (operands gone, CSV gone, Operator empty), how often to
-/// look, and where to say what is waited for.
-pub struct Waiting<'a> {
-    pub limit: Duration,
-    pub poll: Duration,
-    pub progress: &'a (dyn Fn(&str) + Send + Sync),
 }
 
 /// Uninstalls what `plan` lists, with `options`. A step that fails stops it, saying what was

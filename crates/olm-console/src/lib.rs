@@ -297,7 +297,7 @@ async fn uninstall_submit(State(console): State<Console>, Path((namespace, name)
         return html_page(&title, &remove::uninstall_page(&namespace, &name, &summary, options, Some("tick the box to confirm what goes")));
     }
     let quiet = |_: &str| {};
-    let waiting = olm_admin::uninstall::Waiting { limit: UNINSTALL_WAIT, poll: std::time::Duration::from_secs(1), progress: &quiet };
+    let waiting = olm_admin::Waiting { limit: UNINSTALL_WAIT, poll: std::time::Duration::from_secs(1), progress: &quiet };
     match olm_admin::uninstall::execute(&console.client, &plan, options, &waiting).await {
         Ok(done) => html_page(&title, &remove::uninstalled_page(&done.uninstalled, done.note.as_deref())),
         Err(err) => {
@@ -329,7 +329,7 @@ const ROLLBACK_FOLLOW: std::time::Duration = std::time::Duration::from_secs(20);
 /// Asks OLM for the rollback the page showed; a refusal by OLM is taken back and said, a plan
 /// that waits for approval is shown for review.
 async fn rollback_submit(State(console): State<Console>, Path((namespace, name)): Path<(String, String)>, Form(form): Form<RollbackForm>) -> Response {
-    use olm_admin::rollback::{self, Prepared, Progress};
+    use olm_admin::rollback::{self, Followed, Prepared};
     let title = format!("Roll back {name}");
     let client = &console.client;
     let rollback = match rollback::prepare(client, &namespace, &name).await {
@@ -344,23 +344,13 @@ async fn rollback_submit(State(console): State<Console>, Path((namespace, name))
     if let Err(err) = rollback::request(client, &rollback).await {
         return admin_failure(&title, &err);
     }
-    let started = std::time::Instant::now();
-    while started.elapsed() < ROLLBACK_FOLLOW {
-        match rollback::progress(client, &namespace, &name, &rollback.from, Some(&rollback.to)).await {
-            Ok(Progress::Refused(why)) => {
-                let withdrawn = rollback::withdraw(client, &namespace, &name, rollback.before.as_deref()).await;
-                let said = match withdrawn {
-                    Ok(()) => format!("{why} (the request was withdrawn: {} stays installed)", rollback.from),
-                    Err(err) => format!("{why} (and the request could not be withdrawn: {err})"),
-                };
-                return html_page(&title, &remove::message_page(&said, true));
-            }
-            Ok(Progress::WaitsForApproval { plan }) => return Redirect::to(&format!("/plan/{}/{}", html::query_value(&namespace), html::query_value(&plan))).into_response(),
-            Ok(Progress::Done { csv }) => return html_page(&title, &remove::message_page(&format!("Rolled back to {csv}."), false)),
-            Ok(Progress::Going(_)) => {}
-            Err(err) => return admin_failure(&title, &err),
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let quiet = |_: &str| {};
+    let waiting = olm_admin::Waiting { limit: ROLLBACK_FOLLOW, poll: std::time::Duration::from_millis(500), progress: &quiet };
+    match rollback::follow(client, &namespace, &name, &rollback.from, Some(&rollback.to), rollback.before.as_deref(), &waiting).await {
+        Ok(Followed::Refused(said)) => html_page(&title, &remove::message_page(&said, true)),
+        Ok(Followed::WaitsForApproval { plan }) => Redirect::to(&format!("/plan/{}/{}", html::query_value(&namespace), html::query_value(&plan))).into_response(),
+        Ok(Followed::Done { csv }) => html_page(&title, &remove::message_page(&format!("Rolled back to {csv}."), false)),
+        Ok(Followed::Going) => Redirect::to(&format!("/installed#{}", html::query_value(&namespace))).into_response(),
+        Err(err) => admin_failure(&title, &err),
     }
-    Redirect::to(&format!("/installed#{}", html::query_value(&namespace))).into_response()
 }

@@ -124,6 +124,11 @@ pub fn progress(line: &str) {
     eprintln!("{line}");
 }
 
+/// How the commands wait for OLM ([`WAIT`], [`POLL`]), saying progress on stderr.
+pub fn waiting() -> olm_admin::Waiting<'static> {
+    olm_admin::Waiting { limit: WAIT, poll: POLL, progress: &progress }
+}
+
 pub use olm_admin::package_manifest;
 
 /// The API server's message of a failed request, for people.

@@ -3,12 +3,11 @@
 //! then asks OLM for it and follows it (see the Subscription controller's `rollback`).
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::Args;
-use olm_admin::rollback::{self, Prepared, Progress};
+use olm_admin::rollback::{self, Followed, Prepared};
 
-use super::{AskArgs, KubeArgs, POLL, WAIT, block_on, confirm, connect, progress};
+use super::{AskArgs, KubeArgs, WAIT, block_on, confirm, connect, progress};
 
 /// `olm rollback`.
 #[derive(Debug, Args)]
@@ -50,37 +49,24 @@ pub fn run(args: RollbackArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Follow the rollback until `to` (when known) is the Subscription's Succeeded CSV and `from`
-/// is gone; when OLM refuses it, say why and take the request back (the annotation as it was,
-/// `before`: an earlier rollback's).
+/// is gone; when OLM refuses it, say why (the request is taken back: the annotation as it was,
+/// `before`, an earlier rollback's).
 async fn follow(client: &kube::Client, namespace: &str, name: &str, from: &str, to: Option<&str>, before: Option<&str>) -> anyhow::Result<ExitCode> {
-    let started = Instant::now();
-    let mut last = String::new();
-    while started.elapsed() < WAIT {
-        match rollback::progress(client, namespace, name, from, to).await? {
-            Progress::Refused(why) => {
-                // Nothing was changed: take the request back, so the Subscription is as before.
-                rollback::withdraw(client, namespace, name, before).await?;
-                anyhow::bail!("{why} (the request was withdrawn: {from} stays installed)");
-            }
-            Progress::Done { csv } => {
-                println!("Rolled back to {csv}.");
-                return Ok(ExitCode::SUCCESS);
-            }
-            Progress::WaitsForApproval { plan } => {
-                println!(
-                    "The rollback's InstallPlan {plan} waits for approval.\n  preview it: kubectl olm plan show {plan} -n {namespace}\n  approve it: kubectl olm approve {plan} -n {namespace}"
-                );
-                return Ok(ExitCode::SUCCESS);
-            }
-            Progress::Going(line) => {
-                if line != last {
-                    progress(&line);
-                    last = line;
-                }
-            }
+    match rollback::follow(client, namespace, name, from, to, before, &super::waiting()).await? {
+        Followed::Refused(said) => anyhow::bail!("{said}"),
+        Followed::Done { csv } => {
+            println!("Rolled back to {csv}.");
+            Ok(ExitCode::SUCCESS)
         }
-        tokio::time::sleep(POLL).await;
+        Followed::WaitsForApproval { plan } => {
+            println!(
+                "The rollback's InstallPlan {plan} waits for approval.\n  preview it: kubectl olm plan show {plan} -n {namespace}\n  approve it: kubectl olm approve {plan} -n {namespace}"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Followed::Going => {
+            progress(&format!("still not done after {} s: kubectl olm status {name} -n {namespace} tells where it stands", WAIT.as_secs()));
+            Ok(ExitCode::from(1))
+        }
     }
-    progress(&format!("still not done after {} s: kubectl olm status {name} -n {namespace} tells where it stands", WAIT.as_secs()));
-    Ok(ExitCode::from(1))
 }

@@ -4,9 +4,9 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use olm_admin::uninstall::{self, Item, OptionNames, Options, Waiting};
+use olm_admin::uninstall::{self, Item, OptionNames, Options};
 
-use super::{KubeArgs, POLL, WAIT, block_on, confirm, connect, progress};
+use super::{KubeArgs, block_on, confirm, connect, waiting};
 
 /// `olm uninstall`.
 #[derive(Debug, Args)]
@@ -28,11 +28,6 @@ pub struct UninstallArgs {
 }
 
 const FLAGS: OptionNames<'static> = OptionNames { delete_operands: "--delete-operands", delete_crds: "--delete-crds" };
-
-/// How long each step is waited for, progress on stderr.
-pub(super) fn waiting() -> Waiting<'static> {
-    Waiting { limit: WAIT, poll: POLL, progress: &progress }
-}
 
 fn print_items(items: &[Item], prefix: &str) {
     for item in items {

@@ -102,7 +102,7 @@ pub async fn migrate(client: &kube::Client, sub: &Subscription, plan: &Plan) -> 
 pub async fn finish(client: &kube::Client, extension: &ClusterExtension) -> anyhow::Result<()> {
     let package = extension.spec.source.catalog.as_ref().map(|c| c.package_name.clone()).unwrap_or_default();
     let operator = olm_api::keys::operator_name(&package, &extension.spec.namespace);
-    if let Some(note) = olm_admin::uninstall::remove_operator(client, &operator, &super::super::uninstall::waiting()).await? {
+    if let Some(note) = olm_admin::uninstall::remove_operator(client, &operator, &super::super::waiting()).await? {
         eprintln!("note: {note}");
     }
     let annotation = |key: &str| extension.annotations().get(key).cloned().unwrap_or_default();
