@@ -181,14 +181,29 @@ pub fn desired_deployment(
 /// Whether every field of `wanted` is present with the same value in `actual`. Objects may have
 /// extra keys (server defaults); every element of a wanted list must match some element of the
 /// actual list (others may add elements, e.g. an injected sidecar, without counting as drift).
+/// A wanted empty value matches an absent field: the API server drops empty strings, lists,
+/// maps, `false` and `0` of `omitempty` fields (a CSV's `env: [{name: X, value: ""}]` is stored
+/// as `{name: X}`), and reading that as drift rolled the Deployment "back" after every restart.
 pub fn json_contains(actual: &Value, wanted: &Value) -> bool {
     match (actual, wanted) {
         (_, Value::Null) => true,
         (Value::Object(a), Value::Object(w)) => w
             .iter()
-            .all(|(key, wv)| a.get(key).map_or(wv.is_null(), |av| json_contains(av, wv))),
+            .all(|(key, wv)| a.get(key).map_or(is_empty_value(wv), |av| json_contains(av, wv))),
         (Value::Array(a), Value::Array(w)) => w.iter().all(|wv| a.iter().any(|av| json_contains(av, wv))),
         (a, w) => a == w,
+    }
+}
+
+/// What Go's `omitempty` leaves out of an object the API server stores.
+fn is_empty_value(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
     }
 }
 
@@ -418,6 +433,20 @@ mod tests {
         assert!(json_contains(&actual, &json!({"template": {"spec": {"containers": [{"name": "a", "image": "x"}]}}})));
         assert!(!json_contains(&actual, &json!({"template": {"spec": {"containers": [{"name": "a", "image": "z"}]}}})));
         assert!(!json_contains(&actual, &json!({"replicas": 2})));
+    }
+
+    #[test]
+    fn an_empty_wanted_value_matches_the_field_the_api_server_left_out() {
+        // aws-efs-operator 0.0.8's CSV: `{name: WATCH_NAMESPACE, value: ""}`, stored without `value`.
+        let actual = json!({"template": {"spec": {"containers": [{"name": "a", "env": [{"name": "WATCH_NAMESPACE"}]}]}}});
+        let wanted = |value: Value| json!({"template": {"spec": {"containers": [{"name": "a", "env": [{"name": "WATCH_NAMESPACE", "value": value}]}]}}});
+        assert!(json_contains(&actual, &wanted(json!(""))));
+        for empty in [json!(false), json!(0), json!([]), json!({})] {
+            assert!(json_contains(&actual, &wanted(empty)));
+        }
+        // A value that is not empty is still drift when it is missing.
+        assert!(!json_contains(&actual, &wanted(json!("ns1"))));
+        assert!(!json_contains(&actual, &wanted(json!(true))));
     }
 
     fn deployment(uid: &str, generation: i64, image: &str) -> Deployment {

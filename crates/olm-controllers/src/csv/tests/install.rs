@@ -87,6 +87,34 @@ fn installing_succeeds_when_deployments_are_available() {
     );
 }
 
+/// A restarted OLM compares the Deployment as the API server stored it: an empty value in the
+/// CSV (aws-efs-operator 0.0.8's `{name: WATCH_NAMESPACE, value: ""}`) is stored without it,
+/// which is no drift: the CSV stays Succeeded and nothing is applied.
+#[test]
+fn a_succeeded_csv_whose_deployment_was_stored_without_its_empty_values_stays_succeeded() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Succeeded, CsvReason::InstallSucceeded)));
+    let mut csv = serde_json::to_value(&world.csv).expect("a CSV as JSON");
+    let container = csv.pointer_mut("/spec/install/spec/deployments/0/spec/template/spec/containers/0").expect("a container");
+    let env = container.as_object_mut().expect("an object").entry("env").or_insert_with(|| serde_json::json!([]));
+    env.as_array_mut().expect("a list").push(serde_json::json!({"name": "WATCH_NAMESPACE", "value": ""}));
+    world.csv = serde_json::from_value(csv).expect("a CSV");
+    let mut world = world.with_installed_deployments();
+    let mut stripped = 0;
+    for deployment in world.deployments.values_mut() {
+        let pod = deployment.spec.as_mut().and_then(|s| s.template.spec.as_mut()).expect("a pod spec");
+        for var in pod.containers.iter_mut().flat_map(|c| c.env.iter_mut().flatten()) {
+            if var.value.as_deref() == Some("") {
+                var.value = None;
+                stripped += 1;
+            }
+        }
+    }
+    assert_eq!(stripped, 1, "the installed Deployment is stored without the empty value");
+    let decision = world.decide();
+    assert!(!decision.actions.iter().any(|a| matches!(a, CsvAction::ApplyDeployment(_))), "{:?}", decision.actions);
+    assert_eq!(phase_reason(&decision), (CsvPhase::Succeeded, CsvReason::InstallSucceeded));
+}
+
 #[test]
 fn installing_waits_for_an_unavailable_deployment_then_times_out() {
     let mut world = World::etcd_ready(Some((CsvPhase::Installing, CsvReason::InstallSucceeded))).with_installed_deployments();
