@@ -180,7 +180,7 @@ const GLOBAL_CHANNEL: &str = "stable";
 const GLOBAL_GROUP: &str = "etcdglobal.bench.example.com";
 
 /// Head of a channel: the entry no other entry of the channel replaces or skips.
-fn channel_head(documents: &[olm_catalog::model::Document], package: &str, channel: &str) -> anyhow::Result<String> {
+pub(crate) fn channel_head(documents: &[olm_catalog::model::Document], package: &str, channel: &str) -> anyhow::Result<String> {
     let doc = documents
         .iter()
         .map(|d| &d.value)

@@ -15,6 +15,7 @@ use anyhow::{Context, bail};
 
 use crate::chaos_catalog::{self as catalog, CHANNEL, GLOBAL, GLOBAL_NAMESPACE, INITIAL, UPDATE, Workload, workload};
 use crate::chaos_check::{self, Outcome};
+use crate::dev_env::{self, DevEnv};
 
 pub struct ChaosOptions {
     pub seed: u64,
@@ -55,9 +56,9 @@ impl Target {
     /// The pid file `olm dev up` keeps for it, for the processes it starts.
     fn dev_process(self) -> Option<&'static str> {
         match self {
-            Target::Controllers => Some("olm-controllers"),
-            Target::CatalogServer => Some("olm-catalog"),
-            Target::PackageServer => Some("olm-packageserver"),
+            Target::Controllers => Some(dev_env::CONTROLLERS),
+            Target::CatalogServer => Some(dev_env::CATALOG_SERVER),
+            Target::PackageServer => Some(dev_env::PACKAGE_SERVER),
             _ => None,
         }
     }
@@ -83,60 +84,20 @@ pub struct ChaosRun {
     pub olm_binary: String,
 }
 
-/// The private environment: `olm dev up` on its own state directory and ports.
-struct Env {
-    layout: olm_dev::Layout,
-    olm: PathBuf,
-    catalog_dir: PathBuf,
-    work: PathBuf,
-    state_dir: PathBuf,
-    port_base: u16,
-}
-
-/// Ports of its own: `olm dev up` uses 28000, the tests 29000, the e2e bench 25000 (all below the
-/// ephemeral range).
+/// Ports of its own: `olm dev up` uses 28000, the tests 29000, the e2e bench 25000, the
+/// large-scale run 27000 (all below the ephemeral range).
 const PORT_BASE: u16 = 26000;
 
-impl Env {
-    fn dev(&self, args: &[&str]) -> anyhow::Result<String> {
-        let log = self.work.join("olm-dev.log");
-        let output = Command::new(&self.olm)
-            .args(["dev"])
-            .args(args)
-            .env("OLM_DEV_STATE_DIR", &self.state_dir)
-            .env("OLM_DEV_PORT_BASE", self.port_base.to_string())
-            .stdin(Stdio::null())
-            .output()
-            .with_context(|| format!("running olm dev {}", args.join(" ")))?;
-        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-        let mut previous = std::fs::read_to_string(&log).unwrap_or_default();
-        previous.push_str(&format!("\n$ olm dev {}\n{text}", args.join(" ")));
-        std::fs::write(&log, previous)?;
-        if !output.status.success() {
-            bail!("olm dev {} failed:\n{text}", args.join(" "));
-        }
-        Ok(text)
-    }
-
-    fn up(&self) -> anyhow::Result<()> {
-        let catalog = self.catalog_dir.display().to_string();
-        self.dev(&["up", "--catalog", &catalog]).map(drop)
-    }
-
-    fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
-        olm_dev::kubectl(&self.layout, args, stdin).map_err(|e| anyhow::anyhow!("kubectl {}: {e}", args.join(" ")))
-    }
-
-    fn replica(&self) -> anyhow::Result<Child> {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.work.join("replica-2.log"))?;
-        Ok(Command::new(&self.olm)
-            .args(["run", "--leader-elect", "--metrics-addr", &format!("127.0.0.1:{}", crate::serve::free_port()?)])
-            .arg(format!("--kubeconfig={}", self.layout.kubeconfig().display()))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?)
-    }
+/// A second `olm run` on the same leader Lease as the environment's.
+fn replica(env: &DevEnv) -> anyhow::Result<Child> {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(env.work.join("replica-2.log"))?;
+    Ok(Command::new(&env.olm)
+        .args(["run", "--leader-elect", "--metrics-addr", &format!("127.0.0.1:{}", crate::serve::free_port()?)])
+        .arg(format!("--kubeconfig={}", env.layout.kubeconfig().display()))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?)
 }
 
 fn sigkill(pid: u32) -> anyhow::Result<()> {
@@ -169,7 +130,7 @@ fn manifests(work: &[Workload], grpc_port: u16) -> String {
 }
 
 /// Approve every InstallPlan waiting for approval (the Manual Subscriptions' admin).
-fn approve_pending(env: &Env) -> usize {
+fn approve_pending(env: &DevEnv) -> usize {
     let Ok(listing) = env.kubectl(
         &["get", "installplans", "-A", "-o", "jsonpath={range .items[?(@.spec.approved==false)]}{.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}"],
         None,
@@ -189,42 +150,19 @@ fn approve_pending(env: &Env) -> usize {
 
 pub fn run(workspace: &Path, opts: &ChaosOptions) -> anyhow::Result<ChaosRun> {
     let work = workspace.join("target/olm-bench/chaos");
-    let state_dir = work.join("state");
-    if state_dir.exists() {
-        let layout = private_layout(&state_dir)?;
-        let _ = olm_dev::down(&layout, &olm_dev::Progress::quiet(), true);
-    }
-    if work.exists() {
-        std::fs::remove_dir_all(&work).with_context(|| format!("removing {}", work.display()))?;
-    }
-    std::fs::create_dir_all(&work)?;
-    let env = Env {
-        layout: private_layout(&state_dir)?,
-        olm: opts.olm.clone(),
-        catalog_dir: work.join("catalog"),
-        work: work.clone(),
-        state_dir,
-        port_base: PORT_BASE,
-    };
+    let env = DevEnv::fresh(&work, &opts.olm, &work.join("catalog"), PORT_BASE)?;
     catalog::write(&env.catalog_dir, &INITIAL)?;
     eprintln!("chaos: seed {} — starting OLM with olm dev up on ports from {PORT_BASE} ({})", opts.seed, env.work.display());
     env.up()?;
     let result = drive(&env, opts);
     eprintln!("chaos: stopping the environment");
-    let _ = env.dev(&["down", "--purge"]);
+    let _ = env.down();
     result
 }
 
-fn private_layout(state_dir: &Path) -> anyhow::Result<olm_dev::Layout> {
-    let mut layout = olm_dev::Layout::from_env().context("olm-dev layout")?;
-    layout.state_dir = state_dir.to_path_buf();
-    layout.set_port_base(PORT_BASE).context("port base")?;
-    Ok(layout)
-}
-
-fn drive(env: &Env, opts: &ChaosOptions) -> anyhow::Result<ChaosRun> {
+fn drive(env: &DevEnv, opts: &ChaosOptions) -> anyhow::Result<ChaosRun> {
     let begin = Instant::now();
-    let mut replica = env.replica()?;
+    let mut replica = replica(env)?;
     let work = workload(opts.namespaces);
     env.kubectl(&["apply", "-f", "-"], Some(&manifests(&work, env.layout.host_ports.catalog_grpc)))?;
     let mut rng = fastrand::Rng::with_seed(opts.seed);
@@ -291,7 +229,7 @@ fn drive(env: &Env, opts: &ChaosOptions) -> anyhow::Result<ChaosRun> {
     })
 }
 
-fn kill(env: &Env, target: Target, replica: &mut Child) -> anyhow::Result<()> {
+fn kill(env: &DevEnv, target: Target, replica: &mut Child) -> anyhow::Result<()> {
     match target {
         Target::Replica => {
             replica.kill()?;
@@ -302,22 +240,15 @@ fn kill(env: &Env, target: Target, replica: &mut Child) -> anyhow::Result<()> {
             olm_dev::kill_component(&env.layout, component)?;
         }
         _ => {
-            let name = target.dev_process().context("an olm dev process")?;
-            let pid_file = env.layout.pid_file(name);
-            let pid: u32 = std::fs::read_to_string(&pid_file)
-                .with_context(|| format!("reading {}", pid_file.display()))?
-                .trim()
-                .parse()
-                .with_context(|| format!("{} holds no pid", pid_file.display()))?;
-            sigkill(pid)?;
+            sigkill(env.pid(target.dev_process().context("an olm dev process")?)?)?;
         }
     }
     Ok(())
 }
 
-fn restore(env: &Env, target: Target, replica: &mut Child) -> anyhow::Result<()> {
+fn restore(env: &DevEnv, target: Target, replica: &mut Child) -> anyhow::Result<()> {
     match target {
-        Target::Replica => *replica = env.replica()?,
+        Target::Replica => *replica = self::replica(env)?,
         Target::ApiServer => drop(olm_dev::restart_component(&env.layout, olm_dev::Component::ApiServer)?),
         Target::Etcd => drop(olm_dev::restart_component(&env.layout, olm_dev::Component::Etcd)?),
         // `olm dev up` starts what is missing and leaves the rest running.

@@ -7,9 +7,12 @@
 //! when the API server ends its watch (kube-runtime's watcher).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
+use anyhow::bail;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -124,6 +127,56 @@ pub(crate) fn start(kubeconfig: &Path) -> anyhow::Result<mpsc::Receiver<String>>
     });
     ready_rx.recv()??;
     Ok(rx)
+}
+
+/// What the all-namespaces CSV watch knows: (namespace, name) → (phase, copied).
+#[derive(Default)]
+pub(crate) struct CsvState {
+    pub(crate) csvs: HashMap<(String, String), (String, bool)>,
+}
+
+impl CsvState {
+    pub(crate) fn apply(&mut self, line: &str) {
+        let mut parts = line.split_whitespace();
+        let (Some(event), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next()) else { return };
+        let mut phase = String::new();
+        let mut copied = false;
+        for p in parts {
+            if let Some(c) = p.strip_prefix("copiedFrom=") {
+                copied = !c.is_empty();
+            } else {
+                phase = p.to_string();
+            }
+        }
+        let key = (ns.to_string(), name.to_string());
+        if event == "DELETED" {
+            self.csvs.remove(&key);
+        } else {
+            self.csvs.insert(key, (phase, copied));
+        }
+    }
+    pub(crate) fn succeeded(&self, ns: &str, name: &str) -> bool {
+        self.csvs.get(&(ns.to_string(), name.to_string())).is_some_and(|(p, _)| p == "Succeeded")
+    }
+    pub(crate) fn copied(&self) -> usize {
+        self.csvs.values().filter(|(_, c)| *c).count()
+    }
+}
+
+/// Keep the CSV state current for `wait`, from the scale run's own watch (`csv_watch`).
+pub(crate) fn drain(watch: &mpsc::Receiver<String>, state: &mut CsvState, wait: Duration) -> anyhow::Result<()> {
+    let until = Instant::now() + wait;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match watch.recv_timeout(left.min(Duration::from_millis(200))) {
+            Ok(line) => state.apply(&line),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the CSV watch ended"),
+        }
+        if Instant::now() >= until {
+            return Ok(());
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //!
 //! Longer than ~600 lines: one benchmark scenario (both OLMs installed, timed and torn down side by side) with its reporting.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use crate::catalogs::{E2E_CHANNEL, E2E_PACKAGE, GlobalPackage};
+use crate::csv_watch::{CsvState, drain};
 use crate::kubectl::kubectl;
 use crate::serve::{free_port, memory_mib};
 use crate::tools::Tools;
@@ -803,7 +804,7 @@ fn single(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path, catal
 }
 
 /// GET `path` from a plain-HTTP server (olm run's admin server), for the logs.
-fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+pub(crate) fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
     let mut stream = std::net::TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
@@ -836,7 +837,7 @@ fn reconciles(metrics: &str) -> Vec<(String, u64, f64)> {
 }
 
 /// `olm_api_requests_total` series: ("verb resource", count).
-fn api_requests(metrics: &str) -> BTreeMap<String, u64> {
+pub(crate) fn api_requests(metrics: &str) -> BTreeMap<String, u64> {
     let mut by = BTreeMap::new();
     for line in metrics.lines().filter(|l| l.starts_with("olm_api_requests_total{")) {
         let Some((series, value)) = line.rsplit_once(' ') else { continue };
@@ -862,7 +863,7 @@ const WRITE_VERBS: [&str; 6] = ["create", "apply", "patch", "update", "delete", 
 
 /// The writes (by verb and resource) between two /metrics readings of one process; `before`
 /// empty: since it started.
-fn writes_between(before: &str, after: &str) -> Vec<(String, u64)> {
+pub(crate) fn writes_between(before: &str, after: &str) -> Vec<(String, u64)> {
     let before = api_requests(before);
     api_requests(after)
         .into_iter()
@@ -904,58 +905,8 @@ fn writes_around_restart(started: &mut Started, tools: &Tools, layout: &olm_dev:
     Ok((writes_before, writes_between("", &metrics)))
 }
 
-/// What the all-namespaces CSV watch knows: (namespace, name) → (phase, copied).
-#[derive(Default)]
-struct CsvState {
-    csvs: HashMap<(String, String), (String, bool)>,
-}
-
-impl CsvState {
-    fn apply(&mut self, line: &str) {
-        let mut parts = line.split_whitespace();
-        let (Some(event), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next()) else { return };
-        let mut phase = String::new();
-        let mut copied = false;
-        for p in parts {
-            if let Some(c) = p.strip_prefix("copiedFrom=") {
-                copied = !c.is_empty();
-            } else {
-                phase = p.to_string();
-            }
-        }
-        let key = (ns.to_string(), name.to_string());
-        if event == "DELETED" {
-            self.csvs.remove(&key);
-        } else {
-            self.csvs.insert(key, (phase, copied));
-        }
-    }
-    fn succeeded(&self, ns: &str, name: &str) -> bool {
-        self.csvs.get(&(ns.to_string(), name.to_string())).is_some_and(|(p, _)| p == "Succeeded")
-    }
-    fn copied(&self) -> usize {
-        self.csvs.values().filter(|(_, c)| *c).count()
-    }
-}
-
-/// Keep the CSV state current for `wait`, from the scale run's own watch (`csv_watch`).
-fn drain(watch: &mpsc::Receiver<String>, state: &mut CsvState, wait: Duration) -> anyhow::Result<()> {
-    let until = Instant::now() + wait;
-    loop {
-        let left = until.saturating_duration_since(Instant::now());
-        match watch.recv_timeout(left.min(Duration::from_millis(200))) {
-            Ok(line) => state.apply(&line),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the CSV watch ended"),
-        }
-        if Instant::now() >= until {
-            return Ok(());
-        }
-    }
-}
-
 /// Run `kubectl create -f` on each file, `concurrency` at a time, within `timeout`.
-fn create_files(layout: &olm_dev::Layout, files: &[PathBuf], timeout: Duration) -> anyhow::Result<()> {
+pub(crate) fn create_files(layout: &olm_dev::Layout, files: &[PathBuf], timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     let mut running: Vec<(Child, &PathBuf)> = Vec::new();
     for f in files {
@@ -1169,11 +1120,11 @@ fn scale(
 /// reloads, into which a package nobody subscribes to (the chaos run's, under `churn/`) gets
 /// one more version every `every`. Each update makes every Subscription on the catalog
 /// resolve again; what that costs shows in the requests counted until settled.
-struct CatalogChurn {
+pub(crate) struct CatalogChurn {
     dir: PathBuf,
     every: Duration,
     versions: Vec<String>,
-    added: usize,
+    pub(crate) added: usize,
     next: Option<Instant>,
 }
 
@@ -1191,24 +1142,34 @@ impl CatalogChurn {
                 std::fs::copy(entry.path(), dir.join(entry.file_name()))?;
             }
         }
+        CatalogChurn::within(dir, every)
+    }
+
+    /// Updates of the catalog directory `dir` itself (its `churn/` directory).
+    pub(crate) fn within(dir: PathBuf, every: Duration) -> anyhow::Result<CatalogChurn> {
         let versions = vec!["1.0.0".to_owned()];
         crate::chaos_catalog::write(&dir.join("churn"), &versions.iter().map(String::as_str).collect::<Vec<_>>())?;
         Ok(CatalogChurn { dir, every, versions, added: 0, next: None })
     }
 
-    fn start(mut self, at: Instant) -> CatalogChurn {
-        self.next = Some(at + self.every);
+    pub(crate) fn start(mut self, at: Instant) -> CatalogChurn {
+        self.begin(at);
         self
     }
 
+    /// The first update comes `every` after `at`.
+    pub(crate) fn begin(&mut self, at: Instant) {
+        self.next = Some(at + self.every);
+    }
+
     /// Add the next version when it is due.
-    fn tick(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn tick(&mut self) -> anyhow::Result<()> {
         let Some(next) = self.next.filter(|n| Instant::now() >= *n) else { return Ok(()) };
         self.versions.push(format!("1.0.{}", self.versions.len()));
         crate::chaos_catalog::write(&self.dir.join("churn"), &self.versions.iter().map(String::as_str).collect::<Vec<_>>())?;
         self.added += 1;
         self.next = Some(next + self.every);
-        eprintln!("  [ours] catalog update {}: churn packages at 1.0.{}", self.added, self.versions.len() - 1);
+        eprintln!("  catalog update {}: churn packages at 1.0.{}", self.added, self.versions.len() - 1);
         Ok(())
     }
 }
@@ -1228,7 +1189,7 @@ pub const PODS_PER_NODE: usize = 110;
 /// scale run's operator Deployments (one per namespace, plus the AllNamespaces one) need more.
 /// kwok manages every node annotated kwok.x-k8s.io/node=fake, so these extra Node objects become
 /// Ready fake nodes.
-fn add_nodes(layout: &olm_dev::Layout, pods: usize) -> anyhow::Result<usize> {
+pub(crate) fn add_nodes(layout: &olm_dev::Layout, pods: usize) -> anyhow::Result<usize> {
     let extra = pods.div_ceil(PODS_PER_NODE);
     for i in 0..extra {
         let name = format!("olm-bench-node-{i}");

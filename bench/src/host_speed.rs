@@ -27,7 +27,12 @@ pub struct HostSpeed {
 /// process cannot be read.
 pub fn api_server_cpu_s(layout: &olm_dev::Layout) -> Option<f64> {
     let pid = std::fs::read_to_string(layout.pid_file("kube-apiserver")).ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).ok()?;
+    cpu_s(pid.trim().parse().ok()?)
+}
+
+/// A process's CPU time so far (user + system), in seconds.
+pub fn cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command (which may hold spaces) start at its closing parenthesis.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the command.

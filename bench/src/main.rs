@@ -15,7 +15,9 @@
 //! only the bundle-unpack comparison on a real node (root; unpack.rs) and prints its section.
 //! `--chaos [--seed N] [--kills N] [--namespaces N]` runs only the chaos run (chaos.rs) and
 //! writes RELIABILITY.md. `--upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]`
-//! runs only upstream OLM's own e2e suite against olm-rs (upstream_e2e.rs) and writes CONFORMANCE.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm.
+//! runs only upstream OLM's own e2e suite against olm-rs (upstream_e2e.rs) and writes CONFORMANCE.md.
+//! `--large-scale [--namespaces N] [--subscriptions N] [--copies on|off|both] …` runs only the
+//! 10,000-namespace run (large_scale.rs) and writes its section to target/olm-bench/large-scale.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm.
 
 mod catalogs;
 mod chaos;
@@ -24,10 +26,13 @@ mod chaos_check;
 mod chaos_report;
 mod compare;
 mod csv_watch;
+mod dev_env;
 mod e2e;
 mod figures;
 mod host_speed;
 mod kubectl;
+mod large_scale;
+mod large_scale_report;
 mod report;
 mod report_e2e;
 mod resolve;
@@ -234,6 +239,9 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--chaos") {
         return chaos_report::main(&workspace, &args);
+    }
+    if args.iter().any(|a| a == "--large-scale") {
+        return large_scale_report::main(&workspace, &args);
     }
     if args.iter().any(|a| a == "--upstream-e2e") {
         return upstream_e2e::main(&workspace, &args);
