@@ -21,10 +21,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<ChaosOptions> {
         settle_timeout: Duration::from_secs(600),
     };
     let mut args = args.iter();
-    let number = |flag: &str, v: Option<&String>| -> anyhow::Result<u64> {
-        let v = v.with_context(|| format!("{flag} needs a number; {USAGE}"))?;
-        v.parse().with_context(|| format!("{flag} {v:?} is not a whole number; {USAGE}"))
-    };
+    let number = |flag: &str, v: Option<&String>| crate::whole_number(flag, v.map(String::as_str), USAGE);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--chaos" => {}
@@ -43,13 +40,8 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<ChaosOptions> {
 /// did not converge cleanly.
 pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     let mut opts = options(workspace, args)?;
-    // A private copy: a cargo build during the run may replace the binary.
-    let work = workspace.join("target/olm-bench");
-    std::fs::create_dir_all(&work)?;
     let source = opts.olm.display().to_string();
-    let copy = work.join("olm-chaos");
-    std::fs::copy(&opts.olm, &copy).with_context(|| format!("copying {}", opts.olm.display()))?;
-    opts.olm = copy;
+    opts.olm = crate::tools::private_copy(&opts.olm, &workspace.join("target/olm-bench"), "olm-chaos")?;
     eprintln!("chaos: replay this run with: bench/run.sh --chaos --seed {} --kills {} --namespaces {}", opts.seed, opts.kills, opts.namespaces);
     let mut run = chaos::run(workspace, &opts)?;
     run.olm_binary = source;

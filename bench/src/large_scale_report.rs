@@ -29,10 +29,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<LargeOptions> {
         out: workspace.join("target/olm-bench/large-scale.md"),
     };
     let mut args = args.iter();
-    let number = |flag: &str, v: Option<&String>| -> anyhow::Result<u64> {
-        let v = v.with_context(|| format!("{flag} needs a number; {USAGE}"))?;
-        v.parse().with_context(|| format!("{flag} {v:?} is not a whole number; {USAGE}"))
-    };
+    let number = |flag: &str, v: Option<&String>| crate::whole_number(flag, v.map(String::as_str), USAGE);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--large-scale" => {}
@@ -59,12 +56,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<LargeOptions> {
 
 pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     let mut opts = options(workspace, args)?;
-    // A private copy: a cargo build during the run may replace the binary.
-    let work = workspace.join("target/olm-bench");
-    std::fs::create_dir_all(&work)?;
-    let copy = work.join("olm-large-scale");
-    std::fs::copy(&opts.olm, &copy).with_context(|| format!("copying {}", opts.olm.display()))?;
-    opts.olm = copy;
+    opts.olm = crate::tools::private_copy(&opts.olm, &workspace.join("target/olm-bench"), "olm-large-scale")?;
     let commit = git(workspace, &["rev-parse", "--short", "HEAD"]);
     let dirty = !git(workspace, &["status", "--porcelain", "--untracked-files=no"]).is_empty();
     let date = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string();

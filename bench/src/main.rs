@@ -72,8 +72,13 @@ pub struct Options {
 const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] [--scale-create-concurrency N] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N] | --upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]";
 
 fn number(flag: &str, value: Option<String>) -> anyhow::Result<u64> {
-    let v = value.with_context(|| format!("{flag} needs a number"))?;
-    v.trim().parse().with_context(|| format!("{flag} {v:?}: not a whole number"))
+    whole_number(flag, value.as_deref(), USAGE)
+}
+
+/// A flag's whole-number value; the error names the flag and shows `usage`.
+pub(crate) fn whole_number(flag: &str, value: Option<&str>, usage: &str) -> anyhow::Result<u64> {
+    let v = value.with_context(|| format!("{flag} needs a number; {usage}"))?;
+    v.trim().parse().with_context(|| format!("{flag} {v:?} is not a whole number; {usage}"))
 }
 
 fn options(workspace: &Path) -> anyhow::Result<Options> {
@@ -254,11 +259,7 @@ fn main() -> anyhow::Result<()> {
         std::fs::remove_dir_all(&work).with_context(|| format!("cleaning {}", work.display()))?;
     }
     std::fs::create_dir_all(&work)?;
-    // Run a private copy of `olm`: other cargo builds in the same target directory may replace
-    // target/release/olm while the benchmark runs.
-    let olm_copy = work.join("olm");
-    std::fs::copy(&tools.olm, &olm_copy).with_context(|| format!("copying {}", tools.olm.display()))?;
-    tools.olm = olm_copy;
+    tools.olm = tools::private_copy(&tools.olm, &work, "olm")?;
 
     if let Some(rounds) = opts.unpack_rounds {
         let report = unpack::run(&tools, &workspace, &work, rounds)?;

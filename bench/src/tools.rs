@@ -202,6 +202,15 @@ fn build_upstream_operators(cache: &Path, version: &str) -> anyhow::Result<PathB
 /// Our `olm` binary in release mode. bench/run.sh builds it before starting this program;
 /// building it from here is not possible under `cargo run`, which holds cargo's build lock
 /// for as long as the program runs.
+/// A copy of `olm` as DIR/NAME, which the run uses: another cargo build in the same target
+/// directory may replace target/release/olm while the benchmark runs.
+pub(crate) fn private_copy(olm: &Path, dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let copy = dir.join(name);
+    std::fs::copy(olm, &copy).with_context(|| format!("copying {}", olm.display()))?;
+    Ok(copy)
+}
+
 pub(crate) fn find_olm(workspace: &Path) -> anyhow::Result<PathBuf> {
     if let Some(path) = std::env::var_os("OLM_BENCH_OLM") {
         return Ok(PathBuf::from(path));

@@ -89,10 +89,7 @@ fn options(workspace: &Path, args: &[String]) -> anyhow::Result<Options> {
         olm: crate::tools::find_olm(workspace)?,
     };
     let mut args = args.iter();
-    let number = |flag: &str, v: Option<&String>| -> anyhow::Result<u64> {
-        let v = v.with_context(|| format!("{flag} needs a number; {USAGE}"))?;
-        v.parse().with_context(|| format!("{flag} {v:?} is not a whole number; {USAGE}"))
-    };
+    let number = |flag: &str, v: Option<&String>| crate::whole_number(flag, v.map(String::as_str), USAGE);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--upstream-e2e" => {}
@@ -156,11 +153,7 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     }
     let (to_run, not_run): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.selected && s.runnable && (opts.all || s.class == "A" || s.class == "?"));
     eprintln!("upstream e2e {version}: {} specs, {} to run (suite built or found in {:.0} s)", to_run.len() + not_run.len(), to_run.len(), built.as_secs_f64());
-    // A private copy: a cargo build during the run may replace the binary.
-    std::fs::create_dir_all(&state)?;
-    let olm_copy = state.join("olm");
-    std::fs::copy(&opts.olm, &olm_copy).with_context(|| format!("copying {}", opts.olm.display()))?;
-    opts.olm = olm_copy;
+    opts.olm = crate::tools::private_copy(&opts.olm, &state, "olm")?;
 
     let envs: Vec<Env> = (0..opts.clusters).map(|n| Env::new(&opts.olm, &state, n)).collect();
     for env in &envs {
