@@ -92,7 +92,7 @@ const PORT_BASE: u16 = 26000;
 fn replica(env: &DevEnv) -> anyhow::Result<Child> {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(env.work.join("replica-2.log"))?;
     Ok(Command::new(&env.olm)
-        .args(["run", "--leader-elect", "--metrics-addr", &format!("127.0.0.1:{}", crate::serve::free_port()?)])
+        .args(["run", "--leader-elect", "--metrics-addr", &crate::e2e::loopback_port()?, "--cluster-catalog-addr", &crate::e2e::loopback_port()?])
         .arg(format!("--kubeconfig={}", env.layout.kubeconfig().display()))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)

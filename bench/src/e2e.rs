@@ -203,6 +203,7 @@ fn probe_followers(tools: &Tools, layout: &olm_dev::Layout, work: &Path, when: &
         let name = if set.is_empty() { "all" } else { set };
         let mut cmd = Command::new(&tools.olm);
         cmd.args(["run", "--leader-elect", "--lease-name", PROBE_LEASE, "--namespace", GLOBAL_NAMESPACE, "--metrics-addr", &admin])
+            .args(["--cluster-catalog-addr", &loopback_port()?])
             .arg("--kubeconfig")
             .arg(layout.kubeconfig());
         if !set.is_empty() {
@@ -213,7 +214,7 @@ fn probe_followers(tools: &Tools, layout: &olm_dev::Layout, work: &Path, when: &
             if !proc.alive() {
                 bail!("follower {name} exited");
             }
-            Ok(http_get(&admin, "/readyz").is_ok_and(|r| r.starts_with("HTTP/1.0 200") || r.starts_with("HTTP/1.1 200")))
+            Ok(ready(&admin))
         })?;
         std::thread::sleep(Duration::from_secs(2));
         out.push((name.to_string(), proc.memory().0));
@@ -744,6 +745,7 @@ pub(crate) fn start_with(
                     true,
                     Command::new(&tools.olm)
                         .args(["run", "--namespace", GLOBAL_NAMESPACE, "--metrics-addr", &admin])
+                        .args(["--cluster-catalog-addr", &loopback_port()?])
                         .arg("--kubeconfig")
                         .arg(&kubeconfig)
                         .args(extra),
@@ -801,6 +803,18 @@ fn single(imp: Impl, tools: &Tools, layout: &olm_dev::Layout, work: &Path, catal
     cleanup(layout, &Selection::Names(vec![ns]), started.procs, &global.group, Duration::from_secs(120));
     let i = result?;
     Ok(Side { label: imp.label(), install: i.install, runs: vec![i.install], apply_to_added: i.apply_to_added, rss, timeline: i.timeline })
+}
+
+/// A free loopback address for an `olm run` the benchmark starts, for its ClusterCatalog
+/// content server: left to its default (0.0.0.0:8081), a second `olm run` (a follower) could
+/// not start beside the first.
+pub(crate) fn loopback_port() -> anyhow::Result<String> {
+    Ok(format!("127.0.0.1:{}", free_port()?))
+}
+
+/// Whether `olm run`'s admin server at `addr` says every cache synced (/readyz answers 200).
+pub(crate) fn ready(addr: &str) -> bool {
+    http_get(addr, "/readyz").is_ok_and(|response| response.split_whitespace().nth(1) == Some("200"))
 }
 
 /// GET `path` from a plain-HTTP server (olm run's admin server), for the logs.
@@ -892,13 +906,14 @@ fn writes_around_restart(started: &mut Started, tools: &Tools, layout: &olm_dev:
         true,
         Command::new(&tools.olm)
             .args(["run", "--namespace", GLOBAL_NAMESPACE, "--metrics-addr", &admin])
+            .args(["--cluster-catalog-addr", &loopback_port()?])
             .arg("--kubeconfig")
             .arg(layout.kubeconfig()),
         &work.join("e2e-ours-scale-restarted-run.log"),
     )?;
     started.procs.insert(index, proc);
     wait_for("the restarted olm run's caches synced", Duration::from_secs(300), || {
-        Ok(http_get(&admin, "/readyz").is_ok_and(|response| response.split_whitespace().nth(1) == Some("200")))
+        Ok(ready(&admin))
     })?;
     std::thread::sleep(RESTART_WATCH);
     let metrics = save_metrics(started, &work.join("e2e-ours-scale-metrics-restarted.txt")).context("the restarted olm run's /metrics")?;
@@ -979,7 +994,7 @@ fn scale(
     let tag = imp.tag();
     install_crds(imp, tools, layout, work)?;
     kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
-    let churn = opts.catalog_updates.filter(|_| imp == Impl::Ours).map(|every| CatalogChurn::new(work, catalog_dir, every)).transpose()?;
+    let mut churn = opts.catalog_updates.filter(|_| imp == Impl::Ours).map(|every| CatalogChurn::new(work, catalog_dir, every)).transpose()?;
     let catalog_dir = churn.as_ref().map_or(catalog_dir, |c| c.dir.as_path());
     let mut started = start(imp, tools, layout, work, catalog_dir, "scale")?;
     let source = format!("bench-{tag}-scale");
@@ -1034,7 +1049,9 @@ fn scale(
     eprintln!("  [{tag}] {n} namespaces + 1 AllNamespaces operator created in {:.1} s", create.as_secs_f64());
     let count = |state: &CsvState| namespaces.iter().filter(|ns| state.succeeded(ns, &global.per_namespace_csv)).count();
     let mut last_report = Instant::now();
-    let mut churn = churn.map(|c| c.start(start_at));
+    if let Some(churn) = churn.as_mut() {
+        churn.begin(start_at);
+    }
     let settle = loop {
         drain(&watch, &mut state, Duration::from_millis(250))?;
         if let Some(churn) = churn.as_mut() {
@@ -1150,11 +1167,6 @@ impl CatalogChurn {
         let versions = vec!["1.0.0".to_owned()];
         crate::chaos_catalog::write(&dir.join("churn"), &versions.iter().map(String::as_str).collect::<Vec<_>>())?;
         Ok(CatalogChurn { dir, every, versions, added: 0, next: None })
-    }
-
-    pub(crate) fn start(mut self, at: Instant) -> CatalogChurn {
-        self.begin(at);
-        self
     }
 
     /// The first update comes `every` after `at`.

@@ -414,7 +414,7 @@ fn restart(env: &DevEnv, work: &Path) -> anyhow::Result<Restart> {
     env.up()?;
     let admin = env.controllers_admin();
     crate::e2e::wait_for("the restarted olm run's caches synced", Duration::from_secs(600), || {
-        Ok(http_get(&admin, "/readyz").is_ok_and(|response| response.split_whitespace().nth(1) == Some("200")))
+        Ok(crate::e2e::ready(&admin))
     })?;
     let ready_after = t.elapsed();
     std::thread::sleep(RESTART_WATCH);
