@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod csv;
+pub mod csv_index;
 pub mod manager;
 pub mod metadata;
 pub mod operator;

@@ -116,6 +116,24 @@ impl<K> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
 {
+    /// A cache holding `objects` that no watch changes: for tests of what reads a cache.
+    pub fn holding(objects: impl IntoIterator<Item = K>) -> Self {
+        let (store, mut writer) = reflector::store::<K>();
+        for obj in objects {
+            writer.apply_watcher_event(&watcher::Event::Apply(obj));
+        }
+        let (_synced_tx, synced) = tokio::sync::watch::channel(true);
+        Cache {
+            store,
+            name: K::kind(&()).into_owned(),
+            subscribers: Arc::default(),
+            index: Arc::default(),
+            written: Arc::default(),
+            trim: |_| {},
+            synced,
+        }
+    }
+
     /// The cache's name (used by `/readyz`).
     pub fn name(&self) -> &str {
         &self.name

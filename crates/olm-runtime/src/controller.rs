@@ -87,6 +87,10 @@ pub fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectKey {
     (kind, obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
+/// How long a pass runs before it is reported as slow: far past any pass of a healthy cluster
+/// (a pass writing 10,000 copies takes about a minute on two cores).
+pub const SLOW_PASS: Duration = Duration::from_secs(180);
+
 /// Run one reconcile with the shared bookkeeping: followers skip (they are re-triggered when
 /// they gain leadership), duration is measured, success resets the object's backoff.
 pub async fn guarded<K, S, F, Fut>(obj: Arc<K>, ctx: Arc<ControllerContext<S>>, reconcile: F) -> Result<Action, Error>
@@ -108,7 +112,24 @@ where
         return Ok(Action::requeue(left));
     }
     let started = Instant::now();
-    let result = reconcile(obj, ctx.clone()).await;
+    let pass = reconcile(obj, ctx.clone());
+    tokio::pin!(pass);
+    // A pass holds its object: every change of it waits until the pass ends. One that does not
+    // end (a request the API server never answers) stops its object silently; say so once.
+    let result = tokio::select! {
+        result = &mut pass => result,
+        () = tokio::time::sleep(SLOW_PASS) => {
+            tracing::warn!(
+                controller = ctx.name,
+                kind = key.0,
+                namespace = %key.1,
+                name = %key.2,
+                "a pass has run for {} s and still waits for the API server; changes of this object wait for it",
+                SLOW_PASS.as_secs()
+            );
+            pass.await
+        }
+    };
     ctx.metrics.observe_reconcile(ctx.name, started.elapsed());
     if result.is_ok() {
         ctx.backoff.on_success(&key);

@@ -286,38 +286,14 @@ struct RelatedCsvs {
     taken_namespaces: BTreeSet<String>,
 }
 
-/// The key the CSV cache indexes a copy of `namespace/name` under.
-fn copy_key(namespace: &str, name: &str) -> u64 {
-    olm_runtime::cache::digest(("copy-of", namespace, name))
-}
-
-/// The keys the CSV controller indexes the CSV cache by: a copy's origin (see
-/// [`related_csvs`]).
-pub(super) fn copy_keys(csv: &ClusterServiceVersion) -> Vec<u64> {
-    let name = csv.metadata.name.as_deref().unwrap_or_default();
-    csv.labels().get(keys::COPIED_FROM_LABEL).map(|origin| copy_key(origin, name)).into_iter().collect()
-}
-
 /// [`RelatedCsvs`] of the CSV `name` in `namespace`, from the cache's namespace and copy
 /// indexes: a pass over every CSV of the cluster for every pass of every CSV made the
 /// controller quadratic in the number of namespaces. Only a CSV whose group targets other
-/// namespaces (`targets_others`) looks at every CSV, for the namespaces it cannot copy into.
+/// namespaces (`targets_others`) looks for the namespaces it cannot copy into: its namesakes'.
 fn related_csvs(cache: &olm_runtime::Cache<ClusterServiceVersion>, namespace: &str, name: &str, targets_others: bool) -> RelatedCsvs {
-    let same_name = |c: &ClusterServiceVersion| c.metadata.name.as_deref() == Some(name);
-    let copied_from_here = |c: &ClusterServiceVersion| c.labels().get(keys::COPIED_FROM_LABEL).map(String::as_str) == Some(namespace);
-    let elsewhere = |c: &ClusterServiceVersion| c.metadata.namespace.as_deref().is_some_and(|ns| ns != namespace);
-    let peers = cache.list_in(namespace).into_iter().filter(|c| !same_name(c) && !c.is_copied()).collect();
-    let copies = cache.select(copy_key(namespace, name), |c| same_name(c) && elsewhere(c) && copied_from_here(c));
-    let taken_namespaces = if targets_others {
-        cache
-            .list()
-            .iter()
-            .filter(|c| same_name(c) && elsewhere(c) && !copied_from_here(c))
-            .filter_map(|c| c.metadata.namespace.clone())
-            .collect()
-    } else {
-        BTreeSet::new()
-    };
+    let peers = cache.list_in(namespace).into_iter().filter(|c| c.metadata.name.as_deref() != Some(name) && !c.is_copied()).collect();
+    let copies = crate::csv_index::copies_of(cache, namespace, name);
+    let taken_namespaces = if targets_others { crate::csv_index::taken_namespaces(cache, namespace, name) } else { BTreeSet::new() };
     RelatedCsvs { peers, copies, taken_namespaces }
 }
 

@@ -17,7 +17,7 @@ use olm_api::v1alpha1::cluster_service_version::{ClusterServiceVersion, CsvPhase
 use tracing::instrument;
 
 use super::act::{act, act_copies, apply_api_roles, delete_cluster_rbac_of_deleted_csvs};
-use super::decide::{CsvAction, CsvDecision, Observed, OwnedRbac, decide, decide_copy, set_phase};
+use super::decide::{CsvDecision, Observed, OwnedRbac, decide, decide_copy, set_phase};
 use super::observe::{observe, owned_rbac};
 use super::state::CsvState;
 use super::watch;
@@ -111,7 +111,11 @@ async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<ControllerContext<C
     tracing::debug!(
         observe_ms = observed_in.as_secs_f64() * 1e3,
         act_ms = (started.elapsed() - observed_in).as_secs_f64() * 1e3,
-        actions = ?decision.actions.iter().map(CsvAction::name).collect::<Vec<_>>(),
+        // Counted by name: an all-namespaces operator's pass can hold 10,000 copy actions.
+        actions = ?decision.actions.iter().fold(std::collections::BTreeMap::<&str, usize>::new(), |mut counts, a| {
+            *counts.entry(a.name()).or_default() += 1;
+            counts
+        }),
         "pass timing"
     );
     if let Err(err) = acted {
@@ -203,10 +207,10 @@ pub fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let state = ctx.state.clone();
-    state.csvs.index_by(super::observe::copy_keys);
+    crate::csv_index::index(&state.csvs);
     let store = state.csvs.store().clone();
 
-    let all_namespace_csvs = watch::all_namespace_csvs(store.clone());
+    let all_namespace_csvs = watch::all_namespace_csvs(state.csvs.clone());
     let for_config = all_namespace_csvs.clone();
     // An OperatorCondition's Role and RoleBinding lead back to the CSV of the same name.
     let by_condition_role = |role: Arc<Role>| watch::condition_owner(role.as_ref());
@@ -215,21 +219,21 @@ pub fn run(
     let by_mutating = |config: Arc<MutatingWebhookConfiguration>| watch::by_owner_labels(config.labels());
     let controller = Controller::for_shared_stream(state.csvs.subscribe(), store.clone())
         .with_config(olm_runtime::controller::controller_config())
-        .watches_shared_stream(state.api_services.subscribe(), watch::by_api_service(store.clone()))
+        .watches_shared_stream(state.api_services.subscribe(), watch::by_api_service(state.csvs.clone()))
         .watches_shared_stream(state.validating_webhooks.subscribe(), by_validating)
         .watches_shared_stream(state.mutating_webhooks.subscribe(), by_mutating)
         .watches_shared_stream(state.managed_roles.subscribe(), by_condition_role)
         .watches_shared_stream(state.managed_role_bindings.subscribe(), by_condition_binding)
-        .watches_shared_stream(state.subscriptions.subscribe(), watch::by_subscription(store.clone()))
-        .watches_shared_stream(state.operator_conditions.subscribe(), watch::by_condition(store.clone()))
-        .watches_shared_stream(state.csvs.subscribe(), watch::related(store.clone(), ctx.state.metrics.clone()))
+        .watches_shared_stream(state.subscriptions.subscribe(), watch::by_subscription(state.csvs.clone()))
+        .watches_shared_stream(state.operator_conditions.subscribe(), watch::by_condition(state.csvs.clone()))
+        .watches_shared_stream(state.csvs.subscribe(), watch::related(state.csvs.clone(), ctx.state.metrics.clone()))
         .owns_shared_stream(state.deployments.subscribe())
-        .watches_shared_stream(state.groups.subscribe(), watch::by_group(store.clone()))
+        .watches_shared_stream(state.groups.subscribe(), watch::by_group(state.csvs.clone()))
         // Only what a CSV reads of a CRD wakes its CSVs: every install of a shared CRD writes its
         // annotations and labels (installed-alongside, the Operator's), which would otherwise
         // wake every CSV of that operator in the cluster for each install.
-        .watches_shared_stream(state.crds.subscribe_changes(super::observe::crd_view), watch::by_crd(store.clone()))
-        .watches_shared_stream(state.service_accounts.subscribe(), watch::by_service_account(store.clone()))
+        .watches_shared_stream(state.crds.subscribe_changes(super::observe::crd_view), watch::by_crd(state.csvs.clone()))
+        .watches_shared_stream(state.service_accounts.subscribe(), watch::by_service_account(state.csvs.clone()))
         .watches_shared_stream(state.serving_secrets.subscribe(), |secret| watch::by_owner_labels(secret.labels()))
         .watches_shared_stream(state.namespaces.subscribe(), move |_ns: Arc<Namespace>| all_namespace_csvs())
         .watches_shared_stream(state.olm_configs.subscribe(), move |_c: Arc<OLMConfig>| for_config())
