@@ -111,9 +111,9 @@ pub(crate) fn start(kubeconfig: &Path) -> anyhow::Result<mpsc::Receiver<String>>
                         if let Some(ready) = ready.take() {
                             let _ = ready.send(Ok(()));
                         }
-                        Ok(())
+                        tx.send(RELIST_DONE.to_owned())
                     }
-                    Ok(watcher::Event::Init) => Ok(()),
+                    Ok(watcher::Event::Init) => tx.send(RELIST.to_owned()),
                     Err(err) => {
                         eprintln!("  CSV watch: {err}; retrying");
                         Ok(())
@@ -129,14 +129,35 @@ pub(crate) fn start(kubeconfig: &Path) -> anyhow::Result<mpsc::Receiver<String>>
     Ok(rx)
 }
 
+/// The line that starts a (re)list: what it lists replaces the state when [`RELIST_DONE`]
+/// comes, so that CSVs deleted while the watch was down are gone from it too.
+const RELIST: &str = "RELIST";
+const RELIST_DONE: &str = "RELIST-DONE";
+
 /// What the all-namespaces CSV watch knows: (namespace, name) → (phase, copied).
 #[derive(Default)]
 pub(crate) struct CsvState {
     pub(crate) csvs: HashMap<(String, String), (String, bool)>,
+    /// What a relist under way has listed so far.
+    relisted: Option<HashMap<(String, String), (String, bool)>>,
+    /// Relists seen (the first list included).
+    pub(crate) lists: usize,
 }
 
 impl CsvState {
     pub(crate) fn apply(&mut self, line: &str) {
+        if line == RELIST {
+            self.relisted = Some(HashMap::new());
+            return;
+        }
+        if line == RELIST_DONE {
+            if let Some(listed) = self.relisted.take() {
+                self.csvs = listed;
+            }
+            self.lists += 1;
+            return;
+        }
+        let csvs = self.relisted.as_mut().unwrap_or(&mut self.csvs);
         let mut parts = line.split_whitespace();
         let (Some(event), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next()) else { return };
         let mut phase = String::new();
@@ -150,9 +171,9 @@ impl CsvState {
         }
         let key = (ns.to_string(), name.to_string());
         if event == "DELETED" {
-            self.csvs.remove(&key);
+            csvs.remove(&key);
         } else {
-            self.csvs.insert(key, (phase, copied));
+            csvs.insert(key, (phase, copied));
         }
     }
     pub(crate) fn succeeded(&self, ns: &str, name: &str) -> bool {
@@ -195,5 +216,22 @@ mod tests {
         assert_eq!(line("MODIFIED", &csv), "MODIFIED ns1 etcd.v1 Succeeded copiedFrom=ops");
         let fresh: CsvPhase = serde_json::from_value(serde_json::json!({"metadata": {"namespace": "ns1", "name": "a.v1"}})).unwrap();
         assert_eq!(line("ADDED", &fresh), "ADDED ns1 a.v1  copiedFrom=");
+    }
+
+    #[test]
+    fn a_relist_replaces_what_the_watch_knew() {
+        let mut state = CsvState::default();
+        for l in [RELIST, "MODIFIED ns1 a.v1 Succeeded copiedFrom=", "MODIFIED ns2 a.v1 Pending copiedFrom=ns1", RELIST_DONE] {
+            state.apply(l);
+        }
+        assert_eq!(state.csvs.len(), 2);
+        // The watch went down; ns2's copy was deleted meanwhile and ns1's CSV moved on.
+        state.apply(RELIST);
+        state.apply("MODIFIED ns1 a.v1 Failed copiedFrom=");
+        assert!(state.succeeded("ns1", "a.v1"), "a relist under way changes nothing yet");
+        state.apply(RELIST_DONE);
+        assert!(!state.succeeded("ns1", "a.v1"));
+        assert_eq!(state.csvs.len(), 1, "what the relist did not list is gone");
+        assert_eq!((state.lists, state.copied()), (2, 0));
     }
 }

@@ -241,6 +241,53 @@ fn olm_metrics(env: &DevEnv, work: &Path, name: &str) -> String {
     text
 }
 
+/// No progress for this long is a stall: the run says what is missing, as the watch and as the
+/// API server see it.
+const STALL: Duration = Duration::from_secs(120);
+
+/// Say what a stalled run waits for: the copies missing as the run's watch sees them and as a
+/// fresh list from the API server does (they differ when the watch fell behind), by operator,
+/// and the missing ones in `work/stall-SECONDS.txt`.
+fn report_stall(env: &DevEnv, work: &Path, state: &CsvState, heads: &BTreeSet<String>, n: usize, at: Duration) {
+    let listed = env.kubectl(
+        &["get", "csv", "-A", "-l", "olm.copiedFrom", "--no-headers", "-o", "custom-columns=NS:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase"],
+        None,
+    );
+    let listed: BTreeSet<(String, String)> = match &listed {
+        Ok(text) => text
+            .lines()
+            .filter_map(|l| {
+                let mut cols = l.split_whitespace();
+                let (ns, name, phase) = (cols.next()?, cols.next()?, cols.next()?);
+                (phase == "Succeeded").then(|| (ns.to_owned(), name.to_owned()))
+            })
+            .collect(),
+        Err(err) => {
+            eprintln!("large: stalled at {:.0} s; listing the copies failed: {err:#}", at.as_secs_f64());
+            return;
+        }
+    };
+    let mut missing = String::new();
+    let mut summary = Vec::new();
+    for head in heads {
+        let (mut by_watch, mut by_api) = (0, 0);
+        for ns in (0..n).map(namespace_name) {
+            let key = (ns.clone(), head.clone());
+            let seen = state.csvs.get(&key).is_some_and(|(phase, copied)| *copied && phase == "Succeeded");
+            let there = listed.contains(&key);
+            by_watch += usize::from(!seen);
+            by_api += usize::from(!there);
+            if !seen || !there {
+                missing.push_str(&format!("{ns} {head} watch={} api={}\n", if seen { "ok" } else { "missing" }, if there { "ok" } else { "missing" }));
+            }
+        }
+        summary.push(format!("{head}: {by_watch} missing by the watch, {by_api} by the API server"));
+    }
+    let file = work.join(format!("stall-{:.0}.txt", at.as_secs_f64()));
+    let _ = std::fs::write(&file, missing);
+    eprintln!("large: no progress for {} s at {:.0} s ({} lists by the watch); {}; see {}", STALL.as_secs(), at.as_secs_f64(), state.lists, summary.join("; "), file.display());
+}
+
 /// Copies of the operators' CSVs, Succeeded, in the run's namespaces.
 fn copies_succeeded(state: &CsvState, heads: &BTreeSet<String>) -> usize {
     state
@@ -303,12 +350,19 @@ fn drive(
     let create = start.elapsed();
     eprintln!("large: {n} namespaces, {s} Subscriptions and {} AllNamespaces operators created in {:.1} s", operators.len(), create.as_secs_f64());
     let mut last_report = Instant::now();
+    let mut progress_at = (Instant::now(), (0, 0, 0));
     let settle = loop {
         drain(&watch, &mut state, Duration::from_secs(2))?;
         churn.tick()?;
         let installed = subscribed.iter().filter(|ns| state.succeeded(ns, etcd_head)).count();
         let globals = heads.iter().filter(|head| state.succeeded(GLOBAL_NAMESPACE, head)).count();
         let copied = copies_succeeded(&state, &heads);
+        if progress_at.1 != (installed, globals, copied) {
+            progress_at = (Instant::now(), (installed, globals, copied));
+        } else if copies && progress_at.0.elapsed() > STALL {
+            report_stall(env, work, &state, &heads, n, start.elapsed());
+            progress_at.0 = Instant::now();
+        }
         let copies_done = if copies { copied == n * heads.len() } else { state.copied() == 0 };
         if installed == s && globals == heads.len() && copies_done {
             break Ok(start.elapsed());
