@@ -367,7 +367,7 @@ async fn reset_crd_conversion(ctx: &ControllerContext<CsvState>, crd: &str) -> R
 async fn write_copy(ctx: &ControllerContext<CsvState>, action: &CsvAction, full_original: Option<&ClusterServiceVersion>, name: &str) -> Result<()> {
     match action {
         CsvAction::ApplyCopy(copy) => match full_original {
-            Some(full) => apply_copy(ctx, &super::decide::with_full_content(copy, full)).await,
+            Some(full) => apply_copy(ctx, &super::decide::with_full_content(&copy.build(), full)).await,
             // Already reported: the original could not be read.
             None => Ok(()),
         },

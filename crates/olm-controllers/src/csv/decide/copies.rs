@@ -104,6 +104,33 @@ impl CopyTemplate {
     }
 }
 
+/// A copy to write into one namespace. The copy itself is made when it is written: a pass of
+/// an all-namespaces operator writes thousands, and holding each whole in the decision was
+/// most of `olm run`'s peak memory at 10,000 namespaces (716 MiB against 559 settled).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopyWrite {
+    namespace: String,
+    /// The uid of the copy it rewrites (none: a new copy, created).
+    uid: Option<String>,
+    /// The copy without namespace, shared by every namespace of the pass.
+    template: std::sync::Arc<ClusterServiceVersion>,
+}
+
+impl CopyWrite {
+    /// The namespace it writes into.
+    pub fn namespace(&self) -> Option<String> {
+        Some(self.namespace.clone())
+    }
+
+    /// The copy it writes.
+    pub fn build(&self) -> ClusterServiceVersion {
+        let mut copy = (*self.template).clone();
+        copy.metadata.namespace = Some(self.namespace.clone());
+        copy.metadata.uid.clone_from(&self.uid);
+        copy
+    }
+}
+
 /// The copy of `csv` OLM places in `namespace`.
 pub fn copy_of(csv: &ClusterServiceVersion, namespace: &str, status: &ClusterServiceVersionStatus) -> ClusterServiceVersion {
     CopyTemplate::of(csv, status).copy_into(csv, namespace)
@@ -158,6 +185,7 @@ pub(super) fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>,
         decision = lift_rbac(observed, decision);
     }
     let template = CopyTemplate::of(csv, &status);
+    let mut whole: Option<std::sync::Arc<ClusterServiceVersion>> = None;
     for ns in wanted.iter().filter(|ns| !observed.taken_namespaces.contains(*ns)) {
         match existing.get(ns).map_or(CopyDrift::Content, |current| template.drift(current)) {
             CopyDrift::None => {}
@@ -168,9 +196,13 @@ pub(super) fn decide_copies(observed: &Observed<'_>, targets: Option<&[String]>,
                 // The uid of the copy it rewrites (none: a new copy, created, never applied over
                 // whatever took the name meanwhile): a copy is written over its own copy only,
                 // never over another group's CSV of the same name the cache has not shown yet.
-                let mut copy = template.copy_into(csv, ns);
-                copy.metadata.uid = existing.get(ns).and_then(|current| current.metadata.uid.clone());
-                decision = decision.act(CsvAction::ApplyCopy(Box::new(copy)));
+                let template = whole.get_or_insert_with(|| {
+                    let mut copy = template.copy_into(csv, "");
+                    copy.metadata.namespace = None;
+                    std::sync::Arc::new(copy)
+                });
+                let uid = existing.get(ns).and_then(|current| current.metadata.uid.clone());
+                decision = decision.act(CsvAction::ApplyCopy(CopyWrite { namespace: ns.clone(), uid, template: template.clone() }));
             }
         }
     }

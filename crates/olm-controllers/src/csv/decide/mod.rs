@@ -43,7 +43,7 @@ use crate::metadata::api_label_changes;
 
 pub use condition::{desired_condition_rbac, desired_operator_condition, synced_condition_status};
 #[cfg(test)]
-pub use copies::{CopyDrift, CopyTemplate};
+pub use copies::{CopyDrift, CopyTemplate, CopyWrite};
 pub use copies::{copy_of, decide_copy, tenant_rbac, with_full_content};
 pub use deletion::{decide_deletion, migrating, replacement_chain_of};
 pub use group::install_modes_support;
@@ -283,7 +283,7 @@ pub enum CsvAction {
         name: String,
     },
     /// Create or update a copy in another namespace (object and status).
-    ApplyCopy(Box<ClusterServiceVersion>),
+    ApplyCopy(CopyWrite),
     /// Write the status of the copy in a namespace, whose other content is current.
     SetCopyStatus {
         /// Namespace of the copy.

@@ -18,7 +18,7 @@ fn applied_copies(decision: &CsvDecision) -> Vec<ClusterServiceVersion> {
         .actions
         .iter()
         .filter_map(|a| match a {
-            CsvAction::ApplyCopy(copy) => Some((**copy).clone()),
+            CsvAction::ApplyCopy(copy) => Some(copy.build()),
             _ => None,
         })
         .collect()
@@ -40,6 +40,7 @@ fn all_namespaces_csv_is_copied_unless_disabled() {
     let Some(CsvAction::ApplyCopy(copy)) = decision.actions.iter().find(|a| matches!(a, CsvAction::ApplyCopy(_))) else {
         panic!("a copy");
     };
+    let copy = copy.build();
     assert_eq!(copy.labels().get(keys::COPIED_FROM_LABEL).map(String::as_str), Some(NS));
     assert!(!copy.annotations().contains_key(keys::TARGET_NAMESPACES_ANNOTATION));
     let copy_status = copy.status.as_ref().expect("copy status");
@@ -47,13 +48,13 @@ fn all_namespaces_csv_is_copied_unless_disabled() {
     assert_eq!(copy_status.phase, Some(CsvPhase::Succeeded));
 
     // Up-to-date copies are left alone; a copy in a namespace that is gone is deleted.
-    let mut stale = (**copy).clone();
+    let mut stale = copy.clone();
     stale.metadata.namespace = Some("gone".into());
     world.copies = decision
         .actions
         .iter()
         .filter_map(|a| match a {
-            CsvAction::ApplyCopy(copy) => Some((**copy).clone()),
+            CsvAction::ApplyCopy(copy) => Some(copy.build()),
             _ => None,
         })
         .chain(std::iter::once(stale))
@@ -71,7 +72,7 @@ fn all_namespaces_csv_is_copied_unless_disabled() {
         .actions
         .iter()
         .filter_map(|a| match a {
-            CsvAction::ApplyCopy(copy) => Some((**copy).clone()),
+            CsvAction::ApplyCopy(copy) => Some(copy.build()),
             _ => None,
         })
         .collect();
