@@ -43,8 +43,8 @@ use crate::metadata::api_label_changes;
 
 pub use condition::{desired_condition_rbac, desired_operator_condition, synced_condition_status};
 #[cfg(test)]
-pub use copies::{CopyDrift, CopyTemplate, CopyWrite};
-pub use copies::{copy_of, decide_copy, tenant_rbac, with_full_content};
+pub use copies::{CopyDrift, CopyTemplate};
+pub use copies::{CopyWrite, copy_of, decide_copy, tenant_rbac, with_full_content};
 pub use deletion::{decide_deletion, migrating, replacement_chain_of};
 pub use group::install_modes_support;
 pub use strategy::desired_deployments;
