@@ -116,7 +116,9 @@ pub(crate) fn start(kubeconfig: &Path) -> anyhow::Result<mpsc::Receiver<String>>
                     Ok(watcher::Event::Init) => tx.send(RELIST.to_owned()),
                     Err(err) => {
                         eprintln!("  CSV watch: {err}; retrying");
-                        Ok(())
+                        // An empty line changes nothing; it fails once the run stopped reading
+                        // (the cluster is going away), and the watch ends with it.
+                        tx.send(String::new())
                     }
                 };
                 if sent.is_err() {

@@ -245,6 +245,7 @@ impl Manager {
                 olm_configs: olm_configs.clone(),
                 csvs: csvs.clone(),
                 namespaces: namespaces.clone(),
+                pace: Default::default(),
             };
             let olm_config_ctx = Arc::new(ControllerContext::new(
                 (crate::FIELD_MANAGER_PREFIX, crate::olmconfig::NAME),

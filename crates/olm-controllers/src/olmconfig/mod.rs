@@ -38,6 +38,43 @@ pub struct OlmConfigState {
     pub csvs: Cache<ClusterServiceVersion>,
     /// Every Namespace.
     pub namespaces: Cache<Namespace>,
+    /// When the last pass started.
+    pub pace: Pace,
+}
+
+/// Passes start at most this often. The status sums up every copy in the cluster and any CSV
+/// change wakes it: while 50,000 copies were written at 10,000 namespaces it ran 13,075 passes
+/// of 53 ms each, most of a core. Changes arriving meanwhile are taken together by the next.
+const PACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The start of the last pass, so that the next one waits for the rest of its interval.
+#[derive(Clone)]
+pub struct Pace {
+    every: std::time::Duration,
+    last: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Self::every(PACE)
+    }
+}
+
+impl Pace {
+    /// Passes starting at most once per `every`.
+    pub fn every(every: std::time::Duration) -> Self {
+        Self { every, last: Arc::default() }
+    }
+
+    /// Wait until the interval has passed since the last pass started (at once after a quiet
+    /// moment), and note this pass's start.
+    async fn begin(&self) {
+        let last = *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(last) = last {
+            tokio::time::sleep_until(last + self.every).await;
+        }
+        *self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tokio::time::Instant::now());
+    }
 }
 
 /// An all-namespaces operator's CSV and how its copies stand.
@@ -225,6 +262,7 @@ async fn reconcile(config: Arc<OLMConfig>, ctx: Arc<ControllerContext<OlmConfigS
         return Ok(Action::await_change());
     }
     let state = &ctx.state;
+    state.pace.begin().await;
     let active: BTreeSet<String> = state
         .namespaces
         .list()
@@ -381,6 +419,19 @@ mod tests {
         let (indexed, full) = (observe(&config(None), &relevant, &active), observe(&config(None), &csvs, &active));
         assert_eq!(format!("{indexed:?}"), format!("{full:?}"));
         assert_eq!(indexed.operators[0].expected, namespaces(&["a", "d", "team"]), "b holds its own, c b's copy");
+    }
+
+    #[tokio::test]
+    async fn a_pass_right_after_another_waits_for_the_interval_and_one_after_a_quiet_moment_does_not() {
+        let pace = Pace::every(std::time::Duration::from_millis(300));
+        let started = std::time::Instant::now();
+        pace.begin().await;
+        pace.begin().await;
+        assert!(started.elapsed() >= std::time::Duration::from_millis(290), "{:?}", started.elapsed());
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        let quiet = std::time::Instant::now();
+        pace.begin().await;
+        assert!(quiet.elapsed() < std::time::Duration::from_millis(250), "{:?}", quiet.elapsed());
     }
 
     #[test]
