@@ -31,7 +31,7 @@ pub fn keys(csv: &ClusterServiceVersion) -> Vec<u64> {
     }
 }
 
-/// Index `csvs` by [`keys`] (once: later calls find it done).
+/// Index `csvs` by [`keys`] and by namespace: before the caches start (the manager does it).
 pub fn index(csvs: &Cache<ClusterServiceVersion>) {
     csvs.index_by(keys);
     csvs.index_namespaces();

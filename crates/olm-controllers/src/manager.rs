@@ -193,8 +193,9 @@ impl Manager {
         );
         // The CSV and OperatorGroup controllers read the roles of one owner per pass.
         cluster_roles.index_by(crate::metadata::owner_index_keys::<ClusterRole>);
-        // Every controller reads the CSVs and groups of one namespace per pass.
-        csvs.index_namespaces();
+        // Every controller reads the CSVs and groups of one namespace per pass; the CSV and
+        // OLMConfig controllers read an original's copies, or the originals (csv_index).
+        crate::csv_index::index(&csvs);
         groups.index_namespaces();
 
         let runs = |kind: ControllerKind| kinds.contains(&kind);

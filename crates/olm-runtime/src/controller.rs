@@ -87,8 +87,8 @@ pub fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectKey {
     (kind, obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
-/// How long a pass runs before it is reported as slow: far past any pass of a healthy cluster
-/// (a pass writing 10,000 copies takes about a minute on two cores).
+/// How long a pass runs before it is reported as slow: long past what a pass of a healthy
+/// cluster takes, even one writing thousands of copies.
 pub const SLOW_PASS: Duration = Duration::from_secs(180);
 
 /// Run one reconcile with the shared bookkeeping: followers skip (they are re-triggered when

@@ -207,7 +207,6 @@ pub fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let state = ctx.state.clone();
-    crate::csv_index::index(&state.csvs);
     let store = state.csvs.store().clone();
 
     let all_namespace_csvs = watch::all_namespace_csvs(state.csvs.clone());

@@ -285,7 +285,6 @@ pub fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let state = ctx.state.clone();
-    crate::csv_index::index(&state.csvs);
     let singleton = || vec![ObjectRef::<OLMConfig>::new(OLM_CONFIG_NAME)];
     let controller = Controller::for_shared_stream(state.olm_configs.subscribe(), state.olm_configs.store().clone())
         .with_config(olm_runtime::controller::controller_config())
