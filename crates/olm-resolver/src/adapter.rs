@@ -70,7 +70,7 @@ pub fn snapshot(catalog: &Catalog, key: CatalogKey, priority: i32) -> CatalogSna
                     skip_range: ce.skip_range_parsed.clone(),
                     version: Some(bundle.version.clone()),
                     deprecated: bundle.has_deprecated_property(),
-                    install_modes: bundle.supported_install_modes(),
+                    install_modes: bundle.supported_install_modes().map(<[String]>::to_vec),
                     ..Entry::default()
                 };
                 let mut problems = Vec::new();

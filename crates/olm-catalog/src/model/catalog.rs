@@ -189,6 +189,8 @@ pub struct Bundle {
     pub source: Option<Arc<Path>>,
     /// Which of `properties` is the `olm.bundle.object` holding the CSV.
     pub(super) csv_property: Option<usize>,
+    /// [`Bundle::supported_install_modes`], read at load, where the CSV is decoded anyway.
+    pub(super) install_modes: Option<Vec<String>>,
 }
 
 impl Bundle {
@@ -220,18 +222,8 @@ impl Bundle {
     /// The install modes the bundle's CSV supports (`spec.installModes` entries with
     /// `supported: true`, e.g. `OwnNamespace`), from the inlined CSV or `olm.csv.metadata`;
     /// `None` when the catalog carries neither.
-    pub fn supported_install_modes(&self) -> Option<Vec<String>> {
-        let modes = match self.csv() {
-            Some(mut csv) => csv.pointer_mut("/spec/installModes")?.take(),
-            None => self.csv_metadata()?.get("installModes")?.clone(),
-        };
-        let supported = modes
-            .as_array()?
-            .iter()
-            .filter(|mode| mode.get("supported").and_then(Value::as_bool) == Some(true))
-            .filter_map(|mode| Some(mode.get("type")?.as_str()?.to_owned()))
-            .collect();
-        Some(supported)
+    pub fn supported_install_modes(&self) -> Option<&[String]> {
+        self.install_modes.as_deref()
     }
     /// APIs this bundle provides (`olm.gvk`).
     pub fn provided_gvks(&self) -> impl Iterator<Item = &Gvk> {

@@ -327,16 +327,29 @@ pub(super) fn parse_bundle(
         _ => &[],
     };
     let mut csv_property = None;
+    let mut install_modes = None;
     for (i, (p, raw)) in properties.iter().zip(raw_properties).enumerate() {
-        if p.kind == PropertyKind::BundleObject {
-            let value = raw.as_object().and_then(|m| get_ci(m, "value"));
-            let data = value.and_then(|v| v.get("data")).and_then(Value::as_str).unwrap_or_default();
-            let docs = crate::text::bundle_object_docs(data)?;
-            if csv_property.is_none() && docs.iter().any(is_csv) {
-                csv_property = Some(i);
+        let value = raw.as_object().and_then(|m| get_ci(m, "value"));
+        match p.kind {
+            PropertyKind::BundleObject => {
+                let data = value.and_then(|v| v.get("data")).and_then(Value::as_str).unwrap_or_default();
+                let docs = crate::text::bundle_object_docs(data)?;
+                if csv_property.is_none()
+                    && let Some(csv) = docs.iter().find(|doc| is_csv(doc))
+                {
+                    csv_property = Some(i);
+                    // Read now, while the CSV is decoded: the resolver asks for every bundle.
+                    install_modes = Some(supported_install_modes(csv.pointer("/spec/installModes")));
+                }
             }
+            PropertyKind::CsvMetadata if install_modes.is_none() => {
+                install_modes = Some(supported_install_modes(value.and_then(|v| v.get("installModes"))));
+            }
+            _ => {}
         }
     }
+    // The inlined CSV, when there is one, decides (even over an olm.csv.metadata before it).
+    let install_modes = install_modes.flatten();
     Ok(Bundle {
         name: meta.name.clone(),
         package: meta.package.clone(),
@@ -349,7 +362,20 @@ pub(super) fn parse_bundle(
         deprecation: None,
         source: meta.source.clone(),
         csv_property,
+        install_modes,
     })
+}
+
+/// The `type` of every entry of a CSV's `installModes` with `supported: true`; `None` when
+/// `modes` is not a list.
+fn supported_install_modes(modes: Option<&Value>) -> Option<Vec<String>> {
+    let supported = modes?
+        .as_array()?
+        .iter()
+        .filter(|mode| mode.get("supported").and_then(Value::as_bool) == Some(true))
+        .filter_map(|mode| Some(mode.get("type")?.as_str()?.to_owned()))
+        .collect();
+    Some(supported)
 }
 
 pub(super) fn parse_deprecations(obj: &Map<String, Value>) -> Result<Vec<DeprecationEntry>, String> {

@@ -54,12 +54,37 @@ fn inlined_objects_are_held_as_text_and_decoded_on_demand() {
     assert_eq!(bundle.objects(), objects);
     assert!(bundle.has_objects());
     assert_eq!(bundle.csv(), Some(csv));
-    assert_eq!(bundle.supported_install_modes(), Some(vec!["OwnNamespace".to_owned()]));
+    assert_eq!(bundle.supported_install_modes(), Some(&["OwnNamespace".to_owned()][..]));
     // An object that does not decode refuses the bundle at load, saying why.
     let mut broken = super::tests::bundle("p.v1.0.0", "1.0.0");
     broken["properties"].as_array_mut().unwrap().push(json!({"type": "olm.bundle.object", "value": {"data": "not base64!"}}));
     let (_, problems) = catalog_of(broken);
     assert!(problems.iter().any(|p| p.to_string().contains("olm.bundle.object data is not valid base64")), "{problems:?}");
+}
+
+#[test]
+fn install_modes_come_from_the_inlined_csv_before_the_csv_metadata() {
+    use base64::Engine as _;
+    let modes = |types: &[(&str, bool)]| types.iter().map(|(t, s)| json!({"type": t, "supported": s})).collect::<Vec<_>>();
+    let csv = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "p.v1.0.0"}, "spec": {"installModes": modes(&[("OwnNamespace", true), ("AllNamespaces", false)])}});
+    let object = json!({"type": "olm.bundle.object", "value": {"data": base64::engine::general_purpose::STANDARD.encode(csv.to_string())}});
+    let metadata = json!({"type": "olm.csv.metadata", "value": {"installModes": modes(&[("AllNamespaces", true)])}});
+    let supported = |extra: Vec<Value>| {
+        let mut b = bundle("p.v1.0.0", "1.0.0");
+        b["properties"].as_array_mut().unwrap().extend(extra);
+        let (cat, problems) = Catalog::build(docs(vec![
+            json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [{"name": "p.v1.0.0"}]}),
+            b,
+        ]));
+        assert!(problems.is_empty(), "{problems:?}");
+        cat.bundle("p", "p.v1.0.0").unwrap().supported_install_modes().map(<[String]>::to_vec)
+    };
+    assert_eq!(supported(vec![metadata.clone()]), Some(vec!["AllNamespaces".to_owned()]));
+    assert_eq!(supported(vec![metadata.clone(), object.clone()]), Some(vec!["OwnNamespace".to_owned()]));
+    assert_eq!(supported(vec![object, metadata]), Some(vec!["OwnNamespace".to_owned()]));
+    assert_eq!(supported(vec![]), None);
 }
 
 #[test]
