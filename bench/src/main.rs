@@ -6,7 +6,9 @@
 //! or OLM_BENCH_FBC), `--quick` (fewer requests, shorter timings: for trying the harness),
 //! `--no-e2e` (skip the end-to-end part, which starts a private control plane), `--e2e-only`
 //! (only the end-to-end part), `--scale-namespaces N` (namespaces of the end-to-end scale run;
-//! default 200, 10 with `--quick`, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES),
+//! default 200, 10 with `--quick`, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES), `--images-rounds N`
+//! (rounds of §4's image benchmark, tests/examples/image_bench; default 10, 2 with `--quick`, 0 skips
+//! it), `--unpack-rounds N` (§4's real-node unpack comparison, root only; default 0, skipped),
 //! `--scale-timeout SECS` (longest wait for the scale run to settle, per side; default 6 s per
 //! namespace, at least 300 s), `--scale-catalog-updates SECS` (ours only: while the scale run
 //! settles, the catalog gets a new bundle every SECS seconds; e2e.rs), `--scale-create-concurrency N`
@@ -30,6 +32,7 @@ mod dev_env;
 mod e2e;
 mod figures;
 mod host_speed;
+mod images;
 mod kubectl;
 mod large_scale;
 mod large_scale_report;
@@ -67,9 +70,12 @@ pub struct Options {
     pub e2e_options: e2e::E2eOptions,
     /// Rounds of the unpack comparison; when set, nothing else runs.
     pub unpack_rounds: Option<usize>,
+    /// §4 in the full run: rounds of the image benchmark and of the unpack comparison (0 skips).
+    pub images_rounds: usize,
+    pub images_unpack_rounds: usize,
 }
 
-const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] [--scale-create-concurrency N] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N] | --upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]";
+const USAGE: &str = "usage: olm-bench [--out FILE] [--fbc DIR] [--quick] [--no-e2e | --e2e-only] [--scale-namespaces N] [--scale-timeout SECS] [--scale-catalog-updates SECS] [--scale-create-concurrency N] [--images-rounds N] [--unpack-rounds N] | --unpack ROUNDS | --chaos [--seed N] [--kills N] [--namespaces N] | --upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]";
 
 fn number(flag: &str, value: Option<String>) -> anyhow::Result<u64> {
     whole_number(flag, value.as_deref(), USAGE)
@@ -95,6 +101,8 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
     let mut catalog_updates = None;
     let mut create_concurrency = 4;
     let mut unpack_rounds = None;
+    let mut images_rounds = None;
+    let mut images_unpack_rounds = 0;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -107,6 +115,8 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
             "--scale-timeout" => scale_timeout = Some(Duration::from_secs(number(&a, args.next())?)),
             "--scale-create-concurrency" => create_concurrency = usize::try_from(number(&a, args.next())?.max(1)).context("--scale-create-concurrency is too large")?,
             "--scale-catalog-updates" => catalog_updates = Some(Duration::from_secs(number(&a, args.next())?).max(Duration::from_secs(10))),
+            "--images-rounds" => images_rounds = Some(usize::try_from(number(&a, args.next())?).context("--images-rounds: too many rounds")?),
+            "--unpack-rounds" => images_unpack_rounds = usize::try_from(number(&a, args.next())?).context("--unpack-rounds: too many rounds")?,
             "--unpack" => unpack_rounds = Some(usize::try_from(number(&a, args.next())?).context("--unpack: too many rounds")?),
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -133,7 +143,8 @@ fn options(workspace: &Path) -> anyhow::Result<Options> {
         catalog_updates,
         single_runs: if quick { 1 } else { 5 },
     };
-    Ok(Options { out, fbc, quick, e2e, e2e_only, e2e_options, unpack_rounds })
+    let images_rounds = images_rounds.unwrap_or(if quick { 2 } else { 10 });
+    Ok(Options { out, fbc, quick, e2e, e2e_only, e2e_options, unpack_rounds, images_rounds, images_unpack_rounds })
 }
 
 /// One server's figures on one catalog.
@@ -299,8 +310,10 @@ fn main() -> anyhow::Result<()> {
     } else {
         None
     };
+    // §4 only in the full run: --no-e2e and --e2e-only name the parts they keep.
+    let images = (opts.e2e && !opts.e2e_only).then(|| images::run(&tools, &work, &base, opts.images_rounds, opts.images_unpack_rounds));
     let elapsed = started.elapsed();
-    let text = report::render(&tools, &runs, end_to_end.as_ref(), &notes, &opts, elapsed)?;
+    let text = report::render(&tools, &runs, end_to_end.as_ref(), images.as_ref(), &notes, &opts, elapsed)?;
     let text = with_separate_runs(&opts.out, text);
     std::fs::write(&opts.out, &text).with_context(|| format!("writing {}", opts.out.display()))?;
     println!("{text}");

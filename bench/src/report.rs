@@ -51,6 +51,7 @@ pub fn render(
     tools: &Tools,
     runs: &[CatalogRun],
     e2e: Option<&Result<crate::e2e::E2e, String>>,
+    images: Option<&crate::images::Images>,
     notes: &[String],
     opts: &Options,
     elapsed: Duration,
@@ -334,6 +335,8 @@ pub fn render(
     }
     // 3. End to end.
     section_e2e(&mut o, e2e)?;
+    // 4. Images.
+    crate::images::section(&mut o, images)?;
 
     // Where we lose.
     writeln!(o, "## Where we lose\n")?;
@@ -386,12 +389,12 @@ pub fn render(
     writeln!(o, "## How to rerun\n")?;
     writeln!(
         o,
-        "```\nbench/run.sh            # builds olm and olm-bench (release), runs everything, rewrites BENCHMARKS.md\nbench/run.sh --quick    # short runs, to try the harness\nbench/run.sh --no-e2e   # parts 1 and 2 only\nbench/run.sh --e2e-only # part 3 only (private control plane, single install and scale run)\nbench/run.sh --scale-namespaces 50   # scale run size (default 200, 10 with --quick, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES)\nbench/run.sh --scale-timeout 1800    # longest wait for the scale run to settle, per side (default 6 s per namespace, at least 300 s)\nbench/run.sh --large-scale           # ours only, a separate run: 10,000 namespaces, with and without copied CSVs (--namespaces N, --subscriptions N, --copies on|off|both); writes target/olm-bench/large-scale.md\n```\n\n\
+        "```\nbench/run.sh            # builds olm and olm-bench (release), runs everything, rewrites BENCHMARKS.md\nbench/run.sh --quick    # short runs, to try the harness\nbench/run.sh --no-e2e   # parts 1 and 2 only\nbench/run.sh --e2e-only # part 3 only (private control plane, single install and scale run)\nbench/run.sh --scale-namespaces 50   # scale run size (default 200, 10 with --quick, 0 skips it; or OLM_BENCH_SCALE_NAMESPACES)\nbench/run.sh --scale-timeout 1800    # longest wait for the scale run to settle, per side (default 6 s per namespace, at least 300 s)\nbench/run.sh --images-rounds 5      # rounds of §4's image benchmark (default 10, 2 with --quick, 0 skips it)\nsudo bench/run.sh --unpack-rounds 5 # also §4's unpack comparison on a real node (root; skipped by default)\nbench/run.sh --large-scale           # ours only, a separate run: 10,000 namespaces, with and without copied CSVs (--namespaces N, --subscriptions N, --copies on|off|both); writes target/olm-bench/large-scale.md\n```\n\n\
          Needs Go ≥ 1.26.3 with access to the Go module proxy, gcc (opm links sqlite through cgo), and the real catalog at \
          {} (or `--fbc DIR` / OLM_BENCH_FBC; when absent the run says so and uses catalogs/community). The first run builds opm \
          (operator-registry {}, override with OLM_BENCH_OPM_VERSION) into ~/.cache/olm-dev/bin/opm-VERSION/ through a consumer module, \
-         the resolver driver (OLM version from bench/go/resolver-driver/go.mod) and upstream's `olm`/`catalog` operators (same version, into ~/.cache/olm-dev/bin/olm-VERSION/); bench/run.sh builds our `olm` in release mode; Go module and build caches \
-         are ~/.cache/olm-dev/go/{{mod,build}}. Logs of every server are left in target/olm-bench/.",
+         the resolver driver (OLM version from bench/go/resolver-driver/go.mod) and upstream's `olm`/`catalog` operators (same version, into ~/.cache/olm-dev/bin/olm-VERSION/); bench/run.sh builds our `olm` and §4's image benchmark in release mode; §4 uses the e2e suites' control plane and a CNCF distribution registry, both built from the Go module proxy by the first run of the tests. Go module and build caches \
+         are ~/.cache/olm-dev/go/{{mod,build}}. Logs of every server are left in target/olm-bench/ (§4's in images.log).",
         crate::catalogs::DEFAULT_REAL_FBC,
         crate::tools::DEFAULT_OPM_VERSION
     )?;

@@ -3,10 +3,11 @@
 //!
 //! ```text
 //! cargo build --release -p olm
-//! cargo run --release -p olm-e2e --example image_bench -- [--rounds N] [--fbc DIR] [--skip-install] [--skip-catalog]
+//! cargo run --release -p olm-e2e --example image_bench -- [--rounds N] [--fbc DIR] [--skip-install] [--skip-catalog] [--markdown FILE]
 //! ```
 //!
 //! `--rounds` (or `OLM_BENCH_ROUNDS`, default 5) is the number of rounds of each measurement;
+//! `--markdown FILE` writes the findings as BENCHMARKS.md §4's body (`bench/run.sh` asks for it);
 //! `--fbc` the real file-based catalog for part 2 (default
 //! /work/shared/real-catalogs/community-operators-prod-fbc-v4.21/catalog; `OLM_BENCH_FBC`).
 //! The `olm` binary pushes and renders (`OLM_BIN`, else `target/release/olm` beside this
@@ -63,6 +64,9 @@ use olm_e2e::olm;
 use olm_image::{Credentials, ImageClient, Limits, RegistryConfig};
 use serde_json::{Value, json};
 
+mod report;
+use report::{Part, Report};
+
 const BUNDLE: &str = "crates/olm-registry/testdata/bundles/etcd/0.9.4";
 const CSV: &str = "etcdoperator.v0.9.4";
 const DEFAULT_FBC: &str = "/work/shared/real-catalogs/community-operators-prod-fbc-v4.21/catalog";
@@ -75,6 +79,8 @@ struct Options {
     fbc: PathBuf,
     install: bool,
     catalog: bool,
+    /// Where to write the findings as Markdown (BENCHMARKS.md §4's body).
+    markdown: Option<PathBuf>,
 }
 
 fn options() -> anyhow::Result<Options> {
@@ -83,6 +89,7 @@ fn options() -> anyhow::Result<Options> {
         fbc: std::env::var_os("OLM_BENCH_FBC").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(DEFAULT_FBC)),
         install: true,
         catalog: true,
+        markdown: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -91,8 +98,9 @@ fn options() -> anyhow::Result<Options> {
             "--fbc" => opts.fbc = PathBuf::from(args.next().context("--fbc DIR")?),
             "--skip-install" => opts.install = false,
             "--skip-catalog" => opts.catalog = false,
+            "--markdown" => opts.markdown = Some(PathBuf::from(args.next().context("--markdown FILE")?)),
             "-h" | "--help" => {
-                println!("image_bench [--rounds N] [--fbc DIR] [--skip-install] [--skip-catalog]");
+                println!("image_bench [--rounds N] [--fbc DIR] [--skip-install] [--skip-catalog] [--markdown FILE]");
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other:?} (try --help)"),
@@ -467,7 +475,7 @@ fn layer_bytes(pulled: &olm_image::PulledImage) -> anyhow::Result<u64> {
     Ok(total)
 }
 
-async fn install_bench(env: &Env, registry: &str, rounds: usize) -> anyhow::Result<()> {
+async fn install_bench(env: &Env, registry: &str, rounds: usize, report: &mut Report) -> anyhow::Result<()> {
     let work = tempfile::tempdir()?;
     let bundle_dir = olm_e2e::repo().join(BUNDLE);
     let bundle = olm(&["bundle", "push", bundle_dir.to_str().context("path")?, &format!("{registry}/etcd-bundle:0.9.4")])?
@@ -490,10 +498,12 @@ async fn install_bench(env: &Env, registry: &str, rounds: usize) -> anyhow::Resu
             ("inline catalog", &inline),
             ("image-only catalog", &image_only),
         ];
+        let mut described = Vec::new();
         for (what, image) in sizes {
             let pulled = probe_client.pull(image, &anon).await?;
-            println!("{what} image {image}: layers {} bytes (compressed)", layer_bytes(&pulled)?);
+            described.push(format!("{what} {} bytes", layer_bytes(&pulled)?));
         }
+        report.line(Part::Install, format!("Layers, compressed: {}.\n", described.join(", ")));
     }
 
     // One untimed round first: the first install of a process pays for lazily built state.
@@ -513,17 +523,17 @@ async fn install_bench(env: &Env, registry: &str, rounds: usize) -> anyhow::Resu
         println!("{line}");
     }
     println!();
-    println!("Subscription → {CSV} Succeeded, {rounds} rounds per mode (ms; p90 = nearest rank)");
+    report.line(Part::Install, format!("Subscription → {CSV} Succeeded, {rounds} rounds per mode (ms):\n"));
     let titles: Vec<&str> = STEPS.iter().map(|(_, title)| *title).collect();
-    println!("| mode | median | p90 | min | max | {} (medians) | every round |", titles.join(" | "));
-    println!("|---|---|---|---|---|{}---|", "---|".repeat(STEPS.len()));
+    report.line(Part::Install, format!("| mode | median | p90 | min | max | {} (medians) | every round |", titles.join(" | ")));
+    report.line(Part::Install, format!("|---|---|---|---|---|{}---|", "---|".repeat(STEPS.len())));
     let mut medians = HashMap::new();
     for (mode, times) in &results {
         let total = stats(&times.iter().map(|r| r.total).collect::<Vec<_>>());
         let steps: Vec<String> = (0..STEPS.len())
             .map(|i| format!("{:.0}", stats(&times.iter().map(|r| r.steps[i]).collect::<Vec<_>>()).median))
             .collect();
-        println!(
+        report.line(Part::Install, format!(
             "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} |",
             mode.label(),
             total.median,
@@ -532,34 +542,43 @@ async fn install_bench(env: &Env, registry: &str, rounds: usize) -> anyhow::Resu
             total.max,
             steps.join(" | "),
             list(&total.all)
-        );
+        ));
         medians.insert(*mode, total.median);
     }
     let ratio = |mode: Mode| medians[&mode] / medians[&Mode::Inline];
-    println!();
-    println!(
-        "median ratio warm/inline: {:.2} (target ≤ 2: {}); cold/inline: {:.2}",
+    report.line(Part::Install, format!(
+        "\n**Median warm/inline {:.2} (target: within 2×, {}); cold/inline {:.2}.**",
         ratio(Mode::Warm),
         if ratio(Mode::Warm) <= 2.0 { "met" } else { "NOT met" },
         ratio(Mode::Cold)
-    );
+    ));
     Ok(())
 }
 
-async fn catalog_bench(env: &Env, registry: &str, fbc: &Path, rounds: usize) -> anyhow::Result<()> {
+// The library's pieces of a catalog image's load, as the table names them.
+const DIGEST: &str = "`ImageClient::digest_of` (HEAD of the tag)";
+const PULL: &str = "`ImageClient::pull` (manifest, config, layer → cache, digests verified)";
+const UNPACK: &str = "`ImageClient::unpack` of /configs and the parsed form beside it";
+const YAML: &str = "`olm_catalog::load::load_fbc_documents` (parse the YAML: what an image without the parsed form costs)";
+const PARSED: &str = "`olm_catalog::parsed::read_file` (the parsed form `olm catalog push` ships, which the controller reads)";
+const INDEX: &str = "`CatalogContent::from_documents` (catalog model and resolver snapshot)";
+const WHOLE: &str = "`olm_catalog_client::fetch_image` (HEAD, pull, unpack, parsed form, model and snapshot, as the controller calls it)";
+
+async fn catalog_bench(env: &Env, registry: &str, fbc: &Path, rounds: usize, report: &mut Report) -> anyhow::Result<()> {
     if !fbc.is_dir() {
-        println!(
-            "\nPart 2 skipped: the real catalog is not at {} (pass --fbc DIR or OLM_BENCH_FBC: the file-based catalog of \
+        report.line(Part::Catalog, format!(
+            "Not measured: the real catalog is not at {} (pass --fbc DIR or OLM_BENCH_FBC: the file-based catalog of \
              community-operators-prod catalogs/v4.21, see /work/shared/real-catalogs/README.md)",
             fbc.display()
-        );
+        ));
         return Ok(());
     }
     println!("\ncatalog: {}", fbc.display());
     let tag = format!("{registry}/community-operators:v4.21");
     let started = Instant::now();
     let pushed = olm(&["catalog", "push", fbc.to_str().context("path")?, &tag])?.trim().to_owned();
-    println!("olm catalog push: {pushed} in {:.0} ms (build + push, first push of these blobs)", ms(started.elapsed()));
+    let push_ms = ms(started.elapsed());
+    println!("olm catalog push: {pushed} in {push_ms:.0} ms (build + push, first push of these blobs)");
     let digest = digest_of(&pushed)?.to_owned();
     let anon = Credentials::anonymous();
 
@@ -588,11 +607,18 @@ async fn catalog_bench(env: &Env, registry: &str, fbc: &Path, rounds: usize) -> 
         let t_pull = t.elapsed();
         let scratch = images.scratch()?;
         let t = Instant::now();
-        let unpacked = images.unpack(&pulled, &["configs"], scratch.path()).await?;
+        let unpacked = images.unpack(&pulled, &["configs", olm_image::catalog::PARSED_PATH], scratch.path()).await?;
         let t_unpack = t.elapsed();
         let root = scratch.path().join("configs");
+        let parsed = scratch.path().join(olm_image::catalog::PARSED_PATH);
         let t = Instant::now();
-        let (documents, _problems) = tokio::task::spawn_blocking(move || olm_catalog::load::load_fbc_documents(&root)).await??;
+        let yaml_root = root.clone();
+        let (yaml_documents, _problems) = tokio::task::spawn_blocking(move || olm_catalog::load::load_fbc_documents(&yaml_root)).await??;
+        let t_yaml = t.elapsed();
+        drop(yaml_documents);
+        // What the controller reads: the parsed form `olm catalog push` put beside /configs.
+        let t = Instant::now();
+        let documents = tokio::task::spawn_blocking(move || olm_catalog::parsed::read_file(&parsed, &root)).await??;
         let t_load = t.elapsed();
         let t = Instant::now();
         let content = tokio::task::spawn_blocking(move || {
@@ -631,53 +657,44 @@ async fn catalog_bench(env: &Env, registry: &str, fbc: &Path, rounds: usize) -> 
             sizes = Some((layer_bytes(&pulled)?, unpacked, counts));
         }
         println!(
-            "round {round}: CatalogSource created → READY {:.0} ms | library: digest_of {:.0}, pull {:.0}, unpack {:.0}, load {:.0}, index {:.0}; fetch_image {:.0} ms",
+            "round {round}: CatalogSource created → READY {:.0} ms | library: digest_of {:.0}, pull {:.0}, unpack {:.0}, YAML {:.0}, parsed form {:.0}, index {:.0}; fetch_image {:.0} ms",
             ms(took),
             ms(t_digest),
             ms(t_pull),
             ms(t_unpack),
+            ms(t_yaml),
             ms(t_load),
             ms(t_index),
             ms(t_whole)
         );
         for (name, d) in [
-            ("digest_of (HEAD manifest)", t_digest),
-            ("pull (manifest, config, layer → cache)", t_pull),
-            ("unpack /configs", t_unpack),
-            ("load_fbc_documents (parse)", t_load),
-            ("CatalogContent::from_documents (model + resolver snapshot)", t_index),
-            ("fetch_image (all of the above, as the controller calls it)", t_whole),
+            (DIGEST, t_digest),
+            (PULL, t_pull),
+            (UNPACK, t_unpack),
+            (YAML, t_yaml),
+            (PARSED, t_load),
+            (INDEX, t_index),
+            (WHOLE, t_whole),
         ] {
             pieces.entry(name).or_default().push(d);
         }
     }
     let (compressed, unpacked, (packages, bundles)) = sizes.context("no round")?;
     println!();
-    println!(
-        "catalog image {pushed}: {packages} packages, {bundles} bundles; one layer of {} ({compressed} bytes) compressed, {} files / {} unpacked",
+    report.line(Part::Catalog, format!(
+        "{} ({packages} packages, {bundles} bundles), pushed with `olm catalog push` in {push_ms:.0} ms (build and push): **one layer of {} ({compressed} bytes) compressed**, {} in {} files unpacked.\n",
+        fbc.display(),
         mib(compressed),
+        mib(unpacked.bytes),
         unpacked.files,
-        mib(unpacked.bytes)
-    );
+    ));
     let r = stats(&ready);
-    println!(
-        "CatalogSource (spec.image, cold cache) created → READY over {rounds} rounds: median {:.0} ms, p90 {:.0} ms (every round: {})",
-        r.median,
-        r.p90,
-        list(&r.all)
-    );
-    println!("| piece (library, fresh cache) | median | p90 |");
-    println!("|---|---|---|");
-    for name in [
-        "digest_of (HEAD manifest)",
-        "pull (manifest, config, layer → cache)",
-        "unpack /configs",
-        "load_fbc_documents (parse)",
-        "CatalogContent::from_documents (model + resolver snapshot)",
-        "fetch_image (all of the above, as the controller calls it)",
-    ] {
+    report.line(Part::Catalog, "| | median | p90 | every round (ms) |");
+    report.line(Part::Catalog, "|---|---|---|---|");
+    report.line(Part::Catalog, format!("| **CatalogSource created → READY (controllers, cold cache)** | **{:.0} ms** | {:.0} ms | {} |", r.median, r.p90, list(&r.all)));
+    for name in [DIGEST, PULL, UNPACK, YAML, PARSED, INDEX, WHOLE] {
         let s = stats(&pieces[name]);
-        println!("| {name} | {:.0} ms | {:.0} ms |", s.median, s.p90);
+        report.line(Part::Catalog, format!("| library: {name} | {:.0} ms | {:.0} ms | |", s.median, s.p90));
     }
     Ok(())
 }
@@ -718,15 +735,16 @@ async fn main() -> anyhow::Result<()> {
     }
     let env = Env { client: client.clone(), images, cache: cache_dir.path().to_owned() };
 
+    let mut report = Report::default();
     let outcome = async {
         if opts.install {
             println!("load average before part 1: {}", loadavg());
-            install_bench(&env, &registry_addr, opts.rounds).await?;
+            install_bench(&env, &registry_addr, opts.rounds, &mut report).await?;
             println!("load average after part 1: {}", loadavg());
         }
         if opts.catalog {
             println!("\nload average before part 2: {}", loadavg());
-            catalog_bench(&env, &registry_addr, &opts.fbc, opts.rounds).await?;
+            catalog_bench(&env, &registry_addr, &opts.fbc, opts.rounds, &mut report).await?;
             println!("load average after part 2: {}", loadavg());
         }
         println!("\n{} cores; whole run {:.0} s", std::thread::available_parallelism().map_or(0, |n| n.get()), began.elapsed().as_secs_f64());
@@ -738,5 +756,9 @@ async fn main() -> anyhow::Result<()> {
     }
     manager.stop(Duration::from_secs(5)).await;
     drop(registry);
-    outcome
+    outcome?;
+    if let Some(file) = &opts.markdown {
+        std::fs::write(file, report.markdown(opts.rounds)).with_context(|| format!("writing {}", file.display()))?;
+    }
+    Ok(())
 }
