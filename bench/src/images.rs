@@ -85,7 +85,7 @@ pub fn section(o: &mut String, images: Option<&Images>) -> std::fmt::Result {
     match &images.images {
         None => writeln!(o, "The image benchmark was skipped in this run (`--images-rounds 0`).\n")?,
         Some(Err(e)) => writeln!(o, "The image benchmark failed: {e}\n")?,
-        Some(Ok((text, took))) => writeln!(o, "{}\nIt ran for {:.0} s.\n", text.trim_end(), took.as_secs_f64())?,
+        Some(Ok((text, took))) => writeln!(o, "{}\n\nIt ran for {:.0} s.\n", text.trim_end(), took.as_secs_f64())?,
     }
     writeln!(o, "### Side by side on a real node: upstream's unpack Job against our in-process pull\n")?;
     match &images.unpack {
