@@ -285,7 +285,7 @@ fn fits_node(pod: &Value, labels: &BTreeMap<String, String>) -> bool {
 }
 
 fn install_modes(bundle: &Bundle) -> BTreeSet<String> {
-    bundle.supported_install_modes().unwrap_or_default().into_iter().collect()
+    bundle.supported_install_modes().unwrap_or_default().iter().cloned().collect()
 }
 
 /// The bundles of `channel`, oldest first.
