@@ -413,7 +413,8 @@ pub const KNOWN_CAUSES: &str = "Known causes (from reading the code, not measure
 bundles carry `olm.csv.metadata` and no `olm.bundle.object`, so both servers synthesize the channel head's CSV; ours builds it on \
 the first request and keeps it for the life of the catalog snapshot (crates/olm-registry `store::BundleContentCache`, bounded). \
 **Catalog server memory** — ours keeps its whole indexed snapshot in memory (the canonical JSON of every object, LZ4-compressed \
-when at least 1 KiB: crates/olm-catalog `Blob`), while opm serves bundle content from its cache directory on disk. **Latency percentiles** — the load generator shares the two cores with \
+when at least 1 KiB, a package's later bundles against its first: crates/olm-catalog `Blob`), while opm serves bundle content from its cache directory on disk; \
+both RSS figures count the pages of the executable the process has touched (ours is one `olm` binary for every command). **Latency percentiles** — the load generator shares the two cores with \
 the server, so a p99 of a few ms is a scheduling hiccup as often as server work. **First resolution** — ours reads the parsed form \
 and builds its model and the resolver's snapshot, upstream receives opm's pre-parsed bundles over gRPC; a running controller \
 pays this once per catalog change, not per resolution. **Resolution answers** — where the channel of a chosen bundle differs, see \"Channel attribution\" in §2: \

@@ -175,11 +175,15 @@ pub fn load_fbc(root: &Path) -> Result<(Catalog, Vec<Problem>), CatalogError> {
     let (files, mut problems) = fbc_files(root)?;
     let results = parallel_map_largest_first(&files, |path| {
         let source: Arc<Path> = Arc::from(path);
+        let mut dictionaries = crate::model::Dictionaries::default();
         parse_file_each(path, |value| {
-            crate::model::prepare_document(Document {
-                value,
-                source: Some(source.clone()),
-            })
+            crate::model::prepare_document(
+                Document {
+                    value,
+                    source: Some(source.clone()),
+                },
+                &mut dictionaries,
+            )
         })
     });
     let mut prepared = Vec::new();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::blob::Dictionaries;
 use super::catalog::{Bundle, BundleAddr, Catalog, Channel, DeprecationEntry, DeprecationReference, Package};
 use super::meta::{Document, Meta, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE};
 use super::parse::{dns1123_label_error, parse_bundle, parse_channel, parse_deprecations, parse_package};
@@ -33,9 +34,12 @@ pub(crate) enum Item {
     Other,
 }
 
-pub(crate) fn prepare(doc: Document) -> Prepared {
+/// `doc` turned into its blob and typed object; a bundle's blob is compressed against the
+/// first bundle of its package that `dictionaries` saw (documents of one file or package,
+/// read in order).
+pub(crate) fn prepare(doc: Document, dictionaries: &mut Dictionaries) -> Prepared {
     let src = doc.source.as_deref();
-    let (meta, ranges, text) = match Meta::from_value_with_ranges(&doc.value, doc.source.clone()) {
+    let (meta, ranges, text) = match Meta::from_value_with_ranges(&doc.value, doc.source.clone(), Some(dictionaries)) {
         Ok(m) => m,
         Err(e) => return Prepared::Failed(Problem::new(e).file(src)),
     };
@@ -82,9 +86,35 @@ impl Catalog {
     /// Lenient build: returns the catalog of everything usable and every problem
     /// (opm's validation rules) found on the way.
     pub fn build(documents: Vec<Document>) -> (Catalog, Vec<Problem>) {
-        let prepared = crate::parallel::parallel_map_owned(documents, prepare);
-        assemble(prepared)
+        // The documents of each package are prepared in order, on one thread, so that its
+        // bundles compress against each other (`Dictionaries`); packages run in parallel.
+        let mut by_package: Vec<Vec<(usize, Document)>> = Vec::new();
+        let mut group_of: HashMap<String, usize> = HashMap::new();
+        for (i, doc) in documents.into_iter().enumerate() {
+            let package = document_package(&doc.value).unwrap_or_default();
+            let group = *group_of.entry(package).or_insert_with(|| {
+                by_package.push(Vec::new());
+                by_package.len() - 1
+            });
+            by_package[group].push((i, doc));
+        }
+        let groups = crate::parallel::parallel_map_owned(by_package, |docs| {
+            let mut dictionaries = Dictionaries::default();
+            docs.into_iter().map(|(i, doc)| (i, prepare(doc, &mut dictionaries))).collect::<Vec<_>>()
+        });
+        let mut prepared: Vec<(usize, Prepared)> = groups.into_iter().flatten().collect();
+        prepared.sort_unstable_by_key(|(i, _)| *i);
+        assemble(prepared.into_iter().map(|(_, p)| p).collect())
     }
+}
+
+/// The `package` field of a document (keys are matched case-insensitively, as opm does).
+fn document_package(value: &Value) -> Option<String> {
+    let Value::Object(map) = value else { return None };
+    map.iter().find_map(|(key, v)| match v {
+        Value::String(package) if key.eq_ignore_ascii_case("package") => Some(package.clone()),
+        _ => None,
+    })
 }
 
 pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {

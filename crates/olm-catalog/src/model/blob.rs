@@ -17,6 +17,11 @@ pub struct Blob(BlobRepr);
 enum BlobRepr {
     Plain(Arc<str>),
     Lz4 { len: u32, bytes: Arc<[u8]> },
+    /// Compressed with the text of `dict` as LZ4's dictionary: the versions of one
+    /// operator repeat most of each other's text (descriptions, CRD descriptions,
+    /// examples), which compressing each alone cannot use. `dict` is never itself
+    /// compressed this way, so reading a blob decompresses at most two.
+    Lz4Dict { len: u32, bytes: Arc<[u8]>, dict: Arc<Blob> },
 }
 
 impl Blob {
@@ -36,11 +41,28 @@ impl Blob {
         Blob(BlobRepr::Plain(Arc::from(text)))
     }
 
+    /// Hold `text` compressed against `reference` (whose plain text is `reference_text`),
+    /// when that saves at least an eighth of it; `reference` must come from [`Blob::new`].
+    pub(super) fn against(text: &str, reference: &Arc<Blob>, reference_text: &str) -> Blob {
+        if matches!(reference.0, BlobRepr::Lz4Dict { .. }) {
+            return Blob::new(text);
+        }
+        if text.len() >= Self::COMPRESS_FROM
+            && let Ok(len) = u32::try_from(text.len())
+        {
+            let compressed = lz4_flex::block::compress_with_dict(text.as_bytes(), reference_text.as_bytes());
+            if compressed.len() <= text.len() - text.len() / 8 {
+                return Blob(BlobRepr::Lz4Dict { len, bytes: Arc::from(compressed), dict: reference.clone() });
+            }
+        }
+        Blob::new(text)
+    }
+
     /// Length of the text (not of its compressed form).
     pub fn len(&self) -> usize {
         match &self.0 {
             BlobRepr::Plain(text) => text.len(),
-            BlobRepr::Lz4 { len, .. } => *len as usize,
+            BlobRepr::Lz4 { len, .. } | BlobRepr::Lz4Dict { len, .. } => *len as usize,
         }
     }
 
@@ -52,7 +74,7 @@ impl Blob {
     pub fn stored_len(&self) -> usize {
         match &self.0 {
             BlobRepr::Plain(text) => text.len(),
-            BlobRepr::Lz4 { bytes, .. } => bytes.len(),
+            BlobRepr::Lz4 { bytes, .. } | BlobRepr::Lz4Dict { bytes, .. } => bytes.len(),
         }
     }
 
@@ -67,6 +89,11 @@ impl Blob {
                 let decoded = lz4_flex::block::decompress(bytes, *len as usize).unwrap_or_default();
                 Cow::Owned(String::from_utf8(decoded).unwrap_or_default())
             }
+            BlobRepr::Lz4Dict { len, bytes, dict } => {
+                let dict = dict.text();
+                let decoded = lz4_flex::block::decompress_with_dict(bytes, *len as usize, dict.as_bytes()).unwrap_or_default();
+                Cow::Owned(String::from_utf8(decoded).unwrap_or_default())
+            }
         }
     }
 
@@ -79,7 +106,21 @@ impl Blob {
     }
 
     pub(super) fn is_compressed(&self) -> bool {
-        matches!(self.0, BlobRepr::Lz4 { .. })
+        !matches!(self.0, BlobRepr::Plain(_))
+    }
+
+    /// Whether the text is held compressed against another blob's.
+    #[cfg(test)]
+    pub(super) fn has_dictionary(&self) -> bool {
+        matches!(self.0, BlobRepr::Lz4Dict { .. })
+    }
+
+    /// The compressed bytes, which identify a compressed blob (clones share them).
+    fn compressed_bytes(&self) -> Option<&Arc<[u8]>> {
+        match &self.0 {
+            BlobRepr::Plain(_) => None,
+            BlobRepr::Lz4 { bytes, .. } | BlobRepr::Lz4Dict { bytes, .. } => Some(bytes),
+        }
     }
 }
 
@@ -102,6 +143,29 @@ impl fmt::Debug for Blob {
 impl fmt::Display for Blob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text())
+    }
+}
+
+/// The reference text of each package while its documents are read in order: the first
+/// bundle of a package is held as it is, and its later bundles are compressed against it
+/// (see `BlobRepr::Lz4Dict`). One per file (or per package) being read: the plain
+/// reference texts are kept only while reading.
+#[derive(Default)]
+pub(crate) struct Dictionaries(std::collections::HashMap<String, (Arc<Blob>, String)>);
+
+impl Dictionaries {
+    /// The blob of a bundle document of `package` whose canonical text is `text`.
+    pub(crate) fn bundle_blob(&mut self, package: &str, text: &str) -> Blob {
+        match self.0.get(package) {
+            Some((reference, reference_text)) => Blob::against(text, reference, reference_text),
+            None => {
+                let blob = Blob::new(text);
+                if text.len() >= Blob::COMPRESS_FROM {
+                    self.0.insert(package.to_owned(), (Arc::new(blob.clone()), text.to_owned()));
+                }
+                blob
+            }
+        }
     }
 }
 
@@ -156,13 +220,16 @@ impl JsonText {
         let mut decompressed: Option<(&Arc<[u8]>, String)> = None;
         let mut texts = Vec::new();
         for value in values {
-            let JsonTextRepr::Shared { blob: Blob(BlobRepr::Lz4 { len, bytes }), start, end } = &value.0 else {
+            let JsonTextRepr::Shared { blob, start, end } = &value.0 else {
+                texts.push(value.text());
+                continue;
+            };
+            let Some(bytes) = blob.compressed_bytes() else {
                 texts.push(value.text());
                 continue;
             };
             if decompressed.as_ref().is_none_or(|(held, _)| !Arc::ptr_eq(held, bytes)) {
-                let text = Blob(BlobRepr::Lz4 { len: *len, bytes: bytes.clone() }).text().into_owned();
-                decompressed = Some((bytes, text));
+                decompressed = Some((bytes, blob.text().into_owned()));
             }
             let text = decompressed.as_ref().map_or("", |(_, text)| text.get(*start as usize..*end as usize).unwrap_or_default());
             texts.push(Cow::Owned(text.to_owned()));

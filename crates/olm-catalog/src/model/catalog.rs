@@ -242,14 +242,14 @@ impl Bundle {
     /// Packages this bundle requires (`olm.package.required`).
     pub fn required_packages(&self) -> impl Iterator<Item = &PackageRequired> {
         self.properties.iter().filter_map(|p| match &p.kind {
-            PropertyKind::PackageRequired(r) => Some(r),
+            PropertyKind::PackageRequired(r) => Some(r.as_ref()),
             _ => None,
         })
     }
     /// Generic constraints (`olm.constraint`).
     pub fn constraints(&self) -> impl Iterator<Item = &Constraint> {
         self.properties.iter().filter_map(|p| match &p.kind {
-            PropertyKind::Constraint(c) => Some(c),
+            PropertyKind::Constraint(c) => Some(c.as_ref()),
             _ => None,
         })
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::blob::Blob;
+use super::blob::{Blob, Dictionaries};
 use super::json::json_kind;
 
 pub const SCHEMA_PACKAGE: &str = "olm.package";
@@ -36,14 +36,16 @@ impl Meta {
     /// Build a meta from a JSON object: extract `schema`, `package`, `name`
     /// (case-insensitive keys, like opm) and encode the canonical blob.
     pub fn from_value(value: &Value, source: Option<Arc<Path>>) -> Result<Meta, String> {
-        Meta::from_value_with_ranges(value, source).map(|(meta, _, _)| meta)
+        Meta::from_value_with_ranges(value, source, None).map(|(meta, _, _)| meta)
     }
 
     /// Like [`Meta::from_value`], also returning the blob's text and where each
-    /// property value sits in it.
+    /// property value sits in it; a bundle's blob is compressed against its package's
+    /// reference in `dictionaries` when given.
     pub(crate) fn from_value_with_ranges(
         value: &Value,
         source: Option<Arc<Path>>,
+        dictionaries: Option<&mut Dictionaries>,
     ) -> Result<(Meta, Vec<Option<(usize, usize)>>, String), String> {
         let Value::Object(map) = value else {
             return Err(format!(
@@ -92,12 +94,16 @@ impl Meta {
         }
         let (mut blob, ranges) = crate::canonical::to_canonical_with_property_values(value);
         blob.push('\n');
+        let stored = match dictionaries {
+            Some(dictionaries) if schema == SCHEMA_BUNDLE => dictionaries.bundle_blob(&package, &blob),
+            _ => Blob::new(&blob),
+        };
         Ok((
             Meta {
                 schema,
                 package,
                 name,
-                blob: Blob::new(&blob),
+                blob: stored,
                 source,
             },
             ranges,

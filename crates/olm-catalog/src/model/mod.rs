@@ -40,5 +40,6 @@ pub use property::{
 };
 
 pub(crate) use assemble::{assemble as assemble_prepared, prepare as prepare_document};
+pub(crate) use blob::Dictionaries;
 pub(crate) use json::get_ci;
 pub use json::is_csv as is_csv_object;

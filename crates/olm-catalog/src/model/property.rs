@@ -84,8 +84,10 @@ pub enum PropertyKind {
     Package(PackageProperty),
     Gvk(Gvk),
     GvkRequired(Gvk),
-    PackageRequired(PackageRequired),
-    Constraint(Constraint),
+    // Boxed: rare, and several times the size of the other kinds; a catalog holds one
+    // PropertyKind per property of every bundle.
+    PackageRequired(Box<PackageRequired>),
+    Constraint(Box<Constraint>),
     /// `olm.bundle.object`; [`Bundle::objects`] decodes it.
     BundleObject,
     /// `olm.csv.metadata`; read it with [`Property::value`] / [`Bundle::csv_metadata`].
@@ -193,7 +195,7 @@ fn parse_property_kind(
         PROPERTY_GVK => PropertyKind::Gvk(parse_gvk(value)?),
         PROPERTY_GVK_REQUIRED => PropertyKind::GvkRequired(parse_gvk(value)?),
         PROPERTY_PACKAGE_REQUIRED => {
-            PropertyKind::PackageRequired(parse_package_required(value, "versionRange")?)
+            PropertyKind::PackageRequired(Box::new(parse_package_required(value, "versionRange")?))
         }
         PROPERTY_CONSTRAINT => {
             if size > MAX_CONSTRAINT_BYTES {
@@ -201,7 +203,7 @@ fn parse_property_kind(
                     "constraint is {size} bytes, more than the {MAX_CONSTRAINT_BYTES} allowed"
                 ));
             }
-            PropertyKind::Constraint(parse_constraint(value, 0)?)
+            PropertyKind::Constraint(Box::new(parse_constraint(value, 0)?))
         }
         PROPERTY_BUNDLE_OBJECT => {
             let obj = as_object(value)?;

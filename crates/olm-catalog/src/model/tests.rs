@@ -117,17 +117,76 @@ fn large_blobs_are_held_compressed_and_read_back_whole() {
     let package = cat.metas(MetaFilter { schema: Some(SCHEMA_PACKAGE), ..Default::default() }).next().unwrap();
     assert!(!package.blob.is_compressed());
     // Text that does not compress is not held compressed either.
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let noise: String = (0..4000)
+    let noise = noise(4000, 0x9E37_79B9_7F4A_7C15);
+    assert!(!Blob::new(&noise).is_compressed());
+    assert_eq!(Blob::new(&noise).text(), noise);
+}
+
+/// Text that LZ4 cannot compress on its own.
+fn noise(len: usize, mut state: u64) -> String {
+    (0..len)
         .map(|_| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             char::from(b'!' + (state % 90) as u8)
         })
-        .collect();
-    assert!(!Blob::new(&noise).is_compressed());
-    assert_eq!(Blob::new(&noise).text(), noise);
+        .collect()
+}
+
+#[test]
+fn later_bundles_of_a_package_are_compressed_against_its_first() {
+    // Versions of one operator repeat a description no compressor finds repeats in alone.
+    let description = noise(6000, 0x9E37_79B9_7F4A_7C15);
+    let with_metadata = |package: &str, name: &str, version: &str| {
+        let mut b = bundle(name, version);
+        b["package"] = json!(package);
+        b["properties"][0]["value"]["packageName"] = json!(package);
+        b["properties"].as_array_mut().unwrap().push(json!({"type": "olm.csv.metadata",
+            "value": {"description": format!("{description} ({name})"), "displayName": "P"}}));
+        b
+    };
+    let documents = vec![
+        json!({"schema": "olm.package", "name": "p", "defaultChannel": "stable"}),
+        json!({"schema": "olm.package", "name": "q", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "p", "name": "stable", "entries": [
+            {"name": "p.v1.0.0"}, {"name": "p.v1.1.0", "replaces": "p.v1.0.0"}, {"name": "p.v1.2.0", "replaces": "p.v1.1.0"}]}),
+        json!({"schema": "olm.channel", "package": "q", "name": "stable", "entries": [{"name": "q.v1.0.0"}]}),
+        with_metadata("p", "p.v1.0.0", "1.0.0"),
+        with_metadata("p", "p.v1.1.0", "1.1.0"),
+        with_metadata("q", "q.v1.0.0", "1.0.0"),
+        with_metadata("p", "p.v1.2.0", "1.2.0"),
+    ];
+    let check = |cat: &Catalog| {
+        let bundles: Vec<&Meta> = cat.metas(MetaFilter { schema: Some(SCHEMA_BUNDLE), ..Default::default() }).collect();
+        let names: Vec<&str> = bundles.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["p.v1.0.0", "p.v1.1.0", "q.v1.0.0", "p.v1.2.0"], "load order is kept");
+        for meta in &bundles {
+            let original = documents.iter().find(|d| d["name"] == meta.name.as_str()).unwrap();
+            let mut canonical = to_canonical_string(original);
+            canonical.push('\n');
+            assert_eq!(meta.blob.text(), canonical, "{} reads back byte for byte", meta.name);
+            let first_of_its_package = meta.name == "p.v1.0.0" || meta.name == "q.v1.0.0";
+            assert_eq!(meta.blob.has_dictionary(), !first_of_its_package, "{}: {:?}", meta.name, meta.blob);
+            if first_of_its_package {
+                assert!(meta.blob.stored_len() * 10 > meta.blob.len() * 9, "noise stays as it is: {:?}", meta.blob);
+            } else {
+                assert!(meta.blob.stored_len() * 10 < meta.blob.len(), "{}: {:?}", meta.name, meta.blob);
+            }
+            let b = cat.bundle(&meta.package, &meta.name).unwrap();
+            assert_eq!(b.csv_metadata().unwrap()["description"], format!("{description} ({})", meta.name));
+        }
+    };
+    // Built from documents (gRPC, the parsed form) and loaded from a directory.
+    let (cat, problems) = Catalog::build(docs(documents.clone()));
+    assert!(problems.is_empty(), "{problems:?}");
+    check(&cat);
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = documents.iter().map(|d| format!("{d}\n")).collect();
+    std::fs::write(dir.path().join("catalog.json"), text).unwrap();
+    let (cat, problems) = crate::load::load_fbc(dir.path()).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    check(&cat);
 }
 
 #[test]
