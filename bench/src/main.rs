@@ -154,6 +154,8 @@ pub struct ServerRun {
     /// Untimed preparation (opm's pre-built cache).
     pub prepare: Option<Duration>,
     pub rss_idle_mib: f64,
+    /// RssAnon at the same reading: the process's own memory, without the executable's pages.
+    pub anon_idle_mib: f64,
     pub rss_after_mib: Option<f64>,
     pub hwm_mib: f64,
     pub loads: Vec<(Rpc, LoadResult)>,
@@ -221,7 +223,8 @@ async fn bench_catalog(
         // Let start-up garbage settle before reading the resident set.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (rss_idle_mib, _) = serve::memory_mib(pid)?;
-        let mut run = ServerRun { server: which, ready: running.ready, prepare, rss_idle_mib, rss_after_mib: None, hwm_mib: 0.0, loads: Vec::new() };
+        let anon_idle_mib = serve::anon_mib(pid)?;
+        let mut run = ServerRun { server: which, ready: running.ready, prepare, rss_idle_mib, anon_idle_mib, rss_after_mib: None, hwm_mib: 0.0, loads: Vec::new() };
         if which != Server::OpmPrebuiltCache {
             answers.push(compare::fetch(&running.addr, &targets).await.with_context(|| format!("answers of {}", which.label()))?);
             for rpc in Rpc::ALL {
@@ -237,7 +240,7 @@ async fn bench_catalog(
             resolution_upstream = resolve::upstream(&tools.resolver_driver, &running.addr, &sets, work, resolve_time)?;
         }
         run.hwm_mib = serve::memory_mib(pid)?.1;
-        eprintln!("  ready {:.0} ms, RSS idle {:.1} MiB, peak {:.1} MiB", run.ready.as_secs_f64() * 1e3, run.rss_idle_mib, run.hwm_mib);
+        eprintln!("  ready {:.0} ms, RSS idle {:.1} MiB (anonymous {:.1} MiB), peak {:.1} MiB", run.ready.as_secs_f64() * 1e3, run.rss_idle_mib, run.anon_idle_mib, run.hwm_mib);
         running.stop();
         servers.push(run);
     }

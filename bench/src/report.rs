@@ -95,12 +95,13 @@ pub fn render(
             let r = ours.rss_idle_mib / theirs;
             writeln!(
                 o,
-                "| catalog server ≤ 1/3 the memory | RSS after load, {} | {:.1} MiB | {:.1} MiB (lower of the two opm runs) | {:.3} | {} |",
+                "| catalog server ≤ 1/4 the memory | RSS after load, {} | {:.1} MiB | {:.1} MiB (lower of the two opm runs) | {:.3} | {} |",
                 run.catalog.label,
                 ours.rss_idle_mib,
                 theirs,
                 r,
-                if r <= 1.0 / 3.0 { "yes" } else { "**no**" }
+                // The goals of issue #57's acceptance: catalog server ≤ 1/4 of opm, memory per namespace ≤ 1/12.
+                if r <= 1.0 / 4.0 { "yes" } else { "**no**" }
             )?;
         }
         if let (Some(a), Some(b)) = (run.resolution_ours.last(), run.resolution_upstream.last()) {
@@ -148,7 +149,8 @@ pub fn render(
         "Both servers get the same FBC directory and speak operator-registry's `api.Registry` over gRPC on loopback; one load \
          generator (Rust, tonic client from crates/olm-registry/proto/registry.proto) drives both. Ready = process start until \
          `grpc.health.v1` Check answers SERVING (polled every 10 ms). RSS = VmRSS from /proc/PID/status 2 s after ready (\"after load\") \
-         and after the request runs; peak = VmHWM. `opm serve` is run twice: as a plain command line (it builds its cache at start) \
+         and after the request runs; peak = VmHWM; anonymous = RssAnon at the \"after load\" reading (RSS without the pages of the \
+         executable the process touched: ours is one `olm` binary for every command, opm one for its own). `opm serve` is run twice: as a plain command line (it builds its cache at start) \
          and with a cache built beforehand by `opm serve --cache-only` (as catalog images ship it; the build time is shown but not \
          counted in ready). Our server runs with `--http-addr none --reload-interval 0` (gRPC only, no directory polling, like opm).\n"
     )?;
@@ -159,16 +161,17 @@ pub fn render(
     writeln!(o, "\nThe synthetic catalog holds ten independent copies of every package: package and bundle names get a `-cN` suffix (replaces/skips/deprecations follow) and API groups of olm.gvk / olm.gvk.required a `cN.` prefix, so copies neither share names nor provide the same APIs.\n")?;
 
     writeln!(o, "### Start-up and memory\n")?;
-    writeln!(o, "| catalog | server | ready | RSS after load | RSS after requests | peak RSS | ready ours/theirs | RSS ours/theirs |\n|---|---|---|---|---|---|---|---|")?;
+    writeln!(o, "| catalog | server | ready | RSS after load | anonymous after load | RSS after requests | peak RSS | ready ours/theirs | RSS ours/theirs | anonymous ours/theirs |\n|---|---|---|---|---|---|---|---|---|---|")?;
     for run in runs {
         let ours = server(run, Server::Ours);
         for s in &run.servers {
-            let (rr, mr) = match (ours, s.server) {
+            let (rr, mr, ar) = match (ours, s.server) {
                 (Some(a), w) if w != Server::Ours => (
                     ratio(a.ready.as_secs_f64(), s.ready.as_secs_f64()),
                     ratio(a.rss_idle_mib, s.rss_idle_mib),
+                    ratio(a.anon_idle_mib, s.anon_idle_mib),
                 ),
-                _ => ("".into(), "".into()),
+                _ => ("".into(), "".into(), "".into()),
             };
             let label = match s.prepare {
                 Some(p) => format!("{} (cache build {})", s.server.label(), ms(p)),
@@ -176,15 +179,17 @@ pub fn render(
             };
             writeln!(
                 o,
-                "| {} | {} | {} | {:.1} MiB | {} | {:.1} MiB | {} | {} |",
+                "| {} | {} | {} | {:.1} MiB | {:.1} MiB | {} | {:.1} MiB | {} | {} | {} |",
                 run.catalog.label,
                 label,
                 ms(s.ready),
                 s.rss_idle_mib,
+                s.anon_idle_mib,
                 s.rss_after_mib.map_or("—".into(), |v| format!("{v:.1} MiB")),
                 s.hwm_mib,
                 rr,
-                mr
+                mr,
+                ar
             )?;
         }
     }

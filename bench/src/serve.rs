@@ -156,6 +156,12 @@ pub fn memory_mib(pid: u32) -> anyhow::Result<(f64, f64)> {
     ))
 }
 
+/// RssAnon of a process, in MiB.
+pub fn anon_mib(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status_field_mib(&status, "RssAnon:").context("RssAnon missing")
+}
+
 /// One kB field (e.g. `RssAnon:`) of a /proc/PID/status text, in MiB.
 pub fn status_field_mib(status: &str, name: &str) -> Option<f64> {
     status
