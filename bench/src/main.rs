@@ -19,7 +19,8 @@
 //! writes RELIABILITY.md. `--upstream-e2e [--ci] [--build-only] [--focus REGEX] [--out FILE] [--jobs N] [--spec-timeout SECS] [--budget MINUTES] [--all] [--keep] [--rerender] [--kubectl-operator]`
 //! runs only upstream OLM's own e2e suite against olm-rs (upstream_e2e.rs) and writes CONFORMANCE.md.
 //! `--large-scale [--namespaces N] [--subscriptions N] [--copies on|off|both] …` runs only the
-//! 10,000-namespace run (large_scale.rs) and writes its section to target/olm-bench/large-scale.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm.
+//! 10,000-namespace run (large_scale.rs) and writes its section to target/olm-bench/large-scale.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm
+//! (`OLM_BENCH_OLM=bench/olm-heaptrack.sh` takes a heap profile of every `olm run`; see that script).
 
 mod catalogs;
 mod chaos;
