@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::blob::Dictionaries;
 use super::catalog::{Bundle, BundleAddr, Catalog, Channel, DeprecationEntry, DeprecationReference, Package};
+use super::json::get_ci;
 use super::meta::{Document, Meta, SCHEMA_BUNDLE, SCHEMA_CHANNEL, SCHEMA_DEPRECATIONS, SCHEMA_PACKAGE};
 use super::parse::{dns1123_label_error, parse_bundle, parse_channel, parse_deprecations, parse_package};
 use super::property::Gvk;
@@ -111,10 +112,7 @@ impl Catalog {
 /// The `package` field of a document (keys are matched case-insensitively, as opm does).
 fn document_package(value: &Value) -> Option<String> {
     let Value::Object(map) = value else { return None };
-    map.iter().find_map(|(key, v)| match v {
-        Value::String(package) if key.eq_ignore_ascii_case("package") => Some(package.clone()),
-        _ => None,
-    })
+    get_ci(map, "package").and_then(Value::as_str).map(str::to_owned)
 }
 
 pub(crate) fn assemble(prepared: Vec<Prepared>) -> (Catalog, Vec<Problem>) {
