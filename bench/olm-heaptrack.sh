@@ -9,9 +9,13 @@
 #     cargo build --release -p olm --no-default-features --target-dir target/heap
 #   OLM_BENCH_OLM=bench/olm-heaptrack.sh OLM_BENCH_SIDES=ours target/release/olm-bench --e2e-only --out /tmp/heap.md
 #   heaptrack_print -f target/olm-heaptrack/olm-run.PID.zst -F stacks.txt --flamegraph-cost-type peak
-# (`olm run` stops on SIGTERM and frees its caches: read the peak, not what is left at exit.)
+# (`olm run` stops on SIGTERM and frees its caches: read the peak, not what is left at exit, or
+# what was live at a moment: bench/heaptrack-at.py prints the live heap over time and cuts the
+# profile there.)
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
+# The repository: the benchmark runs a copy of this script from under target/.
+root="$(cd "$(dirname "$0")" && pwd)"
+while [ "$root" != / ] && ! grep -qs '^\[workspace\]' "$root/Cargo.toml"; do root="$(dirname "$root")"; done
 bin="${OLM_HEAPTRACK_BIN:-$root/target/heap/release/olm}"
 [ -x "$bin" ] || { echo "olm-heaptrack.sh: $bin is missing; build it as this script's comment says" >&2; exit 1; }
 if [ "${1:-}" = run ]; then
