@@ -229,8 +229,19 @@ fn node_state(layout: &Layout) -> std::result::Result<NodeState, String> {
     Ok(NodeState { ready, taints })
 }
 
+/// What the fake node offers the scheduler. Ephemeral storage too: a pod that requests some
+/// (ibm-spectrum-scale-csi-operator asks 5Gi) is never scheduled on a node that declares none.
+const NODE_RESOURCES: [(&str, &str); 4] = [("cpu", "32"), ("memory", "256Gi"), ("pods", "110"), ("ephemeral-storage", "1Ti")];
+
+/// [`NODE_RESOURCES`] as a JSON object (YAML too).
+fn node_resources() -> String {
+    let fields: Vec<String> = NODE_RESOURCES.iter().map(|(name, value)| format!("\"{name}\": \"{value}\"")).collect();
+    format!("{{{}}}", fields.join(", "))
+}
+
 /// The fake node: kwok manages it (annotation), the scheduler places pods on it.
 fn node_manifest() -> String {
+    let resources = node_resources();
     format!(
         r#"apiVersion: v1
 kind: Node
@@ -248,14 +259,8 @@ metadata:
     type: kwok
 spec: {{}}
 status:
-  allocatable:
-    cpu: "32"
-    memory: 256Gi
-    pods: "110"
-  capacity:
-    cpu: "32"
-    memory: 256Gi
-    pods: "110"
+  allocatable: {resources}
+  capacity: {resources}
 "#
     )
 }
@@ -448,7 +453,12 @@ fn start_all(layout: &Layout, progress: &Progress, started: &mut Vec<Started>) -
 
     let t = Instant::now();
     wait_until("creating the fake node", Duration::from_secs(30), || {
-        kubectl(layout, &["apply", "-f", "-"], Some(&node_manifest())).map(|_| ())
+        kubectl(layout, &["apply", "-f", "-"], Some(&node_manifest()))?;
+        // `kubectl apply` leaves an existing node's status as it was: a cluster made before a
+        // resource was added gets it here.
+        let resources = node_resources();
+        let patch = format!(r#"{{"status": {{"capacity": {resources}, "allocatable": {resources}}}}}"#);
+        kubectl(layout, &["patch", "node", NODE_NAME, "--subresource=status", "--type=merge", "-p", &patch], None).map(|_| ())
     })?;
     wait_until(
         &format!("node {NODE_NAME} to be Ready without taints"),

@@ -66,6 +66,46 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
     found
 }
 
+/// `kubectl` against the test's cluster: its output; a failure fails the test.
+fn kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> String {
+    try_kubectl(layout, args, stdin).unwrap_or_else(|err| panic!("{err}"))
+}
+
+fn try_kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(layout.kubectl())
+        .arg(format!("--kubeconfig={}", layout.kubeconfig().display()))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let mut pipe = child.stdin.take().expect("stdin");
+    pipe.write_all(stdin.unwrap_or_default().as_bytes()).expect("kubectl reads");
+    drop(pipe);
+    let out = child.wait_with_output().expect("kubectl ends");
+    if !out.status.success() {
+        return Err(format!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..300 {
+        if done() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// A pod as an operator's Deployment makes it, asking for ephemeral storage.
+const STORAGE_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "storage", "namespace": "default"},
+ "spec": {"containers": [{"name": "operator", "image": "example.com/operator:1",
+  "resources": {"requests": {"ephemeral-storage": "5Gi"}}}]}}"#;
+
 #[test]
 fn failed_start_names_the_command_shows_the_log_and_leaves_nothing_running() {
     let dir = tempfile::tempdir().unwrap();
@@ -139,6 +179,12 @@ fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
     assert!(!first.already_running);
     let status = olm_dev::status(&layout).unwrap();
     assert!(status.all_healthy(), "{}", status.render());
+    // An operator's pod that requests ephemeral storage is scheduled on the fake node.
+    // (Created once kube-controller-manager has made the namespace's default ServiceAccount.)
+    wait_for("the pod to be created", || try_kubectl(&layout, &["create", "-f", "-"], Some(STORAGE_POD)).is_ok());
+    wait_for("the pod requesting ephemeral storage to be scheduled", || {
+        !kubectl(&layout, &["get", "pod", "storage", "-n", "default", "-o", "jsonpath={.spec.nodeName}"], None).trim().is_empty()
+    });
     let pids: Vec<u32> = status.components.iter().filter_map(|c| c.pid).collect();
     assert_eq!(pids.len(), Component::ALL.len());
 
@@ -154,6 +200,15 @@ fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
             .collect::<Vec<_>>(),
         pids
     );
+
+    // A node made before it declared ephemeral storage (status left as it was by `kubectl
+    // apply`) gets it when `up` starts the cluster again.
+    let node_storage = || kubectl(&layout, &["get", "node", "-o", "jsonpath={.items[*].status.allocatable.ephemeral-storage}"], None);
+    assert_eq!(node_storage().trim(), "1Ti");
+    let strip = r#"[{"op": "remove", "path": "/status/capacity/ephemeral-storage"}, {"op": "remove", "path": "/status/allocatable/ephemeral-storage"}]"#;
+    let nodes = kubectl(&layout, &["get", "node", "-o", "name"], None);
+    kubectl(&layout, &["patch", nodes.trim(), "--subresource=status", "--type=json", "-p", strip], None);
+    assert_eq!(node_storage().trim(), "");
 
     // Kill one component: `up` repairs by restarting cleanly.
     let scheduler = again
@@ -183,6 +238,7 @@ fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
     let repaired = olm_dev::up(&layout, &Progress::quiet()).unwrap();
     assert!(!repaired.already_running);
     assert!(olm_dev::status(&layout).unwrap().all_healthy());
+    assert_eq!(node_storage().trim(), "1Ti", "the node's ephemeral storage is declared again");
 
     let report = olm_dev::down(&layout, &Progress::quiet(), false).unwrap();
     assert_eq!(report.stopped.len(), Component::ALL.len());
