@@ -142,6 +142,27 @@ pub struct Scale {
     /// was stopped: what was still going on, which the restarted process may finish (a storm
     /// is what the restart adds beyond it).
     pub writes_before_restart: Option<Vec<(String, u64)>>,
+    /// The same run with a tenth of the namespaces, before this one, with fresh processes: what
+    /// the controllers grow by whatever the number of namespaces (code run for the first
+    /// time, connection buffers) is in both, so the difference is what the added namespaces
+    /// cost. `None` for the baseline run itself and when N < 20.
+    pub baseline: Option<Result<Baseline, String>>,
+}
+
+/// What the controllers grew by in the baseline run (see [`Scale::baseline`]).
+pub struct Baseline {
+    pub namespaces: usize,
+    pub settled: bool,
+    pub growth_mib: f64,
+    pub growth_anon_mib: f64,
+}
+
+/// The scale run at full size, or its baseline (a tenth of the namespaces, only the memory
+/// readings: no followers, inventory, host probe or restart).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ScaleRun {
+    Full,
+    Baseline,
 }
 
 /// How long the restarted `olm run` is watched for writes.
@@ -255,7 +276,7 @@ fn inventory(layout: &olm_dev::Layout, keep: Option<&Path>) -> Vec<KindCount> {
 }
 
 impl Scale {
-    fn controllers(&self, f: impl Fn(&ProcMemory) -> f64) -> f64 {
+    pub fn controllers(&self, f: impl Fn(&ProcMemory) -> f64) -> f64 {
         self.memory.iter().filter(|m| m.controller).map(f).sum()
     }
     pub fn controllers_idle(&self) -> f64 {
@@ -277,6 +298,23 @@ impl Scale {
     }
     pub fn per_namespace_steady_kib(&self) -> f64 {
         (self.controllers_steady() - self.controllers_idle()) * 1024.0 / self.namespaces.max(1) as f64
+    }
+    fn baseline_of(&self) -> Baseline {
+        Baseline {
+            namespaces: self.namespaces,
+            settled: matches!(self.settle, Settle::Settled(_)),
+            growth_mib: self.controllers_settled() - self.controllers_idle(),
+            growth_anon_mib: self.controllers(|m| m.settled_anon_mib) - self.controllers(|m| m.idle_anon_mib),
+        }
+    }
+    /// What each namespace beyond the baseline's added to the controllers' settled RSS and
+    /// RssAnon, in KiB: (growth at N − growth at the baseline's) / (N − the baseline's N).
+    /// `None` without a settled baseline.
+    pub fn added_per_namespace_kib(&self) -> Option<(f64, f64)> {
+        let base = self.baseline.as_ref()?.as_ref().ok().filter(|b| b.settled && b.namespaces < self.namespaces)?;
+        let full = self.baseline_of();
+        let added = (self.namespaces - base.namespaces) as f64;
+        Some(((full.growth_mib - base.growth_mib) * 1024.0 / added, (full.growth_anon_mib - base.growth_anon_mib) * 1024.0 / added))
     }
 }
 
@@ -989,14 +1027,18 @@ fn scale(
     catalog_dir: &Path,
     global: &GlobalPackage,
     opts: &E2eOptions,
+    run: ScaleRun,
 ) -> anyhow::Result<Scale> {
-    let n = opts.scale_namespaces;
+    let full = run == ScaleRun::Full;
+    let n = if full { opts.scale_namespaces } else { opts.scale_namespaces / 10 };
     let tag = imp.tag();
+    // Its own names: the baseline's namespaces may still be going when the full run starts.
+    let phase = if full { "scale" } else { "baseline" };
     install_crds(imp, tools, layout, work)?;
     kubectl(layout, &["create", "namespace", GLOBAL_NAMESPACE], None).ok();
     let mut churn = opts.catalog_updates.filter(|_| imp == Impl::Ours).map(|every| CatalogChurn::new(work, catalog_dir, every)).transpose()?;
     let catalog_dir = churn.as_ref().map_or(catalog_dir, |c| c.dir.as_path());
-    let mut started = start(imp, tools, layout, work, catalog_dir, "scale")?;
+    let mut started = start(imp, tools, layout, work, catalog_dir, phase)?;
     let source = format!("bench-{tag}-scale");
     let mut catalog = catalog_source(&source, &started.grpc_addr);
     if churn.is_some() {
@@ -1009,19 +1051,19 @@ fn scale(
         bail!("{dead} exited before the scale run");
     }
     let idle = read_memory(&started.procs);
-    let idle_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-idle.txt"))).unwrap_or_default();
-    let inventory_idle = inventory(layout, None);
-    let followers_idle = if imp == Impl::Ours { probe_followers(tools, layout, work, "idle")? } else { Vec::new() };
-    let host = crate::host_speed::probe(layout)
-        .inspect_err(|err| eprintln!("  [{tag}] host speed probe failed: {err:#}"))
-        .ok();
+    let idle_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-{phase}-metrics-idle.txt"))).unwrap_or_default();
+    let inventory_idle = if full { inventory(layout, None) } else { Vec::new() };
+    let followers_idle = if imp == Impl::Ours && full { probe_followers(tools, layout, work, "idle")? } else { Vec::new() };
+    let host = full
+        .then(|| crate::host_speed::probe(layout).inspect_err(|err| eprintln!("  [{tag}] host speed probe failed: {err:#}")).ok())
+        .flatten();
 
     // Objects: the AllNamespaces operator first, then the N namespaces, spread over a few files
     // created concurrently (each file in order: namespace, OperatorGroup, Subscription).
     let label = format!("{SCALE_LABEL}-{tag}");
-    let global_ns = format!("scale-{tag}-global");
-    let namespaces: Vec<String> = (0..n).map(|i| format!("scale-{tag}-{i:04}")).collect();
-    let files_dir = work.join(format!("e2e-{tag}-scale-objects"));
+    let global_ns = format!("{phase}-{tag}-global");
+    let namespaces: Vec<String> = (0..n).map(|i| format!("{phase}-{tag}-{i:04}")).collect();
+    let files_dir = work.join(format!("e2e-{tag}-{phase}-objects"));
     std::fs::create_dir_all(&files_dir)?;
     let chunks = opts.create_concurrency.max(1);
     let mut texts = vec![String::new(); chunks];
@@ -1078,7 +1120,7 @@ fn scale(
     drain(&watch, &mut state, Duration::from_secs(2))?;
     let settled = read_memory(&started.procs);
     let copied_at_settle = state.copied();
-    let settled_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-settled.txt"))).unwrap_or_default();
+    let settled_metrics = save_metrics(&started, &work.join(format!("e2e-{tag}-{phase}-metrics-settled.txt"))).unwrap_or_default();
     let reconciles = reconciles(&settled_metrics);
     let requests = requests_between(&idle_metrics, &settled_metrics);
     let steady_at = Instant::now() + opts.steady_after;
@@ -1090,21 +1132,18 @@ fn scale(
     }
     let catalog_updates = (updates_at_settle, churn.as_ref().map_or(0, |c| c.added));
     let steady = read_memory(&started.procs);
-    save_metrics(&started, &work.join(format!("e2e-{tag}-scale-metrics-steady.txt")));
+    save_metrics(&started, &work.join(format!("e2e-{tag}-{phase}-metrics-steady.txt")));
     let copied_at_end = state.copied();
     let csvs_at_end = state.csvs.len();
     drop(watch);
-    let inventory_end = inventory(
-        layout,
-        Some(&work.join(format!("e2e-{tag}-scale-inventory"))),
-    );
-    let followers = if imp == Impl::Ours {
+    let inventory_end = if full { inventory(layout, Some(&work.join(format!("e2e-{tag}-scale-inventory")))) } else { Vec::new() };
+    let followers = if imp == Impl::Ours && full {
         let end = probe_followers(tools, layout, work, "end")?;
         followers_idle.into_iter().zip(end).map(|((set, idle), (_, end))| (set, idle, end)).collect()
     } else {
         Vec::new()
     };
-    let (writes_before_restart, writes_after_restart) = if imp == Impl::Ours {
+    let (writes_before_restart, writes_after_restart) = if imp == Impl::Ours && full {
         let (before, after) = writes_around_restart(&mut started, tools, layout, work)?;
         (Some(before), Some(after))
     } else {
@@ -1128,9 +1167,10 @@ fn scale(
     // Deleting hundreds of namespaces takes the namespace controller a while on 2 cores (1,000
     // most of an hour). Ours runs last and the private control plane is removed after it:
     // only upstream's must be gone before ours starts.
-    let namespace_timeout = if imp == Impl::Ours { Duration::ZERO } else { Duration::from_secs(60 + 2 * n as u64) };
+    // The full run follows a baseline: the baseline's namespaces go first, both sides.
+    let namespace_timeout = if imp == Impl::Ours && full { Duration::ZERO } else { Duration::from_secs(60 + 2 * n as u64) };
     cleanup(layout, &Selection::Label(label), started.procs, &global.group, namespace_timeout);
-    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, catalog_updates, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, host, api_server_cpu_until_settle, writes_after_restart, writes_before_restart })
+    Ok(Scale { label: imp.label(), namespaces: n, create, settle, memory, catalog_updates, copied_at_settle, copied_at_end, csvs_at_end, inventory_idle, inventory_end, followers, reconciles, requests, host, api_server_cpu_until_settle, writes_after_restart, writes_before_restart, baseline: None })
 }
 
 /// The scale run's catalog updates: a copy of the catalog directory that the catalog server
@@ -1206,7 +1246,7 @@ pub(crate) fn add_nodes(layout: &olm_dev::Layout, pods: usize) -> anyhow::Result
     for i in 0..extra {
         let name = format!("olm-bench-node-{i}");
         let node = format!(
-            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  annotations: {{kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: \"0\"}}\n  labels: {{kubernetes.io/arch: amd64, kubernetes.io/hostname: {name}, kubernetes.io/os: linux, kubernetes.io/role: agent, node-role.kubernetes.io/agent: \"\", type: kwok}}\nspec: {{}}\nstatus:\n  allocatable: {{cpu: \"32\", memory: 256Gi, pods: \"{PODS_PER_NODE}\"}}\n  capacity: {{cpu: \"32\", memory: 256Gi, pods: \"{PODS_PER_NODE}\"}}\n"
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  annotations: {{kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: \"0\"}}\n  labels: {{kubernetes.io/arch: amd64, kubernetes.io/hostname: {name}, kubernetes.io/os: linux, kubernetes.io/role: agent, node-role.kubernetes.io/agent: \"\", type: kwok}}\nspec: {{}}\nstatus:\n  allocatable: {{cpu: \"32\", memory: 256Gi, ephemeral-storage: 1Ti, pods: \"{PODS_PER_NODE}\"}}\n  capacity: {{cpu: \"32\", memory: 256Gi, ephemeral-storage: 1Ti, pods: \"{PODS_PER_NODE}\"}}\n"
         );
         kubectl(layout, &["apply", "-f", "-"], Some(&node))?;
         wait_for(&format!("node {name} to be Ready"), Duration::from_secs(60), || {
@@ -1245,8 +1285,17 @@ pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e>
         eprintln!("[e2e] {}: single install", imp.label());
         let side = singles(imp, tools, &layout, work, &catalog_dir, &global, opts.single_runs).map_err(|e| format!("{e:#}"));
         let scaled = (opts.scale_namespaces > 0).then(|| {
+            let small = opts.scale_namespaces / 10;
+            let baseline = (small >= 2).then(|| {
+                eprintln!("[e2e] {}: scale run's baseline, {small} namespaces", imp.label());
+                scale(imp, tools, &layout, work, &catalog_dir, &global, opts, ScaleRun::Baseline)
+                    .map(|b| b.baseline_of())
+                    .map_err(|e| format!("{e:#}"))
+            });
             eprintln!("[e2e] {}: scale run, {} namespaces", imp.label(), opts.scale_namespaces);
-            scale(imp, tools, &layout, work, &catalog_dir, &global, opts).map_err(|e| format!("{e:#}"))
+            scale(imp, tools, &layout, work, &catalog_dir, &global, opts, ScaleRun::Full)
+                .map(|full| Scale { baseline, ..full })
+                .map_err(|e| format!("{e:#}"))
         });
         results.insert(imp.tag(), (side, scaled));
     }
@@ -1254,4 +1303,62 @@ pub fn run(tools: &Tools, work: &Path, opts: &E2eOptions) -> anyhow::Result<E2e>
     let (upstream, upstream_scale) = results.remove("upstream").context("upstream ran")?;
     let (ours, ours_scale) = results.remove("ours").context("ours ran")?;
     Ok(E2e { upstream, ours, upstream_scale, ours_scale, cluster_up, global, options: opts.clone(), extra_nodes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Baseline, ProcMemory, Scale, Settle};
+    use std::time::Duration;
+
+    fn proc(controller: bool, (idle, settled): (f64, f64), (idle_anon, settled_anon): (f64, f64)) -> ProcMemory {
+        ProcMemory { label: "p".into(), controller, idle_mib: idle, settled_mib: settled, steady_mib: settled, peak_mib: settled, idle_anon_mib: idle_anon, settled_anon_mib: settled_anon }
+    }
+
+    fn scale(namespaces: usize, memory: Vec<ProcMemory>, baseline: Option<Result<Baseline, String>>) -> Scale {
+        Scale {
+            label: "ours",
+            namespaces,
+            create: Duration::ZERO,
+            settle: Settle::Settled(Duration::from_secs(40)),
+            memory,
+            catalog_updates: (0, 0),
+            copied_at_settle: 0,
+            copied_at_end: 0,
+            csvs_at_end: 0,
+            inventory_idle: Vec::new(),
+            inventory_end: Vec::new(),
+            followers: Vec::new(),
+            reconciles: Vec::new(),
+            requests: Vec::new(),
+            host: None,
+            api_server_cpu_until_settle: None,
+            writes_after_restart: None,
+            writes_before_restart: None,
+            baseline,
+        }
+    }
+
+    #[test]
+    fn added_namespaces_cost_the_growth_beyond_the_baselines() {
+        // The controllers grow 11.2 MiB (5.6 anonymous) with 20 namespaces and 21.5 (16.4) with
+        // 200; the catalog server's growth is not counted.
+        let baseline = scale(20, vec![proc(true, (47.0, 58.2), (6.1, 11.7)), proc(false, (20.0, 30.0), (4.0, 9.0))], None).baseline_of();
+        assert_eq!(baseline.namespaces, 20);
+        assert!((baseline.growth_mib - 11.2).abs() < 1e-9 && (baseline.growth_anon_mib - 5.6).abs() < 1e-9);
+        let full = scale(200, vec![proc(true, (48.1, 69.6), (6.6, 23.0)), proc(false, (20.0, 40.0), (4.0, 14.0))], Some(Ok(baseline)));
+        let (rss, anon) = full.added_per_namespace_kib().expect("a settled baseline");
+        assert!((rss - (21.5 - 11.2) * 1024.0 / 180.0).abs() < 1e-6, "{rss}");
+        assert!((anon - (16.4 - 5.6) * 1024.0 / 180.0).abs() < 1e-6, "{anon}");
+        // The average over all 200 namespaces carries the fixed growth too.
+        assert!(full.per_namespace_kib() > rss);
+    }
+
+    #[test]
+    fn without_a_settled_baseline_there_is_no_added_cost() {
+        let memory = || vec![proc(true, (48.0, 70.0), (6.0, 23.0))];
+        assert!(scale(200, memory(), None).added_per_namespace_kib().is_none());
+        assert!(scale(200, memory(), Some(Err("failed".into()))).added_per_namespace_kib().is_none());
+        let unsettled = Baseline { namespaces: 20, settled: false, growth_mib: 10.0, growth_anon_mib: 5.0 };
+        assert!(scale(200, memory(), Some(Ok(unsettled))).added_per_namespace_kib().is_none());
+    }
 }

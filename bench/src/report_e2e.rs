@@ -27,8 +27,27 @@ fn settled_both(r: &E2e) -> Option<(&Scale, &Scale)> {
     }
 }
 
-/// The Goals table row "controller memory per namespace ≤ 1/12".
+/// The Goals table rows "controller memory per namespace ≤ 1/12": the scale run's average, and
+/// what each namespace beyond its baseline's added.
 pub fn scale_goal_row(e2e: Option<&Result<E2e, String>>) -> String {
+    let average = scale_average_goal_row(e2e);
+    let Some(Ok(r)) = e2e else { return average };
+    let goal = "| controller memory per added namespace ≤ 1/12";
+    let Some((Ok(u), Ok(a))) = r.upstream_scale.as_ref().zip(r.ours_scale.as_ref()) else { return average };
+    let n = r.options.scale_namespaces;
+    let measure = format!("(controllers' RSS growth at N − at N/10) / (N − N/10), N = {n}, fresh processes each");
+    let row = match (a.added_per_namespace_kib(), u.added_per_namespace_kib()) {
+        _ if settled_both(r).is_none() => format!("{goal} | {measure} | — | — | n/a | **not comparable** (a side did not settle, see §3) |"),
+        (Some((x, _)), Some((y, _))) if y > 0.0 => {
+            let ratio = x / y;
+            format!("{goal} | {measure} | {} | {} | {ratio:.3} | {} |", kib(x), kib(y), if ratio <= 1.0 / 12.0 { "yes" } else { "**no**" })
+        }
+        _ => format!("{goal} | {measure} | — | — | n/a | **not measured** (a baseline run failed or did not settle, see §3) |"),
+    };
+    format!("{average}\n{row}")
+}
+
+fn scale_average_goal_row(e2e: Option<&Result<E2e, String>>) -> String {
     let goal = "| controller memory per namespace ≤ 1/12";
     let Some(Ok(r)) = e2e else {
         return format!("{goal} | scale run | — | — | n/a | **not measured** (see §3) |");
@@ -50,6 +69,47 @@ pub fn scale_goal_row(e2e: Option<&Result<E2e, String>>) -> String {
             format!("{goal} | {measure} | {} | {} | {:.3} | {} |", kib(x), kib(y), r, if r <= 1.0 / 12.0 { "yes" } else { "**no**" })
         }
     }
+}
+
+/// The baseline runs beside the full ones: what the added namespaces cost, apart from what
+/// the controllers grow by whatever their number.
+fn added_per_namespace(o: &mut String, u: &Scale, a: &Scale) -> anyhow::Result<()> {
+    writeln!(
+        o,
+        "What the added namespaces cost, apart from what the controllers grow by whatever their number (code run for \
+         the first time, connection buffers, pools): each side ran the same scale run with a tenth of the namespaces \
+         first, with fresh processes (its **baseline**), and per added namespace = (growth at N − growth at N/10) / \
+         (N − N/10), settled readings.\n\n\
+         | side | growth at N/10 (RSS / RssAnon) | growth at N (RSS / RssAnon) | per added namespace, RSS | per added namespace, RssAnon |\n|---|---|---|---|---|"
+    )?;
+    let mut added = Vec::new();
+    for s in [u, a] {
+        match &s.baseline {
+            None => writeln!(o, "| {} | no baseline run (N < 20) | | | |", s.label)?,
+            Some(Err(e)) => writeln!(o, "| {} | failed: {} | | | |", s.label, clean(e))?,
+            Some(Ok(b)) => {
+                let per = s.added_per_namespace_kib();
+                added.push(per);
+                let (rss, anon) = per.map_or(("n/a (the baseline did not settle)".to_owned(), String::new()), |(x, y)| (kib(x), kib(y)));
+                writeln!(
+                    o,
+                    "| {} | {} namespaces: {:.1} / {:.1} MiB | {} namespaces: {:.1} / {:.1} MiB | {rss} | {anon} |",
+                    s.label,
+                    b.namespaces,
+                    b.growth_mib,
+                    b.growth_anon_mib,
+                    s.namespaces,
+                    s.controllers_settled() - s.controllers_idle(),
+                    s.controllers(|m| m.settled_anon_mib) - s.controllers(|m| m.idle_anon_mib),
+                )?;
+            }
+        }
+    }
+    if let [Some((ux, uy)), Some((ax, ay))] = added[..] {
+        writeln!(o, "\nOurs/upstream per added namespace: RSS {}, RssAnon {}.", ratio(ax, ux), ratio(ay, uy))?;
+    }
+    writeln!(o)?;
+    Ok(())
 }
 
 pub fn section_e2e(o: &mut String, e2e: Option<&Result<E2e, String>>) -> anyhow::Result<()> {
@@ -296,6 +356,7 @@ fn scale_section(o: &mut String, r: &E2e) -> anyhow::Result<()> {
             settle_ratio,
             ratio(a.controllers_settled(), u.controllers_settled())
         )?;
+        added_per_namespace(o, u, a)?;
     } else {
         writeln!(o)?;
     }
