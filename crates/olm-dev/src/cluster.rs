@@ -239,6 +239,15 @@ fn node_resources() -> String {
     format!("{{{}}}", fields.join(", "))
 }
 
+/// Set the fake node's resources. `kubectl apply` leaves an existing node's status as it was,
+/// and `up` on a healthy cluster applies nothing: a cluster made before a resource was added
+/// gets it here.
+fn declare_node_resources(layout: &Layout) -> std::result::Result<(), String> {
+    let resources = node_resources();
+    let patch = format!(r#"{{"status": {{"capacity": {resources}, "allocatable": {resources}}}}}"#);
+    kubectl(layout, &["patch", "node", NODE_NAME, "--subresource=status", "--type=merge", "-p", &patch], None).map(|_| ())
+}
+
 /// The fake node: kwok manages it (annotation), the scheduler places pods on it.
 fn node_manifest() -> String {
     let resources = node_resources();
@@ -331,6 +340,9 @@ pub fn up_with(layout: &Layout, progress: &Progress, options: UpOptions) -> Resu
         progress.say("control plane is already running and healthy");
         if node::real_node_ip(layout).is_some() {
             node::start_node(layout, progress)?;
+        }
+        if let Err(err) = declare_node_resources(layout) {
+            progress.say(format!("cannot declare the fake node's resources: {err}"));
         }
         return Ok(UpReport {
             already_running: true,
@@ -454,11 +466,7 @@ fn start_all(layout: &Layout, progress: &Progress, started: &mut Vec<Started>) -
     let t = Instant::now();
     wait_until("creating the fake node", Duration::from_secs(30), || {
         kubectl(layout, &["apply", "-f", "-"], Some(&node_manifest()))?;
-        // `kubectl apply` leaves an existing node's status as it was: a cluster made before a
-        // resource was added gets it here.
-        let resources = node_resources();
-        let patch = format!(r#"{{"status": {{"capacity": {resources}, "allocatable": {resources}}}}}"#);
-        kubectl(layout, &["patch", "node", NODE_NAME, "--subresource=status", "--type=merge", "-p", &patch], None).map(|_| ())
+        declare_node_resources(layout)
     })?;
     wait_until(
         &format!("node {NODE_NAME} to be Ready without taints"),
