@@ -27,10 +27,13 @@ fn known_api_version(kind: &str) -> Option<&'static str> {
     })
 }
 
-/// The CSV as the API server takes it: its `apiVersion` the CSV API's, `null`s dropped.
+/// The CSV as the API server takes it: its `apiVersion` the CSV API's, `null`s dropped, and
+/// no top-level field a Kubernetes object does not have (ndb-operator ships a stray
+/// `ddapiVersion`, which upstream's typed decode drops and a server-side apply refuses).
 pub fn normalize_csv(mut csv: Value) -> Value {
     drop_nulls(&mut csv);
     if let Some(map) = csv.as_object_mut() {
+        map.retain(|field, _| matches!(field.as_str(), "apiVersion" | "kind" | "metadata" | "spec" | "status"));
         map.insert("apiVersion".into(), json!(CSV_API_VERSION));
     }
     csv
@@ -205,6 +208,19 @@ mod tests {
         assert_eq!(csv["apiVersion"], json!(CSV_API_VERSION));
         assert_eq!(csv["metadata"], json!({"name": "x.v1"}));
         assert_eq!(csv["spec"], json!({"icon": [{"base64data": ""}], "keywords": [null]}));
+    }
+
+    #[test]
+    fn a_csv_keeps_only_the_fields_of_a_kubernetes_object() {
+        // ndb-operator 1.10.0's CSV, as published.
+        let csv = normalize_csv(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "ddapiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion", "metadata": {"name": "ndb-operator.v1.10.0"}, "spec": {"version": "1.10.0"},
+        }));
+        assert_eq!(csv, json!({
+            "apiVersion": CSV_API_VERSION, "kind": "ClusterServiceVersion",
+            "metadata": {"name": "ndb-operator.v1.10.0"}, "spec": {"version": "1.10.0"},
+        }));
     }
 
     #[test]
