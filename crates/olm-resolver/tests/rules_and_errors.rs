@@ -149,6 +149,32 @@ fn an_upgrade_the_operator_group_cannot_run_is_not_taken() {
 }
 
 #[test]
+fn a_first_install_takes_no_bundle_the_operator_group_cannot_run() {
+    // eclipse-che: the head needs a package no catalog has; the old bundles without that
+    // dependency do not support AllNamespaces. Upstream installs an old one, whose CSV fails
+    // UnsupportedOperatorGroup; the resolution fails instead, naming the missing package.
+    let entries = vec![
+        e("che.v7.41.2", "7.41.2", "che", "stable").default().install_modes(&["OwnNamespace"]),
+        e("che.v7.121.0", "7.121.0", "che", "stable").default().replaces("che.v7.41.2").install_modes(&["OwnNamespace", "AllNamespaces"]).requires_package("devworkspace-operator", ">=0.1.0"),
+    ];
+    let resolve = |modes: &[&str], entries: Vec<_>| {
+        scenario(NS, vec![cat("community", GLOBAL, 0, entries)]).group_install_modes(modes).sub(sub("che", "stable", community())).resolve()
+    };
+    let r = resolve(&["AllNamespaces"], entries.clone());
+    assert!(r.bundles.is_empty(), "{:?}", names(&r));
+    assert_contains(error_of(&r, "che"), &["che.v7.121.0", "requires package devworkspace-operator"]);
+    // An OwnNamespace group takes the old one, as before.
+    assert_eq!(names(&resolve(&["OwnNamespace"], entries)), ["che.v7.41.2"]);
+    // No bundle of the channel supports the group's mode: said in those words.
+    let r = resolve(&["AllNamespaces"], vec![e("che.v7.41.2", "7.41.2", "che", "stable").default().install_modes(&["OwnNamespace"])]);
+    assert!(r.bundles.is_empty());
+    assert_contains(
+        error_of(&r, "che"),
+        &["the namespace's OperatorGroup needs install mode AllNamespaces, and no bundle of channel stable supports it; they support: che.v7.41.2 (OwnNamespace)"],
+    );
+}
+
+#[test]
 fn a_failing_subscription_does_not_block_the_others() {
     let entries = vec![
         e("app.v1", "1.0.0", "app", "stable"),

@@ -30,6 +30,7 @@ pub mod category {
     pub const CONFLICTING_SUBSCRIPTIONS: &str = "ConflictingSubscriptions";
     pub const INSTALLED_OPERATORS_INCONSISTENT: &str = "InstalledOperatorsInconsistent";
     pub const TOO_COMPLEX: &str = "ResolutionTooComplex";
+    pub const UNSUPPORTED_INSTALL_MODE: &str = "UnsupportedInstallMode";
 }
 
 /// "Subscription etcd (package etcd, channel alpha, catalog community in namespace olm)".

@@ -81,6 +81,9 @@ pub(crate) fn plan_subscription(p: &mut Problem<'_>, sub: &Subscription) -> Resu
     let starting = if current.is_none() { sub.starting_csv.as_deref() } else { None };
 
     let mut ordered: Vec<u32> = Vec::new();
+    // First installs the namespace's OperatorGroup cannot run: left out, as upgrades are (a
+    // CSV that would fail UnsupportedOperatorGroup is no install).
+    let mut unfit: Vec<u32> = Vec::new();
     let mut found_start = false;
     for ch in &channels {
         let Some(chan) = pkg.channels.get(*ch) else { continue };
@@ -106,7 +109,12 @@ pub(crate) fn plan_subscription(p: &mut Problem<'_>, sub: &Subscription) -> Resu
                             .filter(|i| successors.contains(i) && req.fits_install_modes(&cat.entries[*i as usize])),
                     );
                 }
-                None => ordered.extend(order.iter().copied()),
+                None => {
+                    let (fit, not): (Vec<u32>, Vec<u32>) =
+                        order.iter().copied().partition(|i| req.fits_install_modes(&cat.entries[*i as usize]));
+                    ordered.extend(fit);
+                    unfit.extend(not);
+                }
             },
             Err(msg) => {
                 return Err(fail(
@@ -145,6 +153,30 @@ pub(crate) fn plan_subscription(p: &mut Problem<'_>, sub: &Subscription) -> Resu
                 join_limited(&names, 20)
             ),
             "set spec.startingCSV to one of those bundles, or remove it to start at the head of the channel.",
+        ));
+    }
+    if ordered.is_empty() && !unfit.is_empty() {
+        let mut names: Vec<String> = Vec::new();
+        for &i in &unfit {
+            let entry = &cat.entries[i as usize];
+            let text = format!("{} ({})", entry.name, entry.install_modes.as_deref().unwrap_or_default().join(", "));
+            if !names.contains(&text) {
+                names.push(text);
+            }
+        }
+        return Err(fail(
+            sub,
+            category::UNSUPPORTED_INSTALL_MODE,
+            format!(
+                "the namespace's OperatorGroup needs install mode {}, and no bundle of {} supports it; they support: {}.",
+                req.install_modes.join(" and "),
+                match &sub.channel {
+                    Some(c) => format!("channel {c}"),
+                    None => format!("package {}", sub.package),
+                },
+                join_limited(&names, 5)
+            ),
+            "change the OperatorGroup's targetNamespaces to what the bundles support (one OperatorGroup per namespace), or subscribe to a channel whose bundles support it.",
         ));
     }
     let ci = ci as u32;
