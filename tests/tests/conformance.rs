@@ -183,8 +183,9 @@ impl ThisCluster {
     }
 
     /// Why this cluster cannot install `bundle`, if it cannot: a `minKubeVersion` above the
-    /// server's, a CRD it refuses, or a manifest of an API the server does not serve, no CRD
-    /// of the catalog provides and OLM does not take by its kind.
+    /// server's, a CRD it refuses, a native API it requires that the server does not serve,
+    /// pods no node fits, or a manifest of an API the server does not serve, no CRD of the
+    /// catalog provides and OLM does not take by its kind.
     fn cannot_install(&self, bundle: &Bundle) -> Option<String> {
         let csv = bundle.csv()?;
         if let Some(min) = csv.pointer("/spec/minKubeVersion").and_then(Value::as_str).filter(|m| !m.trim().is_empty()) {
@@ -195,6 +196,18 @@ impl ThisCluster {
         }
         if let Some(why) = self.refused_crds.get(&bundle.name) {
             return Some(format!("{}: {why}", bundle.name));
+        }
+        // Native APIs the CSV requires (OpenShift's Routes, its console): without them its
+        // requirements are never met, with any OLM.
+        let native = csv.pointer("/spec/nativeAPIs").and_then(Value::as_array).into_iter().flatten();
+        for api in native {
+            let group_version = match (api["group"].as_str().unwrap_or_default(), api["version"].as_str().unwrap_or_default()) {
+                ("", version) => version.to_owned(),
+                (group, version) => format!("{group}/{version}"),
+            };
+            if !self.served.contains(&group_version) {
+                return Some(format!("{}: requires the native API {} {group_version} (not served by this Kubernetes)", bundle.name, api["kind"].as_str().unwrap_or_default()));
+            }
         }
         // A Deployment whose pods only fit nodes this cluster lacks (OpenShift's
         // `node-role.kubernetes.io/master`) never becomes available, with any OLM.
