@@ -199,3 +199,70 @@ async fn a_step_owned_by_a_csv_named_without_uid_waits_for_it() -> anyhow::Resul
     ns.cleanup().await?;
     Ok(())
 }
+
+/// A step whose object has a field the cluster's schema for its kind does not declare (a
+/// ServiceMonitor newer than the cluster's CRD, as loki-operator 0.11.0's against
+/// prometheus-operator 0.56's) is written without it, as upstream writes it: the plan
+/// completes, and its Event names the field. Server-side apply alone refused the object.
+#[tokio::test]
+async fn a_field_the_clusters_schema_lacks_is_left_out_and_named() -> anyhow::Result<()> {
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{ApiResource, DynamicObject, ListParams};
+    let (cluster, _) = controllers::setup().await?;
+    let ns = cluster.namespace("hand-plan-pruned").await?;
+    controllers::create_own_namespace_group(&ns, "og").await?;
+    // ServiceMonitor's CRD as an older prometheus-operator's, without serviceDiscoveryRole,
+    // unless the cluster has one (the conformance suite's, from 0.56.3, lacks it too).
+    let crds: Api<CustomResourceDefinition> = Api::all(cluster.client());
+    let crd_name = "servicemonitors.monitoring.coreos.com";
+    let made_here = crds.get_opt(crd_name).await?.is_none();
+    if made_here {
+        let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd_name},
+            "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+                     "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor", "listKind": "ServiceMonitorList"},
+                     "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                         "spec": {"type": "object", "properties": {"selector": open, "endpoints": {"type": "array", "items": open}}}}}}}]}}))?;
+        crds.create(&Default::default(), &crd).await?;
+    }
+    let manifest = json!({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": {"name": "metrics"},
+        "spec": {"selector": {}, "endpoints": [{"port": "metrics"}], "serviceDiscoveryRole": "EndpointSlice"}});
+    // Until the CRD is served the step waits (the plan stays Installing), then completes.
+    write_hand_written_plan(&ns, "pruned", "test-csv", ("monitoring.coreos.com", "v1", "ServiceMonitor"), &manifest).await?;
+    let plans: Api<InstallPlan> = ns.api();
+    ns.wait_for("InstallPlan pruned Complete", TIMEOUT, &["installplans"], || {
+        let plans = plans.clone();
+        async move {
+            let status = plans.get("pruned").await.map_err(|e| e.to_string())?.status.unwrap_or_default();
+            match status.phase {
+                InstallPlanPhase::Complete => Ok(Some(())),
+                InstallPlanPhase::Failed => Err(format!("failed: {:?}", status.message)),
+                _ => Ok(None),
+            }
+        }
+    })
+    .await?;
+    let monitors: Api<DynamicObject> = Api::namespaced_with(cluster.client(), ns.name(), &ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("monitoring.coreos.com", "v1", "ServiceMonitor")));
+    let written = monitors.get("metrics").await?;
+    assert_eq!(written.data["spec"]["endpoints"], json!([{"port": "metrics"}]), "what the schema declares is written");
+    assert!(written.data["spec"].get("serviceDiscoveryRole").is_none(), "{:?}", written.data);
+    let events: Api<Event> = ns.api();
+    let notes: Vec<String> = events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("FieldsNotInSchema"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains(".spec.serviceDiscoveryRole") && n.contains("ServiceMonitor")),
+        "no Event naming the field left out: {notes:?}"
+    );
+    ns.cleanup().await?;
+    if made_here {
+        crds.delete(crd_name, &DeleteParams::default()).await?;
+    }
+    Ok(())
+}

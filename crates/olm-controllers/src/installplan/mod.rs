@@ -9,6 +9,7 @@ pub mod content;
 mod copy_in_the_way;
 pub mod decide;
 pub mod preview;
+mod pruned_write;
 pub mod reconcile;
 mod rounds;
 pub mod scope;

@@ -340,6 +340,34 @@ async fn apply_step(
                     Err(refused) => Err(fail("create", refused)),
                 };
             }
+            Err(err) if super::pruned_write::undeclared_fields(&err).is_some() => {
+                let fields = super::pruned_write::undeclared_fields(&err).unwrap_or_default().join(", ");
+                let (written, created) =
+                    super::pruned_write::write(&api, &r.name, &manifest, &ctx.field_manager()).await.map_err(|err| fail("create", err))?;
+                if let Some(plan) = plan {
+                    let regarding = ObjectReference {
+                        api_version: Some("operators.coreos.com/v1alpha1".into()),
+                        kind: Some("InstallPlan".into()),
+                        name: Some(plan.to_owned()),
+                        namespace: Some(namespace.to_owned()),
+                        ..Default::default()
+                    };
+                    let note = olm_runtime::events::EventNote::warning(
+                        "FieldsNotInSchema",
+                        "Install",
+                        format!(
+                            "{}: the cluster's schema for {} ({}) does not declare {fields}; it was written without them, as upstream writes it (update the CRD of {} if the operator needs them)",
+                            describe(step, namespace),
+                            r.kind,
+                            api_resource.api_version,
+                            r.kind
+                        ),
+                    );
+                    ctx.events.publish(&regarding, &note).await;
+                }
+                let csv_uid = (r.kind == "ClusterServiceVersion").then(|| written.uid()).flatten();
+                return Ok(Applied { status: if created { StepStatus::Created } else { StepStatus::Present }, csv_uid, parked: false });
+            }
             Err(err) => return Err(fail("patch", err)),
         }
     };
