@@ -36,6 +36,11 @@ async fn write_hand_written_plan(ns: &TestNamespace, name: &str, resolving: &str
 /// [`write_hand_written_plan`] (no group named) and wait until the plan is Complete.
 async fn run_hand_written_plan(ns: &TestNamespace, name: &str, resolving: &str, kind: &str, version: &str, manifest: &serde_json::Value) -> anyhow::Result<()> {
     write_hand_written_plan(ns, name, resolving, ("", version, kind), manifest).await?;
+    wait_complete(ns, name).await
+}
+
+/// Wait until the plan `name` is Complete (an error once it Failed).
+async fn wait_complete(ns: &TestNamespace, name: &str) -> anyhow::Result<()> {
     let plans: Api<InstallPlan> = ns.api();
     ns.wait_for(&format!("InstallPlan {name} Complete"), TIMEOUT, &["installplans"], || {
         let plans = plans.clone();
@@ -230,19 +235,7 @@ async fn a_field_the_clusters_schema_lacks_is_left_out_and_named() -> anyhow::Re
         "spec": {"selector": {}, "endpoints": [{"port": "metrics"}], "serviceDiscoveryRole": "EndpointSlice"}});
     // Until the CRD is served the step waits (the plan stays Installing), then completes.
     write_hand_written_plan(&ns, "pruned", "test-csv", ("monitoring.coreos.com", "v1", "ServiceMonitor"), &manifest).await?;
-    let plans: Api<InstallPlan> = ns.api();
-    ns.wait_for("InstallPlan pruned Complete", TIMEOUT, &["installplans"], || {
-        let plans = plans.clone();
-        async move {
-            let status = plans.get("pruned").await.map_err(|e| e.to_string())?.status.unwrap_or_default();
-            match status.phase {
-                InstallPlanPhase::Complete => Ok(Some(())),
-                InstallPlanPhase::Failed => Err(format!("failed: {:?}", status.message)),
-                _ => Ok(None),
-            }
-        }
-    })
-    .await?;
+    wait_complete(&ns, "pruned").await?;
     let monitors: Api<DynamicObject> = Api::namespaced_with(cluster.client(), ns.name(), &ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("monitoring.coreos.com", "v1", "ServiceMonitor")));
     let written = monitors.get("metrics").await?;
     assert_eq!(written.data["spec"]["endpoints"], json!([{"port": "metrics"}]), "what the schema declares is written");
