@@ -68,27 +68,7 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
 
 /// `kubectl` against the test's cluster: its output; a failure fails the test.
 fn kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> String {
-    try_kubectl(layout, args, stdin).unwrap_or_else(|err| panic!("{err}"))
-}
-
-fn try_kubectl(layout: &Layout, args: &[&str], stdin: Option<&str>) -> Result<String, String> {
-    use std::io::Write as _;
-    let mut child = std::process::Command::new(layout.kubectl())
-        .arg(format!("--kubeconfig={}", layout.kubeconfig().display()))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    let mut pipe = child.stdin.take().expect("stdin");
-    pipe.write_all(stdin.unwrap_or_default().as_bytes()).expect("kubectl reads");
-    drop(pipe);
-    let out = child.wait_with_output().expect("kubectl ends");
-    if !out.status.success() {
-        return Err(format!("kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    olm_dev::kubectl(layout, args, stdin).unwrap_or_else(|err| panic!("{err}"))
 }
 
 fn wait_for(what: &str, done: impl Fn() -> bool) {
@@ -181,7 +161,7 @@ fn up_is_idempotent_and_down_stops_exactly_what_up_started() {
     assert!(status.all_healthy(), "{}", status.render());
     // An operator's pod that requests ephemeral storage is scheduled on the fake node.
     // (Created once kube-controller-manager has made the namespace's default ServiceAccount.)
-    wait_for("the pod to be created", || try_kubectl(&layout, &["create", "-f", "-"], Some(STORAGE_POD)).is_ok());
+    wait_for("the pod to be created", || olm_dev::kubectl(&layout, &["create", "-f", "-"], Some(STORAGE_POD)).is_ok());
     wait_for("the pod requesting ephemeral storage to be scheduled", || {
         !kubectl(&layout, &["get", "pod", "storage", "-n", "default", "-o", "jsonpath={.spec.nodeName}"], None).trim().is_empty()
     });

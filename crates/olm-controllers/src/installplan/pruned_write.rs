@@ -6,6 +6,7 @@
 
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
+use olm_runtime::events::EventNote;
 use serde_json::Value;
 
 const UNDECLARED: &str = ": field not declared in schema";
@@ -40,6 +41,19 @@ pub async fn write(api: &Api<DynamicObject>, name: &str, manifest: &Value, field
             Ok((api.replace(name, &params, &object).await?, false))
         }
     }
+}
+
+/// The InstallPlan's Event for `step` (described), an object of `kind` written without
+/// `fields`.
+pub fn note(step: &str, kind: &str, api_version: &str, fields: &[String]) -> EventNote {
+    EventNote::warning(
+        "FieldsNotInSchema",
+        "Install",
+        format!(
+            "{step}: the cluster's schema for {kind} ({api_version}) does not declare {}; it was written without them, as upstream writes it (update the CRD of {kind} if the operator needs them)",
+            fields.join(", ")
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -340,8 +340,10 @@ async fn apply_step(
                     Err(refused) => Err(fail("create", refused)),
                 };
             }
-            Err(err) if super::pruned_write::undeclared_fields(&err).is_some() => {
-                let fields = super::pruned_write::undeclared_fields(&err).unwrap_or_default().join(", ");
+            Err(err) => {
+                let Some(fields) = super::pruned_write::undeclared_fields(&err) else {
+                    return Err(fail("patch", err));
+                };
                 let (written, created) =
                     super::pruned_write::write(&api, &r.name, &manifest, &ctx.field_manager()).await.map_err(|err| fail("create", err))?;
                 if let Some(plan) = plan {
@@ -352,23 +354,12 @@ async fn apply_step(
                         namespace: Some(namespace.to_owned()),
                         ..Default::default()
                     };
-                    let note = olm_runtime::events::EventNote::warning(
-                        "FieldsNotInSchema",
-                        "Install",
-                        format!(
-                            "{}: the cluster's schema for {} ({}) does not declare {fields}; it was written without them, as upstream writes it (update the CRD of {} if the operator needs them)",
-                            describe(step, namespace),
-                            r.kind,
-                            api_resource.api_version,
-                            r.kind
-                        ),
-                    );
+                    let note = super::pruned_write::note(&describe(step, namespace), &r.kind, &api_resource.api_version, &fields);
                     ctx.events.publish(&regarding, &note).await;
                 }
                 let csv_uid = (r.kind == "ClusterServiceVersion").then(|| written.uid()).flatten();
                 return Ok(Applied { status: if created { StepStatus::Created } else { StepStatus::Present }, csv_uid, parked: false });
             }
-            Err(err) => return Err(fail("patch", err)),
         }
     };
     let Some(applied) = applied else {
