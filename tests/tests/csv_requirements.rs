@@ -1,6 +1,7 @@
 //! Requirements read from the API server itself, against the real local control plane:
 //! `minKubeVersion` against the server's version, and `nativeAPIs` against discovery; and
-//! the `olm.api.<hash>` labels that index the CSV by its APIs.
+//! the `olm.api.<hash>` labels that index the CSV by its APIs; and a CSV written as real
+//! bundles write it, which the CSV CRD refuses as written and upstream installs anyway.
 
 use olm_e2e::controllers;
 
@@ -58,5 +59,29 @@ async fn min_kube_version_and_native_apis_are_checked_against_the_server() -> an
     let key = olm_controllers::metadata::api_label_key("EtcdCluster", "v1beta2", "etcd.database.coreos.com");
     assert_eq!(labels.get(&key).map(String::as_str), Some("provided"), "{labels:?}");
     ns.cleanup().await?;
+    Ok(())
+}
+
+/// project-quay 3.18.0 lists its owned CRD's `resources` without `version` (the CRD requires
+/// it) and one of them as `Kind:`. Upstream decodes the CSV into Go structs before creating it,
+/// so it sends `version: ""` and `kind`; the CSV installs. Here too, read off the CRD's schema.
+#[tokio::test]
+async fn a_csv_with_fields_only_a_typed_decode_accepts_installs_as_upstream_writes_it() -> anyhow::Result<()> {
+    use olm_e2e::widget::{subscribe_to_widgets, widget_csv};
+    let (cluster, _admin) = setup().await?;
+    let ns = cluster.namespace("csv-typed").await?;
+    let random = ns.name().rsplit('-').next().unwrap_or("x").to_owned();
+    create_own_namespace_group(&ns, "widgets").await?;
+    let mut csv = widget_csv("1.0.0", None, &random);
+    csv["spec"]["customresourcedefinitions"]["owned"][0]["resources"] = json!([{"kind": "Deployment"}, {"Kind": "Job"}]);
+    subscribe_to_widgets(&ns, &random, "widget.v1.0.0", vec![csv], None).await?;
+    wait_phase(&ns, "widget.v1.0.0", "Succeeded", Some("InstallSucceeded"), TIMEOUT).await?;
+
+    let csvs: Api<ClusterServiceVersion> = ns.api();
+    let written = serde_json::to_value(csvs.get("widget.v1.0.0").await?)?;
+    let owned = &written["spec"]["customresourcedefinitions"]["owned"][0];
+    assert_eq!(owned["resources"], json!([{"kind": "Deployment", "version": ""}, {"kind": "Job", "version": ""}]), "{owned}");
+    ns.cleanup().await?;
+    cluster.kubectl(&["delete", "crd", &format!("widgets.{random}.olm.test"), "--wait=false"]).await?;
     Ok(())
 }

@@ -2,6 +2,9 @@
 //! `operatorframework.io/properties` annotation), its CRDs and other manifests, and the
 //! ServiceAccounts and RBAC generated from the CSV's permissions, named as upstream does.
 
+use std::sync::LazyLock;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use olm_api::keys;
 use olm_api::v1alpha1::install_plan::{Step, StepResource, StepStatus};
 use serde_json::{Value, json};
@@ -110,6 +113,16 @@ fn owner_labels(csv_name: &str, namespace: &str) -> Value {
     json!(crate::metadata::owner_labels_of(csv_name, namespace, "ClusterServiceVersion"))
 }
 
+/// The schema the API server validates CSVs against: the CSV CRD this OLM installs.
+fn csv_schema() -> Option<&'static JSONSchemaProps> {
+    static SCHEMA: LazyLock<Option<JSONSchemaProps>> = LazyLock::new(|| {
+        let crds = olm_api::crds::all().ok()?;
+        let csv = crds.into_iter().find(|crd| crd.spec.names.kind == "ClusterServiceVersion")?;
+        csv.spec.versions.into_iter().find(|v| v.name == "v1alpha1")?.schema?.open_api_v3_schema
+    });
+    SCHEMA.as_ref()
+}
+
 /// The steps of one bundle, installed into `namespace`: the CSV first, then CRDs, then the
 /// other manifests and the generated ServiceAccounts and RBAC (upstream's order).
 ///
@@ -127,6 +140,9 @@ pub fn bundle_steps(
     let csv: Value = serde_json::from_str(&bundle.csv_json)
         .map_err(|err| format!("the ClusterServiceVersion of bundle {} is not valid JSON: {err}", bundle.name))?;
     let mut csv = olm_install::bundle_objects::normalize_csv(csv);
+    if let Some(schema) = csv_schema() {
+        olm_install::typed_decode::decode_as_typed(&mut csv, schema);
+    }
     let csv_name = csv
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -300,6 +316,23 @@ mod tests {
             objects: vec![csv.to_string(), crd.to_string(), odd.to_string()],
             properties_annotation: r#"{"properties":[{"type":"olm.package","value":{"packageName":"etcd","version":"0.9.4"}}]}"#.into(),
         }
+    }
+
+    #[test]
+    fn the_csv_step_is_the_csv_as_the_csv_crds_schema_decodes_it() {
+        // project-quay 3.18.0's owned CRD: resources without `version`, one spelt `Kind:`.
+        let mut content = bundle();
+        let mut csv: Value = serde_json::from_str(&content.csv_json).expect("json");
+        csv["spec"]["customresourcedefinitions"] = json!({"owned": [{"name": "quayregistries.quay.redhat.com", "version": "v1",
+            "kind": "QuayRegistry", "resources": [{"kind": "Deployment"}, {"Kind": "Job"}]}]});
+        content.csv_json = csv.to_string();
+        let source = StepSource { catalog: "c".into(), catalog_namespace: "olm".into(), component_label: None };
+        let steps = bundle_steps(&content, &source, "team-a", None).expect("steps");
+        let written: Value = serde_json::from_str(steps[0].resource.manifest.as_deref().unwrap_or_default()).expect("json");
+        assert_eq!(
+            written.pointer("/spec/customresourcedefinitions/owned/0/resources"),
+            Some(&json!([{"kind": "Deployment", "version": ""}, {"kind": "Job", "version": ""}]))
+        );
     }
 
     #[test]

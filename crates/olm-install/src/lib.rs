@@ -16,3 +16,4 @@ pub mod crd_rules;
 pub mod names;
 pub mod registry_v1;
 pub mod serving_cert;
+pub mod typed_decode;
