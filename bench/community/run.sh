@@ -13,6 +13,10 @@
 #   --upstream  upstream OLM v0.46's operators are the OLM under test instead of olm-rs
 #               (from ~/.cache/olm-dev/bin/olm-v0.46.0, which olm-bench builds)
 #
+# COMMUNITY_PACKAGES=bench/community/held-out.txt runs another list of the same commit: the 36
+# packages of the catalog the project never took (the held-out set); its tree, render and table
+# are kept apart (<name>-tree-…, <name>-rendered-…, <olm>-<name>-<mode>-….md).
+#
 # The source: $COMMUNITY_OPERATORS_GIT (a clone of
 # https://github.com/redhat-openshift-ecosystem/community-operators-prod, bare or not), else a
 # blobless clone into OUT_DIR. The table goes to OUT_DIR/<olm>-<mode>-<K>of<N>.md
@@ -41,20 +45,24 @@ git_dir=${COMMUNITY_OPERATORS_GIT:-$out/community-operators-prod.git}
 if [ ! -e "$git_dir" ]; then
     git clone --bare --filter=blob:none https://github.com/redhat-openshift-ecosystem/community-operators-prod "$git_dir"
 fi
-tree="$out/tree-$commit"
+list=${COMMUNITY_PACKAGES:-bench/community/packages.txt}
+# The default list keeps its old names; another list gets a prefix of its own.
+prefix=$(basename "$list" .txt)-
+[ "$prefix" = packages- ] && prefix=
+tree="$out/${prefix}tree-$commit"
 if [ ! -d "$tree/operators" ]; then
     rm -rf "$tree.partial" && mkdir -p "$tree.partial"
     # shellcheck disable=SC2046 # one path argument per package name
-    git --git-dir="$git_dir" archive "$commit" $(sed 's|^|operators/|' bench/community/packages.txt) | tar -x -C "$tree.partial"
+    git --git-dir="$git_dir" archive "$commit" $(sed 's|^|operators/|' "$list") | tar -x -C "$tree.partial"
     mv "$tree.partial" "$tree"
 fi
 # Built first, then run directly: `cargo test` would hold cargo's build lock for the whole run.
 cargo build -q -p olm
 suite=$(cargo test -p olm-e2e --test conformance --no-run 2>&1 | sed -n 's/.*Executable .*(\(.*\))$/\1/p')
 [ -x "$suite" ] || { echo "run.sh: could not build the conformance suite" >&2; exit 1; }
-table="$out/$olm-$mode-${slice%/*}of${slice#*/}.md"
+table="$out/$olm-$prefix$mode-${slice%/*}of${slice#*/}.md"
 # Rendered once per commit, shared by every slice and mode.
-OLM_CONFORMANCE_RENDERED="$out/rendered-$commit" \
+OLM_CONFORMANCE_RENDERED="$out/${prefix}rendered-$commit" \
 OLM_CONFORMANCE_PACKAGES="$tree/operators" OLM_CONFORMANCE_SLICE="$slice" OLM_CONFORMANCE_TABLE="$table" \
     "$suite" real_packages_install_and_walk_their_default_channel --exact --nocapture \
     || echo "run.sh: some packages failed; the table says which" >&2
