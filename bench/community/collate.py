@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """One row per package from the tables bench/community/run.sh writes (docs/conformance.md).
 
-    bench/community/collate.py [--classes FILE] TABLE.md...
+    bench/community/collate.py [--classes FILE] [--upstream TABLE.md]... TABLE.md...
 
 Tables are read in the order given; a package's row in a later table replaces its row in an
 earlier one (a rerun after a fix wins). Every row that is not a success must have a class in
 the classes file (default bench/community/classes.tsv: package, class, note, tab-separated):
 the script names the rows without one and exits 1, so a table in the docs cannot carry an
-unexplained failure. The output is Markdown: the per-package table, then counts by outcome.
+unexplained failure. Tables of upstream OLM's runs (`run.sh --upstream`) give the `upstream`
+column: what upstream did with the same package on the same cluster kind ("-" where it did not
+run). The output is Markdown: the per-package table, then counts by outcome.
 """
 
 import argparse
@@ -79,13 +81,16 @@ def read_classes(path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--classes", default=str(Path(__file__).with_name("classes.tsv")))
+    parser.add_argument("--upstream", action="append", default=[], metavar="TABLE", help="a table of upstream OLM's run")
     parser.add_argument("tables", nargs="+")
     args = parser.parse_args()
-    rows = {}
+    rows, upstream = {}, {}
     for table in args.tables:
         rows.update(read_rows(table))
+    for table in args.upstream:
+        upstream.update(read_rows(table))
     classes = read_classes(args.classes)
-    out = ["| package | channel | group | head | outcome | class | what the user sees | s |", "|---|---|---|---|---|---|---|---|"]
+    out = ["| package | channel | group | head | outcome | class | what the user sees | s | upstream |", "|---|---|---|---|---|---|---|---|---|"]
     counts, unclassified = {}, []
     for package in sorted(rows):
         row = rows[package]
@@ -96,7 +101,11 @@ def main():
         if note:
             seen = f"{seen} — {note}" if seen else note
         counts[outcome] = counts.get(outcome, 0) + 1
-        out.append(f"| {package} | {row['channel']} | {row['group']} | {row['head']} | {outcome} | {klass} | {seen} | {row['seconds']} |")
+        theirs = "-"
+        if package in upstream:
+            their_outcome, their_seen = summary(upstream[package])
+            theirs = f"{their_outcome}: {their_seen}" if their_seen and their_outcome != "not served" else their_outcome
+        out.append(f"| {package} | {row['channel']} | {row['group']} | {row['head']} | {outcome} | {klass} | {seen} | {row['seconds']} | {theirs} |")
     out.append("")
     out.append(", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items(), key=lambda kv: -kv[1])) + f"; {len(rows)} packages.")
     print("\n".join(out))

@@ -43,9 +43,21 @@ class CollateTest(unittest.TestCase):
     def test_a_later_table_replaces_a_package_row_and_classes_explain_the_rest(self):
         result = self.run_collate([FIRST, RERUN], "gamma\treal data\tstranded entries\n")
         self.assertEqual(result.returncode, 0, result.stderr)
-        self.assertIn("| beta | stable | OwnNamespace | 2.0.0 | Succeeded |", result.stdout)
-        self.assertIn("| gamma | - | - | - | not served | real data | catalog.json: stranded entries — stranded entries | - |", result.stdout)
+        self.assertIn("| beta | stable | OwnNamespace | 2.0.0 | Succeeded |  |  | 9.0 | - |", result.stdout)
+        self.assertIn("| gamma | - | - | - | not served | real data | catalog.json: stranded entries — stranded entries | - | - |", result.stdout)
         self.assertIn("2 Succeeded, 1 not served; 3 packages.", result.stdout)
+
+    def test_upstreams_run_fills_its_column(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            theirs = Path(tmp, "upstream.md")
+            theirs.write_text(FIRST.replace("olm-rs", "upstream"))
+            classes = Path(tmp, "classes.tsv")
+            classes.write_text("gamma\treal data\tx\n")
+            ours = Path(tmp, "ours.md")
+            ours.write_text(RERUN)
+            result = subprocess.run([sys.executable, str(SCRIPT), "--classes", str(classes), "--upstream", str(theirs), str(ours)], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("| 9.0 | failed: CSV beta.v2.0.0 Failed InstallCheckFailed: 0 of 1 updated replicas are available |", result.stdout)
 
     def test_an_unknown_class_is_refused(self):
         result = self.run_collate([FIRST], "beta\tbad luck\tx\n")
