@@ -158,6 +158,34 @@ impl ClientError {
 /// Manifests that came with a listing: bundle name → (CSV JSON, every object as JSON).
 pub type InlineManifests = HashMap<String, (String, Vec<String>)>;
 
+/// The install modes of bundles whose catalog lists their CSV beside them (a catalog server's
+/// `ListBundles`: `csvJson`) rather than in their properties: the resolver needs them to keep a
+/// first install off a bundle the namespace's OperatorGroup cannot run (eclipse-che's head
+/// needs a package the catalog lacks; the bundle below it supports no AllNamespaces).
+fn install_modes_from_listed_csvs(entries: &mut [olm_resolver::model::Entry], inline: &InlineManifests) {
+    #[derive(serde::Deserialize)]
+    struct Csv {
+        spec: Option<Spec>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        #[serde(rename = "installModes")]
+        install_modes: Option<Vec<Mode>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Mode {
+        #[serde(rename = "type")]
+        mode: Option<String>,
+        supported: Option<bool>,
+    }
+    for entry in entries.iter_mut().filter(|e| e.install_modes.is_none()) {
+        let Some((csv_json, _)) = inline.get(&entry.name) else { continue };
+        let Ok(Csv { spec: Some(Spec { install_modes: Some(modes) }) }) = serde_json::from_str::<Csv>(csv_json) else { continue };
+        entry.install_modes =
+            Some(modes.into_iter().filter(|m| m.supported == Some(true)).filter_map(|m| m.mode).collect());
+    }
+}
+
 /// The manifests of one bundle, as an InstallPlan needs them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BundleContent {
@@ -250,6 +278,7 @@ impl CatalogContent {
         }
         let mut snapshot = olm_resolver::adapter::snapshot(&catalog, key.clone(), priority);
         snapshot.left_out = left_out;
+        install_modes_from_listed_csvs(&mut snapshot.entries, &inline);
         let indexed = Arc::new(IndexedCatalog::new(snapshot));
         Ok(CatalogContent {
             key,
@@ -455,5 +484,44 @@ mod tests {
         // Read from anywhere else, such a bundle could never be installed: its package is left out.
         let err = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs(), None, HashMap::new()).map(|_| ()).unwrap_err();
         assert!(err.contains("package local left out") && err.contains("image"), "{err}");
+    }
+
+    #[test]
+    fn a_first_install_from_a_grpc_listing_takes_no_bundle_the_group_cannot_run() {
+        // eclipse-che's shape as a catalog server lists it: install modes only in the CSV
+        // sent beside each bundle; the head needs a package the catalog lacks, the bundle it
+        // replaces supports OwnNamespace only.
+        let bundle = |name: &str, version: &str| {
+            json!({"schema": "olm.bundle", "name": name, "package": "che", "image": format!("r/che:{version}"),
+                   "properties": [{"type": "olm.package", "value": {"packageName": "che", "version": version}}]})
+        };
+        let mut head = bundle("che.v2", "2.0.0");
+        head["properties"].as_array_mut().expect("list").push(json!({"type": "olm.package.required", "value": {"packageName": "dw", "versionRange": ">=0.1.0"}}));
+        let docs: Vec<olm_catalog::Document> = [
+            json!({"schema": "olm.package", "name": "che", "defaultChannel": "stable"}),
+            json!({"schema": "olm.channel", "package": "che", "name": "stable", "entries": [{"name": "che.v1"}, {"name": "che.v2", "replaces": "che.v1"}]}),
+            bundle("che.v1", "1.0.0"),
+            head,
+        ]
+        .into_iter()
+        .map(|value| olm_catalog::Document { value, source: None })
+        .collect();
+        let csv = |modes: Value| json!({"kind": "ClusterServiceVersion", "spec": {"installModes": modes}}).to_string();
+        let inline: InlineManifests = HashMap::from([
+            ("che.v1".to_owned(), (csv(json!([{"type": "OwnNamespace", "supported": true}, {"type": "AllNamespaces", "supported": false}])), vec![])),
+            ("che.v2".to_owned(), (csv(json!([{"type": "AllNamespaces", "supported": true}])), vec![])),
+        ]);
+        let grpc = Location::Grpc("127.0.0.1:50051".into());
+        let content = CatalogContent::from_documents(CatalogKey::new("c", "olm"), 0, docs, Some(grpc), inline).expect("served");
+        let catalogs = olm_resolver::Catalogs::from_indexed(vec![content.indexed.clone()]);
+        let mut request = olm_resolver::Request::new("team");
+        request.install_modes = vec!["AllNamespaces".to_owned()];
+        let mut sub = olm_resolver::Subscription::new("che", CatalogKey::new("c", "olm"));
+        sub.channel = Some("stable".to_owned());
+        request.subscriptions.push(sub);
+        let resolution = olm_resolver::resolve(&catalogs, &request);
+        assert!(resolution.bundles.is_empty(), "nothing is installed: {:?}", resolution.bundles);
+        let message = &resolution.errors.first().expect("a resolution error").message;
+        assert!(message.contains("dw"), "the error names the missing package: {message}");
     }
 }
