@@ -188,22 +188,35 @@ impl Component {
                 "--leader-elect=false".into(),
                 profiling_flag(),
             ],
-            Component::Kwok => vec![
+            Component::Kwok => [
                 format!("--kubeconfig={kubeconfig}"),
                 format!("--config={}", layout.kwok_stages().display()),
                 // Only the fake node: a real node (`--real-node`) belongs to its kubelet.
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
-                // TEST-NET-1 address: clearly fake, never routed.
-                "--node-ip=192.0.2.1".into(),
+                // The API server reaches the fake node's kubelet API (kwok's server below) for
+                // logs, exec and port-forward of its pods; kwok answers what its configuration
+                // (`OLM_DEV_KWOK_CONFIG`) gives them, and refuses the rest at once.
+                "--node-ip=127.0.0.1".into(),
                 format!("--cidr={POD_CIDR}"),
                 "--node-lease-duration-seconds=40".into(),
                 format!("--server-address=127.0.0.1:{}", p.kwok),
                 format!("--node-port={}", p.kwok),
                 format!("--tls-cert-file={}", pki("components.crt")),
                 format!("--tls-private-key-file={}", pki("components.key")),
-            ],
+            ]
+            .into_iter()
+            .chain(extra_kwok_configs())
+            .collect(),
         }
     }
+}
+
+/// `--config=` for each path of `OLM_DEV_KWOK_CONFIG` (colon-separated): kwok resources the
+/// fake node should have, such as a `ClusterPortForward` that forwards a fake pod's port to a
+/// process on this host (bench/operator-controller-e2e does so for upstream's e2e registry).
+fn extra_kwok_configs() -> Vec<String> {
+    let paths = std::env::var("OLM_DEV_KWOK_CONFIG").unwrap_or_default();
+    paths.split(':').filter(|p| !p.is_empty()).map(|p| format!("--config={p}")).collect()
 }
 
 /// `--profiling=false`, or `true` when `OLM_DEV_PROFILING=1`: the API server, the

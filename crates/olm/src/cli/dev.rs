@@ -22,6 +22,8 @@ Environment:
   OLM_DEV_IMAGE_OPT_LEVEL  cargo opt-level of `olm dev image build` (default 3, as users build;
                       CI uses 0: a cold build in half the time)
   OLM_DEV_DEBIAN_MIRROR    debootstrap's mirror (default http://deb.debian.org/debian)
+  OLM_DEV_KWOK_CONFIG kwok configuration files for the fake node (colon-separated), such as a
+                      ClusterPortForward from a fake pod's port to a host process
   OLM_DEV_PROFILING=1 the API server, controller-manager and scheduler serve /debug/pprof/
                       (off by default; for finding where a benchmark's CPU goes)
                       The test suite uses its own environment (olm-dev-test, base 29000).";
