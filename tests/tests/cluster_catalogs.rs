@@ -232,8 +232,17 @@ async fn a_bad_image_or_catalog_is_said_in_its_own_status_and_hurts_no_neighbour
     let base = served.status.and_then(|s| s.urls).context("urls")?.base;
     assert_eq!(bundles_served(&base).await?, ["demo.v1.0.0"]);
 
-    // Fixed: the missing image pushed, the next retry serves it.
-    push_catalog(work.path(), "late", &missing_image, &["2.0.0"])?;
+    // Fixed: the missing image pushed, the next retry serves it. Its package has no
+    // defaultChannel, as upstream's own e2e catalogs have none: OLM v1 needs none (catalogd
+    // serves such a package; opm's v0 model would refuse it).
+    let late = work.path().join("late");
+    write_fbc(&late, &["2.0.0"])?;
+    let text = std::fs::read_to_string(late.join("catalog.json"))?
+        .replace(r#","defaultChannel":"stable""#, "")
+        .replace(r#""defaultChannel":"stable","#, "");
+    assert!(!text.contains("defaultChannel"), "{text}");
+    std::fs::write(late.join("catalog.json"), text)?;
+    olm(&["catalog", "push", late.to_str().context("path")?, &missing_image])?;
     let fixed = wait_catalog(&api, &missing, "Serving once the image exists", serving).await?;
     assert_eq!(condition(&fixed, "Progressing").map(|c| c.1), Some("Succeeded".to_owned()));
 

@@ -125,13 +125,15 @@ pub fn credentials_from_secrets(namespace: &str, secrets: &[Secret]) -> (Credent
     (creds, problems)
 }
 
-/// Read the catalog image `image` unless the tag still names `loaded_digest`.
+/// Read the catalog image `image` unless the tag still names `loaded_digest`. Problems whose
+/// codes are in `tolerated` do not leave a package out (OLM v1 needs no `defaultChannel`).
 pub async fn fetch_image(
     access: &ImageAccess,
     image: &str,
     key: CatalogKey,
     priority: i32,
     loaded_digest: Option<&str>,
+    tolerated: &[&str],
 ) -> Result<ImageFetch, ClientError> {
     let wrap = |source: ImageError| ClientError::Image { what: format!("catalog image of {key}"), source };
     let digest = access.client.digest_of(image, &access.creds).await.map_err(wrap)?;
@@ -164,7 +166,7 @@ pub async fn fetch_image(
             doc
         })
         .collect();
-    let mut content = CatalogContent::from_documents(key, priority, documents, None, Default::default())
+    let mut content = CatalogContent::from_documents_tolerating(key, priority, documents, None, Default::default(), tolerated)
         .map_err(|message| ClientError::Invalid { address: image.to_owned(), message: relative(&message, &unpacked.root) })?;
     content.problems.extend(problems.iter().map(|p| relative(&p.to_string(), &unpacked.root)));
     content.image_digest = Some(unpacked.digest.clone());

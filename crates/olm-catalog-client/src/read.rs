@@ -59,7 +59,7 @@ pub async fn read(
         Location::Grpc(_) | Location::Http(_) => list(location, key, priority).await?,
         Location::Image(image) => {
             let digest = loaded.and_then(|content| content.image_digest.as_deref());
-            match fetch_image(images, image, key, priority, digest).await? {
+            match fetch_image(images, image, key, priority, digest, &[]).await? {
                 ImageFetch::Content(content) => content,
                 ImageFetch::Unchanged { .. } => {
                     return loaded.cloned().map(Read::Unchanged).ok_or(ClientError::ContentLost);
