@@ -270,3 +270,23 @@ fn a_bundle_that_cannot_be_read_is_left_out_of_a_tree_with_a_warning() {
         Ok((_, _, problems)) => assert!(problems.iter().any(|p| !p.warning && p.to_string().contains("dependencies.yaml")), "{problems:#?}"),
     }
 }
+
+#[test]
+fn a_bundle_without_channels_installs_alone_but_is_named_in_a_catalog() {
+    // Upstream's own OLM v1 e2e bundles name no channel: a bundle is installed without one
+    // (and `opm render` of one bundle yields only its olm.bundle). A catalog built from a tree
+    // of bundles lists each by its channels, so there it is a problem.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    bundle(root, "app/0.1.0", "app", "0.1.0", "alpha", None, None);
+    bundle(root, "app/0.2.0", "app", "0.2.0", "", None, Some("app.v0.1.0"));
+    let alone = olm_catalog::render::render_bundle_dir(&root.join("app/0.2.0"), &csv_meta()).expect("renders alone");
+    assert_eq!(alone.name, "app.v0.2.0");
+    assert!(alone.channels.is_empty());
+    let (_, _, problems) = load_catalog_lenient(root, &csv_meta()).unwrap();
+    assert!(
+        problems.iter().any(|p| p.to_string().contains("operators.operatorframework.io.bundle.channels.v1 is missing or empty")
+            && p.to_string().contains("app/0.2.0")),
+        "{problems:#?}"
+    );
+}

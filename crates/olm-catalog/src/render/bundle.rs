@@ -27,6 +27,14 @@ pub(super) fn files_in(dir: &Path) -> Result<Vec<PathBuf>, CatalogError> {
     Walker::new(dir)?.visible_files(dir)
 }
 
+/// The problem of a bundle that names no channel, where a catalog is built from bundles.
+pub(super) fn no_channels(dir: &Path) -> CatalogError {
+    parse_err(
+        &dir.join("metadata"),
+        format!("annotation {ANNOTATION_CHANNELS} is missing or empty; list the bundle's channels"),
+    )
+}
+
 pub(super) fn parse_err(path: &Path, message: impl Into<String>) -> CatalogError {
     CatalogError::Parse {
         path: path.to_path_buf(),
@@ -122,14 +130,9 @@ pub fn render_bundle_dir(dir: &Path, opts: &RenderOptions) -> Result<RenderedBun
                 .collect()
         })
         .unwrap_or_default();
-    if channels.is_empty() {
-        return Err(parse_err(
-            &metadata_dir,
-            format!(
-                "annotation {ANNOTATION_CHANNELS} is missing or empty; list the bundle's channels"
-            ),
-        ));
-    }
+    // Installing a bundle needs no channel (upstream's own OLM v1 e2e bundles name none, and
+    // `opm render` of one bundle yields only its olm.bundle); a catalog built from a tree of
+    // bundles does, and `render_bundle_dirs` says so.
     let default_channel = annotation(ANNOTATION_DEFAULT_CHANNEL);
 
     let mut objects = Vec::new();

@@ -106,6 +106,8 @@ pub fn render_bundle_dirs(
     // warning: validation still fails on it); a lone bundle that cannot be read is an error.
     let leave_out = dirs.len() > 1;
     for (dir, r) in dirs.iter().zip(results) {
+        // In a catalog, a bundle is listed by its channels: one without any cannot be.
+        let r = r.and_then(|b| if b.channels.is_empty() { Err(bundle::no_channels(dir)) } else { Ok(b) });
         match r {
             Ok(b) => by_package.entry(b.package.clone()).or_default().push(b),
             Err(e) => problems.extend(e.problems().into_iter().map(|mut p| {
