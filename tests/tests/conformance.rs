@@ -657,6 +657,64 @@ fn render(packages: &Path, out: &Path) -> anyhow::Result<String> {
     Ok(warnings)
 }
 
+/// `picked` and every package of `catalog` a bundle of theirs may need, transitively: those
+/// named by `olm.package.required` or a package constraint, and those providing an API named
+/// by `olm.gvk.required` or a GVK constraint.
+fn dependency_closure(catalog: &olm_catalog::Catalog, picked: &BTreeSet<String>) -> BTreeSet<String> {
+    use olm_catalog::{ConstraintKind, Gvk};
+    fn walk<'a>(kind: &'a ConstraintKind, packages: &mut Vec<&'a str>, gvks: &mut Vec<&'a Gvk>) {
+        match kind {
+            ConstraintKind::Gvk(gvk) => gvks.push(gvk),
+            ConstraintKind::Package(required) => packages.push(&required.package_name),
+            ConstraintKind::All(inner) | ConstraintKind::Any(inner) | ConstraintKind::Not(inner) => {
+                inner.iter().for_each(|c| walk(&c.kind, packages, gvks));
+            }
+            ConstraintKind::Cel { .. } => {}
+        }
+    }
+    let mut providers: BTreeMap<&Gvk, BTreeSet<&str>> = BTreeMap::new();
+    for package in catalog.packages() {
+        for bundle in package.bundles() {
+            for gvk in bundle.provided_gvks() {
+                providers.entry(gvk).or_default().insert(&package.name);
+            }
+        }
+    }
+    let mut served: BTreeSet<String> = picked.iter().filter(|p| catalog.package(p).is_some()).cloned().collect();
+    let mut todo: Vec<String> = served.iter().cloned().collect();
+    while let Some(name) = todo.pop() {
+        let Some(package) = catalog.package(&name) else { continue };
+        for bundle in package.bundles() {
+            let (mut packages, mut gvks): (Vec<&str>, Vec<&Gvk>) = (Vec::new(), bundle.required_gvks().collect());
+            packages.extend(bundle.required_packages().map(|r| r.package_name.as_str()));
+            bundle.constraints().for_each(|c| walk(&c.kind, &mut packages, &mut gvks));
+            let needed = packages.into_iter().chain(gvks.iter().flat_map(|g| providers.get(g).into_iter().flatten().copied()));
+            for dependency in needed {
+                if catalog.package(dependency).is_some() && served.insert(dependency.to_owned()) {
+                    todo.push(dependency.to_owned());
+                }
+            }
+        }
+    }
+    served
+}
+
+/// Copy the files of each of `dirs` (a rendered package each) into a directory of that name in `to`.
+fn copy_dirs(dirs: &BTreeSet<PathBuf>, to: &Path) -> anyhow::Result<()> {
+    let _ = std::fs::remove_dir_all(to);
+    for source in dirs {
+        let target = to.join(source.file_name().context("a package directory has a name")?);
+        std::fs::create_dir_all(&target).with_context(|| target.display().to_string())?;
+        for file in std::fs::read_dir(source).with_context(|| source.display().to_string())? {
+            let file = file?;
+            if file.file_type()?.is_file() {
+                std::fs::copy(file.path(), target.join(file.file_name())).with_context(|| file.path().display().to_string())?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The catalog server on `catalog` (one gRPC listener on loopback) and its address.
 async fn serve(catalog: &Path) -> anyhow::Result<(olm_registry::RunningServer, std::net::SocketAddr)> {
     let server = olm_registry::start({
@@ -791,8 +849,22 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
         }
     }
 
-    // One CatalogSource in the global catalog namespace, served by the catalog server.
-    let (server, address) = serve(&rendered).await?;
+    // One CatalogSource in the global catalog namespace, served by the catalog server: the
+    // picked packages and every package they may depend on. Not the whole rendered catalog:
+    // with every manifest inlined, ListBundles of all 297 packages is over a gigabyte, which
+    // upstream's catalog operator cannot read within its deadline (`DeadlineExceeded`), and
+    // both OLMs must be served the same.
+    let served = scratch.path().join("served");
+    let served_packages = dependency_closure(&catalog, &picked);
+    // Each package's directory as render wrote it (named after the tree's directory).
+    let dirs: BTreeSet<PathBuf> = served_packages
+        .iter()
+        .filter_map(|name| catalog.package(name))
+        .map(|p| p.source.as_deref().and_then(Path::parent).map_or_else(|| rendered.join(&p.name), Path::to_path_buf))
+        .collect();
+    copy_dirs(&dirs, &served)?;
+    eprintln!("serving {} packages: the {} picked and what they may depend on", served_packages.len(), picked.len());
+    let (server, address) = serve(&served).await?;
     let namespaces: Api<Namespace> = Api::all(cluster.client());
     match namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": global}}))?).await {
         Ok(_) => {}
