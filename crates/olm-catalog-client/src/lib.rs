@@ -314,8 +314,21 @@ impl CatalogContent {
     }
 
     /// The manifests of `bundle` (of `package`, as listed in `channel`): from memory when the
-    /// listing carried them, else from the catalog server.
+    /// listing carried them, else from the catalog server. A pulled bundle image must hold the
+    /// CSV of that name: OLM v0 tracks an install by it (`currentCSV`).
     pub async fn bundle(&self, package: &str, channel: &str, bundle: &str) -> Result<BundleContent, ClientError> {
+        self.bundle_named(package, channel, bundle, true).await
+    }
+
+    /// [`CatalogContent::bundle`] for OLM v1, which tracks an install by the catalog's bundle
+    /// name and reads nothing from the CSV's name: a bundle image whose CSV is named otherwise
+    /// (upstream's own e2e catalogs name `test.1.2.0` a bundle whose CSV is `test.v1.2.0`) is
+    /// that bundle.
+    pub async fn extension_bundle(&self, package: &str, channel: &str, bundle: &str) -> Result<BundleContent, ClientError> {
+        self.bundle_named(package, channel, bundle, false).await
+    }
+
+    async fn bundle_named(&self, package: &str, channel: &str, bundle: &str, same_csv_name: bool) -> Result<BundleContent, ClientError> {
         let not_found = || ClientError::BundleNotFound {
             catalog: self.key.to_string(),
             package: package.to_owned(),
@@ -341,7 +354,7 @@ impl CatalogContent {
                     (fetched.csv_json, fetched.object)
                 }
                 _ => match self.images.as_ref().filter(|_| !model.image.is_empty()) {
-                    Some(images) => self.pull_bundle(images, model, package, bundle).await?,
+                    Some(images) => self.pull_bundle(images, model, package, bundle, same_csv_name).await?,
                     None => olm_registry_api::convert::csv_json_and_objects(pkg, model),
                 },
             }
@@ -380,12 +393,13 @@ impl CatalogContent {
         model: &olm_catalog::Bundle,
         package: &str,
         bundle: &str,
+        same_csv_name: bool,
     ) -> Result<(String, Vec<String>), ClientError> {
         let pulled = images.client.bundle(&model.image, &images.creds).await.map_err(|source| ClientError::Image {
             what: format!("bundle {bundle} of package {package} (catalog {})", self.key),
             source,
         })?;
-        if pulled.name != bundle {
+        if same_csv_name && pulled.name != bundle {
             return Err(ClientError::Invalid {
                 address: self.key.to_string(),
                 message: format!(

@@ -155,7 +155,7 @@ async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
         .find(|c| c.entry(&bundle.name).is_some())
         .map(|c| c.name.clone())
         .unwrap_or_default();
-    let read = tokio::time::timeout(PULL_TIMEOUT, content.bundle(&bundle.package, &channel, &bundle.name)).await;
+    let read = tokio::time::timeout(PULL_TIMEOUT, content.extension_bundle(&bundle.package, &channel, &bundle.name)).await;
     let manifests = match read {
         Ok(Ok(manifests)) => manifests,
         Ok(Err(err)) => return kept(Progress::Retrying(wrap(err.to_string()))),
