@@ -158,6 +158,7 @@ fn crd_v1beta1_to_v1(mut crd: Value) -> Value {
             root.insert("x-kubernetes-preserve-unknown-fields".into(), json!(true));
             root.entry("type").or_insert(json!("object"));
         }
+        only_name_rules_in_metadata(&mut schema);
         v.insert("schema".into(), json!({"openAPIV3Schema": schema}));
         if !v.contains_key("subresources")
             && let Some(sub) = &top_subresources
@@ -192,6 +193,23 @@ fn crd_v1beta1_to_v1(mut crd: Value) -> Value {
         }
     }
     crd
+}
+
+/// v1 refuses a schema of `metadata` with anything but `type: object` and rules for `name` and
+/// `generateName` ("must not specify anything other than name and generateName"); v1beta1 CRDs
+/// made by kubebuilder 1 describe it (`description: Standard object metadata.`, as
+/// lib-bucket-provisioner 1.0.0's do). The API server never checked an object's metadata
+/// against the rest, so dropping it loses nothing.
+fn only_name_rules_in_metadata(schema: &mut Value) {
+    let Some(metadata) = schema.pointer_mut("/properties/metadata").and_then(Value::as_object_mut) else { return };
+    let names = metadata.get("properties").and_then(Value::as_object).map(|properties| {
+        properties.iter().filter(|(key, _)| *key == "name" || *key == "generateName").map(|(k, v)| (k.clone(), v.clone())).collect::<Map<_, _>>()
+    });
+    metadata.clear();
+    metadata.insert("type".into(), json!("object"));
+    if let Some(names) = names.filter(|n| !n.is_empty()) {
+        metadata.insert("properties".into(), Value::Object(names));
+    }
 }
 
 #[cfg(test)]
@@ -283,6 +301,32 @@ mod tests {
             }])
         );
         assert_eq!(spec["conversion"], json!({"strategy": "None"}));
+    }
+
+    #[test]
+    fn a_v1beta1_crds_description_of_metadata_is_dropped() {
+        // lib-bucket-provisioner 1.0.0 (kubebuilder 1): v1 refuses a described metadata.
+        let crd = normalize_object(
+            json!({
+                "apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "objectbucketclaims.objectbucket.io"},
+                "spec": {
+                    "group": "objectbucket.io", "version": "v1alpha1", "scope": "Namespaced",
+                    "names": {"plural": "objectbucketclaims", "kind": "ObjectBucketClaim"},
+                    "validation": {"openAPIV3Schema": {"properties": {
+                        "metadata": {"description": "Standard object metadata.", "type": "object",
+                            "properties": {"name": {"type": "string", "maxLength": 63}, "labels": {"type": "object"}}},
+                        "spec": {"type": "object"},
+                    }}},
+                },
+            }),
+            "lib-bucket-provisioner.v1.0.0",
+            1,
+        )
+        .unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        assert_eq!(schema["properties"]["metadata"], json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}}));
+        assert_eq!(schema["properties"]["spec"], json!({"type": "object"}));
     }
 
     #[test]
