@@ -538,4 +538,26 @@ mod tests {
         let message = &resolution.errors.first().expect("a resolution error").message;
         assert!(message.contains("dw"), "the error names the missing package: {message}");
     }
+
+    #[test]
+    fn what_olm_v1_does_without_can_be_tolerated() {
+        // The shape of upstream's own OLM v1 e2e catalogs: no defaultChannel, two heads.
+        let docs = || -> Vec<olm_catalog::Document> {
+            let bundle = |v: &str| json!({"schema": "olm.bundle", "name": format!("t.{v}"), "package": "t", "image": format!("r/t:{v}"),
+                "properties": [{"type": "olm.package", "value": {"packageName": "t", "version": v}}]});
+            [
+                json!({"schema": "olm.package", "name": "t"}),
+                json!({"schema": "olm.channel", "package": "t", "name": "beta", "entries": [{"name": "t.1.0.0"}, {"name": "t.1.0.4"}, {"name": "t.1.2.0", "replaces": "t.1.0.0"}]}),
+                bundle("1.0.0"), bundle("1.0.4"), bundle("1.2.0"),
+            ]
+            .into_iter()
+            .map(|value| olm_catalog::Document { value, source: None })
+            .collect()
+        };
+        let strict = CatalogContent::from_documents(CatalogKey::new("c", ""), 0, docs(), None, HashMap::new()).map(|_| ()).unwrap_err();
+        assert!(strict.contains("defaultChannel") || strict.contains("heads"), "{strict}");
+        let tolerated = ["MissingDefaultChannel", "MultipleHeads", "StrandedEntries"];
+        let served = CatalogContent::from_documents_tolerating(CatalogKey::new("c", ""), 0, docs(), None, HashMap::new(), &tolerated).expect("served");
+        assert_eq!(served.counts(), (1, 3));
+    }
 }

@@ -68,9 +68,11 @@ async fn pull(state: &ClusterCatalogState, name: &str, image: &str, known: Optio
     let access = ImageAccess { client: state.images.clone(), creds: Default::default() };
     let key = CatalogKey::new(name, "");
     let started = Instant::now();
-    // OLM v1 chooses among all of a package's channels when none is asked for: a package
-    // without `defaultChannel` is served (as catalogd does; opm's v0 model refuses it).
-    match olm_catalog_client::fetch_image(&access, image, key, 0, known, &["MissingDefaultChannel"]).await {
+    // What opm's v0 model refuses and OLM v1 does without, as catalogd serves it: a package
+    // without `defaultChannel` (v1 chooses among all channels when none is asked for), a
+    // channel with several heads or entries off the replaces chain (v1 upgrades by version
+    // and by each entry's edges, never "to the head"). Upstream's own e2e catalogs have both.
+    match olm_catalog_client::fetch_image(&access, image, key, 0, known, &["MissingDefaultChannel", "MultipleHeads", "StrandedEntries"]).await {
         Ok(ImageFetch::Content(content)) => Pulled::New { content, took: started.elapsed() },
         Ok(ImageFetch::Unchanged { .. }) => Pulled::Unchanged,
         // Content at a digest never changes: only a new spec helps. A tag may be pushed or
