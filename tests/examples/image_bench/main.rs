@@ -648,6 +648,7 @@ async fn catalog_bench(env: &Env, registry: &str, fbc: &Path, rounds: usize, rep
             olm_resolver::CatalogKey::new("community".to_owned(), "bench".to_owned()),
             0,
             None,
+            &[],
         )
         .await?;
         let t_whole = t.elapsed();
