@@ -163,6 +163,7 @@ pub type InlineManifests = HashMap<String, (String, Vec<String>)>;
 /// first install off a bundle the namespace's OperatorGroup cannot run (eclipse-che's head
 /// needs a package the catalog lacks; the bundle below it supports no AllNamespaces).
 fn install_modes_from_listed_csvs(entries: &mut [olm_resolver::model::Entry], inline: &InlineManifests) {
+    // Only `spec.installModes` is decoded; the rest of each CSV is skipped over.
     #[derive(serde::Deserialize)]
     struct Csv {
         spec: Option<Spec>,
@@ -170,19 +171,12 @@ fn install_modes_from_listed_csvs(entries: &mut [olm_resolver::model::Entry], in
     #[derive(serde::Deserialize)]
     struct Spec {
         #[serde(rename = "installModes")]
-        install_modes: Option<Vec<Mode>>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Mode {
-        #[serde(rename = "type")]
-        mode: Option<String>,
-        supported: Option<bool>,
+        install_modes: Option<Value>,
     }
     for entry in entries.iter_mut().filter(|e| e.install_modes.is_none()) {
         let Some((csv_json, _)) = inline.get(&entry.name) else { continue };
-        let Ok(Csv { spec: Some(Spec { install_modes: Some(modes) }) }) = serde_json::from_str::<Csv>(csv_json) else { continue };
-        entry.install_modes =
-            Some(modes.into_iter().filter(|m| m.supported == Some(true)).filter_map(|m| m.mode).collect());
+        let Ok(Csv { spec: Some(Spec { install_modes }) }) = serde_json::from_str::<Csv>(csv_json) else { continue };
+        entry.install_modes = olm_catalog::supported_install_modes(install_modes.as_ref());
     }
 }
 

@@ -39,7 +39,7 @@ pub use model::{
     Isolated, LeftOut,
     Bundle, Catalog, Channel, ChannelEntry, Constraint, ConstraintKind, DeprecationEntry,
     Blob, DeprecationReference, Document, Gvk, Icon, JsonText, Meta, MetaFilter, Package,
-    PackageProperty, PackageRequired, Property, PropertyKind, RelatedImage, is_csv_object,
+    PackageProperty, PackageRequired, Property, PropertyKind, RelatedImage, is_csv_object, supported_install_modes,
 };
 pub use render::{ObjectMode, RenderOptions};
 pub use source::{

@@ -43,3 +43,4 @@ pub(crate) use assemble::{assemble as assemble_prepared, prepare as prepare_docu
 pub(crate) use blob::Dictionaries;
 pub(crate) use json::get_ci;
 pub use json::is_csv as is_csv_object;
+pub use parse::supported_install_modes;

@@ -368,7 +368,7 @@ pub(super) fn parse_bundle(
 
 /// The `type` of every entry of a CSV's `installModes` with `supported: true`; `None` when
 /// `modes` is not a list.
-fn supported_install_modes(modes: Option<&Value>) -> Option<Vec<String>> {
+pub fn supported_install_modes(modes: Option<&Value>) -> Option<Vec<String>> {
     let supported = modes?
         .as_array()?
         .iter()
