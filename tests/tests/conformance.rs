@@ -871,8 +871,17 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
         Err(kube::Error::Api(status)) if status.code == 409 => {}
         Err(err) => return Err(err).context("create the global catalog namespace"),
     }
-    let catalog_name = olm_testkit::random_name("conformance");
     let catalogs: Api<CatalogSource> = Api::namespaced(cluster.client(), &global);
+    // A run stopped before its end leaves its CatalogSource, naming a server that is gone: upstream
+    // resolves against every catalog of the global namespace and fails on an unreachable one
+    // (`failed to list bundles … connection refused`), so it must go first.
+    for stale in catalogs.list(&Default::default()).await? {
+        let name = stale.metadata.name.unwrap_or_default();
+        if name.starts_with("conformance-") {
+            catalogs.delete(&name, &Default::default()).await.with_context(|| format!("delete CatalogSource {name} of an earlier run"))?;
+        }
+    }
+    let catalog_name = olm_testkit::random_name("conformance");
     let source: CatalogSource = serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1alpha1",
         "kind": "CatalogSource",
@@ -991,6 +1000,11 @@ async fn real_packages_install_and_walk_their_default_channel() -> anyhow::Resul
 
     let _ = catalogs.delete(&catalog_name, &Default::default()).await;
     server.shutdown();
+    // The run's CRDs go too: this cluster is shared, and a suite run after this one must find
+    // no API it did not create (a CRD of some package's group is not the test's own).
+    if let Err(err) = remove_catalog_crds(&cluster, &catalog).await {
+        failures.push(format!("remove the CRDs of the run: {err:#}"));
+    }
     if std::env::var_os("OLM_CONFORMANCE_PACKAGES").is_none() {
         failures.extend(not_installable.iter().map(|(package, why)| format!("{package}: not installable on this cluster: {why}")));
     }
