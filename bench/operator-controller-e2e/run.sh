@@ -63,7 +63,7 @@ export OLM_DEV_STATE_DIR="$out/env" OLM_DEV_PORT_BASE=$base OLM_DEV_KWOK_CONFIG=
 export KUBECONFIG="$OLM_DEV_STATE_DIR/kubeconfig"
 kubectl=$(ls -d "$cache"/bin/k8s-v*/kubectl | tail -n 1)
 "$kubectl" apply -f bench/operator-controller-e2e/stand-in.yaml
-"$kubectl" -n olmv1-system rollout status deployment/operator-controller-controller-manager --timeout=120s
+"$kubectl" -n olm rollout status deployment/operator-controller-controller-manager --timeout=120s
 "$kubectl" -n operator-controller-e2e rollout status deployment/docker-registry --timeout=120s
 
 [ $# -gt 0 ] || set -- features/install.feature features/update.feature features/recover.feature features/uninstall.feature features/vap-access-control.feature

@@ -291,7 +291,7 @@ impl ScopedManager {
                     if v1 {
                         let (server, publisher) = olm_controllers_v1::serve_catalogs("127.0.0.1:0".parse()?).await?;
                         let base_url = format!("http://{}", server.http_addr.context("the content server's address")?);
-                        extra.push(std::sync::Arc::new(olm_controllers_v1::V1Controllers { images: images.clone(), publisher, base_url }));
+                        extra.push(std::sync::Arc::new(olm_controllers_v1::V1Controllers { images: images.clone(), publisher, base_url, namespace: olm_controllers::catalog_operator::global_namespace() }));
                         catalog_server = Some(server);
                     }
                     let config = ManagerConfig {

@@ -131,6 +131,30 @@ fn label<'a>(object: &'a DynamicObject, key: &str) -> Option<&'a str> {
     object.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
+/// The release of `extension` as upstream's e2e suite reads it (`listHelmReleaseResources`): the
+/// one Secret in OLM's namespace labelled `name=<extension>,status=deployed` of type
+/// `operatorframework.io/index.v1`, its `chunk` a gzipped Helm release. Its name and the
+/// manifest's objects as (kind, namespace, name).
+async fn deployed_release(cluster: &TestCluster, extension: &str) -> anyhow::Result<(String, Vec<(String, String, String)>)> {
+    use std::io::Read as _;
+    let namespace = olm_controllers::catalog_operator::global_namespace();
+    let selector = format!("name={extension},status=deployed");
+    let out = cluster.kubectl(&["get", "secrets", "-n", &namespace, "-l", &selector, "--field-selector", "type=operatorframework.io/index.v1", "-o", "json"]).await?.stdout;
+    let list: Value = serde_json::from_str(&out)?;
+    let items = list["items"].as_array().context("items")?;
+    anyhow::ensure!(items.len() == 1, "one deployed release of {extension}, not {}: {out}", items.len());
+    let chunk = items[0]["data"]["chunk"].as_str().context("data.chunk")?;
+    use base64::Engine as _;
+    let gzipped = base64::engine::general_purpose::STANDARD.decode(chunk)?;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(gzipped.as_slice()).read_to_string(&mut text)?;
+    let release: Value = serde_json::from_str(&text)?;
+    let objects = olm_catalog::load::parse_manifest_text(release["manifest"].as_str().context("manifest")?).map_err(anyhow::Error::msg)?;
+    let text = |o: &Value, p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let objects = objects.iter().map(|o| (text(o, "/kind"), text(o, "/metadata/namespace"), text(o, "/metadata/name"))).collect();
+    Ok((items[0]["metadata"]["name"].as_str().unwrap_or_default().to_owned(), objects))
+}
+
 fn etcd_catalog() -> std::path::PathBuf {
     olm_e2e::repo().join("crates/olm-registry/testdata/catalog")
 }
@@ -192,6 +216,11 @@ async fn etcd_installs_as_plain_objects_upgrades_through_its_version_and_goes_wi
     .await?;
     let table = setup.cluster.kubectl(&["get", "clusterextension", &name]).await?.stdout;
     assert!(table.contains("etcdoperator.v0.9.2-clusterwide") && table.contains("0.9.2-clusterwide") && table.contains("True"), "kubectl's columns: {table}");
+    // What was installed is recorded as upstream records it: a Helm release its tools read.
+    let (release, objects) = deployed_release(&setup.cluster, &name).await?;
+    assert_eq!(release, format!("sh.helm.release.v1.{name}.v1"));
+    assert!(objects.contains(&("Deployment".into(), ns.name().into(), "etcd-operator".into())), "{objects:?}");
+    assert!(objects.contains(&("CustomResourceDefinition".into(), String::new(), "etcdclusters.etcd.database.coreos.com".into())), "{objects:?}");
 
     // A downgrade the catalog does not allow: said, and the installed bundle stays.
     setup.patch_catalog(&name, json!({"version": "0.9.0"})).await?;
@@ -212,6 +241,10 @@ async fn etcd_installs_as_plain_objects_upgrades_through_its_version_and_goes_wi
     setup.installed(&name, "etcdoperator.v0.9.4-clusterwide").await?;
     let deployment = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?.context("Deployment")?;
     assert_ne!(deployment.data["spec"]["template"]["spec"]["containers"][0]["image"], image_v2, "the new bundle's operator image");
+    // One release: the upgrade's replaced the first.
+    assert_eq!(deployed_release(&setup.cluster, &name).await?.0, format!("sh.helm.release.v1.{name}.v2"));
+    let all = setup.cluster.kubectl(&["get", "secrets", "-A", "-l", &format!("owner=operator-controller,name={name}"), "-o", "name"]).await?.stdout;
+    assert_eq!(all.lines().count(), 1, "no release of an earlier revision left: {all}");
 
     // SelfCertified: the user vouches for a move the channel graph does not offer (here back to
     // 0.9.2), as upstream's "force update".

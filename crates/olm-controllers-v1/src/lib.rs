@@ -66,6 +66,8 @@ pub struct V1Controllers {
     /// The URL the catalog server answers on, without a trailing slash
     /// (`status.urls.base` is `<base>/catalogs/<name>`).
     pub base_url: String,
+    /// The namespace OLM runs in, which holds ClusterExtensions' revision records.
+    pub namespace: String,
 }
 
 impl ControllerSet for V1Controllers {
@@ -99,7 +101,7 @@ impl ControllerSet for V1Controllers {
             services: wiring.caches.watch(kube::Api::all(wiring.client.clone()), owned()),
             service_accounts: wiring.caches.watch(kube::Api::all(wiring.client.clone()), owned()),
         };
-        let extension_state = clusterextension::ClusterExtensionState { extensions, catalogs, served, installed, memory: Default::default() };
+        let extension_state = clusterextension::ClusterExtensionState { extensions, catalogs, served, installed, memory: Default::default(), namespace: self.namespace.clone() };
         vec![
             tokio::spawn(clustercatalog::run(context(&wiring, clustercatalog::NAME, catalog_state), wiring.shutdown.signal())),
             tokio::spawn(clusterextension::run(context(&wiring, clusterextension::NAME, extension_state), wiring.shutdown.signal())),

@@ -47,6 +47,8 @@ pub struct Applied {
     pub objects: Vec<ObjectRef>,
     /// The Deployments adopted from OLM v0 that keep the spec they run with.
     pub live_spec: Vec<ObjectRef>,
+    /// Every object as applied, in order: the release's manifest.
+    pub manifest: Vec<Value>,
 }
 
 /// Resolved kinds, for one pass.
@@ -117,7 +119,7 @@ pub async fn apply_all(
     live_spec: &[ObjectRef],
     kinds: &mut Kinds,
 ) -> Result<Applied, String> {
-    let mut applied = Applied { objects: Vec::with_capacity(objects.len()), live_spec: Vec::new() };
+    let mut applied = Applied { objects: Vec::with_capacity(objects.len()), live_spec: Vec::new(), manifest: Vec::with_capacity(objects.len()) };
     let params = PatchParams::apply(field_manager).force();
     for object in objects {
         let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -145,6 +147,7 @@ pub async fn apply_all(
         }
         api.patch(&reference.name, &params, &Patch::Apply(&object)).await.map_err(|err| refused(installer, "apply", &reference, &resource, &err))?;
         applied.objects.push(reference);
+        applied.manifest.push(object);
     }
     Ok(applied)
 }

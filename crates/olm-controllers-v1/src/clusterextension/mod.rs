@@ -3,7 +3,8 @@
 //! reads it with the catalog's puller, renders it to plain objects (`olm_install::registry_v1`,
 //! no CSV), checks CRD upgrades, applies every object owned by the ClusterExtension (as the
 //! `spec.serviceAccount` it names, when it names one), removes what the previous revision had
-//! and the new one dropped, records the revision ([`record`]) and writes the status
+//! and the new one dropped, records the revision ([`record`], stored as upstream's Helm release:
+//! [`release`]) and writes the status
 //! ([`decide`], pure). A failed upgrade leaves the previous revision running and `Installed`.
 //!
 //! Deleting a ClusterExtension deletes what it installed, CRDs included, through the garbage
@@ -14,6 +15,7 @@ mod apply;
 pub mod decide;
 mod reconcile;
 pub mod record;
+pub mod release;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -43,6 +45,9 @@ pub struct ClusterExtensionState {
     pub installed: Installed,
     /// Per ClusterExtension name, between passes.
     pub memory: Arc<Mutex<HashMap<String, Memory>>>,
+    /// OLM's own namespace: where the revision records live ([`release`]), as upstream keeps
+    /// its releases in its own.
+    pub namespace: String,
 }
 
 /// Caches of the objects ClusterExtensions installed (by the owner-kind label; trimmed to what

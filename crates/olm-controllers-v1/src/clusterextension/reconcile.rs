@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::controller::{Action, Controller};
 use kube::{Api, ResourceExt};
@@ -32,6 +32,7 @@ use super::adopt::AdoptFrom;
 use super::apply::{self, Installer, Kinds, Owner};
 use super::decide::{self, Deprecations, InstalledBundle, Observed, Progress};
 use super::record::{self, Record};
+use super::release;
 use super::{ClusterExtensionState, Memory};
 
 /// How long a bundle read may take before the pass gives up and retries.
@@ -83,7 +84,7 @@ async fn reconcile(extension: Arc<ClusterExtension>, ctx: Arc<Ctx>) -> Result<Ac
 async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
     let name = extension.name_any();
     let namespace = extension.spec.namespace.clone();
-    let recorded = match read_record(ctx, &name, &namespace).await {
+    let recorded = match read_record(ctx, &name, &extension.uid().unwrap_or_default(), &namespace).await {
         Ok(recorded) => recorded,
         Err(message) => return Outcome { installed: None, progress: Progress::Retrying(message), deprecations: None },
     };
@@ -195,14 +196,14 @@ async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
         Ok(applied) => applied,
         Err(message) => return kept(Progress::Retrying(wrap(message))),
     };
-    let apply::Applied { objects: applied, live_spec } = applied;
+    let apply::Applied { objects: applied, live_spec, manifest } = applied;
     if let Err(message) = apply::remove(&installer, &record::dropped(&previous, &applied), &mut kinds).await {
         return kept(Progress::Retrying(wrap(format!("the new objects are applied, but removing what the new bundle dropped failed: {message}"))));
     }
     let changed = recorded.as_ref().is_none_or(|r| r.bundle != bundle || r.objects != applied || r.live_spec != live_spec);
     let revision = recorded.as_ref().map_or(1, |r| r.revision + u64::from(changed));
     let next = Record { revision, bundle: bundle.clone(), objects: applied, live_spec };
-    if changed && let Err(message) = write_record(ctx, &next, &name, &uid, &namespace).await {
+    if changed && let Err(message) = write_record(ctx, &next, &manifest, &name, &uid, &namespace).await {
         return kept(Progress::Retrying(wrap(message)));
     }
     if changed {
@@ -286,7 +287,35 @@ fn deprecations(package: &olm_catalog::Package, channels: &[String], installed: 
     out
 }
 
-async fn read_record(ctx: &Ctx, name: &str, namespace: &str) -> Result<Option<Record>, String> {
+/// The record of `name`'s deployed revision: its release in OLM's namespace ([`release`]), else
+/// the ConfigMap in the install namespace where olm-rs kept it before.
+async fn read_record(ctx: &Ctx, name: &str, uid: &str, namespace: &str) -> Result<Option<Record>, String> {
+    let system = &ctx.state.namespace;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), system);
+    let listed = match secrets.list(&ListParams::default().labels(&release::deployed_selector(name))).await {
+        Ok(listed) => listed.items,
+        Err(err) if is_not_found(&err) => Vec::new(),
+        Err(err) => return Err(format!("cannot read the release Secrets of {name} in {system}: {}", api_message(&err))),
+    };
+    // The newest of this ClusterExtension's (a same-named one deleted before may leave some
+    // for the garbage collector).
+    let index = listed
+        .into_iter()
+        .filter(|s| s.owner_references().iter().any(|o| o.uid == uid))
+        .max_by_key(|s| s.labels().get("version").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0));
+    if let Some(index) = index {
+        let index_name = index.name_any();
+        let unreadable = |why: String| format!("the release Secret {system}/{index_name} cannot be read ({why}): delete it and OLM applies the bundle again");
+        let mut extra = Vec::new();
+        for chunk in release::extra_chunks(&index).map_err(unreadable)? {
+            match secrets.get_opt(&chunk).await {
+                Ok(Some(secret)) => extra.push(secret),
+                Ok(None) => return Err(unreadable(format!("its chunk Secret {chunk} is missing"))),
+                Err(err) => return Err(format!("cannot read the release chunk Secret {system}/{chunk}: {}", api_message(&err))),
+            }
+        }
+        return release::read(&index, &extra).map(Some).map_err(unreadable);
+    }
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
     let map_name = record::name_for(name);
     match api.get_opt(&map_name).await {
@@ -300,14 +329,44 @@ async fn read_record(ctx: &Ctx, name: &str, namespace: &str) -> Result<Option<Re
     }
 }
 
-async fn write_record(ctx: &Ctx, record: &Record, name: &str, uid: &str, namespace: &str) -> Result<(), String> {
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-    let map = record::config_map(record, name, uid, namespace);
+/// Writes `record` as the deployed release, then removes the releases of earlier revisions (and
+/// the ConfigMap an older olm-rs kept): one record per ClusterExtension.
+async fn write_record(ctx: &Ctx, record: &Record, manifest: &[serde_json::Value], name: &str, uid: &str, namespace: &str) -> Result<(), String> {
+    let system = &ctx.state.namespace;
+    let now = Timestamp::now().to_string();
+    let secrets = release::secrets(record, manifest, name, uid, system, namespace, &now).map_err(|why| format!("cannot record revision {}: {why}", record.revision))?;
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), system);
     let params = PatchParams::apply(&ctx.field_manager()).force();
-    api.patch(&record::name_for(name), &params, &Patch::Apply(&map))
-        .await
-        .map(drop)
-        .map_err(|err| format!("cannot write the revision record ConfigMap {namespace}/{}: {}", record::name_for(name), api_message(&err)))
+    for secret in &secrets {
+        let secret_name = secret.name_any();
+        let mut result = api.patch(&secret_name, &params, &Patch::Apply(secret)).await;
+        if matches!(&result, Err(err) if is_not_found(err)) {
+            // OLM's own namespace is gone (or was never made, outside `olm dev`): make it.
+            let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+            let wanted = Namespace { metadata: kube::api::ObjectMeta { name: Some(system.clone()), ..Default::default() }, ..Default::default() };
+            match namespaces.create(&Default::default(), &wanted).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.code == 409 => {}
+                Err(err) => return Err(format!("OLM's namespace {system} does not exist and cannot be created: {}", api_message(&err))),
+            }
+            result = api.patch(&secret_name, &params, &Patch::Apply(secret)).await;
+        }
+        result.map_err(|err| format!("cannot write the release Secret {system}/{secret_name}: {}", api_message(&err)))?;
+    }
+    let current: std::collections::BTreeSet<String> = secrets.iter().map(ResourceExt::name_any).collect();
+    let all = api.list(&ListParams::default().labels(&release::all_selector(name))).await.map_err(|err| format!("cannot list the release Secrets of {name} in {system}: {}", api_message(&err)))?;
+    for old in all.items.iter().filter(|s| !current.contains(&s.name_any())) {
+        match api.delete(&old.name_any(), &Default::default()).await {
+            Ok(_) => {}
+            Err(err) if is_not_found(&err) => {}
+            Err(err) => return Err(format!("cannot delete the release Secret {system}/{} of an earlier revision: {}", old.name_any(), api_message(&err))),
+        }
+    }
+    match Api::<ConfigMap>::namespaced(ctx.client.clone(), namespace).delete(&record::name_for(name), &Default::default()).await {
+        Ok(_) => Ok(()),
+        Err(err) if is_not_found(&err) => Ok(()),
+        Err(err) => Err(format!("cannot delete the old revision record ConfigMap {namespace}/{}: {}", record::name_for(name), api_message(&err))),
+    }
 }
 
 async fn namespace_exists(ctx: &Ctx, namespace: &str) -> Result<(), String> {

@@ -1,18 +1,17 @@
-//! The revision record: which bundle a ClusterExtension installed and every object it applied,
-//! kept in a ConfigMap of the install namespace (owned by the ClusterExtension, so it goes with
-//! it). The next revision removes what the record lists and the new bundle no longer has; a
-//! failed upgrade leaves the record, and so the `Installed` bundle, as it was. Upstream keeps the
-//! same in Helm release Secrets of its own namespace.
-
-use std::collections::BTreeMap;
+//! The revision record: which bundle a ClusterExtension installed and every object it applied.
+//! The next revision removes what the record lists and the new bundle no longer has; a failed
+//! upgrade leaves the record, and so the `Installed` bundle, as it was. It is stored as upstream
+//! stores its installs, a Helm release in OLM's namespace ([`super::release`]), owned by the
+//! ClusterExtension so it goes with it. olm-rs before that kept it in a ConfigMap of the install
+//! namespace: [`read`] still reads one, and the next revision's release replaces it.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::decide::InstalledBundle;
-use super::{OWNER_KIND, OWNER_KIND_LABEL, OWNER_NAME_LABEL};
+use super::OWNER_KIND;
 
 /// The ConfigMap key that holds the record.
 const KEY: &str = "revision.json";
@@ -63,22 +62,6 @@ pub fn name_for(extension: &str) -> String {
     format!("{extension}.olm-revision")
 }
 
-/// The record as a ConfigMap in `namespace`, owned by the ClusterExtension.
-pub fn config_map(record: &Record, extension: &str, uid: &str, namespace: &str) -> ConfigMap {
-    let labels = BTreeMap::from([(OWNER_KIND_LABEL.to_owned(), OWNER_KIND.to_owned()), (OWNER_NAME_LABEL.to_owned(), extension.to_owned())]);
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name_for(extension)),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(labels),
-            owner_references: Some(vec![owner_reference(extension, uid)]),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(KEY.to_owned(), serde_json::to_string_pretty(record).unwrap_or_default())])),
-        ..Default::default()
-    }
-}
-
 /// The record a ConfigMap holds, or why it cannot be read (someone edited it).
 pub fn read(config_map: &ConfigMap) -> Result<Record, String> {
     let text = config_map.data.as_ref().and_then(|d| d.get(KEY)).ok_or_else(|| format!("it has no {KEY}"))?;
@@ -105,7 +88,28 @@ pub fn dropped<'a>(previous: &'a [ObjectRef], next: &[ObjectRef]) -> Vec<&'a Obj
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
     use super::*;
+    use crate::clusterextension::{OWNER_KIND_LABEL, OWNER_NAME_LABEL};
+
+    /// The record as a ConfigMap in `namespace`, as olm-rs wrote it before releases.
+    fn config_map(record: &Record, extension: &str, uid: &str, namespace: &str) -> ConfigMap {
+        let labels = BTreeMap::from([(OWNER_KIND_LABEL.to_owned(), OWNER_KIND.to_owned()), (OWNER_NAME_LABEL.to_owned(), extension.to_owned())]);
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name_for(extension)),
+                namespace: Some(namespace.to_owned()),
+                labels: Some(labels),
+                owner_references: Some(vec![owner_reference(extension, uid)]),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([(KEY.to_owned(), serde_json::to_string_pretty(record).unwrap_or_default())])),
+            ..Default::default()
+        }
+    }
 
     fn object(kind: &str, ns: &str, name: &str) -> ObjectRef {
         ObjectRef { api_version: "v1".into(), kind: kind.into(), namespace: ns.into(), name: name.into() }

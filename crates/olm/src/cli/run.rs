@@ -23,7 +23,7 @@ pub struct RunArgs {
     /// Elect a leader through a Lease so that several replicas can run; only the leader acts.
     #[arg(long)]
     leader_elect: bool,
-    /// Namespace OLM runs in (holds the leader Lease).
+    /// Namespace OLM runs in (holds the leader Lease and ClusterExtensions' revision records).
     #[arg(long, default_value = "olm")]
     namespace: String,
     /// Name of the leader Lease.
@@ -95,7 +95,7 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
         .with_context(|| format!("cannot serve ClusterCatalog content on {}", args.cluster_catalog_addr))?;
     let bound = catalog_server.http_addr.unwrap_or(args.cluster_catalog_addr);
     let base_url = args.cluster_catalog_url.clone().unwrap_or_else(|| format!("http://{bound}"));
-    let v1 = olm_controllers_v1::V1Controllers { images: images.clone(), publisher, base_url: base_url.clone() };
+    let v1 = olm_controllers_v1::V1Controllers { images: images.clone(), publisher, base_url: base_url.clone(), namespace: args.namespace.clone() };
     // A cluster whose CRDs predate OLM v1's gets v0 alone (and stays ready), and is told why.
     let extra: Vec<std::sync::Arc<dyn olm_runtime::ControllerSet>> = if v1_crds_installed(&client).await? {
         vec![std::sync::Arc::new(v1)]
