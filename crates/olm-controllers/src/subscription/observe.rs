@@ -61,11 +61,21 @@ pub struct GroupModes {
 
 impl GroupModes {
     /// What the one group of `namespace` asks for; `None` with no group, several, or targets
-    /// not resolved yet (nothing is then held back: the CSV controller says what is wrong).
+    /// not known yet (nothing is then held back: the CSV controller says what is wrong).
+    /// Targets are the group's status, or, before its controller wrote one, its spec's
+    /// `targetNamespaces` (none: all namespaces) when it has no selector: a group and a
+    /// Subscription created together must not get a bundle the group cannot run.
     pub fn of(groups: &[Arc<OperatorGroup>], namespace: &str) -> Option<GroupModes> {
         let [group] = groups else { return None };
-        let targets = group.status.as_ref()?.namespaces.as_deref()?;
-        let modes = InstallModeType::needed_for(namespace, targets).ok()?;
+        let from_spec = || match &group.spec.selector {
+            Some(_) => None,
+            None => Some(group.spec.target_namespaces.clone().filter(|t| !t.is_empty()).unwrap_or_else(|| vec![String::new()])),
+        };
+        let targets = match group.status.as_ref().and_then(|s| s.namespaces.clone()) {
+            Some(targets) => targets,
+            None => from_spec()?,
+        };
+        let modes = InstallModeType::needed_for(namespace, &targets).ok()?;
         Some(GroupModes { group: group.name_any(), modes: modes.into_iter().map(|m| m.as_str().to_owned()).collect() })
     }
 }

@@ -587,7 +587,16 @@ mod tests {
         assert_eq!(modes(Some(&["other"])), Some(vec!["SingleNamespace".to_owned()]));
         assert_eq!(modes(Some(&["ns", "other"])), Some(vec!["MultiNamespace".to_owned(), "OwnNamespace".to_owned()]));
         assert_eq!(modes(Some(&["a", "b"])), Some(vec!["MultiNamespace".to_owned()]));
-        assert_eq!(modes(None), None, "targets not resolved yet");
         assert_eq!(GroupModes::of(&[], "ns"), None, "no group");
+        // Before the group's controller writes its status: its spec, unless a selector leaves
+        // the targets to be found.
+        assert_eq!(modes(None), Some(vec!["AllNamespaces".to_owned()]), "no targetNamespaces, no selector");
+        let from_spec = |spec: serde_json::Value| {
+            let group: olm_api::v1::operator_group::OperatorGroup =
+                serde_json::from_value(serde_json::json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og"}, "spec": spec})).unwrap();
+            GroupModes::of(&[Arc::new(group)], "ns").map(|g| g.modes)
+        };
+        assert_eq!(from_spec(serde_json::json!({"targetNamespaces": ["ns"]})), Some(vec!["OwnNamespace".to_owned()]));
+        assert_eq!(from_spec(serde_json::json!({"selector": {"matchLabels": {"team": "a"}}})), None, "targets not resolved yet");
     }
 }
