@@ -353,6 +353,15 @@ async fn write_record(ctx: &Ctx, record: &Record, manifest: &[serde_json::Value]
         }
         result.map_err(|err| format!("cannot write the release Secret {system}/{secret_name}: {}", api_message(&err)))?;
     }
+    // The previous release first, by name: while both are there a reader finds two deployed
+    // releases (upstream's suite then finds none it can use), so that lasts one request.
+    if record.revision > 1 {
+        match api.delete(&release::key(name, record.revision - 1), &Default::default()).await {
+            Ok(_) => {}
+            Err(err) if is_not_found(&err) => {}
+            Err(err) => return Err(format!("cannot delete the release Secret {system}/{} of the previous revision: {}", release::key(name, record.revision - 1), api_message(&err))),
+        }
+    }
     let current: std::collections::BTreeSet<String> = secrets.iter().map(ResourceExt::name_any).collect();
     let all = api.list(&ListParams::default().labels(&release::all_selector(name))).await.map_err(|err| format!("cannot list the release Secrets of {name} in {system}: {}", api_message(&err)))?;
     for old in all.items.iter().filter(|s| !current.contains(&s.name_any())) {

@@ -271,12 +271,14 @@ pub fn check(csv: &ClusterServiceVersion, facts: &Facts<'_>, permissions: Option
         });
     }
 
-    let wanted_crds = csv.spec.owned_crds().iter().chain(csv.spec.required_crds());
-    let mut seen = BTreeSet::new();
-    for crd in wanted_crds {
-        if !seen.insert(crd.name.clone()) {
-            continue;
-        }
+    // One description per CRD name, as upstream's GetAllCRDDescriptions keeps: an owned one over
+    // a required one, the last listed over earlier ones (a real CSV owns one CRD twice, at a
+    // version it no longer serves and then at the one it does), in name order.
+    let mut wanted_crds = BTreeMap::new();
+    for crd in csv.spec.required_crds().iter().chain(csv.spec.owned_crds()) {
+        wanted_crds.insert(crd.name.clone(), crd);
+    }
+    for crd in wanted_crds.into_values() {
         let (status, message) = match crds.get(&crd.name) {
             None => (StatusReason::NotPresent, "CRD is not present".to_owned()),
             // Upstream's words (clients compare them); which version is in the CSV's own

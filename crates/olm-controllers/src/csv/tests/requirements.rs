@@ -86,6 +86,27 @@ fn missing_crds_and_service_account_keep_it_pending_with_requirement_status() {
     assert_eq!((restores.status.clone(), restores.message.as_str()), (StatusReason::NotPresent, "CRD version not served"));
 }
 
+/// multicluster-operators-subscription 0.4.0 owns gitopsclusters twice: at v1alpha1, which its
+/// CRD no longer serves, then at v1beta1. Upstream checks one description per CRD name, the last
+/// owned one, so it installs; so must we.
+#[test]
+fn a_crd_owned_twice_is_checked_at_the_version_listed_last() {
+    let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
+    let owned = world.csv.spec.custom_resource_definitions.as_mut().and_then(|c| c.owned.as_mut()).expect("owned CRDs");
+    let restores = owned.iter().position(|c| c.name == "etcdrestores.etcd.database.coreos.com").expect("etcdrestores");
+    let mut old = owned[restores].clone();
+    old.version = "v1alpha1".into();
+    owned.insert(restores, old);
+    let restores_state = world.crds.get("etcdrestores.etcd.database.coreos.com").cloned().expect("state");
+    assert!(!restores_state.served_versions.contains(&"v1alpha1".to_owned()), "the CRD does not serve the first version listed");
+    let decision = world.decide();
+    let requirements = decision.status.as_ref().and_then(|s| s.requirement_status.clone()).expect("requirement status");
+    let entries: Vec<_> = requirements.iter().filter(|r| r.name == "etcdrestores.etcd.database.coreos.com").collect();
+    assert_eq!(entries.len(), 1, "one entry per CRD: {entries:?}");
+    assert_eq!(entries[0].status, StatusReason::Present, "{entries:?}");
+    assert_ne!(phase_reason(&decision), (CsvPhase::Pending, CsvReason::RequirementsNotMet));
+}
+
 #[test]
 fn unsatisfied_permission_keeps_it_pending() {
     let mut world = World::etcd_ready(Some((CsvPhase::Pending, CsvReason::RequirementsUnknown)));
