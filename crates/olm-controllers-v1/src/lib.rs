@@ -100,6 +100,10 @@ impl ControllerSet for V1Controllers {
             deployments: wiring.caches.watch(kube::Api::all(wiring.client.clone()), owned()),
             services: wiring.caches.watch(kube::Api::all(wiring.client.clone()), owned()),
             service_accounts: wiring.caches.watch(kube::Api::all(wiring.client.clone()), owned()),
+            config_maps: wiring.caches.watch_trimmed(kube::Api::all(wiring.client.clone()), owned(), |map: &mut k8s_openapi::api::core::v1::ConfigMap| {
+                map.data = None;
+                map.binary_data = None;
+            }),
         };
         let extension_state = clusterextension::ClusterExtensionState { extensions, catalogs, served, installed, memory: Default::default(), namespace: self.namespace.clone() };
         vec![

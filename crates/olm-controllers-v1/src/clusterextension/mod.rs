@@ -57,6 +57,8 @@ pub struct Installed {
     pub deployments: Cache<k8s_openapi::api::apps::v1::Deployment>,
     pub services: Cache<k8s_openapi::api::core::v1::Service>,
     pub service_accounts: Cache<k8s_openapi::api::core::v1::ServiceAccount>,
+    /// Metadata only (their data trimmed): a bundle's ConfigMaps, put back when deleted.
+    pub config_maps: Cache<k8s_openapi::api::core::v1::ConfigMap>,
 }
 
 /// What this process remembers of one ClusterExtension.

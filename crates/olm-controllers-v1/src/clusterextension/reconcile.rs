@@ -450,6 +450,7 @@ pub fn run(
         removed_from(&state.installed.deployments, state.memory.clone()).boxed(),
         removed_from(&state.installed.services, state.memory.clone()).boxed(),
         removed_from(&state.installed.service_accounts, state.memory.clone()).boxed(),
+        removed_from(&state.installed.config_maps, state.memory.clone()).boxed(),
     ]);
     let controller = Controller::for_shared_stream(state.extensions.subscribe(), state.extensions.store().clone())
         .with_config(olm_runtime::controller::controller_config())
