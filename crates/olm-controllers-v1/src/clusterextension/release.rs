@@ -172,29 +172,19 @@ fn label_safe(key: &str) -> String {
         return key.to_owned();
     }
     use sha2::Digest as _;
-    let digest = sha2::Sha256::digest(key.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect::<String>()[..63].to_owned()
+    hex::encode(sha2::Sha256::digest(key.as_bytes()))[..63].to_owned()
 }
 
-/// Upstream's chunk name suffix: FNV-1a 64 of the chunk, base32 in `a–z1–6` without padding.
+/// Upstream's chunk name suffix: FNV-1a 64 of the chunk, big-endian, in base32 with the alphabet
+/// `a–z1–6` and no padding.
 fn chunk_hash(data: &[u8]) -> String {
-    let hash = data.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz123456";
-    let bytes = hash.to_be_bytes();
-    let mut out = String::new();
-    let (mut buffer, mut bits) = (0u32, 0u32);
-    for byte in bytes {
-        buffer = (buffer << 8) | u32::from(byte);
-        bits += 8;
-        while bits >= 5 {
-            out.push(ALPHABET[((buffer >> (bits - 5)) & 31) as usize] as char);
-            bits -= 5;
-        }
-    }
-    if bits > 0 {
-        out.push(ALPHABET[((buffer << (5 - bits)) & 31) as usize] as char);
-    }
-    out
+    use std::hash::Hasher as _;
+    let mut hasher = fnv::FnvHasher::default();
+    hasher.write(data);
+    let mut spec = data_encoding::Specification::new();
+    spec.symbols.push_str("abcdefghijklmnopqrstuvwxyz123456");
+    // The specification is constant and valid: an error here is a bug in these two lines.
+    spec.encoding().map(|base32| base32.encode(&hasher.finish().to_be_bytes())).unwrap_or_default()
 }
 
 #[cfg(test)]
