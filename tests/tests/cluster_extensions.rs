@@ -261,7 +261,19 @@ async fn etcd_installs_as_plain_objects_upgrades_through_its_version_and_goes_wi
             && condition(e, "Progressing").is_some_and(|c| c.1 == "Succeeded")
     }).await?;
     assert_eq!(installed_bundle(&kept).as_deref(), Some("etcdoperator.v0.9.2-clusterwide"));
-    assert!(get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?.is_some(), "still running");
+    let deployment = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?.context("still running")?;
+    // And still repaired: with no catalog to read the bundle from, a deleted Deployment is put
+    // back from what the release recorded (upstream's "auto-healing after catalog deletion").
+    let uid = deployment.metadata.uid.clone();
+    ns.kubectl(&["delete", "deployment", "etcd-operator", "--wait=true"]).await?;
+    wait_for("the deleted Deployment put back without a catalog", Duration::from_secs(30), || async {
+        let back = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?;
+        anyhow::Ok(back.filter(|d| d.metadata.uid != uid).map(drop))
+    })
+    .await?;
+    let image = &deployment.data["spec"]["template"]["spec"]["containers"][0]["image"];
+    let back = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?.context("put back")?;
+    assert_eq!(&back.data["spec"]["template"]["spec"]["containers"][0]["image"], image, "the installed bundle's, as it was");
 
     // Deleting the extension removes what it installed, as upstream's (the garbage collector).
     setup.extensions.delete(&name, &DeleteParams::default()).await?;
@@ -363,7 +375,7 @@ async fn an_unsafe_crd_upgrade_waits_with_the_old_revision_running_and_what_the_
     assert_eq!(deployment.data["spec"]["template"]["spec"]["containers"][0]["image"], json!("example.com/widget:1.0.0"), "nothing of v2 was applied");
 
     // Fixed: the upgrade goes through, and v1's Service, which v2 no longer has, goes.
-    ns.kubectl(&["patch", "widget", "small", "--type=merge", "-p", "{\"spec\":{\"size\":3}}"]).await?;
+    ns.kubectl(&["patch", "widgets.ext.example.com", "small", "--type=merge", "-p", "{\"spec\":{\"size\":3}}"]).await?;
     setup.installed(&name, "widget.v2.0.0").await?;
     let deployment = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "widget-operator").await?.context("Deployment")?;
     assert_eq!(deployment.data["spec"]["template"]["spec"]["containers"][0]["image"], json!("example.com/widget:2.0.0"));

@@ -84,8 +84,9 @@ async fn reconcile(extension: Arc<ClusterExtension>, ctx: Arc<Ctx>) -> Result<Ac
 async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
     let name = extension.name_any();
     let namespace = extension.spec.namespace.clone();
-    let recorded = match read_record(ctx, &name, &extension.uid().unwrap_or_default(), &namespace).await {
-        Ok(recorded) => recorded,
+    let (recorded, manifest) = match read_record(ctx, &name, &extension.uid().unwrap_or_default(), &namespace).await {
+        Ok(Some(deployed)) => (Some(deployed.record), deployed.manifest),
+        Ok(None) => (None, String::new()),
         Err(message) => return Outcome { installed: None, progress: Progress::Retrying(message), deprecations: None },
     };
     let installed = recorded.as_ref().map(|r| r.bundle.clone());
@@ -107,12 +108,21 @@ async fn pass(ctx: &Ctx, extension: &ClusterExtension) -> Outcome {
         Err(message) => return stay(Progress::Retrying(message)),
     };
     // No catalog at all (deleted, or none selected any more): keep what is installed, as
-    // upstream does, rather than call it a failure.
+    // upstream does, rather than call it a failure; what was deleted of it is put back.
     if offered.is_empty()
-        && let Some(installed) = &installed
+        && let Some((installed, record)) = installed.as_ref().zip(recorded.as_ref())
     {
-        tracing::info!(bundle = %installed.name, "no ClusterCatalog serves content for this extension; the installed bundle stays");
-        return stay(Progress::Done);
+        if applied_lately(&ctx.state, &name, extension.metadata.generation, &installed.name) {
+            return stay(Progress::Done);
+        }
+        tracing::info!(bundle = %installed.name, "no ClusterCatalog serves content for this extension; the installed bundle stays, applied again from its release");
+        return match apply_release_again(ctx, extension, record, &manifest).await {
+            Ok(()) => {
+                remember_applied(&ctx.state, &name, extension.metadata.generation, &installed.name);
+                stay(Progress::Done)
+            }
+            Err(message) => stay(Progress::Retrying(format!("no ClusterCatalog serves package {:?} any more, and applying bundle {} again from its release failed: {message}", installed.package, installed.name))),
+        };
     }
     let installed_version = installed.as_ref().and_then(|i| olm_catalog::version::parse_version(&i.version).ok());
     let channels = filter.channels.clone().unwrap_or_default();
@@ -287,9 +297,23 @@ fn deprecations(package: &olm_catalog::Package, channels: &[String], installed: 
     out
 }
 
-/// The record of `name`'s deployed revision: its release in OLM's namespace ([`release`]), else
-/// the ConfigMap in the install namespace where olm-rs kept it before.
-async fn read_record(ctx: &Ctx, name: &str, uid: &str, namespace: &str) -> Result<Option<Record>, String> {
+/// What the release of the installed revision applied, applied again: with no catalog to read
+/// the bundle from, objects deleted since are put back (upstream applies its cached bundle).
+async fn apply_release_again(ctx: &Ctx, extension: &ClusterExtension, record: &Record, manifest: &str) -> Result<(), String> {
+    // A record an older olm-rs kept in a ConfigMap has no manifest: nothing to apply from.
+    if manifest.is_empty() {
+        return Ok(());
+    }
+    let objects = olm_catalog::load::parse_manifest_text(manifest).map_err(|err| format!("its manifest cannot be read: {err}"))?;
+    let installer = installer(ctx, extension)?;
+    let (name, uid) = (extension.name_any(), extension.uid().unwrap_or_default());
+    let owner = Owner { name: &name, uid: &uid, install_namespace: &extension.spec.namespace, adopt_from: None };
+    apply::apply_all(&installer, &ctx.field_manager(), &owner, objects, &record.objects, &record.live_spec, &mut Kinds::default()).await.map(drop)
+}
+
+/// `name`'s deployed revision: its release in OLM's namespace ([`release`]), else the record in
+/// the ConfigMap in the install namespace where olm-rs kept it before (without a manifest).
+async fn read_record(ctx: &Ctx, name: &str, uid: &str, namespace: &str) -> Result<Option<release::Deployed>, String> {
     let system = &ctx.state.namespace;
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), system);
     let listed = match secrets.list(&ListParams::default().labels(&release::deployed_selector(name))).await {
@@ -320,7 +344,7 @@ async fn read_record(ctx: &Ctx, name: &str, uid: &str, namespace: &str) -> Resul
     let map_name = record::name_for(name);
     match api.get_opt(&map_name).await {
         Ok(None) => Ok(None),
-        Ok(Some(map)) => record::read(&map).map(Some).map_err(|why| {
+        Ok(Some(map)) => record::read(&map).map(|record| Some(release::Deployed { record, manifest: String::new() })).map_err(|why| {
             format!("the revision record ConfigMap {namespace}/{map_name} cannot be read ({why}): delete it and OLM applies the bundle again")
         }),
         // The namespace is gone or not there yet: nothing recorded in it.

@@ -126,9 +126,17 @@ pub fn extra_chunks(index: &Secret) -> Result<Vec<String>, String> {
     }
 }
 
-/// The record a release holds: olm-rs's own, or, for a release upstream wrote, the bundle from
-/// its labels and the objects of its manifest.
-pub fn read(index: &Secret, extra: &[Secret]) -> Result<Record, String> {
+/// A deployed release as read: its record, and its manifest (the objects as applied, YAML) to
+/// apply again when no catalog serves the bundle any more.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Deployed {
+    pub record: Record,
+    pub manifest: String,
+}
+
+/// The release an index (and its chunks) holds: olm-rs's own record, or, for a release upstream
+/// wrote, the bundle from its labels and the objects of its manifest.
+pub fn read(index: &Secret, extra: &[Secret]) -> Result<Deployed, String> {
     let mut data = Vec::new();
     for secret in std::iter::once(index).chain(extra) {
         let name = secret.metadata.name.as_deref().unwrap_or_default();
@@ -137,15 +145,19 @@ pub fn read(index: &Secret, extra: &[Secret]) -> Result<Record, String> {
     }
     let mut text = String::new();
     flate2::read::GzDecoder::new(data.as_slice()).read_to_string(&mut text).map_err(|err| format!("its chunks are not a gzipped release: {err}"))?;
-    let release: Value = serde_json::from_str(&text).map_err(|err| format!("the release is not JSON: {err}"))?;
-    if let Some(record) = release.get(RECORD_KEY) {
-        return serde_json::from_value(record.clone()).map_err(|err| format!("its {RECORD_KEY} is not a revision record: {err}"));
+    let mut release: Value = serde_json::from_str(&text).map_err(|err| format!("the release is not JSON: {err}"))?;
+    let manifest = match release.get_mut("manifest").map(Value::take) {
+        Some(Value::String(manifest)) => manifest,
+        _ => String::new(),
+    };
+    if let Some(record) = release.get_mut(RECORD_KEY).map(Value::take) {
+        let record = serde_json::from_value(record).map_err(|err| format!("its {RECORD_KEY} is not a revision record: {err}"))?;
+        return Ok(Deployed { record, manifest });
     }
     // Written by upstream's operator-controller.
     let labels = release.get("labels").cloned().unwrap_or_default();
     let label = |key: &str| labels.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let manifest = release.get("manifest").and_then(Value::as_str).unwrap_or_default();
-    let objects = olm_catalog::load::parse_manifest_text(manifest).map_err(|err| format!("its manifest cannot be read: {err}"))?;
+    let objects = olm_catalog::load::parse_manifest_text(&manifest).map_err(|err| format!("its manifest cannot be read: {err}"))?;
     let namespace = release.get("namespace").and_then(Value::as_str).unwrap_or_default();
     let mut objects: Vec<ObjectRef> = objects.iter().map(ObjectRef::of).collect();
     // Helm leaves a namespaced object's namespace to the release's; which kinds are namespaced
@@ -154,12 +166,13 @@ pub fn read(index: &Secret, extra: &[Secret]) -> Result<Record, String> {
     for object in objects.iter_mut().filter(|o| o.namespace.is_empty() && !CLUSTER_KINDS.contains(&o.kind.as_str())) {
         object.namespace = namespace.to_owned();
     }
-    Ok(Record {
+    let record = Record {
         revision: release.get("version").and_then(Value::as_u64).unwrap_or(1),
         bundle: InstalledBundle { package: label(PACKAGE_NAME), name: label(BUNDLE_NAME), version: label(BUNDLE_VERSION), image: label(BUNDLE_REFERENCE) },
         objects,
         live_spec: Vec::new(),
-    })
+    };
+    Ok(Deployed { record, manifest })
 }
 
 fn bundle_labels(bundle: &InstalledBundle) -> BTreeMap<&'static str, &str> {
@@ -234,7 +247,9 @@ mod tests {
         }
         assert_eq!(index.metadata.owner_references.as_ref().unwrap()[0].kind, "ClusterExtension");
         assert_eq!(manifest_of(index), applied());
-        assert_eq!(read(index, &[]).unwrap(), record(2));
+        let deployed = read(index, &[]).unwrap();
+        assert_eq!(deployed.record, record(2));
+        assert_eq!(olm_catalog::load::parse_manifest_text(&deployed.manifest).unwrap(), applied(), "the manifest, to apply again without a catalog");
     }
 
     #[test]
@@ -248,7 +263,7 @@ mod tests {
             data: Some(BTreeMap::from([("chunk".to_owned(), ByteString(encoder.finish().unwrap())), ("extraChunks".to_owned(), ByteString(b"[]".to_vec()))])),
             ..Default::default()
         };
-        assert_eq!(read(&index, &[]).unwrap(), record(2));
+        assert_eq!(read(&index, &[]).unwrap().record, record(2));
     }
 
     #[test]
@@ -268,7 +283,7 @@ mod tests {
         let names = extra_chunks(&secrets[0]).unwrap();
         assert_eq!(names.iter().map(String::as_str).collect::<Vec<_>>(), secrets[1..].iter().map(|s| s.metadata.name.as_deref().unwrap()).collect::<Vec<_>>());
         assert!(secrets[1..].iter().all(|s| s.type_.as_deref() == Some(CHUNK_TYPE) && s.immutable == Some(true)));
-        assert_eq!(read(&secrets[0], &secrets[1..]).unwrap(), record(1));
+        assert_eq!(read(&secrets[0], &secrets[1..]).unwrap().record, record(1));
         let partial = read(&secrets[0], &secrets[1..2]);
         assert!(partial.is_err(), "a missing chunk is an error, not a record: {} Secrets, {partial:?}", secrets.len());
     }
