@@ -145,6 +145,37 @@ pub fn kubectl_paths(env: &DevEnvironment) -> (PathBuf, PathBuf) {
     (Path::new(&bin).join("kubectl"), PathBuf::from(kubeconfig))
 }
 
+/// What the cluster says when a wait times out: every pod with its node, phase, readiness and
+/// restarts, and the Warning Events, newest last (so a failure on CI explains itself).
+pub fn cluster_diagnosis(env: &DevEnvironment) -> String {
+    let run = |args: &[&str]| {
+        let out = kubectl(env, args, None);
+        format!("$ kubectl {}\n{}{}", args.join(" "), String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    };
+    [
+        run(&["get", "pods", "-A", "-o", "wide"]),
+        run(&["get", "events", "-A", "--field-selector", "type=Warning", "--sort-by", ".lastTimestamp"]),
+    ]
+    .join("\n")
+}
+
+/// [`wait_for`], adding [`cluster_diagnosis`] to the panic when it times out.
+pub fn wait_for_on<T>(env: &DevEnvironment, what: &str, timeout: std::time::Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let begin = std::time::Instant::now();
+    loop {
+        match check() {
+            Ok(value) => {
+                eprintln!("{what}: {:?}", begin.elapsed());
+                return value;
+            }
+            Err(last) if begin.elapsed() > timeout => {
+                panic!("timed out after {timeout:?} waiting for {what}: {last}\n{}", cluster_diagnosis(env))
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_secs(1)),
+        }
+    }
+}
+
 /// Whether this process runs as root (the real node and the image builder need it).
 pub fn running_as_root() -> bool {
     // Without a libc binding in this crate: /proc/self/status's effective uid.

@@ -179,7 +179,7 @@ fn release_ownership(cluster: &Cluster<'_>) -> Vec<String> {
 fn assert_olm_pods(cluster: &Cluster<'_>, registry: &str) -> Vec<String> {
     let pods = cluster.ok(&[
         "get", "pods", "-n", OLM_NS, "-o",
-        "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase} {.status.conditions[?(@.type==\"Ready\")].status} {.spec.containers[0].image}{\"\\n\"}{end}",
+        "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.phase} {.status.conditions[?(@.type==\"Ready\")].status} {.spec.containers[0].image} restarts={.status.containerStatuses[0].restartCount}{\"\\n\"}{end}",
     ]);
     eprintln!("{pods}");
     let lines: Vec<&str> = pods.lines().collect();
@@ -215,8 +215,12 @@ fn olm_runs_as_pods_from_its_own_image() {
 
     // Every OLM pod on the real node, Ready, from the image built here.
     assert_olm_pods(&cluster, &registry);
-    let status = env.olm(&["dev", "status"]);
-    assert!(status.status.success(), "olm dev status is healthy:\n{}", text(&status));
+    // The Deployments' status follows the pods' within a few seconds (the controller-manager
+    // writes it); what `olm dev status` said meanwhile is printed, so a flap shows.
+    let status = olm_e2e::dev_env::wait_for_on(&env, "olm dev status healthy", Duration::from_secs(60), || {
+        let status = env.olm(&["dev", "status"]);
+        if status.status.success() { Ok(status) } else { eprintln!("{}", text(&status)); Err(text(&status)) }
+    });
     assert!(text(&status).contains("deployment/olm-operator") && text(&status).contains("2/2 ready"), "{}", text(&status));
 
     // The PackageManifest API, served by the packageserver pods through the aggregation layer.

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use olm_e2e::dev_env::{DevEnvironment, kubectl, process_alive, wait_for};
+use olm_e2e::dev_env::{DevEnvironment, kubectl, process_alive, wait_for_on};
 
 const SERVER_C: &str = r#"
 #include <signal.h>
@@ -253,7 +253,7 @@ fn a_real_pod_runs_on_the_real_node() {
     kubectl_ok(&env, &["apply", "-f", "-"], Some(STAYS_ON_KWOK));
 
     let started = Instant::now();
-    let pod = wait_for("the hello-real pod to be Running and Ready", Duration::from_secs(180), || {
+    let pod = wait_for_on(&env, "the hello-real pod to be Running and Ready", Duration::from_secs(180), || {
         let out = kubectl(
             &env,
             &["get", "pods", "-n", "default", "-l", "app=hello-real", "-o",
@@ -281,7 +281,7 @@ fn a_real_pod_runs_on_the_real_node() {
     let catalog = push_hello_operator_catalog(work.path(), &registry, &image);
     kubectl_ok(&env, &["apply", "-f", "-"], Some(&hello_subscription(operator_ns, &catalog)));
     let started = Instant::now();
-    wait_for("CSV hello-real.v0.1.0 Succeeded", Duration::from_secs(180), || {
+    wait_for_on(&env, "CSV hello-real.v0.1.0 Succeeded", Duration::from_secs(180), || {
         let phase = kubectl_ok(&env, &["get", "csv", "hello-real.v0.1.0", "-n", operator_ns, "--ignore-not-found", "-o", "jsonpath={.status.phase}"], None);
         if phase == "Succeeded" { Ok(()) } else { Err(format!("phase {phase:?}")) }
     });
@@ -296,7 +296,7 @@ fn a_real_pod_runs_on_the_real_node() {
     let lookups = kubectl_ok(&env, &["get", "installplans", "-n", operator_ns, "-o", "jsonpath={.items[*].status.bundleLookups[*].path}"], None);
     assert!(lookups.contains(&format!("{registry}/e2e/hello-real-bundle@sha256:")), "installed from its bundle image: {lookups}");
 
-    let kwok_node = wait_for("the pod without toleration to be scheduled", Duration::from_secs(60), || {
+    let kwok_node = wait_for_on(&env, "the pod without toleration to be scheduled", Duration::from_secs(60), || {
         let node = kubectl_ok(&env, &["get", "pod", "-n", "default", "no-toleration", "-o", "jsonpath={.spec.nodeName}"], None);
         if node.is_empty() { Err("not scheduled yet".to_owned()) } else { Ok(node) }
     });

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, wait_for};
+use olm_e2e::dev_env::{DevEnvironment, kubectl, kubectl_paths, wait_for_on};
 
 const NS: &str = "authorino-operator";
 const BUNDLES: &str = "tests/testdata/real-bundles/authorino-operator";
@@ -51,7 +51,7 @@ fn pods(env: &DevEnvironment, selector: &str) -> Vec<String> {
 
 /// Waits until every pod of `selector` runs Ready on the real node from `image`; their uids.
 fn running_on_the_node(env: &DevEnvironment, selector: &str, image: &str) -> Vec<String> {
-    wait_for(&format!("the pods of {selector} Running and Ready on {REAL_NODE} from {image}"), Duration::from_secs(240), || {
+    wait_for_on(env, &format!("the pods of {selector} Running and Ready on {REAL_NODE} from {image}"), Duration::from_secs(240), || {
         let pods = pods(env, selector);
         let wanted = format!(" {REAL_NODE} Running True {image}");
         if !pods.is_empty() && pods.iter().all(|p| p.ends_with(&wanted)) {
@@ -179,7 +179,7 @@ fn a_running_community_operator_with_a_webhook_moves_to_olm_v1_in_place() {
     // OLM v0 installs 0.12.0 for all namespaces.
     let catalog = push_catalog(work.path(), &registry);
     kubectl_ok(&env, &["apply", "-f", "-"], Some(&v0_install(&catalog)));
-    wait_for("CSV authorino-operator.v0.12.0 Succeeded", Duration::from_secs(300), || {
+    wait_for_on(&env, "CSV authorino-operator.v0.12.0 Succeeded", Duration::from_secs(300), || {
         let phase = kubectl_ok(&env, &["get", "csv", "authorino-operator.v0.12.0", "-n", NS, "--ignore-not-found", "-o", "jsonpath={.status.phase}"], None);
         if phase == "Succeeded" { Ok(()) } else { Err(format!("phase {phase:?}")) }
     });
@@ -188,7 +188,7 @@ fn a_running_community_operator_with_a_webhook_moves_to_olm_v1_in_place() {
 
     // A custom resource, read through the conversion webhook.
     kubectl_ok(&env, &["apply", "-f", "-"], Some(AUTH_CONFIG));
-    wait_for("the AuthConfig read at v1beta1 through the webhook", Duration::from_secs(60), || {
+    wait_for_on(&env, "the AuthConfig read at v1beta1 through the webhook", Duration::from_secs(60), || {
         let out = kubectl(&env, &["get", "authconfigs.v1beta1.authorino.kuadrant.io", "talker-api", "-n", NS, "-o", "jsonpath={.apiVersion}"], None);
         if out.status.success() { Ok(()) } else { Err(text(&out)) }
     });
@@ -231,7 +231,7 @@ fn a_running_community_operator_with_a_webhook_moves_to_olm_v1_in_place() {
 
     // An upgrade through the extension's version: the new operator pod runs on the node.
     kubectl_ok(&env, &["patch", "clusterextension", "authorino-operator", "--type=merge", "-p", r#"{"spec":{"source":{"catalog":{"version":"0.13.0"}}}}"#], None);
-    wait_for("0.13.0 installed through the extension", Duration::from_secs(300), || {
+    wait_for_on(&env, "0.13.0 installed through the extension", Duration::from_secs(300), || {
         let version = kubectl_ok(&env, &["get", "clusterextension", "authorino-operator", "-o", "jsonpath={.status.install.bundle.version}"], None);
         if version == "0.13.0" { Ok(()) } else { Err(version) }
     });
