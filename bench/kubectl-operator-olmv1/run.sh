@@ -37,6 +37,9 @@ base=${OLM_KO_PORT_BASE:-32000}
 export OLM_DEV_STATE_DIR="$out/env" OLM_DEV_PORT_BASE=$base
 "$olm" dev down --purge >/dev/null 2>&1 || true
 "$olm" dev up > "$out/dev-up.log" 2>&1
+# Its ports would keep the test suites' environments from starting: down when done, its logs
+# kept in OUT_DIR/logs (KEEP=1 leaves it up to look at).
+[ "${KEEP:-0}" = 1 ] || trap 'cp -r "$OLM_DEV_STATE_DIR/logs" "$out/" 2>/dev/null; "$olm" dev down --purge >/dev/null 2>&1 || true' EXIT
 export KUBECONFIG="$OLM_DEV_STATE_DIR/kubeconfig"
 kubectl_dir=$(dirname "$(ls -d "$cache"/bin/k8s-v*/kubectl | tail -n 1)")
 # kubectl finds the plugin on PATH as `kubectl operator`.

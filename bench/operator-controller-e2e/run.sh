@@ -60,6 +60,9 @@ YAML
 export OLM_DEV_STATE_DIR="$out/env" OLM_DEV_PORT_BASE=$base OLM_DEV_KWOK_CONFIG="$out/kwok-port-forward.yaml"
 "$olm" dev down --purge >/dev/null 2>&1 || true
 "$olm" dev up
+# Its ports would keep the test suites' environments from starting: down when done, its logs
+# kept in OUT_DIR/logs (KEEP=1 leaves it up to look at).
+[ "${KEEP:-0}" = 1 ] || trap 'cp -r "$OLM_DEV_STATE_DIR/logs" "$out/" 2>/dev/null; "$olm" dev down --purge >/dev/null 2>&1 || true' EXIT
 export KUBECONFIG="$OLM_DEV_STATE_DIR/kubeconfig"
 kubectl=$(ls -d "$cache"/bin/k8s-v*/kubectl | tail -n 1)
 "$kubectl" apply -f bench/operator-controller-e2e/stand-in.yaml

@@ -459,15 +459,15 @@ spec: {{name: {package}, channel: {channel}, source: {source}, sourceNamespace: 
 }
 
 /// `kubectl get -w` streams whose lines arrive, time-stamped on arrival, on one channel.
-struct Watches {
+pub(crate) struct Watches {
     children: Vec<Child>,
-    rx: mpsc::Receiver<(Instant, usize, String)>,
+    pub(crate) rx: mpsc::Receiver<(Instant, usize, String)>,
 }
 
 impl Watches {
     /// One stream per argument list (each is `kubectl get ... -w -o jsonpath=...`); the index of
     /// the list is sent with each line.
-    fn start(layout: &olm_dev::Layout, streams: &[Vec<String>], log: &Path) -> anyhow::Result<Watches> {
+    pub(crate) fn start(layout: &olm_dev::Layout, streams: &[Vec<String>], log: &Path) -> anyhow::Result<Watches> {
         let (tx, rx) = mpsc::channel();
         let mut children = Vec::new();
         for (i, args) in streams.iter().enumerate() {
@@ -501,7 +501,7 @@ impl Drop for Watches {
     }
 }
 
-fn watch_args(kind: &str, namespace: Option<&str>, jsonpath: &str) -> Vec<String> {
+pub(crate) fn watch_args(kind: &str, namespace: Option<&str>, jsonpath: &str) -> Vec<String> {
     let mut a = vec!["get".to_string(), kind.to_string()];
     match namespace {
         Some(ns) => a.extend(["-n".to_string(), ns.to_string()]),

@@ -21,6 +21,8 @@
 //! `--large-scale [--namespaces N] [--subscriptions N] [--copies on|off|both] …` runs only the
 //! 10,000-namespace run (large_scale.rs) and writes its section to target/olm-bench/large-scale.md. `OLM_BENCH_OLM=PATH` runs another `olm` build than target/release/olm
 //! (`OLM_BENCH_OLM=bench/olm-heaptrack.sh` takes a heap profile of every `olm run`; see that script).
+//! `--v1-vs-v0 [--runs N] [--out FILE]` runs only one operator installed through a ClusterExtension and
+//! through a Subscription (v1_install.rs) and writes its section to target/olm-bench/v1-vs-v0.md.
 
 mod catalogs;
 mod chaos;
@@ -47,6 +49,7 @@ mod kubectl_operator;
 mod upstream_e2e;
 mod upstream_e2e_ci;
 mod upstream_e2e_report;
+mod v1_install;
 
 // Our resolver runs in this process: with the allocator `olm` ships (crates/olm/src/main.rs).
 #[global_allocator]
@@ -262,6 +265,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.iter().any(|a| a == "--large-scale") {
         return large_scale_report::main(&workspace, &args);
+    }
+    if args.iter().any(|a| a == "--v1-vs-v0") {
+        return v1_install::main(&workspace, &args);
     }
     if args.iter().any(|a| a == "--upstream-e2e") {
         return upstream_e2e::main(&workspace, &args);
