@@ -160,20 +160,8 @@ pub fn cluster_diagnosis(env: &DevEnvironment) -> String {
 }
 
 /// [`wait_for`], adding [`cluster_diagnosis`] to the panic when it times out.
-pub fn wait_for_on<T>(env: &DevEnvironment, what: &str, timeout: std::time::Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let begin = std::time::Instant::now();
-    loop {
-        match check() {
-            Ok(value) => {
-                eprintln!("{what}: {:?}", begin.elapsed());
-                return value;
-            }
-            Err(last) if begin.elapsed() > timeout => {
-                panic!("timed out after {timeout:?} waiting for {what}: {last}\n{}", cluster_diagnosis(env))
-            }
-            Err(_) => std::thread::sleep(std::time::Duration::from_secs(1)),
-        }
-    }
+pub fn wait_for_on<T>(env: &DevEnvironment, what: &str, timeout: std::time::Duration, check: impl FnMut() -> Result<T, String>) -> T {
+    wait_explained(what, timeout, check, || format!("\n{}", cluster_diagnosis(env)))
 }
 
 /// Whether this process runs as root (the real node and the image builder need it).
@@ -195,7 +183,11 @@ pub fn own_namespace_yaml(ns: &str) -> String {
 
 /// Polls `check` every second until it returns Ok, saying how long it took, or panics with
 /// its last error after `timeout`.
-pub fn wait_for<T>(what: &str, timeout: std::time::Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+pub fn wait_for<T>(what: &str, timeout: std::time::Duration, check: impl FnMut() -> Result<T, String>) -> T {
+    wait_explained(what, timeout, check, String::new)
+}
+
+fn wait_explained<T>(what: &str, timeout: std::time::Duration, mut check: impl FnMut() -> Result<T, String>, explain: impl FnOnce() -> String) -> T {
     let begin = std::time::Instant::now();
     loop {
         match check() {
@@ -203,7 +195,7 @@ pub fn wait_for<T>(what: &str, timeout: std::time::Duration, mut check: impl FnM
                 eprintln!("{what}: {:?}", begin.elapsed());
                 return value;
             }
-            Err(last) if begin.elapsed() > timeout => panic!("timed out after {timeout:?} waiting for {what}: {last}"),
+            Err(last) if begin.elapsed() > timeout => panic!("timed out after {timeout:?} waiting for {what}: {last}{}", explain()),
             Err(_) => std::thread::sleep(std::time::Duration::from_secs(1)),
         }
     }

@@ -155,6 +155,18 @@ async fn deployed_release(cluster: &TestCluster, extension: &str) -> anyhow::Res
     Ok((items[0]["metadata"]["name"].as_str().unwrap_or_default().to_owned(), objects))
 }
 
+/// Deletes `deployment` and waits (30 s) for the ClusterExtension to put it back: the new one.
+async fn deleted_and_put_back(cluster: &TestCluster, ns: &olm_testkit::TestNamespace, deployment: &DynamicObject, what: &str) -> anyhow::Result<DynamicObject> {
+    let (uid, name) = (deployment.metadata.uid.clone(), deployment.metadata.name.clone().unwrap_or_default());
+    ns.kubectl(&["delete", "deployment", &name, "--wait=true"]).await?;
+    let back = wait_for(what, Duration::from_secs(30), || async {
+        let back = get(cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), &name).await?;
+        anyhow::Ok(back.filter(|d| d.metadata.uid != uid))
+    })
+    .await?;
+    Ok(back)
+}
+
 fn etcd_catalog() -> std::path::PathBuf {
     olm_e2e::repo().join("crates/olm-registry/testdata/catalog")
 }
@@ -207,13 +219,7 @@ async fn etcd_installs_as_plain_objects_upgrades_through_its_version_and_goes_wi
     let csvs = ns.kubectl(&["get", "clusterserviceversions", "-o", "name"]).await?.stdout;
     assert!(csvs.trim().is_empty(), "OLM v1 writes no CSV: {csvs}");
     // A deleted Deployment is put back at once (upstream's drift repair).
-    let uid = deployment.metadata.uid.clone();
-    ns.kubectl(&["delete", "deployment", "etcd-operator", "--wait=true"]).await?;
-    wait_for("the deleted Deployment put back", Duration::from_secs(30), || async {
-        let back = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?;
-        anyhow::Ok(back.filter(|d| d.metadata.uid != uid).map(drop))
-    })
-    .await?;
+    deleted_and_put_back(&setup.cluster, &ns, &deployment, "the deleted Deployment put back").await?;
     let table = setup.cluster.kubectl(&["get", "clusterextension", &name]).await?.stdout;
     assert!(table.contains("etcdoperator.v0.9.2-clusterwide") && table.contains("0.9.2-clusterwide") && table.contains("True"), "kubectl's columns: {table}");
     // What was installed is recorded as upstream records it: a Helm release its tools read.
@@ -264,16 +270,9 @@ async fn etcd_installs_as_plain_objects_upgrades_through_its_version_and_goes_wi
     let deployment = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?.context("still running")?;
     // And still repaired: with no catalog to read the bundle from, a deleted Deployment is put
     // back from what the release recorded (upstream's "auto-healing after catalog deletion").
-    let uid = deployment.metadata.uid.clone();
-    ns.kubectl(&["delete", "deployment", "etcd-operator", "--wait=true"]).await?;
-    wait_for("the deleted Deployment put back without a catalog", Duration::from_secs(30), || async {
-        let back = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?;
-        anyhow::Ok(back.filter(|d| d.metadata.uid != uid).map(drop))
-    })
-    .await?;
-    let image = &deployment.data["spec"]["template"]["spec"]["containers"][0]["image"];
-    let back = get(&setup.cluster, "apps/v1", "Deployment", "deployments", Some(ns.name()), "etcd-operator").await?.context("put back")?;
-    assert_eq!(&back.data["spec"]["template"]["spec"]["containers"][0]["image"], image, "the installed bundle's, as it was");
+    let back = deleted_and_put_back(&setup.cluster, &ns, &deployment, "the deleted Deployment put back without a catalog").await?;
+    let image = |d: &DynamicObject| d.data["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+    assert_eq!(image(&back), image(&deployment), "the installed bundle's, as it was");
 
     // Deleting the extension removes what it installed, as upstream's (the garbage collector).
     setup.extensions.delete(&name, &DeleteParams::default()).await?;
