@@ -152,12 +152,13 @@ failCgroupV1: false
 # PID 1 is not systemd.
 cgroupDriver: cgroupfs
 failSwapOn: false
-# A small, busy disk: evict only when really full, and never garbage-collect images (the
-# locally built pause image cannot be pulled back).
+# A busy disk: evict only when really full (an absolute floor: 1% of a 252 GB disk is 2.5 GB,
+# which the builds beside the tests can leave less of, and the pods were evicted), and never
+# garbage-collect images (the locally built pause image cannot be pulled back).
 evictionHard:
   memory.available: 100Mi
-  nodefs.available: "1%"
-  imagefs.available: "1%"
+  nodefs.available: 200Mi
+  imagefs.available: 200Mi
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 podLogsDir: {pod_logs}
@@ -276,7 +277,8 @@ mod tests {
             "cgroupDriver: cgroupfs",
             "failSwapOn: false",
             "address: 192.0.2.2",
-            "nodefs.available: \"1%\"",
+            "nodefs.available: 200Mi",
+            "imagefs.available: 200Mi",
             "containerRuntimeEndpoint: unix:///tmp/x/state/node/containerd/containerd.sock",
         ] {
             assert!(kubelet.contains(needed), "{needed} missing:\n{kubelet}");

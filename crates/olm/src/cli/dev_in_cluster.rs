@@ -130,8 +130,14 @@ pub fn up(source: Option<&Path>, installer: Installer) -> anyhow::Result<ExitCod
 
     for deployment in DEPLOYMENTS {
         let target = format!("deployment/{deployment}");
-        kubectl(&layout, &["rollout", "status", "-n", OLM_NAMESPACE, &target, "--timeout=180s"], None)
-            .with_context(|| format!("waiting for {OLM_NAMESPACE}/{deployment}: see `kubectl -n {OLM_NAMESPACE} describe {target}` and its pods' logs"))?;
+        if let Err(err) = kubectl(&layout, &["rollout", "status", "-n", OLM_NAMESPACE, &target, "--timeout=180s"], None) {
+            // What the pods and the Warning Events say, so that the reason is in the error.
+            let pods = kubectl(&layout, &["get", "pods", "-n", OLM_NAMESPACE, "-o", "wide"], None).unwrap_or_default();
+            let events = kubectl(&layout, &["get", "events", "-n", OLM_NAMESPACE, "--field-selector", "type=Warning", "--sort-by", ".lastTimestamp"], None).unwrap_or_default();
+            return Err(err.context(format!(
+                "waiting for {OLM_NAMESPACE}/{deployment}; its pods:\n{pods}\nWarning Events in {OLM_NAMESPACE}:\n{events}\nsee `kubectl -n {OLM_NAMESPACE} describe {target}` and its pods' logs"
+            )));
+        }
         progress.say(format!("{OLM_NAMESPACE}/{deployment}: every replica Ready"));
     }
     wait_until("APIService v1.packages.operators.coreos.com Available", Duration::from_secs(90), &progress, || {
