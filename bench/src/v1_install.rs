@@ -20,7 +20,8 @@ use crate::e2e::{Watches, wait_for, watch_args};
 use crate::serve::memory_mib;
 
 pub const USAGE: &str = "olm-bench --v1-vs-v0 [--runs N] [--out FILE]";
-const PORT_BASE: u16 = 33000;
+/// Below the ephemeral range (32768 up), where an outgoing connection may hold a port.
+const PORT_BASE: u16 = 23000;
 const PACKAGE: &str = "etcd";
 const CHANNEL: &str = "clusterwide-alpha";
 const HEAD: &str = "etcdoperator.v0.9.4-clusterwide";
@@ -80,7 +81,10 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
             done.push(run?);
         }
     }
-    let text = markdown(&results, &format!("bench/run.sh --v1-vs-v0 --runs {runs}"), started.elapsed());
+    let commit = std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).current_dir(workspace).output();
+    let commit = commit.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
+    let when = format!("on {} at commit `{commit}`", jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"));
+    let text = markdown(&results, &format!("bench/run.sh --v1-vs-v0 --runs {runs}"), &when, started.elapsed());
     if let Some(parent) = out.parent() {
         std::fs::create_dir_all(parent)?;
     }
@@ -173,17 +177,19 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or_default()
 }
 
-fn markdown(results: &[(Api, Vec<Run>)], command: &str, elapsed: Duration) -> String {
+fn markdown(results: &[(Api, Vec<Run>)], command: &str, when: &str, elapsed: Duration) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "## OLM v1's API beside v0's: one operator (ours only, a separate run)\n");
-    let _ = writeln!(s, "Run in {:.0} s with:\n\n```sh\n{command}\n```\n", elapsed.as_secs_f64());
+    let _ = writeln!(s, "Run {when} in {:.0} s with:\n\n```sh\n{command}\n```\n", elapsed.as_secs_f64());
     let _ = writeln!(
         s,
         "etcd from the bundled catalog (channel `{CHANNEL}`, head `{HEAD}`), installed for all namespaces through a Subscription \
          (in `{V0_NAMESPACE}`, `olm dev up`'s global OperatorGroup) and through a ClusterExtension (into `{V1_NAMESPACE}`, as a \
          ServiceAccount bound to cluster-admin), each on a fresh `olm dev up` (private control plane, kwok node), alternating. \
          Times are from the object's ADDED event to the first event showing the state, on `kubectl get -w` streams started \
-         before it; `olm run`'s RSS 2 s after. The median run of each; every run listed.\n"
+         before it; `olm run`'s RSS 2 s after. The median run of each; every run listed. `Installed` says the bundle's \
+         objects are applied (as upstream's does); a CSV is `Succeeded` once its Deployment is Available too: the operator \
+         Deployment's column is the like-for-like one.\n"
     );
     let _ = writeln!(s, "| API | installed (median) | operator Deployment Available (median) | `olm run` RSS (median) | every run: installed / Available |");
     let _ = writeln!(s, "|---|---|---|---|---|");
