@@ -72,7 +72,7 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn git(workspace: &Path, args: &[&str]) -> String {
+pub(crate) fn git(workspace: &Path, args: &[&str]) -> String {
     std::process::Command::new("git")
         .args(args)
         .current_dir(workspace)

@@ -204,9 +204,7 @@ fn round_of(
 }
 
 fn median_ms(values: &[Duration]) -> f64 {
-    let mut v: Vec<f64> = values.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+    crate::figures::median(values.iter().map(|d| d.as_secs_f64() * 1000.0).collect())
 }
 
 /// The report as a Markdown section.

@@ -17,6 +17,7 @@ use anyhow::{Context, bail};
 
 use crate::dev_env::{CONTROLLERS, DevEnv};
 use crate::e2e::{Watches, wait_for, watch_args};
+use crate::figures::median;
 use crate::serve::memory_mib;
 
 pub const USAGE: &str = "olm-bench --v1-vs-v0 [--runs N] [--out FILE]";
@@ -81,8 +82,7 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
             done.push(run?);
         }
     }
-    let commit = std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).current_dir(workspace).output();
-    let commit = commit.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned()).unwrap_or_default();
+    let commit = crate::large_scale_report::git(workspace, &["rev-parse", "--short", "HEAD"]);
     let when = format!("on {} at commit `{commit}`", jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"));
     let text = markdown(&results, &format!("bench/run.sh --v1-vs-v0 --runs {runs}"), &when, started.elapsed());
     if let Some(parent) = out.parent() {
@@ -170,11 +170,6 @@ fn install(env: &DevEnv, api: Api, work: &Path) -> anyhow::Result<Run> {
     let (rss_mib, _) = memory_mib(env.pid(CONTROLLERS)?)?;
     let since = |at: Option<Instant>| at.map(|at| at.saturating_duration_since(created)).unwrap_or_default();
     Ok(Run { installed: since(installed), available: since(available), rss_mib })
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or_default()
 }
 
 fn markdown(results: &[(Api, Vec<Run>)], command: &str, when: &str, elapsed: Duration) -> String {
