@@ -14,7 +14,7 @@ use olm_resolver::Selected;
 use olm_runtime::{ControllerContext, Error, EventNote, Result};
 
 use super::decide::PlanView;
-use super::plan::{LookupState, NewPlan};
+use super::plan::{LookupState, NewPlan, PlanId};
 use super::pulls::{ContentError, PullOutcome};
 use crate::plan_content::ContentConfigMap;
 use super::observe::{Facts, plan_view};
@@ -87,7 +87,7 @@ pub async fn create_plan(
         } else {
             ContentError::Unpack(failed.join("; "))
         };
-        let (plan, status) = super::plan::lookup_plan(sub, bundles, &images, &states, facts.next_plan_generation, now);
+        let (plan, status) = super::plan::lookup_plan(sub, bundles, &images, &states, &plan_id(facts, bundles), now);
         let lookup_plan = write_lookup_plan(ctx, facts, plan, status).await?;
         return Ok(Err(NotReady { error, lookup_plan }));
     }
@@ -105,9 +105,10 @@ pub async fn create_plan(
         }
     }
     // A plan whose lookups were written first may have been approved meanwhile.
-    let approved_already = existing_plan(ctx, &namespace, &super::plan::plan_name(sub, bundles)).is_some_and(|p| p.spec.approved);
+    let id = plan_id(facts, bundles);
+    let approved_already = existing_plan(ctx, &namespace, &id.name).is_some_and(|p| p.spec.approved);
     let NewPlan { plan, status, content } =
-        match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, facts.next_plan_generation, approved_already, now) {
+        match super::plan::install_plan(sub, bundles, &fetched, &facts.subs, &id, approved_already, now) {
             Ok(built) => built,
             Err(message) => return Ok(Err(ContentError::Other(message).into())),
         };
@@ -177,6 +178,27 @@ pub async fn create_plan(
     let mut view = plan_view(&created);
     view.phase = status.phase;
     Ok(Ok(view))
+}
+
+/// The plan to make for `bundles`: the referenced plan when it waits for these bundles' content
+/// (its steps complete it), else [`plan_name`](super::plan::plan_name), another name than the
+/// referenced plan's when a user deleted it.
+fn plan_id(facts: &Facts, bundles: &[&Selected]) -> PlanId {
+    let generation = facts.next_plan_generation;
+    if let Some(waiting) = facts.plan.as_ref().filter(|p| p.awaits_content && same_bundles(&p.bundles, bundles)) {
+        return PlanId { name: waiting.name.clone(), generation: waiting.generation.unwrap_or(generation) };
+    }
+    let referenced = facts.sub.status.as_ref().and_then(|s| s.install_plan_ref.as_ref()).and_then(|r| r.name.as_deref());
+    let deleted = referenced.filter(|_| facts.plan_missing);
+    PlanId { name: super::plan::plan_name(&facts.sub, bundles, deleted), generation }
+}
+
+fn same_bundles(names: &[String], bundles: &[&Selected]) -> bool {
+    let mut names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut wanted: Vec<&str> = bundles.iter().map(|b| b.name.as_str()).collect();
+    names.sort_unstable();
+    wanted.sort_unstable();
+    names == wanted
 }
 
 /// What the CRDs of the bundles a rollback installs again would break: versions still stored

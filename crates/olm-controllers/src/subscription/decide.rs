@@ -58,6 +58,8 @@ pub struct PlanView {
     /// It has no steps yet: its bundle lookups are pending, or failed (resolution goes on, so
     /// the pull is retried and the steps written when it succeeds).
     pub awaits_content: bool,
+    /// `spec.clusterServiceVersionNames`: the bundles it installs.
+    pub bundles: Vec<String>,
 }
 
 /// What the observe step found about the Subscription's current CSV.
@@ -310,8 +312,9 @@ pub fn status(o: &Observed<'_>, now: Timestamp) -> SubscriptionStatus {
     // Plan and CSV bookkeeping.
     let mut plan = o.plan.clone();
     if o.plan_missing && o.current.is_none() {
-        // The plan went away before its CSV appeared: start over.
-        st.install_plan_ref = None;
+        // The plan went away before its CSV appeared: start over. The reference stays until a
+        // new plan replaces it, so that the new one is named apart from the deleted one
+        // (`plan::plan_name`) even when this resolution makes none.
         st.install_plan = None;
         st.install_plan_generation = None;
         st.current_csv = None;

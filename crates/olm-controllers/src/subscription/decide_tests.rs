@@ -55,6 +55,7 @@ fn plan(phase: InstallPlanPhase) -> PlanView {
         message: None,
         write_failed: None,
         awaits_content: false,
+        bundles: vec!["etcd.v1".into()],
     }
 }
 
@@ -371,4 +372,29 @@ fn a_failed_installed_csv_is_said_on_the_subscription() {
     o.plan = Some(plan(InstallPlanPhase::Complete));
     o.current = Some(CsvView { name: "widget.v1.0.0".into(), phase: Some(CsvPhase::Succeeded), failure: None });
     assert!(condition(&status(&o, Timestamp::UNIX_EPOCH), SubscriptionConditionType::InstalledCsvFailed).is_none());
+}
+
+#[test]
+fn a_plan_deleted_before_its_csv_came_starts_over_and_the_new_plan_replaces_the_reference() {
+    let mut s = sub();
+    s.status = Some(status(
+        &observed(&s, Resolved::NewPlan { plan: plan(InstallPlanPhase::RequiresApproval), current_csv: "etcd.v1".into() }),
+        Timestamp::UNIX_EPOCH,
+    ));
+    // A user deleted install-x; this pass's resolution made no plan (say, the catalog is down).
+    let gone = Observed { plan_missing: true, ..observed(&s, Resolved::Skipped) };
+    let st = status(&gone, Timestamp::UNIX_EPOCH);
+    assert_eq!((st.state.clone(), st.current_csv.clone(), st.install_plan.clone()), (Some(SubscriptionState::None), None, None));
+    // Kept: the next plan is named apart from the deleted one (plan::plan_name).
+    assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-x"));
+    assert!(condition(&st, SubscriptionConditionType::InstallPlanMissing).is_none(), "nothing was installed: nothing is missing");
+    assert_eq!(gate(None, true, None, true), Gate::Resolve);
+
+    s.status = Some(st);
+    let again = PlanView { name: "install-y".into(), ..plan(InstallPlanPhase::RequiresApproval) };
+    let o = Observed { plan_missing: true, ..observed(&s, Resolved::NewPlan { plan: again, current_csv: "etcd.v1".into() }) };
+    let st = status(&o, Timestamp::UNIX_EPOCH);
+    assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-y"));
+    assert_eq!(st.install_plan.as_ref().map(|p| p.name.as_str()), Some("install-y"));
+    assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
 }

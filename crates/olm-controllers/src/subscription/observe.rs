@@ -286,6 +286,7 @@ pub fn plan_view(plan: &InstallPlan) -> PlanView {
         message: status.and_then(|s| s.message.clone()),
         write_failed: None,
         awaits_content: status.is_some_and(super::plan::awaits_content),
+        bundles: plan.spec.cluster_service_version_names.clone(),
     }
 }
 

@@ -36,16 +36,24 @@ pub struct NewPlan {
     pub content: Vec<ContentConfigMap>,
 }
 
-/// The plan for `bundles` (this Subscription's first) whose content is `fetched` (same order),
-/// or why a bundle cannot be installed. `subs` are the namespace's Subscriptions; `generation`
-/// is the namespace's next plan generation; `approved_already` when a user approved the plan
-/// while its bundles were pulled.
+/// Who a new plan is: its name and the namespace's next plan generation (`spec.generation`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanId {
+    /// `metadata.name`: see [`plan_name`].
+    pub name: String,
+    /// One more than the namespace's plans' highest.
+    pub generation: i64,
+}
+
+/// The plan `id` for `bundles` (this Subscription's first) whose content is `fetched` (same
+/// order), or why a bundle cannot be installed. `subs` are the namespace's Subscriptions;
+/// `approved_already` when a user approved the plan while its bundles were pulled.
 pub fn install_plan(
     sub: &Subscription,
     bundles: &[&Selected],
     fetched: &[BundleContent],
     subs: &[Arc<Subscription>],
-    generation: i64,
+    id: &PlanId,
     approved_already: bool,
     now: Timestamp,
 ) -> Result<NewPlan, String> {
@@ -81,7 +89,7 @@ pub fn install_plan(
         // Content read: nothing pending, nothing failed.
         lookups.push(lookup(bundle, &fetched.bundle_path, Some(fetched.properties_annotation.clone()), None));
     }
-    let plan = plan_object(sub, bundles, generation);
+    let plan = plan_object(sub, bundles, id);
     let approved = plan.spec.approved || approved_already;
     let content = externalize(&plan.name_any(), &namespace, &mut steps)?;
     let status = InstallPlanStatus {
@@ -142,10 +150,10 @@ pub fn lookup_plan(
     bundles: &[&Selected],
     images: &[String],
     states: &[LookupState],
-    generation: i64,
+    id: &PlanId,
     now: Timestamp,
 ) -> (InstallPlan, InstallPlanStatus) {
-    let plan = plan_object(sub, bundles, generation);
+    let plan = plan_object(sub, bundles, id);
     let condition = |type_: BundleLookupConditionType, reason: &str, message: &str| BundleLookupCondition {
         type_,
         status: ConditionStatus::True,
@@ -225,12 +233,11 @@ fn lookup(bundle: &Selected, path: &str, properties: Option<String>, conditions:
     }
 }
 
-/// The InstallPlan object (without status) for `bundles` of `sub`.
-fn plan_object(sub: &Subscription, bundles: &[&Selected], generation: i64) -> InstallPlan {
+/// The InstallPlan object `id` (without status) for `bundles` of `sub`.
+fn plan_object(sub: &Subscription, bundles: &[&Selected], id: &PlanId) -> InstallPlan {
     let namespace = sub.namespace().unwrap_or_default();
     let approval = sub.spec.approval();
     let approved = approval == Approval::Automatic || starting_csv_auto_approved(sub, bundles) || automatic_rollback(sub, bundles);
-    let name = plan_name(sub, bundles);
     // The plan is a component of the Operator of every package it installs.
     let labels = bundles
         .iter()
@@ -239,7 +246,7 @@ fn plan_object(sub: &Subscription, bundles: &[&Selected], generation: i64) -> In
         .collect::<std::collections::BTreeMap<_, _>>();
     InstallPlan {
         metadata: ObjectMeta {
-            name: Some(name),
+            name: Some(id.name.clone()),
             namespace: Some(namespace.clone()),
             labels: (!labels.is_empty()).then_some(labels),
             owner_references: Some(vec![OwnerReference {
@@ -258,7 +265,7 @@ fn plan_object(sub: &Subscription, bundles: &[&Selected], generation: i64) -> In
             cluster_service_version_names: bundles.iter().map(|b| b.name.clone()).collect(),
             approval,
             approved,
-            generation: Some(generation),
+            generation: Some(id.generation),
         },
         status: None,
     }
@@ -285,8 +292,10 @@ fn automatic_rollback(sub: &Subscription, bundles: &[&Selected]) -> bool {
 
 /// The name of the plan that installs `bundles` for `sub`: `install-` and a hash of the
 /// Subscription's uid and the bundles, so that two OLM replicas, or a retry, agree on one plan
-/// instead of creating two.
-pub fn plan_name(sub: &Subscription, bundles: &[&Selected]) -> String {
+/// instead of creating two. `deleted` names the plan the Subscription references when a user
+/// deleted it: the plan made again takes another name, as upstream's would (scripts that
+/// delete a plan wait for one with a new name).
+pub fn plan_name(sub: &Subscription, bundles: &[&Selected], deleted: Option<&str>) -> String {
     use sha2::{Digest, Sha256};
     let mut names: Vec<&str> = bundles.iter().map(|b| b.name.as_str()).collect();
     names.sort_unstable();
@@ -295,6 +304,9 @@ pub fn plan_name(sub: &Subscription, bundles: &[&Selected]) -> String {
     // another name than the plan that installed them before.
     if let Some(from) = sub.annotations().get(ROLLED_BACK_FROM_ANNOTATION) {
         text.push_str(&format!("/rolled-back-from/{from}"));
+    }
+    if let Some(deleted) = deleted {
+        text.push_str(&format!("/after-deleted/{deleted}"));
     }
     let digest = Sha256::digest(text.as_bytes());
     // Lowercase alphanumerics, like the suffix of a generated name.
@@ -372,8 +384,9 @@ mod tests {
         let now = Timestamp::UNIX_EPOCH;
 
         let pending = [LookupState::Read, LookupState::Pending("pulling bundle image r/dep@sha256:2".into())];
-        let (plan, status) = lookup_plan(&sub("Automatic"), &bundles, &images, &pending, 3, now);
-        assert_eq!(plan.name_any(), plan_name(&sub("Automatic"), &bundles), "the plan its steps will complete");
+        let id = PlanId { name: plan_name(&sub("Automatic"), &bundles, None), generation: 3 };
+        let (plan, status) = lookup_plan(&sub("Automatic"), &bundles, &images, &pending, &id, now);
+        assert_eq!((plan.name_any(), plan.spec.generation), (id.name.clone(), Some(3)), "the plan its steps will complete");
         assert_eq!((status.phase.clone(), status.plan.is_none()), (InstallPlanPhase::Installing, true));
         let lookups = status.bundle_lookups.clone().unwrap();
         assert_eq!((lookups[0].path.as_str(), lookups[0].conditions.is_none()), ("r/etcd@sha256:1", true));
@@ -383,11 +396,11 @@ mod tests {
             (BundleLookupConditionType::BundleLookupPending, ConditionStatus::True, Some(LOOKUP_PULLING))
         );
         assert!(awaits_content(&status));
-        let (_, manual) = lookup_plan(&sub("Manual"), &bundles, &images, &pending, 3, now);
+        let (_, manual) = lookup_plan(&sub("Manual"), &bundles, &images, &pending, &id, now);
         assert_eq!(manual.phase, InstallPlanPhase::RequiresApproval);
 
         let failed = [LookupState::Failed("image r/etcd@sha256:1 was not found".into()), LookupState::Read];
-        let (_, status) = lookup_plan(&sub("Automatic"), &bundles, &images, &failed, 3, now);
+        let (_, status) = lookup_plan(&sub("Automatic"), &bundles, &images, &failed, &id, now);
         assert_eq!(status.phase, InstallPlanPhase::Failed);
         assert_eq!(status.message.as_deref(), Some("bundle unpacking failed: image r/etcd@sha256:1 was not found"));
         let lookups = status.bundle_lookups.clone().unwrap();
@@ -409,11 +422,24 @@ mod tests {
             sub
         };
         let (first, next) = (selected("etcd.v1"), selected("etcd.v2"));
-        assert!(plan_object(&pinned(Some("true"), None), &[&first], 1).spec.approved, "the starting CSV goes in at once");
-        assert_eq!(plan_object(&pinned(Some("true"), None), &[&first], 1).spec.approval, Approval::Manual);
-        assert!(!plan_object(&pinned(Some("true"), Some("etcd.v1")), &[&next], 2).spec.approved, "every upgrade waits");
-        assert!(!plan_object(&pinned(Some("true"), None), &[&next], 1).spec.approved, "only the starting CSV");
-        assert!(!plan_object(&pinned(None, None), &[&first], 1).spec.approved, "opt-in");
-        assert!(!plan_object(&pinned(Some("false"), None), &[&first], 1).spec.approved);
+        let id = |generation| PlanId { name: "install-x".into(), generation };
+        assert!(plan_object(&pinned(Some("true"), None), &[&first], &id(1)).spec.approved, "the starting CSV goes in at once");
+        assert_eq!(plan_object(&pinned(Some("true"), None), &[&first], &id(1)).spec.approval, Approval::Manual);
+        assert!(!plan_object(&pinned(Some("true"), Some("etcd.v1")), &[&next], &id(2)).spec.approved, "every upgrade waits");
+        assert!(!plan_object(&pinned(Some("true"), None), &[&next], &id(1)).spec.approved, "only the starting CSV");
+        assert!(!plan_object(&pinned(None, None), &[&first], &id(1)).spec.approved, "opt-in");
+        assert!(!plan_object(&pinned(Some("false"), None), &[&first], &id(1)).spec.approved);
+    }
+
+    #[test]
+    fn a_plan_made_again_after_a_user_deleted_it_takes_another_name() {
+        let (a, b) = (selected("etcd.v1"), selected("dep.v2"));
+        let first = plan_name(&sub("Manual"), &[&a, &b], None);
+        assert_eq!(first, plan_name(&sub("Manual"), &[&b, &a], None), "the same for every replica and retry");
+        assert!(first.starts_with("install-") && first.len() == "install-".len() + 5, "{first}");
+        let again = plan_name(&sub("Manual"), &[&a, &b], Some(&first));
+        assert_ne!(again, first);
+        assert_eq!(again, plan_name(&sub("Manual"), &[&a, &b], Some(&first)), "made again: one name too");
+        assert_ne!(plan_name(&sub("Manual"), &[&a, &b], Some(&again)), again, "and again after that one is deleted");
     }
 }
