@@ -19,6 +19,7 @@
 pub mod canonical;
 pub mod constraint;
 pub mod cel;
+pub mod configmap;
 pub mod error;
 mod ignore;
 pub mod graph;

@@ -34,6 +34,9 @@ pub enum SourceFormat {
     PackageManifests,
     /// Both legacy packages and bundle directories below one root.
     Mixed,
+    /// A legacy ConfigMap catalog's keys as files (`packages`, `clusterServiceVersions`,
+    /// `customResourceDefinitions`): the ConfigMap mounted as a volume.
+    ConfigMap,
 }
 
 impl SourceFormat {
@@ -44,6 +47,7 @@ impl SourceFormat {
             SourceFormat::BundleDirectories => "bundle directories",
             SourceFormat::PackageManifests => "package manifests",
             SourceFormat::Mixed => "package manifests and bundle directories",
+            SourceFormat::ConfigMap => "ConfigMap catalog",
         }
     }
 }
@@ -82,6 +86,9 @@ pub fn detect_format(path: &Path) -> Result<SourceFormat, CatalogError> {
     if is_bundle_dir(path) {
         return Ok(SourceFormat::Bundle);
     }
+    if is_configmap_dir(path) {
+        return Ok(SourceFormat::ConfigMap);
+    }
     if has_package_manifest_file(path) {
         return Ok(SourceFormat::PackageManifests);
     }
@@ -96,6 +103,24 @@ pub fn detect_format(path: &Path) -> Result<SourceFormat, CatalogError> {
         (true, false) => SourceFormat::BundleDirectories,
         (false, false) => SourceFormat::Mixed,
     })
+}
+
+/// A ConfigMap catalog mounted as a volume: its `packages` key is a file (the kubelet makes
+/// each key a link into a hidden `..data` directory, so links are followed here).
+fn is_configmap_dir(dir: &Path) -> bool {
+    dir.join(crate::configmap::PACKAGES_KEY).is_file()
+}
+
+/// The documents of a ConfigMap catalog directory: each key's file, as the ConfigMap's data.
+fn configmap_documents(dir: &Path) -> Result<Vec<Document>, CatalogError> {
+    let mut data = std::collections::BTreeMap::new();
+    for key in [crate::configmap::PACKAGES_KEY, crate::configmap::CSVS_KEY, crate::configmap::CRDS_KEY] {
+        let file = dir.join(key);
+        if file.is_file() {
+            data.insert(key.to_owned(), crate::load::read_text(&file)?);
+        }
+    }
+    crate::configmap::documents(&data).map_err(|message| CatalogError::Parse { path: dir.to_path_buf(), message })
 }
 
 fn bundle_dirs_outside(root: &Path, excluded: &[PathBuf]) -> Vec<PathBuf> {
@@ -118,6 +143,7 @@ pub fn load_documents(
         SourceFormat::Bundle => render::render_bundle_dirs(path, &[path.to_path_buf()], opts),
         SourceFormat::BundleDirectories => render::render_bundle_catalog(path, opts)?,
         SourceFormat::PackageManifests => render::render_package_manifests(path, opts)?,
+        SourceFormat::ConfigMap => (configmap_documents(path)?, Vec::new()),
         SourceFormat::Mixed => {
             let legacy: Vec<PathBuf> = subdirs(path)?
                 .into_iter()
@@ -173,6 +199,10 @@ pub fn load_catalog_lenient(
     let (format, docs, mut problems) = load_documents(path, opts)?;
     let (catalog, mut more) = Catalog::build(docs);
     problems.append(&mut more);
+    if format == SourceFormat::ConfigMap {
+        // Held to what upstream's ConfigMap registry checks, as the CatalogSource controller does.
+        problems.retain(|p| !crate::configmap::TOLERATED.contains(&p.code));
+    }
     Ok((format, catalog, problems))
 }
 
