@@ -83,10 +83,14 @@ pub enum Gate {
 }
 
 /// Resolution is needed unless a plan is in flight, failed, or the installed CSV has not
-/// finished installing.
-pub fn gate(plan: Option<&PlanView>, plan_missing: bool, current: Option<&CsvView>, has_plan_ref: bool) -> Gate {
+/// finished installing. With `fail_forward` (the OperatorGroup's `upgradeStrategy:
+/// TechPreviewUnsafeFailForward`, as upstream) a failed plan does not hold resolution back: a
+/// newer bundle that upgrades from what is installed replaces it (the same bundles again keep
+/// the failed plan: same name).
+pub fn gate(plan: Option<&PlanView>, plan_missing: bool, current: Option<&CsvView>, has_plan_ref: bool, fail_forward: bool) -> Gate {
     if has_plan_ref && !plan_missing && !plan.is_some_and(|p| p.awaits_content) {
         match plan.map(|p| &p.phase) {
+            Some(InstallPlanPhase::Failed) if fail_forward => {}
             Some(InstallPlanPhase::Failed) => return Gate::Wait("the InstallPlan failed"),
             Some(InstallPlanPhase::Complete) => {
                 if current.is_none() {

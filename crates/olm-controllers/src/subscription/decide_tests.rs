@@ -257,28 +257,34 @@ fn the_gate_waits_for_plans_and_unfinished_csvs() {
         phase: Some(CsvPhase::Installing),
         failure: None,
     };
-    assert_eq!(gate(None, false, None, false), Gate::Resolve);
+    assert_eq!(gate(None, false, None, false, false), Gate::Resolve);
     assert!(matches!(
-        gate(Some(&plan(InstallPlanPhase::Installing)), false, None, true),
+        gate(Some(&plan(InstallPlanPhase::Installing)), false, None, true, false),
         Gate::Wait(_)
     ));
     assert!(matches!(
-        gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true),
+        gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true, false),
         Gate::Wait(_)
     ));
     assert!(matches!(
-        gate(Some(&plan(InstallPlanPhase::Complete)), false, None, true),
+        gate(Some(&plan(InstallPlanPhase::Complete)), false, None, true, false),
         Gate::Wait(_)
     ));
     assert_eq!(
-        gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&succeeded), true),
+        gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&succeeded), true, false),
         Gate::Resolve
     );
     assert!(matches!(
-        gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&installing), true),
+        gate(Some(&plan(InstallPlanPhase::Complete)), false, Some(&installing), true, false),
         Gate::Wait(_)
     ));
-    assert_eq!(gate(None, true, None, true), Gate::Resolve, "a vanished plan is replanned");
+    assert_eq!(gate(None, true, None, true, false), Gate::Resolve, "a vanished plan is replanned");
+    // TechPreviewUnsafeFailForward: a failed plan does not hold back a newer bundle; the CSV
+    // that was installed must still have succeeded.
+    assert_eq!(gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true, true), Gate::Resolve);
+    assert_eq!(gate(Some(&plan(InstallPlanPhase::Failed)), false, Some(&succeeded), true, true), Gate::Resolve);
+    assert!(matches!(gate(Some(&plan(InstallPlanPhase::Failed)), false, Some(&installing), true, true), Gate::Wait(_)));
+    assert!(matches!(gate(Some(&plan(InstallPlanPhase::Installing)), false, None, true, true), Gate::Wait(_)), "only a failed plan");
 }
 
 #[test]
@@ -313,7 +319,7 @@ fn a_bundle_being_pulled_is_said_and_the_condition_goes_once_the_plan_is_written
     assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-x"));
     assert_eq!(st.state, Some(SubscriptionState::UpgradePending));
     // That plan does not hold resolution back: the pull's end makes the plan's steps.
-    assert_eq!(gate(Some(&pulling), false, None, true), Gate::Resolve);
+    assert_eq!(gate(Some(&pulling), false, None, true, false), Gate::Resolve);
     let mut s = s;
     s.status = Some(st);
     let failed = PlanView {
@@ -327,8 +333,8 @@ fn a_bundle_being_pulled_is_said_and_the_condition_goes_once_the_plan_is_written
     assert!(condition(&st, SubscriptionConditionType::BundleUnpackFailed).is_some());
     assert_eq!(st.state, Some(SubscriptionState::UpgradeFailed));
     // A failed pull is retried (a plan that failed installing waits for the user).
-    assert_eq!(gate(Some(&failed), false, None, true), Gate::Resolve);
-    assert_ne!(gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true), Gate::Resolve);
+    assert_eq!(gate(Some(&failed), false, None, true, false), Gate::Resolve);
+    assert_ne!(gate(Some(&plan(InstallPlanPhase::Failed)), false, None, true, false), Gate::Resolve);
 }
 
 #[test]
@@ -388,7 +394,7 @@ fn a_plan_deleted_before_its_csv_came_starts_over_and_the_new_plan_replaces_the_
     // Kept: the next plan is named apart from the deleted one (plan::plan_name).
     assert_eq!(st.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()), Some("install-x"));
     assert!(condition(&st, SubscriptionConditionType::InstallPlanMissing).is_none(), "nothing was installed: nothing is missing");
-    assert_eq!(gate(None, true, None, true), Gate::Resolve);
+    assert_eq!(gate(None, true, None, true, false), Gate::Resolve);
 
     s.status = Some(st);
     let again = PlanView { name: "install-y".into(), ..plan(InstallPlanPhase::RequiresApproval) };

@@ -47,6 +47,14 @@ pub struct Facts {
     pub unpack: UnpackSettings,
     /// The namespace's one OperatorGroup and the install modes its targets ask of an operator.
     pub group_modes: Option<GroupModes>,
+    /// The namespace's one OperatorGroup has `upgradeStrategy: TechPreviewUnsafeFailForward`.
+    pub fail_forward: bool,
+}
+
+/// Whether the namespace's one OperatorGroup lets failed upgrades be replaced by newer ones
+/// (upstream's `IsFailForwardEnabled`: none with several groups).
+pub fn fail_forward(groups: &[Arc<OperatorGroup>]) -> bool {
+    matches!(groups, [group] if group.spec.upgrade_strategy() == olm_api::v1::operator_group::UpgradeStrategy::TechPreviewUnsafeFailForward)
 }
 
 /// An OperatorGroup and the install modes its resolved targets ask of its operators.
@@ -265,6 +273,7 @@ pub async fn observe(
         next_plan_generation,
         unpack: UnpackSettings::of(state.groups.list_in(&namespace).first().map(AsRef::as_ref)),
         group_modes: GroupModes::of(&state.groups.list_in(&namespace), &namespace),
+        fail_forward: fail_forward(&state.groups.list_in(&namespace)),
     }))
 }
 
@@ -309,5 +318,16 @@ mod tests {
         let settings = UnpackSettings::of(Some(&group));
         assert_eq!(settings.timeout, Some(Duration::from_secs(150)));
         assert_eq!(settings.min_retry, None, "an unparsable value is ignored");
+    }
+
+    #[test]
+    fn fail_forward_is_the_one_groups_upgrade_strategy() {
+        let group = |strategy: &str| -> Arc<OperatorGroup> {
+            Arc::new(serde_json::from_value(serde_json::json!({"metadata": {"name": "og"}, "spec": {"upgradeStrategy": strategy}})).expect("a group"))
+        };
+        assert!(fail_forward(&[group("TechPreviewUnsafeFailForward")]));
+        assert!(!fail_forward(&[group("Default")]));
+        assert!(!fail_forward(&[group("TechPreviewUnsafeFailForward"), group("TechPreviewUnsafeFailForward")]), "several groups: none");
+        assert!(!fail_forward(&[]));
     }
 }

@@ -79,7 +79,7 @@ pub fn decide(facts: &Facts, rejected: Option<&str>) -> ResolutionDecision {
     let previous = sub.status.clone().unwrap_or_default();
     let plan_ref = previous.install_plan_ref.as_ref().and_then(|r| r.name.as_ref());
     let mut decision = ResolutionDecision { intent: Intent::Wait, adopted: None, resolver_ran: None, event: None };
-    let gate = decide::gate(facts.plan.as_ref(), facts.plan_missing, facts.current.as_ref(), plan_ref.is_some());
+    let gate = decide::gate(facts.plan.as_ref(), facts.plan_missing, facts.current.as_ref(), plan_ref.is_some(), facts.fail_forward);
     tracing::debug!(?gate, plan = ?plan_ref, plan_phase = ?facts.plan.as_ref().map(|p| p.phase.clone()), plan_missing = facts.plan_missing, current = ?facts.current, "resolution gate");
     if gate != Gate::Resolve {
         return decision;
