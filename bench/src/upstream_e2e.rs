@@ -34,6 +34,8 @@ pub const USAGE: &str = "olm-bench --upstream-e2e [--ci] [--build-only] [--focus
 /// the kernel's ephemeral range (32768-60999), where an outgoing connection may take a port first.
 const STATE_DIR: &str = "/tmp/upstream-e2e-state";
 const PORT_BASE: u16 = 20400;
+/// `olm run --configmap-server-image` of the OLM under test: the olm image manifests/ name.
+pub const CONFIGMAP_SERVER_IMAGE: &str = "ghcr.io/olm-rs/olm:latest";
 const CLUSTER_PORT_STRIDE: u16 = 1000;
 const MAX_CLUSTERS: usize = 4;
 /// The suite's `-namespace` (its OperatorGroup `opgroup` is made here, once, before any spec) and
@@ -392,6 +394,9 @@ impl Env {
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(&self.olm);
         cmd.args(args).env("OLM_DEV_STATE_DIR", &self.state_dir).env("OLM_DEV_PORT_BASE", self.port_base.to_string()).stdin(Stdio::null());
+        // ConfigMap catalogs get registry pods, as upstream's install makes them (the suite
+        // waits on them); kwok runs them, so the image is only a name here.
+        cmd.env("OLM_CONFIGMAP_SERVER_IMAGE", CONFIGMAP_SERVER_IMAGE);
         cmd
     }
 

@@ -244,6 +244,7 @@ async fn main() -> anyhow::Result<()> {
             cache_thread_init: None,
             images: olm_e2e::image_client()?,
             extra: Vec::new(),
+            configmap_server_image: None,
             controllers: Vec::new(),
             admin_addr: None,
             leader_election: None,

@@ -298,6 +298,7 @@ impl ScopedManager {
                         cache_thread_init: None,
                         images,
                         extra,
+                        configmap_server_image: None,
                         controllers: Vec::new(),
                         admin_addr: if admin { Some("127.0.0.1:0".parse()?) } else { None },
                         leader_election: None,

@@ -26,6 +26,7 @@ const OLM_USER: &str = "system:serviceaccount:olm:olm-operator";
 /// resources, verbs, why; `*` as the manifest writes it).
 const NOT_EXERCISED: &[(&str, &[&str], &[&str], &str)] = &[
     ("", &["configmaps"], &["get", "create", "patch", "delete"], "ConfigMap catalogs, the plan content of bundles too large for an InstallPlan (large_bundles.rs), bundle objects; a ClusterExtension's record kept in one by olm-rs before session 51, read and deleted"),
+    ("", &["pods"], &["list", "create", "delete"], "registry pods of ConfigMap catalogs, made only with `olm run --configmap-server-image` (upstream's e2e suite runs with it: olm-bench --upstream-e2e)"),
     ("", &["serviceaccounts", "secrets"], &["delete"], "a ClusterExtension upgrade whose new bundle drops one (the Service of the workload's upgrade takes the same path)"),
     ("rbac.authorization.k8s.io", &["roles", "rolebindings"], &["delete"], "a ClusterExtension upgrade whose new bundle drops a namespaced permission (OwnNamespace installs: cluster_extensions.rs)"),
     ("rbac.authorization.k8s.io", &["rolebindings"], &["get"], "a ClusterExtension that watches one namespace: its Role and binding checked before they are applied (cluster_extensions.rs)"),

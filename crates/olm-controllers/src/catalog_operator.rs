@@ -63,6 +63,8 @@ pub struct Shared<'a> {
     /// The CRD cache, when the manager has one (shared with the CSV and Operator controllers).
     pub crds: Option<&'a Cache<CustomResourceDefinition>>,
     pub images: &'a Arc<olm_image::ImageClient>,
+    /// The image of ConfigMap catalogs' registry pods (none without it).
+    pub configmap_server_image: Option<&'a str>,
 }
 
 /// What the cache keeps of a Complete plan: its phase, conditions and message (what a
@@ -101,6 +103,7 @@ pub fn start(caches: &mut Caches, shared: Shared<'_>, selection: Selection) -> V
             content: content.clone(),
             metrics: shared.catalog_metrics.clone(),
             images: shared.images.clone(),
+            configmap_server_image: shared.configmap_server_image.map(str::to_owned),
         };
         let ctx = Arc::new(ControllerContext::new((crate::FIELD_MANAGER_PREFIX, name), client, metrics, leadership, state));
         tasks.push(tokio::spawn(catalogsource::run(ctx, shared.shutdown.signal())));

@@ -137,6 +137,9 @@ pub struct ManagerConfig {
     /// Controllers of other crates to run beside these, on the same caches, leader and
     /// shutdown (OLM v1's: `olm-controllers-v1`).
     pub extra: Vec<Arc<dyn olm_runtime::ControllerSet>>,
+    /// The image of ConfigMap catalogs' registry pods, as upstream's `-configmapServerImage`
+    /// (an olm image: the pod runs `olm catalog serve`); None: no such pods.
+    pub configmap_server_image: Option<String>,
 }
 
 /// Running controllers; `stop` shuts them down gracefully.
@@ -348,6 +351,7 @@ impl Manager {
                 subscriptions: subscriptions.as_ref(),
                 plans: plans.as_ref(),
                 images: &config.images,
+                configmap_server_image: config.configmap_server_image.as_deref(),
                 crd_writes: &crd_writes,
                 crds: csv_caches.as_ref().map(|shared| &shared.crds),
             },

@@ -723,6 +723,7 @@ async fn main() -> anyhow::Result<()> {
             cache_thread_init: None,
             images: images.clone(),
             extra: Vec::new(),
+            configmap_server_image: None,
             controllers: Vec::new(),
             admin_addr: None,
             leader_election: None,

@@ -86,6 +86,8 @@ pub struct StatusInputs {
     pub address: Option<String>,
     /// Whether the catalog polls (sets `latestImageRegistryPoll`).
     pub polls: bool,
+    /// A ConfigMap catalog's registry pod, when OLM makes them (`registry_pod`).
+    pub registry_pod: Option<super::registry_pod::Outcome>,
 }
 
 /// The full status.
@@ -157,9 +159,16 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
         status.message = Some(format!("served, with problems: {}{more}", shown.join("; ")));
     }
     status.registry_service = registry_service(catalog, inputs, previous.registry_service.as_ref(), now);
-    // A secret that cannot be used explains an Unauthorized pull, or warns before one.
-    if !inputs.secret_problems.is_empty() {
-        let problems = inputs.secret_problems.join("; ");
+    // A secret that cannot be used explains an Unauthorized pull, or warns before one; a
+    // registry pod that could not be made is said too.
+    let problems: Vec<&str> = inputs
+        .secret_problems
+        .iter()
+        .map(String::as_str)
+        .chain(inputs.registry_pod.as_ref().and_then(|p| p.problem.as_deref()))
+        .collect();
+    if !problems.is_empty() {
+        let problems = problems.join("; ");
         status.message = Some(match status.message.take() {
             Some(message) => format!("{message}; {problems}"),
             None => problems,
@@ -171,7 +180,8 @@ pub fn status(catalog: &CatalogSource, inputs: &StatusInputs, now: Timestamp) ->
 /// `status.registryService`, which clients (upstream's e2e suite among them) take as "the
 /// catalog's registry exists": for a `spec.address` catalog at once, as upstream; for ConfigMap
 /// and image catalogs once their content has been read (OLM serves them itself, no pod and
-/// Service of their own, so only the protocol is named). An address of a cluster Service
+/// Service of their own, so only the protocol is named; a ConfigMap catalog's registry pod,
+/// when OLM makes them, is named by its Service). An address of a cluster Service
 /// (`name.namespace.svc[.cluster.local]:port`) is spelled out as its Service, so
 /// that the status's address round-trips. `createdAt` is kept from the first time.
 fn registry_service(catalog: &CatalogSource, inputs: &StatusInputs, previous: Option<&RegistryServiceStatus>, now: Timestamp) -> Option<RegistryServiceStatus> {
@@ -185,6 +195,11 @@ fn registry_service(catalog: &CatalogSource, inputs: &StatusInputs, previous: Op
         created_at: Some(previous.and_then(|p| p.created_at.clone()).unwrap_or(Time(now))),
         ..Default::default()
     };
+    if inputs.registry_pod.as_ref().is_some_and(|p| p.service) {
+        service.service_name = Some(catalog.metadata.name.clone().unwrap_or_default());
+        service.service_namespace = catalog.metadata.namespace.clone();
+        service.port = Some(super::registry_pod::GRPC_PORT.to_string());
+    }
     if let Some((host, port)) = address.and_then(|a| a.rsplit_once(':')) {
         let host = host.strip_suffix(".cluster.local").unwrap_or(host);
         if let Some((name, namespace)) = host.strip_suffix(".svc").and_then(|h| h.split_once('.'))
@@ -305,8 +320,25 @@ mod tests {
         let key = olm_resolver::CatalogKey::new("community.v1", "olm");
         let empty = olm_catalog_client::CatalogContent::from_documents(key, 0, Vec::new(), None, Default::default()).expect("an empty catalog");
         read.content = Some(std::sync::Arc::new(empty));
-        let service = at(r#"{"sourceType":"configmap","configMap":"cm"}"#, Some(read)).expect("set once read");
+        let service = at(r#"{"sourceType":"configmap","configMap":"cm"}"#, Some(read.clone())).expect("set once read");
         assert_eq!((service.protocol.as_deref(), service.service_name), (Some("grpc"), None));
+
+        // With a registry pod (`olm run --configmap-server-image`): its Service, as upstream's.
+        let c = catalog(r#"{"sourceType":"configmap","configMap":"cm"}"#);
+        let pod = |service, problem: Option<&str>| StatusInputs {
+            state: Some(read.clone()),
+            registry_pod: Some(super::super::registry_pod::Outcome { service, problem: problem.map(str::to_owned) }),
+            ..Default::default()
+        };
+        let s = status(&c, &pod(true, None), Timestamp::UNIX_EPOCH);
+        let service = s.registry_service.expect("set");
+        assert_eq!(
+            (service.service_name.as_deref(), service.service_namespace.as_deref(), service.port.as_deref()),
+            (Some("community.v1"), Some("olm"), Some("50051"))
+        );
+        let s = status(&c, &pod(false, Some("registry pod: cannot create its registry pod (image i): forbidden")), Timestamp::UNIX_EPOCH);
+        assert_eq!(s.registry_service.and_then(|r| r.service_name), None);
+        assert_eq!(s.message.as_deref(), Some("registry pod: cannot create its registry pod (image i): forbidden"));
     }
 
     #[test]

@@ -10,5 +10,6 @@
 
 pub mod decide;
 pub mod reconcile;
+pub mod registry_pod;
 
 pub use reconcile::{CatalogSourceState, NAME, run};

@@ -34,6 +34,9 @@ pub struct CatalogSourceState {
     pub metrics: crate::catalog_metrics::CatalogMetrics,
     /// Pulls catalog and bundle images, through one cache.
     pub images: Arc<ImageClient>,
+    /// The image of ConfigMap catalogs' registry pods; none are made without it
+    /// (`super::registry_pod`).
+    pub configmap_server_image: Option<String>,
 }
 
 #[instrument(skip_all, fields(kind = "CatalogSource", namespace = %catalog.namespace().unwrap_or_default(), name = %catalog.name_any()))]
@@ -89,6 +92,10 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
                 Some(cm) => {
                     let cm = ensure_owned(&api, cm, &catalog).await?;
                     let version = cm.resource_version().unwrap_or_default();
+                    if let Some(image) = &state.configmap_server_image {
+                        let served = (name.clone(), version.clone());
+                        inputs.registry_pod = Some(super::registry_pod::ensure(&ctx, &catalog, served, image).await?);
+                    }
                     inputs.configmap = Some((name.clone(), cm.uid().unwrap_or_default(), version.clone()));
                     configmap_data = Some(cm.data.unwrap_or_default());
                     format!("configmap={name}@{version}")

@@ -36,6 +36,12 @@ pub struct RunArgs {
     /// (default: http:// and the bound address; in a cluster, the Service's URL).
     #[arg(long)]
     cluster_catalog_url: Option<String>,
+    /// Give each ConfigMap catalog (`sourceType: configmap`) a registry pod serving it over
+    /// gRPC from this image (an olm image; it runs `olm catalog serve`) and a Service of the
+    /// catalog's name, as upstream's `-configmapServerImage`. Without it OLM serves ConfigMap
+    /// catalogs itself and makes no pod.
+    #[arg(long, value_name = "IMAGE", env = "OLM_CONFIGMAP_SERVER_IMAGE")]
+    configmap_server_image: Option<String>,
     #[command(flatten)]
     registry: super::image::RegistryArgs,
 }
@@ -112,6 +118,7 @@ async fn serve(args: RunArgs, controllers: Vec<ControllerKind>) -> anyhow::Resul
             cache_thread_init: cache_thread_init(),
             images,
             extra,
+            configmap_server_image: args.configmap_server_image.clone(),
         },
     )
     .await?;
