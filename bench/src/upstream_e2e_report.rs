@@ -124,7 +124,7 @@ fn cause(location: &str, class: &str, outcome: &Outcome) -> String {
         Outcome::Skipped(_) => return "skipped by the suite".into(),
         Outcome::NotApplicable | Outcome::Failed { .. } => {}
     }
-    if !matches!(class, "A" | "?") {
+    if !crate::upstream_e2e::runs_by_default(class) {
         return format!("needs real pods or images ({class})");
     }
     let file = location.split(':').next().unwrap_or(location);
@@ -226,7 +226,7 @@ pub fn render(run: &RunInfo, results: &[SpecResult], previous: &str) -> String {
     let _ = writeln!(t, "OLM v1's API (ClusterCatalog, ClusterExtension) is held against operator-controller v1.11.0's own e2e suite (its Godog features) and kubectl-operator's `olmv1` commands in docs/olmv1.md.\n");
     let _ = writeln!(t, "CI runs a subset of the passing specs on every change; a spec that fails there runs once more, and CI fails if it fails again (`olm-bench --upstream-e2e --ci`; the list and why each is in it: bench/upstream-e2e/ci.tsv).\n");
     let _ = writeln!(t, "All {} specs: **{} pass, {} fail, {} not applicable, {} pending, {} not run**.\n", rows.len(), count("pass"), count("fail"), count("not applicable"), count("pending"), count("not run"));
-    let _ = writeln!(t, "Classes (what a spec needs): A = only API objects; Apod = asserts the registry Pod, Service or NetworkPolicy upstream makes for image catalogs; Acm = asserts upstream's ConfigMap-server pods; Aapi = owns an APIService whose backend must become Available; B = a serving pod, an image or an unpack Job; C = upstream's own Deployments or their metrics; S = always skipped; P:X = pending upstream. Only A runs by default (`--all` runs the others). Causes of a non-pass: bug in olm-rs, deliberate difference, needs real pods or images, pending.\n");
+    let _ = writeln!(t, "Classes (what a spec needs): A = only API objects; Apod = asserts the registry Pod, Service or NetworkPolicy upstream makes for image catalogs; Acm = asserts the registry pods of ConfigMap catalogs (OLM makes them here: `--configmap-server-image`); Aapi = owns an APIService whose backend must become Available; B = a serving pod, an image or an unpack Job; C = upstream's own Deployments or their metrics; S = always skipped; P:X = pending upstream. Only A and Acm run by default (`--all` runs the others). Causes of a non-pass: bug in olm-rs, deliberate difference, needs real pods or images, pending.\n");
 
     let failed: Vec<&Row> = rows.iter().filter(|r| r.result == "fail").collect();
     if !failed.is_empty() {
