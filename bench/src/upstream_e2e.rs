@@ -153,7 +153,7 @@ pub fn main(workspace: &Path, args: &[String]) -> anyhow::Result<()> {
     if opts.rerender {
         return rerender(&opts, specs, &reports);
     }
-    let (to_run, not_run): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.selected && s.runnable && (opts.all || runs_by_default(&s.class)));
+    let (to_run, not_run): (Vec<Spec>, Vec<Spec>) = specs.into_iter().partition(|s| s.selected && s.runnable && (opts.all || crate::upstream_e2e_report::runs_by_default(&s.class)));
     eprintln!("upstream e2e {version}: {} specs, {} to run (suite built or found in {:.0} s)", to_run.len() + not_run.len(), to_run.len(), built.as_secs_f64());
     opts.olm = crate::tools::private_copy(&opts.olm, &state, "olm")?;
 
@@ -227,18 +227,12 @@ fn write_report(opts: &Options, run: &report::RunInfo, results: &[SpecResult]) -
     Ok(())
 }
 
-/// The classes run without `--all`: API objects only (A), and ConfigMap catalogs' registry pods
-/// (Acm), which OLM makes here (`CONFIGMAP_SERVER_IMAGE`) and kwok runs.
-pub fn runs_by_default(class: &str) -> bool {
-    matches!(class, "A" | "Acm" | "?")
-}
-
 /// A spec this run did not run: pending upstream, not applicable (a class not selected), or
 /// left out by the budget.
 fn not_ran(opts: &Options, spec: Spec) -> SpecResult {
     let outcome = if !spec.runnable {
         Outcome::Pending
-    } else if !opts.all && !runs_by_default(&spec.class) {
+    } else if !opts.all && !crate::upstream_e2e_report::runs_by_default(&spec.class) {
         Outcome::NotApplicable
     } else {
         Outcome::NotRun

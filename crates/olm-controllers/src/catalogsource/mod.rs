@@ -11,5 +11,6 @@
 pub mod decide;
 pub mod reconcile;
 pub mod registry_pod;
+pub mod state;
 
 pub use reconcile::{CatalogSourceState, NAME, run};

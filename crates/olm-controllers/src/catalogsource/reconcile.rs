@@ -12,32 +12,16 @@ use kube::runtime::controller::{Action, Controller};
 use kube::{Api, Resource, ResourceExt};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_catalog_client::location::{self, Location};
-use olm_catalog_client::{CatalogCache, CatalogState, ClientError, ConnectionState, ImageAccess, Read};
-use olm_image::ImageClient;
+use olm_catalog_client::{CatalogState, ClientError, ConnectionState, ImageAccess, Read};
 use olm_resolver::CatalogKey;
 use tracing::instrument;
 
 use super::decide::{self, StatusInputs};
-use olm_runtime::{Cache, ControllerContext, Error, EventNote, Result, error_policy, guarded};
+pub use super::state::CatalogSourceState;
+use olm_runtime::{ControllerContext, Error, EventNote, Result, error_policy, guarded};
 
 /// Controller name: metric label, field manager `olm/catalogsource`.
 pub const NAME: &str = "catalogsource";
-
-/// What the CatalogSource controller reads and fills.
-#[derive(Clone)]
-pub struct CatalogSourceState {
-    /// Every CatalogSource.
-    pub catalogs: Cache<CatalogSource>,
-    /// The content cache shared with the Subscription and InstallPlan controllers.
-    pub content: CatalogCache,
-    /// The catalog-operator metrics.
-    pub metrics: crate::catalog_metrics::CatalogMetrics,
-    /// Pulls catalog and bundle images, through one cache.
-    pub images: Arc<ImageClient>,
-    /// The image of ConfigMap catalogs' registry pods; none are made without it
-    /// (`super::registry_pod`).
-    pub configmap_server_image: Option<String>,
-}
 
 #[instrument(skip_all, fields(kind = "CatalogSource", namespace = %catalog.namespace().unwrap_or_default(), name = %catalog.name_any()))]
 async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<CatalogSourceState>>) -> Result<Action> {

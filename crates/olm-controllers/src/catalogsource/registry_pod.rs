@@ -25,7 +25,7 @@ use kube::{Api, Resource, ResourceExt};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
 use olm_runtime::{ControllerContext, Error, Result};
 
-use super::reconcile::CatalogSourceState;
+use super::state::CatalogSourceState;
 
 /// Label of a catalog's registry pods and Service: the CatalogSource's name (upstream's).
 pub const CATALOG_LABEL: &str = "olm.catalogSource";
