@@ -116,13 +116,13 @@ fn tsv(text: &'static str) -> impl Iterator<Item = Vec<&'static str>> {
     text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(|l| l.split('\t').collect())
 }
 
-/// Why a spec of `class` at `location` did not pass: one of the four causes, and a note.
 /// The classes run without `--all`: API objects only (A), and ConfigMap catalogs' registry pods
 /// (Acm), which OLM makes here (`upstream_e2e::CONFIGMAP_SERVER_IMAGE`) and kwok runs.
 pub fn runs_by_default(class: &str) -> bool {
     matches!(class, "A" | "Acm" | "?")
 }
 
+/// Why a spec of `class` at `location` did not pass: one of the four causes, and a note.
 fn cause(location: &str, class: &str, outcome: &Outcome) -> String {
     match outcome {
         Outcome::Passed | Outcome::NotRun => return String::new(),

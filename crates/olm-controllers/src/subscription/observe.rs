@@ -260,6 +260,7 @@ pub async fn observe(
         .max()
         .unwrap_or(0)
         + 1;
+    let groups = state.groups.list_in(&namespace);
     Ok(Some(Facts {
         sub,
         subs,
@@ -271,9 +272,9 @@ pub async fn observe(
         current,
         global_namespace: state.global_namespace.clone(),
         next_plan_generation,
-        unpack: UnpackSettings::of(state.groups.list_in(&namespace).first().map(AsRef::as_ref)),
-        group_modes: GroupModes::of(&state.groups.list_in(&namespace), &namespace),
-        fail_forward: fail_forward(&state.groups.list_in(&namespace)),
+        unpack: UnpackSettings::of(groups.first().map(AsRef::as_ref)),
+        group_modes: GroupModes::of(&groups, &namespace),
+        fail_forward: fail_forward(&groups),
     }))
 }
 
