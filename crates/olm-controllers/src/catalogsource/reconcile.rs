@@ -78,7 +78,7 @@ async fn reconcile(catalog: Arc<CatalogSource>, ctx: Arc<ControllerContext<Catal
                     let version = cm.resource_version().unwrap_or_default();
                     if let Some(image) = &state.configmap_server_image {
                         let served = (name.clone(), version.clone());
-                        inputs.registry_pod = Some(super::registry_pod::ensure(&ctx, &catalog, served, image).await?);
+                        inputs.registry_pod = Some(super::registry_pod::ensure(&ctx, &catalog, served, image).await);
                     }
                     inputs.configmap = Some((name.clone(), cm.uid().unwrap_or_default(), version.clone()));
                     configmap_data = Some(cm.data.unwrap_or_default());

@@ -23,7 +23,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use olm_api::v1alpha1::catalog_source::CatalogSource;
-use olm_runtime::{ControllerContext, Error, Result};
+use olm_runtime::ControllerContext;
 
 use super::state::CatalogSourceState;
 
@@ -213,43 +213,25 @@ pub struct Outcome {
 }
 
 /// Observe, decide, act for the registry pod of `catalog` serving `configmap` (name,
-/// resourceVersion).
+/// resourceVersion). Nothing here fails the reconcile: what the API server refuses (a list, a
+/// create) is said in the Outcome, and OLM serves the catalog meanwhile.
 pub async fn ensure(
     ctx: &ControllerContext<CatalogSourceState>,
     catalog: &CatalogSource,
     configmap: (String, String),
     image: &str,
-) -> Result<Outcome> {
+) -> Outcome {
     let namespace = catalog.namespace().unwrap_or_default();
     let name = catalog.name_any();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let services: Api<Service> = Api::namespaced(ctx.client.clone(), &namespace);
-    let listed = pods
-        .list(&ListParams::default().labels(&format!("{CATALOG_LABEL}={name}")))
-        .await
-        .map_err(|err| Error::api(format!("list the registry pods of CatalogSource {namespace}/{name}"), err))?;
-    let uid = catalog.uid();
-    let ours = |meta: &ObjectMeta| meta.owner_references.iter().flatten().any(|o| Some(&o.uid) == uid.as_ref());
-    let service_is_ours = services
-        .get_opt(&name)
-        .await
-        .map_err(|err| Error::api(format!("get Service {namespace}/{name}"), err))?
-        .map(|s| ours(&s.metadata));
-    let observed = Observed {
-        configmap: configmap.clone(),
-        image: image.to_owned(),
-        pods: listed
-            .items
-            .iter()
-            .filter(|p| ours(&p.metadata))
-            .map(|p| PodView {
-                name: p.name_any(),
-                version: p.labels().get(CONFIGMAP_VERSION_LABEL).cloned(),
-                image: p.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone()),
-                deleting: p.metadata.deletion_timestamp.is_some(),
-            })
-            .collect(),
-        service_is_ours,
+    let observed = match observe(&pods, &services, catalog, configmap.clone(), image).await {
+        Ok(observed) => observed,
+        Err((what, err)) => {
+            tracing::warn!(catalog = %name, "cannot {what}: {err}");
+            let problem = format!("registry pod: cannot {what}: {}", olm_runtime::error::api_message(&err));
+            return Outcome { service: false, problem: Some(problem) };
+        }
     };
     let mut problems = Vec::new();
     let mut service = observed.service_is_ours == Some(true);
@@ -284,7 +266,45 @@ pub async fn ensure(
         ));
     }
     let problem = (!problems.is_empty()).then(|| format!("registry pod: {}", problems.join("; ")));
-    Ok(Outcome { service, problem })
+    Outcome { service, problem }
+}
+
+/// The catalog's registry pods and whether its Service is its own; what could not be read.
+async fn observe(
+    pods: &Api<Pod>,
+    services: &Api<Service>,
+    catalog: &CatalogSource,
+    configmap: (String, String),
+    image: &str,
+) -> std::result::Result<Observed, (String, kube::Error)> {
+    let name = catalog.name_any();
+    let listed = pods
+        .list(&ListParams::default().labels(&format!("{CATALOG_LABEL}={name}")))
+        .await
+        .map_err(|err| ("list its registry pods".to_owned(), err))?;
+    let uid = catalog.uid();
+    let ours = |meta: &ObjectMeta| meta.owner_references.iter().flatten().any(|o| Some(&o.uid) == uid.as_ref());
+    let service_is_ours = services
+        .get_opt(&name)
+        .await
+        .map_err(|err| (format!("read its Service {name}"), err))?
+        .map(|s| ours(&s.metadata));
+    Ok(Observed {
+        configmap,
+        image: image.to_owned(),
+        pods: listed
+            .items
+            .iter()
+            .filter(|p| ours(&p.metadata))
+            .map(|p| PodView {
+                name: p.name_any(),
+                version: p.labels().get(CONFIGMAP_VERSION_LABEL).cloned(),
+                image: p.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone()),
+                deleting: p.metadata.deletion_timestamp.is_some(),
+            })
+            .collect(),
+        service_is_ours,
+    })
 }
 
 #[cfg(test)]
